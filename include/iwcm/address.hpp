@@ -1,0 +1,97 @@
+// Addresses: MAC, IPv4, IPv6, and an endpoint (address + TCP port).
+//
+// Plain values, stored in network byte order, hashable and comparable. Text
+// forms follow the usual conventions ("10.0.0.1", "fe80::1", "02:00:00:00:00:01",
+// "10.0.0.1:4791", "[fe80::1]:4791").
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace iwcm {
+
+struct MacAddr {
+    std::array<std::uint8_t, 6> bytes{};
+
+    static constexpr MacAddr broadcast() { return {{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}; }
+    constexpr bool is_broadcast() const { return *this == broadcast(); }
+    constexpr bool is_multicast() const { return (bytes[0] & 0x01) != 0; }
+    static std::optional<MacAddr> parse(std::string_view text);
+    std::string to_string() const;
+    friend constexpr auto operator<=>(const MacAddr&, const MacAddr&) = default;
+};
+
+struct Ipv4Addr {
+    std::array<std::uint8_t, 4> bytes{};
+
+    static constexpr Ipv4Addr from_u32(std::uint32_t host_order) {
+        return {{static_cast<std::uint8_t>(host_order >> 24), static_cast<std::uint8_t>(host_order >> 16),
+                 static_cast<std::uint8_t>(host_order >> 8), static_cast<std::uint8_t>(host_order)}};
+    }
+    constexpr std::uint32_t to_u32() const {
+        return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) |
+               (std::uint32_t{bytes[2]} << 8) | std::uint32_t{bytes[3]};
+    }
+    static std::optional<Ipv4Addr> parse(std::string_view text);
+    std::string to_string() const;
+    friend constexpr auto operator<=>(const Ipv4Addr&, const Ipv4Addr&) = default;
+};
+
+struct Ipv6Addr {
+    std::array<std::uint8_t, 16> bytes{};
+
+    static std::optional<Ipv6Addr> parse(std::string_view text);
+    std::string to_string() const;
+    friend constexpr auto operator<=>(const Ipv6Addr&, const Ipv6Addr&) = default;
+};
+
+enum class IpFamily : std::uint8_t { kV4 = 4, kV6 = 6 };
+
+// Either family in one value; the unused bytes of a v4 address are zero so
+// that comparison and hashing need no branch.
+class IpAddr {
+public:
+    constexpr IpAddr() = default;
+    constexpr IpAddr(Ipv4Addr v4) : family_(IpFamily::kV4) {  // NOLINT(implicit)
+        for (int i = 0; i < 4; ++i) bytes_[i] = v4.bytes[i];
+    }
+    constexpr IpAddr(Ipv6Addr v6) : family_(IpFamily::kV6), bytes_(v6.bytes) {}  // NOLINT(implicit)
+
+    constexpr IpFamily family() const { return family_; }
+    constexpr bool is_v4() const { return family_ == IpFamily::kV4; }
+    constexpr bool is_v6() const { return family_ == IpFamily::kV6; }
+    constexpr Ipv4Addr v4() const { return {{bytes_[0], bytes_[1], bytes_[2], bytes_[3]}}; }
+    constexpr Ipv6Addr v6() const { return {bytes_}; }
+    // The all-zero address of the family: a listener's wildcard.
+    constexpr bool is_unspecified() const {
+        for (auto b : bytes_)
+            if (b != 0) return false;
+        return true;
+    }
+    constexpr const std::array<std::uint8_t, 16>& raw() const { return bytes_; }
+
+    static std::optional<IpAddr> parse(std::string_view text);
+    std::string to_string() const;
+    friend constexpr auto operator<=>(const IpAddr&, const IpAddr&) = default;
+
+private:
+    IpFamily family_ = IpFamily::kV4;
+    std::array<std::uint8_t, 16> bytes_{};
+};
+
+struct Endpoint {
+    IpAddr addr;
+    std::uint16_t port = 0;
+
+    // "10.0.0.1:80" or "[fe80::1]:80".
+    static std::optional<Endpoint> parse(std::string_view text);
+    std::string to_string() const;
+    friend constexpr auto operator<=>(const Endpoint&, const Endpoint&) = default;
+};
+
+}  // namespace iwcm
