@@ -1,0 +1,73 @@
+// Ethernet II and 802.1Q: parse and emit.
+//
+// Read first: ethernet.hpp.
+#include "wire/ethernet.hpp"
+
+namespace iwcm::wire {
+
+namespace {
+
+constexpr const char* kLayer = "ethernet";
+constexpr std::size_t kDstOff = 0;
+constexpr std::size_t kSrcOff = 6;
+constexpr std::size_t kTypeOff = 12;
+constexpr std::size_t kTciOff = 14;
+constexpr std::size_t kInnerTypeOff = 16;
+
+MacAddr load_mac(Bytes b, std::size_t off) {
+    MacAddr m;
+    for (std::size_t i = 0; i < 6; ++i) m.bytes[i] = load_u8(b, off + i);
+    return m;
+}
+
+void store_mac(MutBytes b, std::size_t off, const MacAddr& m) {
+    for (std::size_t i = 0; i < 6; ++i) store_u8(b, off + i, m.bytes[i]);
+}
+
+VlanTag decode_tci(std::uint16_t tci) {
+    return VlanTag{static_cast<std::uint16_t>(tci & kVlanIdMax),
+                   static_cast<std::uint8_t>(tci >> 13), (tci & 0x1000u) != 0};
+}
+
+std::uint16_t encode_tci(const VlanTag& t) {
+    IWCM_ASSERT(t.id <= kVlanIdMax);
+    IWCM_ASSERT(t.priority <= 7);
+    return static_cast<std::uint16_t>((t.priority << 13) | (t.dei ? 0x1000u : 0u) | t.id);
+}
+
+}  // namespace
+
+void EthernetRepr::emit(MutBytes out) const {
+    IWCM_ASSERT(out.size() >= header_len());
+    store_mac(out, kDstOff, dst);
+    store_mac(out, kSrcOff, src);
+    if (vlan) {
+        store_be16(out, kTypeOff, kEtherTypeVlan);
+        store_be16(out, kTciOff, encode_tci(*vlan));
+        store_be16(out, kInnerTypeOff, ethertype);
+    } else {
+        store_be16(out, kTypeOff, ethertype);
+    }
+}
+
+ParseResult<EthernetFrame> parse_ethernet(Bytes frame) {
+    if (frame.size() < kEthernetHeaderLen)
+        return parse_fail(kLayer, "header", frame.size(), "frame shorter than 14 bytes");
+    EthernetFrame f;
+    f.repr.dst = load_mac(frame, kDstOff);
+    f.repr.src = load_mac(frame, kSrcOff);
+    const std::uint16_t type = load_be16(frame, kTypeOff);
+    if (type != kEtherTypeVlan) {
+        f.repr.ethertype = type;
+        f.payload = frame.subspan(kEthernetHeaderLen);
+        return f;
+    }
+    if (frame.size() < kEthernetVlanHeaderLen)
+        return parse_fail(kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
+    f.repr.vlan = decode_tci(load_be16(frame, kTciOff));
+    f.repr.ethertype = load_be16(frame, kInnerTypeOff);
+    f.payload = frame.subspan(kEthernetVlanHeaderLen);
+    return f;
+}
+
+}  // namespace iwcm::wire

@@ -1,0 +1,57 @@
+// A whole Ethernet (+802.1Q) / IPv4 or IPv6 / TCP frame: the unit the CM engine
+// sends and receives.
+//
+// Read first: ethernet.hpp, ipv4.hpp, ipv6.hpp, tcp.hpp. Parse and emit touch no
+// heap and make one pass over the bytes for each checksum; no padding to the
+// 60-byte Ethernet minimum is added (the NIC or TAP device does that, and parse
+// accepts padded frames because IPv4 cuts its payload to the total length).
+#pragma once
+
+#include <cstdint>
+
+#include "iwcm/address.hpp"
+#include "wire/bytes.hpp"
+#include "wire/ethernet.hpp"
+#include "wire/tcp.hpp"
+
+namespace iwcm::wire {
+
+// The IP fields a connection keeps, for either family: ttl is the IPv6 hop
+// limit, tos the traffic class; ident and dont_fragment are IPv4 only, and
+// flow_label IPv6 only.
+struct IpRepr {
+    IpAddr src;
+    IpAddr dst;
+    std::uint8_t ttl = 64;
+    std::uint8_t tos = 0;
+    std::uint16_t ident = 0;
+    std::uint32_t flow_label = 0;
+    bool dont_fragment = true;
+    friend bool operator==(const IpRepr&, const IpRepr&) = default;
+};
+
+// eth.ethertype is ignored on emit (derived from ip.src's family) and set on parse.
+struct FrameRepr {
+    EthernetRepr eth;
+    IpRepr ip;
+    TcpRepr tcp;
+    friend bool operator==(const FrameRepr&, const FrameRepr&) = default;
+};
+
+struct TcpFrame {
+    FrameRepr repr;
+    Bytes payload;
+};
+
+// Checks every layer; an ethertype other than IPv4/IPv6 or an IP protocol other
+// than TCP is refused with a reason. Error offsets count from the frame start.
+ParseResult<TcpFrame> parse_tcp_frame(Bytes frame);
+
+// The length emit_tcp_frame() writes.
+std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
+
+// Writes the frame (out.size() >= tcp_frame_len()), with the IPv4 header checksum
+// and the TCP checksum. Returns the length written.
+std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out);
+
+}  // namespace iwcm::wire

@@ -1,0 +1,119 @@
+// Helpers of the wire tests: golden fixtures, a small pcap reader and writer.
+//
+// Read first: docs/fixtures.md (where the fixtures come from) and the pcap
+// file format (a 24-byte global header whose magic number gives the byte order
+// and the time unit, then records with a 16-byte header each; see
+// https://wiki.wireshark.org/Development/LibpcapFileFormat).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "wire/bytes.hpp"
+
+namespace iwcm::wire::test {
+
+using Buffer = std::vector<std::byte>;
+
+inline std::string fixture_path(const std::string& name) {
+    return std::string(IWCM_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+inline std::optional<std::string> read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A fixture written as hex with '#' comments (tests/fixtures/NAME.hex).
+inline Buffer read_hex_fixture(const std::string& name) {
+    auto text = read_text(fixture_path(name + ".hex"));
+    if (!text) return {};
+    return hex_bytes(*text);
+}
+
+// A 32-bit field of the file in the byte order its magic number announced.
+inline std::uint32_t pcap_u32(const Buffer& b, std::size_t off, bool big_endian) {
+    return big_endian ? load_be32(b, off) : load_le32(b, off);
+}
+
+struct Pcap {
+    std::uint32_t link_type = 0;
+    std::vector<Buffer> frames;
+};
+
+// Reads a classic pcap file in either byte order, microsecond or nanosecond
+// magic. Returns nullopt for a missing or malformed file.
+inline std::optional<Pcap> read_pcap(const std::string& path) {
+    auto text = read_text(path);
+    if (!text || text->size() < 24) return std::nullopt;
+    const Buffer b(reinterpret_cast<const std::byte*>(text->data()),
+                   reinterpret_cast<const std::byte*>(text->data()) + text->size());
+    const std::uint32_t magic_be = load_be32(b, 0);
+    bool big_endian = false;
+    if (magic_be == 0xA1B2C3D4u || magic_be == 0xA1B23C4Du) big_endian = true;
+    else if (magic_be != 0xD4C3B2A1u && magic_be != 0x4D3CB2A1u) return std::nullopt;
+    Pcap p;
+    p.link_type = pcap_u32(b, 20, big_endian);
+    std::size_t off = 24;
+    while (off + 16 <= b.size()) {
+        const std::uint32_t incl = pcap_u32(b, off + 8, big_endian);
+        off += 16;
+        if (off + incl > b.size()) return std::nullopt;
+        p.frames.emplace_back(b.begin() + static_cast<std::ptrdiff_t>(off),
+                              b.begin() + static_cast<std::ptrdiff_t>(off + incl));
+        off += incl;
+    }
+    if (off != b.size()) return std::nullopt;
+    return p;
+}
+
+// Writes a little-endian, microsecond pcap with link type Ethernet (1).
+class PcapWriter {
+public:
+    void add(Bytes frame) { frames_.emplace_back(frame.begin(), frame.end()); }
+
+    bool write(const std::string& path) const {
+        std::string out;
+        put32(out, 0xA1B2C3D4u);
+        put16(out, 2);
+        put16(out, 4);
+        put32(out, 0);
+        put32(out, 0);
+        put32(out, 65535);
+        put32(out, 1);
+        std::uint32_t usec = 0;
+        for (const auto& f : frames_) {
+            put32(out, 1700000000u);
+            put32(out, usec += 1000);
+            put32(out, static_cast<std::uint32_t>(f.size()));
+            put32(out, static_cast<std::uint32_t>(f.size()));
+            out.append(reinterpret_cast<const char*>(f.data()), f.size());
+        }
+        std::ofstream file(path, std::ios::binary);
+        file.write(out.data(), static_cast<std::streamsize>(out.size()));
+        return static_cast<bool>(file);
+    }
+
+private:
+    static void put16(std::string& s, std::uint16_t v) {
+        s.push_back(static_cast<char>(v & 0xFF));
+        s.push_back(static_cast<char>(v >> 8));
+    }
+    static void put32(std::string& s, std::uint32_t v) {
+        put16(s, static_cast<std::uint16_t>(v & 0xFFFF));
+        put16(s, static_cast<std::uint16_t>(v >> 16));
+    }
+    std::vector<Buffer> frames_;
+};
+
+inline Bytes view(const Buffer& b) { return Bytes(b.data(), b.size()); }
+
+}  // namespace iwcm::wire::test
