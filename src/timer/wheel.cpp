@@ -1,0 +1,281 @@
+// The timing wheel's out-of-line parts. Read wheel.hpp's opening essay first.
+#include "timer/wheel.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace iwcm::timer {
+
+TimerWheel::TimerWheel(Duration granularity, Instant start)
+    : granularity_(granularity),
+      start_(start),
+      granularity_ns_(static_cast<std::uint64_t>(granularity.count())) {
+    IWCM_ASSERT(granularity.count() > 0);
+    IWCM_ASSERT(kSentinels < kNil);
+    // Sentinels are entries too: each one heads an empty circular list, pointing at itself.
+    slab_.resize(kSentinels);
+    for (std::uint32_t i = 0; i < kSentinels; ++i) {
+        slab_[i].next = i;
+        slab_[i].prev = i;
+    }
+}
+
+std::uint64_t TimerWheel::ceil_tick(Instant deadline) const {
+    const std::int64_t d = deadline.time_since_epoch().count();
+    const std::int64_t s = start_.time_since_epoch().count();
+    if (d <= s) return 0;
+    // d > s, so the difference fits in 64 unsigned bits even when s is negative.
+    const std::uint64_t diff = static_cast<std::uint64_t>(d) - static_cast<std::uint64_t>(s);
+    return diff / granularity_ns_ + (diff % granularity_ns_ != 0 ? 1 : 0);
+}
+
+std::uint64_t TimerWheel::floor_tick(Instant now) const {
+    const std::int64_t n = now.time_since_epoch().count();
+    const std::int64_t s = start_.time_since_epoch().count();
+    if (n <= s) return 0;
+    const std::uint64_t diff = static_cast<std::uint64_t>(n) - static_cast<std::uint64_t>(s);
+    return diff / granularity_ns_;
+}
+
+Instant TimerWheel::tick_to_instant(std::uint64_t tick) const {
+    // Saturate rather than wrap: a tick this far out can only come from kInstantNever.
+    const std::int64_t s = start_.time_since_epoch().count();
+    const std::uint64_t room =
+        static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) -
+        static_cast<std::uint64_t>(std::max<std::int64_t>(s, 0));
+    if (tick > room / granularity_ns_) return kInstantNever;
+    return start_ + Duration{static_cast<std::int64_t>(tick * granularity_ns_)};
+}
+
+bool TimerWheel::live(TimerId id) const {
+    if (!id.valid() || id.index < kSentinels || id.index >= slab_.size()) return false;
+    const Entry& e = slab_[id.index];
+    return e.generation == id.generation && e.prev != kNil;
+}
+
+std::uint32_t TimerWheel::allocate() {
+    if (free_head_ != kNil) {
+        const std::uint32_t index = free_head_;
+        free_head_ = slab_[index].next;
+        return index;
+    }
+    IWCM_ASSERT(slab_.size() < kNil - 1);
+    slab_.emplace_back();
+    return static_cast<std::uint32_t>(slab_.size() - 1);
+}
+
+void TimerWheel::release(std::uint32_t index) {
+    Entry& e = slab_[index];
+    IWCM_ASSERT(index >= kSentinels);
+    // A new generation makes every handle to the old use stale; zero is skipped so that a
+    // default TimerId{} with a forged index still never matches.
+    e.generation = e.generation + 1 == 0 ? 1 : e.generation + 1;
+    e.prev = kNil;
+    e.next = free_head_;
+    free_head_ = index;
+}
+
+void TimerWheel::link_tail(std::uint32_t head, std::uint32_t index) {
+    Entry& h = slab_[head];
+    const std::uint32_t last = h.prev;
+    slab_[index].next = head;
+    slab_[index].prev = last;
+    slab_[last].next = index;
+    h.prev = index;
+}
+
+void TimerWheel::unlink(std::uint32_t index) {
+    const std::uint32_t next = slab_[index].next;
+    const std::uint32_t prev = slab_[index].prev;
+    IWCM_ASSERT(next != kNil && prev != kNil);
+    slab_[prev].next = next;
+    slab_[next].prev = prev;
+    // Neighbours that are the same node mean only a sentinel is left: the list is empty.
+    if (next == prev && next < kSlotSentinels) {
+        occupied_[next / kSlots] &= ~(std::uint64_t{1} << (next % kSlots));
+    }
+}
+
+void TimerWheel::splice_all(std::uint32_t from, std::uint32_t to) {
+    IWCM_ASSERT(from != to && !list_empty(from));
+    const std::uint32_t first = slab_[from].next;
+    const std::uint32_t last = slab_[from].prev;
+    const std::uint32_t to_last = slab_[to].prev;
+    slab_[to_last].next = first;
+    slab_[first].prev = to_last;
+    slab_[last].next = to;
+    slab_[to].prev = last;
+    slab_[from].next = from;
+    slab_[from].prev = from;
+    if (from < kSlotSentinels) occupied_[from / kSlots] &= ~(std::uint64_t{1} << (from % kSlots));
+}
+
+void TimerWheel::place(std::uint32_t index) {
+    const std::uint64_t tick = slab_[index].tick;
+    IWCM_ASSERT(tick > now_tick_);
+    unsigned level = kTopLevel;
+    unsigned slot = 0;
+    if (tick - now_tick_ >= kHorizonTicks) {
+        // Beyond the horizon: the top slot that comes last in rotation. Its start is less
+        // than the horizon away, so the entry is re-placed before it could be due.
+        slot = static_cast<unsigned>((now_tick_ >> (kSlotBits * kTopLevel)) + kSlots - 1) % kSlots;
+    } else {
+        // The highest 6-bit group in which the expiry and the current tick differ. Below
+        // the top level the expiry's group there is ahead of the current one; at the top it
+        // may wrap into the next rotation.
+        const unsigned high_bit = 63u - static_cast<unsigned>(std::countl_zero(
+                                            (tick ^ now_tick_) | std::uint64_t{kSlots - 1}));
+        level = std::min(high_bit / kSlotBits, kTopLevel);
+        slot = static_cast<unsigned>(tick >> (kSlotBits * level)) % kSlots;
+    }
+    link_tail(level * kSlots + slot, index);
+    occupied_[level] |= std::uint64_t{1} << slot;
+}
+
+TimerId TimerWheel::schedule(Instant deadline, std::uint64_t cookie) {
+    const std::uint64_t tick = ceil_tick(deadline);
+    const std::uint32_t index = allocate();
+    Entry& e = slab_[index];
+    e.tick = tick;
+    e.cookie = cookie;
+    if (tick <= now_tick_ || (advancing_ && tick <= target_tick_)) {
+        link_tail(kOverdue, index);
+    } else {
+        place(index);
+    }
+    ++pending_;
+    if (cache_valid_ && tick < cached_tick_) cached_tick_ = tick;
+    IWCM_ASSERT(slab_[index].prev != kNil);
+    return TimerId{index, slab_[index].generation};
+}
+
+bool TimerWheel::cancel(TimerId id) {
+    if (!live(id)) return false;
+    forget_if_min(slab_[id.index].tick);
+    unlink(id.index);
+    release(id.index);
+    IWCM_ASSERT(pending_ > 0);
+    --pending_;
+    return true;
+}
+
+std::optional<Instant> TimerWheel::deadline_of(TimerId id) const {
+    if (!live(id)) return std::nullopt;
+    return tick_to_instant(slab_[id.index].tick);
+}
+
+std::uint64_t TimerWheel::slot_start(unsigned level, unsigned slot) const {
+    const unsigned shift = kSlotBits * level;
+    const unsigned span_shift = shift + kSlotBits;
+    const std::uint64_t base = (now_tick_ >> span_shift) << span_shift;
+    const unsigned current = static_cast<unsigned>(now_tick_ >> shift) % kSlots;
+    // Only the top level wraps: a lower-level entry is always ahead within its window.
+    IWCM_ASSERT(level == kTopLevel || slot > current);
+    const std::uint64_t wrap = slot <= current ? std::uint64_t{1} << span_shift : 0;
+    return base + (std::uint64_t{slot} << shift) + wrap;
+}
+
+unsigned TimerWheel::first_slot(unsigned level) const {
+    IWCM_ASSERT(occupied_[level] != 0);
+    const unsigned after = static_cast<unsigned>((now_tick_ >> (kSlotBits * level)) + 1) % kSlots;
+    const std::uint64_t rotated = std::rotr(occupied_[level], static_cast<int>(after));
+    return (after + static_cast<unsigned>(std::countr_zero(rotated))) % kSlots;
+}
+
+std::optional<TimerWheel::SlotRef> TimerWheel::earliest_slot() const {
+    // Each level lies wholly before every occupied slot of the levels above it, so the
+    // first non-empty level holds the earliest slot.
+    for (unsigned level = 0; level < kLevels; ++level) {
+        if (occupied_[level] == 0) continue;
+        const unsigned slot = first_slot(level);
+        return SlotRef{level, slot, slot_start(level, slot)};
+    }
+    return std::nullopt;
+}
+
+void TimerWheel::open_slot(const SlotRef& ref) {
+    IWCM_ASSERT(ref.start > now_tick_);
+    const std::uint32_t head = ref.level * kSlots + ref.slot;
+    now_tick_ = ref.start;
+    splice_all(head, kFiring);
+    // Entries due exactly now stay in the batch; later ones move down (or, if clamped,
+    // forward). No user code runs here, so walking with a saved successor is safe.
+    std::uint32_t index = slab_[kFiring].next;
+    while (index != kFiring) {
+        const std::uint32_t next = slab_[index].next;
+        IWCM_ASSERT(slab_[index].tick >= now_tick_);
+        if (slab_[index].tick != now_tick_) {
+            unlink(index);
+            place(index);
+        }
+        index = next;
+    }
+}
+
+std::uint64_t TimerWheel::min_tick_in(std::uint32_t head) const {
+    std::uint64_t best = kNoTick;
+    for (std::uint32_t i = slab_[head].next; i != head; i = slab_[i].next) {
+        best = std::min(best, slab_[i].tick);
+    }
+    return best;
+}
+
+void TimerWheel::recompute_next() const {
+    // Overdue and firing entries are usually few; inside an advance() callback they may be
+    // later than a wheel entry that this same call will still fire, so both are looked at.
+    std::uint64_t best = std::min(min_tick_in(kOverdue), min_tick_in(kFiring));
+    unsigned level = 0;
+    while (level < kLevels && occupied_[level] == 0) ++level;
+    if (level == 0) {
+        best = std::min(best, slot_start(0, first_slot(0)));
+    } else if (level < kTopLevel) {
+        best = std::min(best, min_tick_in(level * kSlots + first_slot(level)));
+    } else if (level == kTopLevel) {
+        // Clamped far entries may sit in an earlier top slot than a nearer entry, so walk
+        // the top slots in rotation order (their starts increase) until one starts after
+        // the best expiry found so far.
+        const unsigned first = first_slot(kTopLevel);
+        for (unsigned k = 0; k < kSlots; ++k) {
+            const unsigned slot = (first + k) % kSlots;
+            if ((occupied_[kTopLevel] >> slot & 1) == 0) continue;
+            if (slot_start(kTopLevel, slot) >= best) break;
+            best = std::min(best, min_tick_in(kTopLevel * kSlots + slot));
+        }
+    }
+    cached_tick_ = best;
+    cache_valid_ = true;
+}
+
+bool TimerWheel::check_invariants() const {
+    std::size_t count = 0;
+    for (std::uint32_t head = 0; head < kSentinels; ++head) {
+        const unsigned level = head / kSlots;
+        const unsigned slot = head % kSlots;
+        const bool is_slot = head < kSlotSentinels;
+        if (is_slot && list_empty(head) == ((occupied_[level] >> slot & 1) != 0)) return false;
+        if (head == kFiring && !advancing_ && !list_empty(head)) return false;
+        for (std::uint32_t i = slab_[head].next; i != head; i = slab_[i].next) {
+            if (slab_[slab_[i].next].prev != i || slab_[i].prev == kNil) return false;
+            ++count;
+            const std::uint64_t tick = slab_[i].tick;
+            if (!is_slot) continue;
+            // A wheel entry is ahead of the current tick and no earlier than its slot.
+            if (tick <= now_tick_ || tick < slot_start(level, slot)) return false;
+            if (level < kTopLevel) {
+                const unsigned span_shift = kSlotBits * (level + 1);
+                if ((tick >> span_shift) != (now_tick_ >> span_shift)) return false;
+                if (((tick >> (kSlotBits * level)) % kSlots) != slot) return false;
+            }
+        }
+    }
+    return count == pending_;
+}
+
+std::optional<Instant> TimerWheel::next_deadline() const {
+    if (pending_ == 0) return std::nullopt;
+    if (!cache_valid_) recompute_next();
+    IWCM_ASSERT(cached_tick_ != kNoTick);
+    return tick_to_instant(cached_tick_);
+}
+
+}  // namespace iwcm::timer

@@ -1,0 +1,252 @@
+// A hierarchical timing wheel: O(1) schedule and cancel, a tick that costs only what expires.
+//
+// Read first: DESIGN.md "What the timer must do", then this essay, then cm_timer.hpp, which
+// puts the irdma send/close entry semantics on top of this wheel.
+//
+// Why a wheel. The irdma driver keeps one kernel timer per device and, on every tick, walks
+// every connection node to compare each node's timetosend with jiffies
+// (irdma_cm_timer_tick). The cost of a tick therefore grows with the number of connections,
+// not with the number of timers that are due. A connection manager arms a retransmission
+// timer for every SYN, FIN and MPA frame it sends, and almost all of them are cancelled by
+// the peer's acknowledgement long before they fire. The two operations that matter are thus
+// schedule and cancel, which must be O(1), and the tick must cost only what expires. This is
+// the observation behind Linux kernel/time/timer.c and folly's HHWheelTimer.
+//
+// The shape. Time is counted in ticks of one granularity from a start instant. There are
+// kLevels levels of kSlots (64) slots each. A slot of level l spans 64^l ticks, so level 0
+// holds single ticks, level 1 holds 64-tick ranges, and the top level spans 2^36 ticks in
+// all, which is about 795 days at the default granularity of 1 ms. An entry sits at the
+// lowest level where its expiry tick and the current tick first differ: level-0 entries
+// expire within the current 64-tick window, level-1 entries within the current 4096-tick
+// window but after the current 64-tick window, and so on. Ranges of different levels never
+// overlap, and each lower level lies wholly before every occupied slot of a higher level.
+//
+// Entries live in a slab (a vector plus a free list) and are linked into their slot by
+// 32-bit indices in intrusive circular doubly-linked lists whose heads are sentinel entries
+// of the same slab. Schedule is: take a free entry, compute its level with one
+// count-leading-zeros, link it at the tail of its slot. Cancel is: check the generation,
+// unlink, put the entry back on the free list. Neither allocates once the slab has grown to
+// the peak number of pending timers, and neither looks at any other entry.
+//
+// The tick. Each level keeps a 64-bit occupancy bitmap, so the next occupied slot of a level
+// is one rotate and one count-trailing-zeros away; empty slots are never visited, however
+// far time jumps. advance(now) repeatedly takes the occupied slot with the earliest start.
+// If it is a level-0 slot, every entry in it is due and fires. If it is a higher slot, the
+// wheel's current tick moves to the slot's start and its entries cascade into lower levels
+// (Varghese and Lauck's scheme 6). An entry cascades at most once per level, so the work of
+// a tick follows what expires plus the occupied slots it passes, never the number pending.
+// Unlike the non-cascading Linux wheel, expiry is exact to one tick at every level.
+//
+// Beyond the horizon. An entry further than 2^36 ticks ahead is clamped into the top-level
+// slot that comes last in rotation. When that slot comes due the entry is simply placed
+// again from the new current tick: it cascades lower if it is now within the horizon, or is
+// clamped again, about 2^36 ticks further on. No deadline is ever lost or fired early.
+//
+// The next wake-up is computed, not ticked: next_deadline() returns the exact instant of the
+// earliest pending expiry (rounded up to the granularity), from a cached minimum that
+// schedule lowers and that only the removal of the minimum entry invalidates. Recomputing it
+// takes the first non-empty level: at level 0 the slot start is the answer, at a higher
+// level the one slot is scanned. A caller (the simulator, an event loop) sleeps until then.
+//
+// Rounding. A deadline d becomes the tick ceil((d - start) / granularity). An entry fires
+// at the first advance(now) whose now has reached that tick's instant, so it is never early
+// and late by less than one granularity. A deadline that is a whole multiple of the
+// granularity after start is kept exactly.
+#pragma once
+
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "iwcm/assert.hpp"
+#include "iwcm/time.hpp"
+
+namespace iwcm::timer {
+
+// A handle to one scheduled entry: a slab index plus the generation the entry had when it
+// was scheduled. Once the entry fires or is cancelled its generation moves on, so an old
+// handle can never cancel an unrelated newer entry that reuses the index.
+struct TimerId {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+
+    constexpr bool valid() const { return index != UINT32_MAX; }
+    friend constexpr bool operator==(TimerId, TimerId) = default;
+};
+
+class TimerWheel {
+public:
+    static constexpr unsigned kSlotBits = 6;
+    static constexpr unsigned kSlots = 1u << kSlotBits;
+    static constexpr unsigned kLevels = 6;
+    // The span of the whole wheel in ticks; later deadlines are clamped and re-placed.
+    static constexpr std::uint64_t kHorizonTicks = std::uint64_t{1} << (kSlotBits * kLevels);
+
+    explicit TimerWheel(Duration granularity = std::chrono::milliseconds(1),
+                        Instant start = kInstantZero);
+
+    TimerWheel(const TimerWheel&) = delete;
+    TimerWheel& operator=(const TimerWheel&) = delete;
+    TimerWheel(TimerWheel&&) noexcept = default;
+    TimerWheel& operator=(TimerWheel&&) noexcept = default;
+
+    // Arms an entry that fires with `cookie` once time reaches `deadline` (rounded up to the
+    // granularity). O(1). A deadline at or before the wheel's current tick, or one scheduled
+    // from inside an advance() callback for a time that advance() covers, fires at the next
+    // advance() call whatever its now.
+    TimerId schedule(Instant deadline, std::uint64_t cookie);
+
+    // Disarms an entry. O(1). Returns false for an invalid, stale, fired or cancelled id.
+    bool cancel(TimerId id);
+
+    // Fires every entry whose rounded deadline is <= now, calling fn(cookie) for each, and
+    // returns how many fired. Order: first the entries that were already overdue when they
+    // were scheduled, in scheduling order; then the others in deadline order (entries of
+    // one tick in unspecified order).
+    //
+    // Inside fn the caller may schedule and cancel freely. An entry cancelled from fn before
+    // its turn does not fire. An entry scheduled from fn for a time <= now fires in the NEXT
+    // call, not this one: one call's work is bounded by what was pending when it began, so a
+    // callback that re-arms itself "now" cannot spin forever. advance() must not be called
+    // from inside fn. A now earlier than a previous one fires only entries already overdue.
+    template <class Fn>
+    std::size_t advance(Instant now, Fn&& fn);
+
+    // The earliest instant at which advance() will fire something, exact to the granularity,
+    // or nullopt when nothing is pending. An instant at or before the last advance() time
+    // means "due at the next advance()". Amortised O(1): cached between calls.
+    std::optional<Instant> next_deadline() const;
+
+    std::size_t pending() const { return pending_; }
+
+    // Additions to the agreed interface.
+    Duration granularity() const { return granularity_; }
+    Instant start() const { return start_; }
+    // The instant up to which every due entry has fired (the last advance(), rounded down).
+    Instant current_time() const { return tick_to_instant(now_tick_); }
+    // True while `id` names an armed entry.
+    bool is_pending(TimerId id) const { return live(id); }
+    // The rounded deadline of an armed entry, or nullopt for a stale id.
+    std::optional<Instant> deadline_of(TimerId id) const;
+    // Walks every entry and checks the wheel's invariants; O(pending), for tests.
+    bool check_invariants() const;
+    // Grows the slab so that `entries` timers can be pending without allocating.
+    void reserve(std::size_t entries) { slab_.reserve(kSentinels + entries); }
+
+private:
+    static constexpr std::uint32_t kNil = UINT32_MAX;
+    static constexpr std::uint64_t kNoTick = UINT64_MAX;
+    static constexpr std::uint32_t kSlotSentinels = kLevels * kSlots;
+    // Entries that were due when scheduled; they fire at the start of the next advance().
+    static constexpr std::uint32_t kOverdue = kSlotSentinels;
+    // The batch that advance() is firing right now.
+    static constexpr std::uint32_t kFiring = kSlotSentinels + 1;
+    static constexpr std::uint32_t kSentinels = kSlotSentinels + 2;
+    static constexpr unsigned kTopLevel = kLevels - 1;
+
+    // 32 bytes. A free entry has prev == kNil and next == the next free entry.
+    struct Entry {
+        std::uint64_t tick = 0;
+        std::uint64_t cookie = 0;
+        std::uint32_t next = kNil;
+        std::uint32_t prev = kNil;
+        std::uint32_t generation = 1;
+        std::uint32_t reserved = 0;
+    };
+
+    struct SlotRef {
+        unsigned level;
+        unsigned slot;
+        std::uint64_t start;
+    };
+
+    std::uint64_t ceil_tick(Instant deadline) const;
+    std::uint64_t floor_tick(Instant now) const;
+    Instant tick_to_instant(std::uint64_t tick) const;
+    bool live(TimerId id) const;
+
+    std::uint32_t allocate();
+    void release(std::uint32_t index);
+    bool list_empty(std::uint32_t head) const { return slab_[head].next == head; }
+    void link_tail(std::uint32_t head, std::uint32_t index);
+    void unlink(std::uint32_t index);
+    void splice_all(std::uint32_t from, std::uint32_t to);
+
+    // Puts an entry whose tick is after now_tick_ into its wheel slot.
+    void place(std::uint32_t index);
+    std::uint64_t slot_start(unsigned level, unsigned slot) const;
+    // The first occupied slot after the current one at `level`, in rotation order.
+    unsigned first_slot(unsigned level) const;
+    std::optional<SlotRef> earliest_slot() const;
+    // Moves the earliest slot's due entries to kFiring and cascades the rest.
+    void open_slot(const SlotRef& slot);
+    std::uint64_t min_tick_in(std::uint32_t head) const;
+    void recompute_next() const;
+    void forget_if_min(std::uint64_t tick) {
+        if (cache_valid_ && tick == cached_tick_) cache_valid_ = false;
+    }
+
+    template <class Fn>
+    std::size_t fire_batch(Fn& fn);
+
+    Duration granularity_;
+    Instant start_;
+    std::uint64_t granularity_ns_;
+    std::vector<Entry> slab_;
+    std::uint32_t free_head_ = kNil;
+    std::size_t pending_ = 0;
+    // Every entry with tick <= now_tick_ has fired or sits in kOverdue / kFiring.
+    std::uint64_t now_tick_ = 0;
+    std::uint64_t target_tick_ = 0;
+    bool advancing_ = false;
+    std::uint64_t occupied_[kLevels] = {};
+    mutable std::uint64_t cached_tick_ = kNoTick;
+    mutable bool cache_valid_ = true;
+};
+
+template <class Fn>
+std::size_t TimerWheel::fire_batch(Fn& fn) {
+    // The batch is popped one entry at a time so that fn may cancel later members of it.
+    std::size_t fired = 0;
+    while (!list_empty(kFiring)) {
+        const std::uint32_t index = slab_[kFiring].next;
+        const std::uint64_t cookie = slab_[index].cookie;
+        forget_if_min(slab_[index].tick);
+        unlink(index);
+        release(index);
+        --pending_;
+        ++fired;
+        fn(cookie);
+    }
+    return fired;
+}
+
+template <class Fn>
+std::size_t TimerWheel::advance(Instant now, Fn&& fn) {
+    IWCM_ASSERT(!advancing_);
+    IWCM_ASSERT(list_empty(kFiring));
+    const std::uint64_t target = std::max(floor_tick(now), now_tick_);
+    advancing_ = true;
+    target_tick_ = target;
+    std::size_t fired = 0;
+    // Overdue entries go first: their ticks are at or before the current tick.
+    if (!list_empty(kOverdue)) {
+        splice_all(kOverdue, kFiring);
+        fired += fire_batch(fn);
+    }
+    // Then the occupied slots in the order of their start, up to the target tick. A slot is
+    // re-looked-up after each batch because fn may have cancelled or scheduled entries.
+    for (auto slot = earliest_slot(); slot && slot->start <= target; slot = earliest_slot()) {
+        open_slot(*slot);
+        fired += fire_batch(fn);
+    }
+    now_tick_ = target;
+    advancing_ = false;
+    return fired;
+}
+
+}  // namespace iwcm::timer
