@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -121,6 +122,16 @@ struct ParseError {
 
 template <class T>
 using ParseResult = iwcm::Expected<T, ParseError>;
+
+// The result of an internal decode step that writes into out-parameters: empty
+// on success. Layers composed into one frame decode in place with it, so that
+// parse_tcp_frame() copies no intermediate result.
+using DecodeStatus = std::optional<ParseError>;
+
+inline DecodeStatus decode_fail(const char* layer, const char* field, std::size_t offset,
+                                const char* reason) {
+    return ParseError{layer, field, offset, reason};
+}
 
 // Builds the error value of a parser, for `return parse_fail(...)`.
 inline iwcm::Unexpected<ParseError> parse_fail(const char* layer, const char* field,

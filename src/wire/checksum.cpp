@@ -62,11 +62,18 @@ std::uint16_t internet_checksum(Bytes data, std::uint32_t initial) {
 std::uint32_t pseudo_header_sum(const IpAddr& src, const IpAddr& dst, std::uint8_t protocol,
                                 std::uint32_t length) {
     IWCM_ASSERT(src.family() == dst.family());
-    const std::size_t addr_len = src.is_v4() ? 4 : 16;
-    const Bytes s{reinterpret_cast<const std::byte*>(src.raw().data()), addr_len};
-    const Bytes d{reinterpret_cast<const std::byte*>(dst.raw().data()), addr_len};
-    std::uint64_t acc = checksum_sum(s);
-    acc += checksum_sum(d);
+    // The unused bytes of a v4 IpAddr are zero, so summing all 16 bytes of both
+    // addresses gives the v4 sum too: no branch, and 32-bit words all along.
+    std::uint64_t acc = 0;
+    for (const auto* raw : {&src.raw(), &dst.raw()}) {
+        std::uint64_t hi = 0;
+        std::uint64_t lo = 0;
+        std::memcpy(&hi, raw->data(), 8);
+        std::memcpy(&lo, raw->data() + 8, 8);
+        hi = __builtin_bswap64(hi);
+        lo = __builtin_bswap64(lo);
+        acc += (hi >> 32) + (hi & 0xFFFFFFFFu) + (lo >> 32) + (lo & 0xFFFFFFFFu);
+    }
     acc += protocol;
     acc += (length >> 16) + (length & 0xFFFFu);
     IWCM_ASSERT(src.is_v6() || length <= 0xFFFFu);

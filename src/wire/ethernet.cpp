@@ -50,23 +50,33 @@ void EthernetRepr::emit(MutBytes out) const {
     }
 }
 
-ParseResult<EthernetFrame> parse_ethernet(Bytes frame) {
+namespace detail {
+
+DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload) {
     if (frame.size() < kEthernetHeaderLen)
-        return parse_fail(kLayer, "header", frame.size(), "frame shorter than 14 bytes");
-    EthernetFrame f;
-    f.repr.dst = load_mac(frame, kDstOff);
-    f.repr.src = load_mac(frame, kSrcOff);
+        return decode_fail(kLayer, "header", frame.size(), "frame shorter than 14 bytes");
+    repr.dst = load_mac(frame, kDstOff);
+    repr.src = load_mac(frame, kSrcOff);
     const std::uint16_t type = load_be16(frame, kTypeOff);
     if (type != kEtherTypeVlan) {
-        f.repr.ethertype = type;
-        f.payload = frame.subspan(kEthernetHeaderLen);
-        return f;
+        repr.vlan.reset();
+        repr.ethertype = type;
+        payload = frame.subspan(kEthernetHeaderLen);
+        return std::nullopt;
     }
     if (frame.size() < kEthernetVlanHeaderLen)
-        return parse_fail(kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
-    f.repr.vlan = decode_tci(load_be16(frame, kTciOff));
-    f.repr.ethertype = load_be16(frame, kInnerTypeOff);
-    f.payload = frame.subspan(kEthernetVlanHeaderLen);
+        return decode_fail(kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
+    repr.vlan = decode_tci(load_be16(frame, kTciOff));
+    repr.ethertype = load_be16(frame, kInnerTypeOff);
+    payload = frame.subspan(kEthernetVlanHeaderLen);
+    return std::nullopt;
+}
+
+}  // namespace detail
+
+ParseResult<EthernetFrame> parse_ethernet(Bytes frame) {
+    EthernetFrame f;
+    if (auto e = detail::decode_ethernet(frame, f.repr, f.payload)) return iwcm::fail(*e);
     return f;
 }
 

@@ -51,4 +51,9 @@ struct EthernetFrame {
 // ethertype for the caller to refuse. Frames shorter than the header are refused.
 ParseResult<EthernetFrame> parse_ethernet(Bytes frame);
 
+namespace detail {
+// parse_ethernet() writing into its arguments.
+DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload);
+}  // namespace detail
+
 }  // namespace iwcm::wire

@@ -12,36 +12,57 @@ namespace {
 
 constexpr const char* kLayer = "frame";
 
-ParseError shifted(ParseError e, std::size_t by) {
-    e.offset += by;
+DecodeStatus shifted(DecodeStatus e, std::size_t by) {
+    if (e) e->offset += by;
     return e;
 }
 
-// The IP layer's result in family-neutral form.
-struct IpLayer {
-    IpRepr ip;
-    Bytes payload;
-    std::size_t header_len = 0;
-};
-
-ParseResult<IpLayer> parse_ip_v4(Bytes packet) {
-    auto p = parse_ipv4(packet);
-    if (!p) return iwcm::fail(p.error());
-    if (p->repr.protocol != kIpProtoTcp)
-        return parse_fail("ipv4", "protocol", 9, "not TCP");
-    const Ipv4Repr& r = p->repr;
-    IpRepr ip{r.src, r.dst, r.ttl, r.tos, r.ident, 0, r.dont_fragment};
-    return IpLayer{ip, p->payload, Ipv4Repr::kHeaderLen};
+// The IPv4 layer into the family-neutral IpRepr; sets the payload.
+DecodeStatus decode_ip_v4(Bytes packet, IpRepr& ip, Bytes& payload) {
+    Ipv4Repr r;
+    if (auto e = detail::decode_ipv4(packet, r, payload)) return e;
+    if (r.protocol != kIpProtoTcp) return decode_fail("ipv4", "protocol", 9, "not TCP");
+    ip.src = r.src;
+    ip.dst = r.dst;
+    ip.ttl = r.ttl;
+    ip.tos = r.tos;
+    ip.ident = r.ident;
+    ip.flow_label = 0;
+    ip.dont_fragment = r.dont_fragment;
+    return std::nullopt;
 }
 
-ParseResult<IpLayer> parse_ip_v6(Bytes packet) {
-    auto p = parse_ipv6(packet);
-    if (!p) return iwcm::fail(p.error());
-    if (p->repr.next_header != kIpProtoTcp)
-        return parse_fail("ipv6", "next_header", 6, "not TCP");
-    const Ipv6Repr& r = p->repr;
-    IpRepr ip{r.src, r.dst, r.hop_limit, r.traffic_class, 0, r.flow_label, true};
-    return IpLayer{ip, p->payload, Ipv6Repr::kHeaderLen};
+DecodeStatus decode_ip_v6(Bytes packet, IpRepr& ip, Bytes& payload) {
+    Ipv6Repr r;
+    if (auto e = detail::decode_ipv6(packet, r, payload)) return e;
+    if (r.next_header != kIpProtoTcp) return decode_fail("ipv6", "next_header", 6, "not TCP");
+    ip.src = r.src;
+    ip.dst = r.dst;
+    ip.ttl = r.hop_limit;
+    ip.tos = r.traffic_class;
+    ip.ident = 0;
+    ip.flow_label = r.flow_label;
+    ip.dont_fragment = true;
+    return std::nullopt;
+}
+
+// All layers decoded straight into out; error offsets count from the frame start.
+DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
+    Bytes ip_bytes;
+    if (auto e = detail::decode_ethernet(frame, out.repr.eth, ip_bytes)) return e;
+    const std::size_t ip_off = out.repr.eth.header_len();
+    const std::uint16_t type = out.repr.eth.ethertype;
+    Bytes segment;
+    if (type == kEtherTypeIpv4) {
+        if (auto e = decode_ip_v4(ip_bytes, out.repr.ip, segment)) return shifted(e, ip_off);
+    } else if (type == kEtherTypeIpv6) {
+        if (auto e = decode_ip_v6(ip_bytes, out.repr.ip, segment)) return shifted(e, ip_off);
+    } else {
+        return decode_fail(kLayer, "ethertype", ip_off - 2, "not IP");
+    }
+    const std::size_t tcp_off = ip_off + static_cast<std::size_t>(segment.data() - ip_bytes.data());
+    const IpPseudoHeader ph{out.repr.ip.src, out.repr.ip.dst};
+    return shifted(detail::decode_tcp(segment, ph, out.repr.tcp, out.payload), tcp_off);
 }
 
 std::size_t ip_header_len(const IpRepr& ip) {
@@ -63,18 +84,10 @@ void emit_ip(const IpRepr& ip, std::size_t segment_len, MutBytes out) {
 }  // namespace
 
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame) {
-    auto eth = parse_ethernet(frame);
-    if (!eth) return iwcm::fail(eth.error());
-    const std::size_t ip_off = eth->repr.header_len();
-    const std::uint16_t type = eth->repr.ethertype;
-    if (type != kEtherTypeIpv4 && type != kEtherTypeIpv6)
-        return parse_fail(kLayer, "ethertype", ip_off - 2, "not IP");
-    auto ip = type == kEtherTypeIpv4 ? parse_ip_v4(eth->payload) : parse_ip_v6(eth->payload);
-    if (!ip) return iwcm::fail(shifted(ip.error(), ip_off));
-    const std::size_t tcp_off = ip_off + ip->header_len;
-    auto tcp = parse_tcp(ip->payload, IpPseudoHeader{ip->ip.src, ip->ip.dst});
-    if (!tcp) return iwcm::fail(shifted(tcp.error(), tcp_off));
-    return TcpFrame{FrameRepr{eth->repr, ip->ip, tcp->repr}, tcp->payload};
+    // One named result, decoded in place and returned without a copy.
+    ParseResult<TcpFrame> result;
+    if (auto e = decode_frame(frame, *result)) result = iwcm::fail(*e);
+    return result;
 }
 
 std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len) {

@@ -3,6 +3,8 @@
 // Read first: ipv4.hpp, RFC 791 section 3.1.
 #include "wire/ipv4.hpp"
 
+#include <cstring>
+
 #include "wire/checksum.hpp"
 
 namespace iwcm::wire {
@@ -24,11 +26,16 @@ constexpr std::uint16_t kFlagDf = 0x4000;
 constexpr std::uint16_t kFlagMf = 0x2000;
 constexpr std::uint16_t kFragOffsetMask = 0x1FFF;
 
-Ipv4Addr load_addr(Bytes b, std::size_t off) { return Ipv4Addr::from_u32(load_be32(b, off)); }
+// One 4-byte copy: the address is kept in network order, as on the wire.
+Ipv4Addr load_addr(Bytes b, std::size_t off) {
+    IWCM_ASSERT(off + 4 <= b.size());
+    Ipv4Addr a;
+    std::memcpy(a.bytes.data(), b.data() + off, 4);
+    return a;
+}
 
 // The fields that need no check once the header's shape is known good.
-Ipv4Repr decode(Bytes h, std::uint16_t total_len) {
-    Ipv4Repr r;
+void decode_fields(Bytes h, std::uint16_t total_len, Ipv4Repr& r) {
     r.tos = load_u8(h, kTosOff);
     r.ident = load_be16(h, kIdentOff);
     r.dont_fragment = (load_be16(h, kFlagsOff) & kFlagDf) != 0;
@@ -37,7 +44,6 @@ Ipv4Repr decode(Bytes h, std::uint16_t total_len) {
     r.src = load_addr(h, kSrcOff);
     r.dst = load_addr(h, kDstOff);
     r.payload_len = static_cast<std::uint16_t>(total_len - Ipv4Repr::kHeaderLen);
-    return r;
 }
 
 }  // namespace
@@ -53,30 +59,42 @@ void Ipv4Repr::emit(MutBytes out) const {
     store_u8(out, kTtlOff, ttl);
     store_u8(out, kProtoOff, protocol);
     store_be16(out, kChecksumOff, 0);
-    store_be32(out, kSrcOff, src.to_u32());
-    store_be32(out, kDstOff, dst.to_u32());
+    std::memcpy(out.data() + kSrcOff, src.bytes.data(), 4);
+    std::memcpy(out.data() + kDstOff, dst.bytes.data(), 4);
     store_be16(out, kChecksumOff, internet_checksum(out.first(kHeaderLen)));
 }
 
-ParseResult<Ipv4Packet> parse_ipv4(Bytes packet) {
+namespace detail {
+
+DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload) {
     constexpr std::size_t kHdr = Ipv4Repr::kHeaderLen;
-    if (packet.size() < kHdr) return parse_fail(kLayer, "header", packet.size(), "truncated header");
+    if (packet.size() < kHdr) return decode_fail(kLayer, "header", packet.size(), "truncated header");
     const std::uint8_t ver_ihl = load_u8(packet, kVerIhlOff);
-    if ((ver_ihl >> 4) != 4) return parse_fail(kLayer, "version", kVerIhlOff, "version is not 4");
-    if ((ver_ihl & 0xF) < 5) return parse_fail(kLayer, "ihl", kVerIhlOff, "IHL below 5");
+    if ((ver_ihl >> 4) != 4) return decode_fail(kLayer, "version", kVerIhlOff, "version is not 4");
+    if ((ver_ihl & 0xF) < 5) return decode_fail(kLayer, "ihl", kVerIhlOff, "IHL below 5");
     if ((ver_ihl & 0xF) > 5)
-        return parse_fail(kLayer, "ihl", kVerIhlOff, "IP options not supported");
+        return decode_fail(kLayer, "ihl", kVerIhlOff, "IP options not supported");
     const std::uint16_t total_len = load_be16(packet, kTotalLenOff);
     if (total_len < kHdr)
-        return parse_fail(kLayer, "total_length", kTotalLenOff, "total length below header length");
+        return decode_fail(kLayer, "total_length", kTotalLenOff, "total length below header length");
     if (total_len > packet.size())
-        return parse_fail(kLayer, "total_length", kTotalLenOff, "total length beyond the buffer");
+        return decode_fail(kLayer, "total_length", kTotalLenOff, "total length beyond the buffer");
     const std::uint16_t flags = load_be16(packet, kFlagsOff);
     if ((flags & kFlagMf) != 0 || (flags & kFragOffsetMask) != 0)
-        return parse_fail(kLayer, "fragment", kFlagsOff, "fragments not supported");
+        return decode_fail(kLayer, "fragment", kFlagsOff, "fragments not supported");
     if (internet_checksum(packet.first(kHdr)) != 0)
-        return parse_fail(kLayer, "checksum", kChecksumOff, "bad header checksum");
-    return Ipv4Packet{decode(packet, total_len), packet.subspan(kHdr, total_len - kHdr)};
+        return decode_fail(kLayer, "checksum", kChecksumOff, "bad header checksum");
+    decode_fields(packet, total_len, repr);
+    payload = packet.subspan(kHdr, total_len - kHdr);
+    return std::nullopt;
+}
+
+}  // namespace detail
+
+ParseResult<Ipv4Packet> parse_ipv4(Bytes packet) {
+    Ipv4Packet p;
+    if (auto e = detail::decode_ipv4(packet, p.repr, p.payload)) return iwcm::fail(*e);
+    return p;
 }
 
 }  // namespace iwcm::wire

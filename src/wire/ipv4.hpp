@@ -42,4 +42,9 @@ struct Ipv4Packet {
 // ignored (RFC 791 gives it no meaning to act on).
 ParseResult<Ipv4Packet> parse_ipv4(Bytes packet);
 
+namespace detail {
+// parse_ipv4() writing into its arguments.
+DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload);
+}  // namespace detail
+
 }  // namespace iwcm::wire

@@ -41,26 +41,35 @@ void Ipv6Repr::emit(MutBytes out) const {
     store_addr(out, kDstOff, dst);
 }
 
-ParseResult<Ipv6Packet> parse_ipv6(Bytes packet) {
+namespace detail {
+
+DecodeStatus decode_ipv6(Bytes packet, Ipv6Repr& repr, Bytes& payload) {
     constexpr std::size_t kHdr = Ipv6Repr::kHeaderLen;
-    if (packet.size() < kHdr) return parse_fail(kLayer, "header", packet.size(), "truncated header");
+    if (packet.size() < kHdr) return decode_fail(kLayer, "header", packet.size(), "truncated header");
     const std::uint32_t first = load_be32(packet, kVersionOff);
-    if ((first >> 28) != 6) return parse_fail(kLayer, "version", kVersionOff, "version is not 6");
+    if ((first >> 28) != 6) return decode_fail(kLayer, "version", kVersionOff, "version is not 6");
     const std::uint16_t payload_len = load_be16(packet, kPayloadLenOff);
     if (payload_len > packet.size() - kHdr)
-        return parse_fail(kLayer, "payload_length", kPayloadLenOff, "payload length beyond the buffer");
+        return decode_fail(kLayer, "payload_length", kPayloadLenOff, "payload length beyond the buffer");
     const std::uint8_t next = load_u8(packet, kNextHeaderOff);
     if (next != kIpProtoTcp && next != kIpProtoIcmpv6)
-        return parse_fail(kLayer, "next_header", kNextHeaderOff, "extension header not supported");
+        return decode_fail(kLayer, "next_header", kNextHeaderOff, "extension header not supported");
+    repr.traffic_class = static_cast<std::uint8_t>(first >> 20);
+    repr.flow_label = first & kFlowLabelMax;
+    repr.payload_len = payload_len;
+    repr.next_header = next;
+    repr.hop_limit = load_u8(packet, kHopLimitOff);
+    repr.src = load_addr(packet, kSrcOff);
+    repr.dst = load_addr(packet, kDstOff);
+    payload = packet.subspan(kHdr, payload_len);
+    return std::nullopt;
+}
+
+}  // namespace detail
+
+ParseResult<Ipv6Packet> parse_ipv6(Bytes packet) {
     Ipv6Packet p;
-    p.repr.traffic_class = static_cast<std::uint8_t>(first >> 20);
-    p.repr.flow_label = first & kFlowLabelMax;
-    p.repr.payload_len = payload_len;
-    p.repr.next_header = next;
-    p.repr.hop_limit = load_u8(packet, kHopLimitOff);
-    p.repr.src = load_addr(packet, kSrcOff);
-    p.repr.dst = load_addr(packet, kDstOff);
-    p.payload = packet.subspan(kHdr, payload_len);
+    if (auto e = detail::decode_ipv6(packet, p.repr, p.payload)) return iwcm::fail(*e);
     return p;
 }
 

@@ -40,4 +40,9 @@ struct Ipv6Packet {
 // "extension header not supported".
 ParseResult<Ipv6Packet> parse_ipv6(Bytes packet);
 
+namespace detail {
+// parse_ipv6() writing into its arguments.
+DecodeStatus decode_ipv6(Bytes packet, Ipv6Repr& repr, Bytes& payload);
+}  // namespace detail
+
 }  // namespace iwcm::wire

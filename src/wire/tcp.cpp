@@ -29,37 +29,37 @@ constexpr std::uint8_t kLenTimestamps = 10;
 
 // Checks a known option's length and stores its value; `off` is the option's
 // offset in the header, so errors name where the bad length byte is.
-ParseResult<bool> decode_known_option(Bytes h, std::size_t off, std::uint8_t kind,
+DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind,
                                       std::uint8_t len, TcpOptions& o) {
     switch (kind) {
     case tcp_option::kMss:
-        if (len != kLenMss) return parse_fail(kLayer, "option_mss", off + 1, "MSS length is not 4");
+        if (len != kLenMss) return decode_fail(kLayer, "option_mss", off + 1, "MSS length is not 4");
         o.mss = load_be16(h, off + 2);
-        return true;
+        return std::nullopt;
     case tcp_option::kWindowScale:
         if (len != kLenWindowScale)
-            return parse_fail(kLayer, "option_window_scale", off + 1, "window scale length is not 3");
+            return decode_fail(kLayer, "option_window_scale", off + 1, "window scale length is not 3");
         o.window_scale = load_u8(h, off + 2);
-        return true;
+        return std::nullopt;
     case tcp_option::kSackPermitted:
         if (len != kLenSackPermitted)
-            return parse_fail(kLayer, "option_sack_permitted", off + 1,
+            return decode_fail(kLayer, "option_sack_permitted", off + 1,
                               "SACK-permitted length is not 2");
         o.sack_permitted = true;
-        return true;
+        return std::nullopt;
     case tcp_option::kTimestamps:
         if (len != kLenTimestamps)
-            return parse_fail(kLayer, "option_timestamps", off + 1, "timestamps length is not 10");
+            return decode_fail(kLayer, "option_timestamps", off + 1, "timestamps length is not 10");
         o.timestamps = TcpTimestamps{load_be32(h, off + 2), load_be32(h, off + 6)};
-        return true;
+        return std::nullopt;
     default:
-        return false;  // unknown kinds are skipped by their length
+        return std::nullopt;  // unknown kinds are skipped by their length
     }
 }
 
 // Walks the options area h[20, header_len).
-ParseResult<TcpOptions> parse_options(Bytes h) {
-    TcpOptions o;
+DecodeStatus decode_options(Bytes h, TcpOptions& o) {
+    o = TcpOptions{};
     std::size_t off = kTcpHeaderLen;
     while (off < h.size()) {
         const std::uint8_t kind = load_u8(h, off);
@@ -69,20 +69,18 @@ ParseResult<TcpOptions> parse_options(Bytes h) {
             continue;
         }
         if (off + 1 >= h.size())
-            return parse_fail(kLayer, "option_length", off, "option length byte missing");
+            return decode_fail(kLayer, "option_length", off, "option length byte missing");
         const std::uint8_t len = load_u8(h, off + 1);
-        if (len < 2) return parse_fail(kLayer, "option_length", off + 1, "option length below 2");
+        if (len < 2) return decode_fail(kLayer, "option_length", off + 1, "option length below 2");
         if (off + len > h.size())
-            return parse_fail(kLayer, "option_length", off + 1, "option runs past the header");
-        auto known = decode_known_option(h, off, kind, len, o);
-        if (!known) return iwcm::fail(known.error());
+            return decode_fail(kLayer, "option_length", off + 1, "option runs past the header");
+        if (auto e = decode_known_option(h, off, kind, len, o)) return e;
         off += len;
     }
-    return o;
+    return std::nullopt;
 }
 
-TcpRepr decode_fixed(Bytes h) {
-    TcpRepr r;
+void decode_fixed(Bytes h, TcpRepr& r) {
     r.src_port = load_be16(h, kSrcPortOff);
     r.dst_port = load_be16(h, kDstPortOff);
     r.seq = SeqNumber(load_be32(h, kSeqOff));
@@ -90,7 +88,6 @@ TcpRepr decode_fixed(Bytes h) {
     r.flags = load_u8(h, kFlagsOff);
     r.window = load_be16(h, kWindowOff);
     r.urgent = load_be16(h, kUrgentOff);
-    return r;
 }
 
 std::size_t put_option_bytes(MutBytes out, std::size_t off, std::initializer_list<std::uint8_t> v) {
@@ -138,22 +135,31 @@ std::size_t TcpOptions::emitted_len() const {
     return n;
 }
 
-ParseResult<TcpSegment> parse_tcp(Bytes segment, const IpPseudoHeader& ph) {
+namespace detail {
+
+DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload) {
     if (segment.size() < kTcpHeaderLen)
-        return parse_fail(kLayer, "header", segment.size(), "truncated header");
+        return decode_fail(kLayer, "header", segment.size(), "truncated header");
     const std::size_t header_len = static_cast<std::size_t>(load_u8(segment, kDataOffsetOff) >> 4) * 4;
     if (header_len < kTcpHeaderLen)
-        return parse_fail(kLayer, "data_offset", kDataOffsetOff, "data offset below 5");
+        return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset below 5");
     if (header_len > segment.size())
-        return parse_fail(kLayer, "data_offset", kDataOffsetOff, "data offset beyond the segment");
+        return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset beyond the segment");
     if (ph.src.family() != ph.dst.family())
-        return parse_fail(kLayer, "checksum", kChecksumOff, "pseudo-header families differ");
+        return decode_fail(kLayer, "checksum", kChecksumOff, "pseudo-header families differ");
     if (tcp_checksum(ph.src, ph.dst, segment) != 0)
-        return parse_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
-    auto options = parse_options(segment.first(header_len));
-    if (!options) return iwcm::fail(options.error());
-    TcpSegment s{decode_fixed(segment), segment.subspan(header_len)};
-    s.repr.options = *options;
+        return decode_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
+    if (auto e = decode_options(segment.first(header_len), repr.options)) return e;
+    decode_fixed(segment, repr);
+    payload = segment.subspan(header_len);
+    return std::nullopt;
+}
+
+}  // namespace detail
+
+ParseResult<TcpSegment> parse_tcp(Bytes segment, const IpPseudoHeader& ph) {
+    TcpSegment s;
+    if (auto e = detail::decode_tcp(segment, ph, s.repr, s.payload)) return iwcm::fail(*e);
     return s;
 }
 

@@ -124,6 +124,11 @@ struct TcpSegment {
 // reserved bits are ignored.
 ParseResult<TcpSegment> parse_tcp(Bytes segment, const IpPseudoHeader& ph);
 
+namespace detail {
+// parse_tcp() writing into its arguments.
+DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload);
+}  // namespace detail
+
 // Writes header, options and payload into out (out.size() >= header_len() +
 // payload.size()) and computes the checksum. Returns the bytes written.
 std::size_t emit_tcp(const TcpRepr& repr, Bytes payload, const IpPseudoHeader& ph, MutBytes out);
