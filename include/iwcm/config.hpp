@@ -1,0 +1,84 @@
+// Configuration of one iwcm::Core. Every default is the irdma driver's value
+// unless said otherwise; every value is a policy the user may change.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "iwcm/address.hpp"
+#include "iwcm/time.hpp"
+
+namespace iwcm {
+
+struct RetransmitConfig {
+    // 8 retransmissions, the first 1 s after the send, each wait doubling,
+    // capped at 12 s (irdma: IRDMA_DEFAULT_RETRYS, IRDMA_RETRY_TIMEOUT,
+    // IRDMA_MAX_TIMEOUT).
+    std::uint8_t max_retrans = 8;
+    Duration initial = std::chrono::seconds(1);
+    Duration cap = std::chrono::seconds(12);
+};
+
+// RTR (ready-to-receive) message types of RFC 6581, as a bit set.
+namespace rtr {
+constexpr std::uint8_t kSend = 0x1;   // zero-length SEND
+constexpr std::uint8_t kWrite = 0x2;  // zero-length RDMA WRITE
+constexpr std::uint8_t kRead = 0x4;   // zero-length RDMA READ
+constexpr std::uint8_t kAll = 0x7;
+}  // namespace rtr
+
+struct MpaConfig {
+    // Revision sent by an initiator (1 or 2). A responder answers a request at
+    // the request's revision when it is 1 or 2.
+    std::uint8_t revision = 2;
+    // Ask for CRC32c on FPDUs. RFC 5044 section 7.1: CRC is used if either side asks.
+    bool crc = false;
+    // Revision 2: the peer-to-peer bit (A). With it the initiator sends an RTR
+    // and the responder reports ESTABLISHED only when the RTR arrives.
+    bool peer_to_peer = true;
+    // RTR types offered (initiator) or accepted (responder): a set of rtr::k*.
+    std::uint8_t rtr_types = rtr::kAll;
+    // The most IRD / ORD this side can honour (RFC 6581 relaxed negotiation
+    // raises our IRD toward the peer's ORD up to this limit).
+    std::uint16_t max_ird = 128;
+    std::uint16_t max_ord = 128;
+    // Fail the negotiation instead of adjusting IRD/ORD (RFC 6581 section 7).
+    bool strict_ird_ord = false;
+    // A revision-2 initiator whose request is answered by a reset retries once
+    // at revision 1 on a new TCP connection (irdma and cxgb4 do this).
+    bool fallback_to_v1 = true;
+    // How long an initiator waits for the reply once its request is sent,
+    // and a responder for the request once TCP is up (irdma: MPA_V2 timers;
+    // siw uses 10 s initiator / 5 s responder). A responder waiting for the
+    // application's accept is bounded by accept_timeout.
+    Duration request_timeout = std::chrono::seconds(10);
+    Duration reply_timeout = std::chrono::seconds(10);
+    Duration accept_timeout = std::chrono::seconds(30);
+    // With the peer-to-peer bit: how long the responder waits for the RTR.
+    Duration rtr_timeout = std::chrono::seconds(10);
+};
+
+struct CoreConfig {
+    MacAddr mac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
+    std::uint16_t mtu = 1500;
+    // Receive window 64240 scaled by 2 (irdma: IRDMA_CM_DEFAULT_RCV_WND_SCALED,
+    // IRDMA_CM_DEFAULT_RCV_WND_SCALE).
+    std::uint32_t rcv_wnd = 64240;
+    std::uint8_t rcv_wscale = 2;
+    std::uint8_t ttl = 64;
+    std::uint8_t tos = 0;
+    RetransmitConfig retransmit;
+    // TIME_WAIT and delayed close (irdma: IRDMA_SHORT_TIME, 100 ms).
+    Duration close_delay = std::chrono::milliseconds(100);
+    Duration timer_granularity = std::chrono::milliseconds(1);
+    std::uint32_t default_backlog = 256;
+    std::uint32_t max_connections = 1u << 22;
+    std::size_t max_events = 1u << 20;
+    // RFC 6528 initial sequence numbers: the key of the keyed hash.
+    std::array<std::uint8_t, 16> isn_secret{};
+    MpaConfig mpa;
+};
+
+}  // namespace iwcm

@@ -1,0 +1,157 @@
+// iwcm::Core: one iWARP connection manager, sans-I/O.
+//
+// Read first: DESIGN.md ("Architecture"), then the quinn-proto style this
+// follows: the core reads no clock and touches no socket. It is driven by
+//   receive(now, frame)   an Ethernet frame that arrived,
+//   on_timer(now)         time has reached next_deadline(),
+//   commands              listen, connect, accept, reject, disconnect, ...
+// and it answers through
+//   poll_transmit()       Ethernet frames to put on the wire, in order,
+//   poll_event()          events for the application, in order,
+//   next_deadline()       when on_timer() wants to be called next.
+// Nothing is ever called back from inside a handler except the trace hook,
+// which only observes and must not call into the core.
+//
+// One core owns its connections and is not thread-safe; scale by running one
+// core per thread and steering frames by 4-tuple.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "iwcm/address.hpp"
+#include "iwcm/config.hpp"
+#include "iwcm/errors.hpp"
+#include "iwcm/events.hpp"
+#include "iwcm/result.hpp"
+#include "iwcm/stats.hpp"
+#include "iwcm/time.hpp"
+
+namespace iwcm {
+
+template <class T>
+using Result = Expected<T, ApiError>;
+
+struct ListenParams {
+    // An unspecified address (0.0.0.0 or ::) listens on every local address
+    // of that family.
+    Endpoint local;
+    std::uint32_t backlog = 0;  // 0: CoreConfig::default_backlog
+    std::uint16_t vlan = kNoVlan;
+};
+
+struct ConnectParams {
+    Endpoint local;          // port 0: an ephemeral port is chosen
+    Endpoint remote;
+    MacAddr remote_mac;      // resolved by the I/O layer (ARP / ND) beforehand
+    std::uint16_t vlan = kNoVlan;
+    std::span<const std::byte> private_data;
+    std::uint16_t ird = 1;   // responder resources
+    std::uint16_t ord = 1;   // initiator depth
+    std::uint8_t mpa_revision = 0;  // 0: CoreConfig::mpa.revision
+};
+
+struct AcceptParams {
+    std::span<const std::byte> private_data;
+    std::uint16_t ird = 1;
+    std::uint16_t ord = 1;
+};
+
+enum class DisconnectMode : std::uint8_t { kGraceful, kAbortive };
+
+// What the data path needs to take an established connection over, as the
+// irdma driver fills the hardware queue pair's TCP context.
+struct HandoffContext {
+    Endpoint local;
+    Endpoint remote;
+    MacAddr local_mac;
+    MacAddr remote_mac;
+    std::uint16_t vlan = kNoVlan;
+    std::uint8_t ttl = 0;
+    std::uint8_t tos = 0;
+    std::uint32_t snd_nxt = 0;
+    std::uint32_t snd_una = 0;
+    std::uint32_t rcv_nxt = 0;
+    std::uint32_t snd_wnd = 0;        // peer's window, unscaled bytes
+    std::uint32_t rcv_wnd = 0;        // our window, bytes
+    std::uint8_t snd_wscale = 0;      // peer's shift
+    std::uint8_t rcv_wscale = 0;      // our shift
+    std::uint16_t mss = 0;            // peer's MSS (what we may send)
+    MpaInfo mpa;                      // negotiated
+    bool initiator = false;
+    // Bytes the peer sent after its MPA frame (or RTR) that the core received
+    // but that belong to the data path. Valid until the next core call.
+    std::span<const std::byte> pending_rx;
+};
+
+struct TraceRecord {
+    enum class Kind : std::uint8_t { kState, kFrameIn, kFrameOut, kDrop };
+    Kind kind = Kind::kState;
+    Instant now{};
+    ConnHandle conn;
+    CmState from = CmState::kUnknown;
+    CmState to = CmState::kUnknown;
+    DropReason drop = DropReason::kMalformed;
+    std::span<const std::byte> frame;
+};
+using TraceHook = std::function<void(const TraceRecord&)>;
+
+class Core {
+public:
+    explicit Core(const CoreConfig& config = {});
+    ~Core();
+    Core(const Core&) = delete;
+    Core& operator=(const Core&) = delete;
+
+    // ---- driving ----
+    void receive(Instant now, std::span<const std::byte> frame);
+    void on_timer(Instant now);
+    std::optional<Instant> next_deadline() const;
+    // The next frame to send; the view is valid until the next call of any
+    // Core member. std::nullopt when nothing is queued.
+    std::optional<std::span<const std::byte>> poll_transmit();
+    // The next event; its private-data view is valid until the next call.
+    std::optional<Event> poll_event();
+
+    // ---- addresses (local-address up / down) ----
+    Result<void> add_address(IpAddr addr);
+    // Address down: every connection of the address is reset (the peer gets
+    // an RST, the application kDisconnected or a connect failure) and its
+    // listeners are destroyed. Returns how many connections were torn down.
+    Result<std::size_t> remove_address(Instant now, IpAddr addr);
+    bool is_local(IpAddr addr) const;
+
+    // ---- commands ----
+    Result<ListenHandle> listen(const ListenParams& params);
+    // Resets the listener's connections that the application has not accepted.
+    Result<void> destroy_listen(Instant now, ListenHandle listener);
+    Result<ConnHandle> connect(Instant now, const ConnectParams& params);
+    Result<void> accept(Instant now, ConnHandle conn, const AcceptParams& params);
+    Result<void> reject(Instant now, ConnHandle conn, std::span<const std::byte> private_data);
+    Result<void> disconnect(Instant now, ConnHandle conn, DisconnectMode mode);
+    // Tears down every connection of a local address (irdma_cm_teardown_connections).
+    std::size_t teardown_connections(Instant now, IpAddr addr);
+    // The TCP and MPA context of an established connection. The first call
+    // moves it to OFFLOADED: the core stops retransmitting for it and leaves
+    // payload to the data path; FIN and RST are still handled here.
+    Result<HandoffContext> handoff(ConnHandle conn);
+    Result<CmState> state(ConnHandle conn) const;
+
+    // ---- observation ----
+    const Stats& stats() const;
+    const CoreConfig& config() const;
+    void set_trace(TraceHook hook);
+    std::size_t live_nodes() const;       // nodes not yet destroyed
+    std::size_t pending_timers() const;   // timer entries armed
+    std::size_t queued_events() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iwcm

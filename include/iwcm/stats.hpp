@@ -1,0 +1,60 @@
+// Counters of one core: the irdma driver's (struct irdma_cm_core stats_*)
+// plus frames dropped by reason.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace iwcm {
+
+enum class DropReason : std::uint8_t {
+    kMalformed,        // a layer failed to parse (truncated, bad length, bad option)
+    kBadChecksum,      // IPv4 header or TCP checksum wrong
+    kNotForUs,         // destination MAC or address not ours, wrong VLAN
+    kNotTcp,           // not IPv4/IPv6 TCP
+    kOutOfWindow,      // sequence check failed (answered with an ACK where TCP says so)
+    kBadAck,           // ACK of something never sent
+    kBacklogFull,      // SYN over the listener's backlog
+    kNoListener,       // segment for nothing (answered with RST)
+    kRstIgnored,       // RST not exactly in sequence (RFC 5961) or for nothing
+    kUnexpected,       // a segment the state does not expect (e.g. SYN while synchronised)
+    kBadMpa,           // MPA frame that fails to parse
+    kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
+    kTooManyConnections,
+    kCount,
+};
+constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
+std::string_view to_string(DropReason reason) noexcept;
+
+struct Stats {
+    std::uint64_t nodes_created = 0;
+    std::uint64_t nodes_destroyed = 0;
+    std::uint64_t listeners_created = 0;
+    std::uint64_t listeners_destroyed = 0;
+    std::uint64_t loopback_connections = 0;
+    std::uint64_t accepts = 0;
+    std::uint64_t rejects = 0;
+    std::uint64_t connect_errors = 0;
+    std::uint64_t passive_errors = 0;
+    std::uint64_t retransmissions = 0;
+    std::uint64_t backlog_drops = 0;
+    std::uint64_t syns_received = 0;
+    std::uint64_t resets_sent = 0;
+    std::uint64_t resets_received = 0;
+    std::uint64_t established = 0;
+    std::uint64_t frames_in = 0;
+    std::uint64_t frames_out = 0;
+    std::uint64_t mpa_v1_fallbacks = 0;
+    std::uint64_t terminates_sent = 0;
+    std::array<std::uint64_t, kDropReasonCount> dropped{};
+
+    std::uint64_t drops(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
+    std::uint64_t drops_total() const {
+        std::uint64_t n = 0;
+        for (auto d : dropped) n += d;
+        return n;
+    }
+};
+
+}  // namespace iwcm

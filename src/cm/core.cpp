@@ -1,0 +1,534 @@
+// iwcm::Core: the public surface, the commands, lifetimes and events.
+//
+// Read first: src/cm/core_impl.hpp. Commands check their handle and the
+// node's state and return an ApiError naming what is wrong; they never
+// assert on what the application passes.
+#include <algorithm>
+#include <cerrno>
+
+#include "cm/core_impl.hpp"
+#include "cm/isn.hpp"
+#include "wire/mpa.hpp"
+
+namespace iwcm {
+
+using cm::Node;
+using cm::NodeRef;
+
+namespace {
+
+timer::CmTimerConfig timer_config(const CoreConfig& c) {
+    timer::CmTimerConfig t;
+    t.retrans.max_retrans = c.retransmit.max_retrans;
+    t.retrans.initial = c.retransmit.initial;
+    t.retrans.cap = c.retransmit.cap;
+    t.close_delay = c.close_delay;
+    t.granularity = c.timer_granularity;
+    return t;
+}
+
+}  // namespace
+
+Core::Impl::Impl(const CoreConfig& config)
+    : cfg(config),
+      pool(&Impl::on_node_destroyed, this),
+      timers(timer_config(config)),
+      mpa_wheel(config.timer_granularity) {
+    tx_arena.reserve(64 * 1024);
+    scratch.resize(2048);
+}
+
+Core::Impl::~Impl() {
+    // Drop every reference in an order that lets nodes go without touching
+    // the (already dying) timer service: events, handles, timers, table.
+    current_event.reset();
+    events.clear();
+    app_refs.clear();
+    mpa_refs.clear();
+    std::vector<NodeRef> all;
+    table.for_each([&](Node& n) { all.emplace_back(&n); });
+    for (auto& n : all) timers.cancel_all(n);
+    all.clear();
+    table = cm::ConnTable();
+}
+
+void Core::Impl::on_node_destroyed(void* self, Node& node) {
+    auto* impl = static_cast<Impl*>(self);
+    ++impl->stats.nodes_destroyed;
+    (void)node;
+}
+
+// ---------------------------------------------------------------- driving
+
+void Core::Impl::receive(Instant now, wire::Bytes frame) {
+    now_ = now;
+    handle_frame(now, frame);
+    drain_loopback(now);
+}
+
+void Core::Impl::drain_loopback(Instant now) {
+    if (in_loopback) return;
+    in_loopback = true;
+    while (!loop_queue.empty()) {
+        std::vector<std::vector<std::byte>> batch;
+        batch.swap(loop_queue);
+        for (auto& f : batch) handle_frame(now, f);
+    }
+    in_loopback = false;
+}
+
+void Core::Impl::on_timer(Instant now) {
+    now_ = now;
+    timers.on_timer(now, [&](cm::Timers::Action&& a) { on_timer_action(now, std::move(a)); });
+    std::vector<std::uint32_t> due;
+    mpa_wheel.advance(now, [&](std::uint64_t cookie) { due.push_back(static_cast<std::uint32_t>(cookie)); });
+    for (std::uint32_t index : due) {
+        NodeRef ref = std::move(mpa_refs[index]);
+        if (!ref) continue;
+        ref->mpa_timer = {};
+        on_mpa_timeout(now, ref);
+    }
+    drain_loopback(now);
+}
+
+std::optional<Instant> Core::Impl::next_deadline() const {
+    auto a = timers.next_deadline();
+    auto b = mpa_wheel.next_deadline();
+    if (a && b) return std::min(*a, *b);
+    return a ? a : b;
+}
+
+std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
+    if (tx_head == tx_frames.size()) {
+        tx_frames.clear();
+        tx_arena.clear();
+        tx_head = 0;
+        return std::nullopt;
+    }
+    auto [off, len] = tx_frames[tx_head++];
+    return std::span<const std::byte>(tx_arena.data() + off, len);
+}
+
+std::optional<Event> Core::Impl::poll_event() {
+    // The previous event's node reference (and with it, for a terminal
+    // event, the application's handle) goes now.
+    current_event.reset();
+    if (events.empty()) return std::nullopt;
+    current_event = std::move(events.front());
+    events.pop_front();
+    Event ev = current_event->event;
+    ev.private_data = current_event->pdata;
+    return ev;
+}
+
+// ---------------------------------------------------------------- lifetime
+
+void Core::Impl::set_state(Node& node, CmState to) {
+    CmState from = node.state;
+    IWCM_ASSERT(from != CmState::kClosed || to == CmState::kClosed);
+    if (from == to) return;
+    node.state = to;
+    if (trace) {
+        TraceRecord r;
+        r.kind = TraceRecord::Kind::kState;
+        r.now = now_;
+        r.conn = node.handle();
+        r.from = from;
+        r.to = to;
+        trace(r);
+    }
+}
+
+void Core::Impl::release_backlog(Node& node) {
+    if (!node.counted_in_backlog) return;
+    node.counted_in_backlog = false;
+    if (cm::Listener* l = find_listener(node.listener)) {
+        IWCM_ASSERT(l->pending > 0);
+        --l->pending;
+    }
+}
+
+void Core::Impl::close_node(const NodeRef& node) {
+    IWCM_ASSERT(node);
+    release_backlog(*node);
+    timers.cancel_all(node);
+    cancel_mpa_timer(*node);
+    node->bufs.reset();
+    set_state(*node, CmState::kClosed);
+    // Every close tells an application that still owns the node.
+    if (node->app_owned) {
+        end_for_app(node, node->mpa_done ? EventType::kDisconnected : EventType::kConnectError,
+                    -ECONNABORTED);
+    }
+    NodeRef gone = table.erase(cm::key_of(*node));
+}
+
+void Core::Impl::end_for_app(const NodeRef& node, EventType type, int status,
+                             std::span<const std::byte> pdata) {
+    if (!node->app_owned) return;
+    push_event(node, type, status, pdata);
+    node->app_owned = false;
+    app_refs[node->index].reset();
+}
+
+void Core::Impl::abort_node(Instant now, const NodeRef& node, EventType type, int status,
+                            bool send_rst) {
+    (void)now;
+    if (send_rst) send_reset(*node);
+    end_for_app(node, type, status);
+    close_node(node);
+}
+
+void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
+                            std::span<const std::byte> pdata) {
+    IWCM_ASSERT(node->app_owned);
+    IWCM_ASSERT(events.size() < cfg.max_events);
+    cm::QueuedEvent q;
+    q.event.type = type;
+    q.event.conn = node->handle();
+    q.event.listener = node->listener;
+    q.event.status = status;
+    q.event.local = node->local;
+    q.event.remote = node->remote;
+    q.event.vlan = node->vlan;
+    q.event.state = node->state;
+    q.event.mpa = negotiated(*node);
+    if (type == EventType::kConnectRequest) {
+        // A request carries what the peer offered.
+        q.event.mpa.ird = node->peer_ird;
+        q.event.mpa.ord = node->peer_ord;
+        q.event.mpa.rtr = RtrType::kNone;
+    }
+    q.node = node;
+    q.pdata.assign(pdata.begin(), pdata.end());
+    if (type == EventType::kConnectError || type == EventType::kRejected ||
+        type == EventType::kUnreachable) {
+        if (node->initiator) ++stats.connect_errors; else ++stats.passive_errors;
+    }
+    events.push_back(std::move(q));
+}
+
+void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::Bytes frame) {
+    ++stats.dropped[static_cast<std::size_t>(reason)];
+    if (trace) {
+        TraceRecord r;
+        r.kind = TraceRecord::Kind::kDrop;
+        r.now = now;
+        r.drop = reason;
+        if (node) r.conn = node->handle();
+        r.frame = frame;
+        trace(r);
+    }
+}
+
+void Core::Impl::trace_frame(TraceRecord::Kind kind, Instant now, const Node* node, wire::Bytes frame) {
+    if (!trace) return;
+    TraceRecord r;
+    r.kind = kind;
+    r.now = now;
+    if (node) r.conn = node->handle();
+    r.frame = frame;
+    trace(r);
+}
+
+// ---------------------------------------------------------------- commands
+
+Result<Node*> Core::Impl::app_node(ConnHandle conn) const {
+    if (!conn.valid() || conn.index >= pool.capacity()) return fail(ApiError::kInvalidHandle);
+    Node* n = pool.find(conn.index, conn.generation);
+    if (n == nullptr || !n->app_owned) return fail(ApiError::kStaleHandle);
+    return n;
+}
+
+cm::Listener* Core::Impl::find_listener(ListenHandle h) {
+    if (!h.valid() || h.index >= listeners.size()) return nullptr;
+    cm::Listener& l = listeners[h.index];
+    return (l.in_use && l.generation == h.generation) ? &l : nullptr;
+}
+
+// A listener on the exact address wins over a wildcard one (irdma_find_listener).
+cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vlan) {
+    cm::Listener* wildcard = nullptr;
+    for (cm::Listener& l : listeners) {
+        if (!l.in_use || l.local.port != local.port || l.vlan != vlan) continue;
+        if (l.local.addr == local.addr) return &l;
+        if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family()) wildcard = &l;
+    }
+    return wildcard;
+}
+
+Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
+    if (p.local.port == 0) return fail(ApiError::kInvalidArgument);
+    if (!p.local.addr.is_unspecified() && !is_local_addr(p.local.addr)) return fail(ApiError::kAddressNotLocal);
+    for (const cm::Listener& l : listeners)
+        if (l.in_use && l.local == p.local && l.vlan == p.vlan) return fail(ApiError::kAddressInUse);
+    std::size_t i = 0;
+    while (i < listeners.size() && listeners[i].in_use) ++i;
+    if (i == listeners.size()) listeners.emplace_back();
+    cm::Listener& l = listeners[i];
+    l.in_use = true;
+    l.local = p.local;
+    l.vlan = p.vlan;
+    l.backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
+    l.pending = 0;
+    ++stats.listeners_created;
+    return ListenHandle{static_cast<std::uint32_t>(i), l.generation};
+}
+
+Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
+    now_ = now;
+    cm::Listener* l = find_listener(h);
+    if (l == nullptr) return fail(h.valid() && h.index < listeners.size() ? ApiError::kStaleHandle
+                                                                          : ApiError::kInvalidHandle);
+    // Connections the application has not accepted die with the listener
+    // (irdma_cm_del_listen -> irdma_reset_list_prep): they get a reset.
+    std::vector<NodeRef> doomed;
+    table.for_each([&](Node& n) {
+        if (n.listener == h && n.counted_in_backlog) doomed.emplace_back(&n);
+    });
+    for (auto& n : doomed) {
+        set_state(*n, CmState::kListenerDestroyed);
+        abort_node(now, n, EventType::kConnectError, -ECONNABORTED, true);
+    }
+    l->in_use = false;
+    ++l->generation;
+    ++stats.listeners_destroyed;
+    drain_loopback(now);
+    return {};
+}
+
+Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint& remote,
+                                            std::uint16_t vlan) {
+    for (int tries = 0; tries < 16384; ++tries) {
+        std::uint16_t port = next_port;
+        next_port = next_port == 65535 ? 49152 : static_cast<std::uint16_t>(next_port + 1);
+        if (table.find({{local, port}, remote, vlan}) == nullptr && match_listener({local, port}, vlan) == nullptr)
+            return port;
+    }
+    return fail(ApiError::kNoPorts);
+}
+
+Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
+    now_ = now;
+    if (p.remote.port == 0) return fail(ApiError::kInvalidArgument);
+    if (p.local.addr.family() != p.remote.addr.family()) return fail(ApiError::kFamilyMismatch);
+    if (!is_local_addr(p.local.addr)) return fail(ApiError::kAddressNotLocal);
+    std::uint8_t rev = p.mpa_revision == 0 ? cfg.mpa.revision : p.mpa_revision;
+    if (rev != 1 && rev != 2) return fail(ApiError::kInvalidArgument);
+    std::size_t limit = wire::kMpaMaxPrivateData - (rev == 2 ? 4 : 0);
+    if (p.private_data.size() > limit) return fail(ApiError::kPrivateDataTooLong);
+    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
+    if (table.size() >= cfg.max_connections) return fail(ApiError::kTooManyConnections);
+    Endpoint local = p.local;
+    if (local.port == 0) {
+        auto port = pick_port(local.addr, p.remote, p.vlan);
+        if (!port) return fail(port.error());
+        local.port = *port;
+    } else if (table.find({local, p.remote, p.vlan}) != nullptr) {
+        return fail(ApiError::kAddressInUse);
+    }
+    NodeRef node = pool.create();
+    ++stats.nodes_created;
+    if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
+    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
+    node->initiator = true;
+    node->local = local;
+    node->remote = p.remote;
+    node->remote_mac = p.remote_mac;
+    node->vlan = p.vlan;
+    node->loopback = is_local_addr(p.remote.addr);
+    if (node->loopback) {
+        node->remote_mac = cfg.mac;
+        ++stats.loopback_connections;
+    }
+    node->mpa_rev = rev;
+    node->ird = p.ird;
+    node->ord = p.ord;
+    node->peer_to_peer = rev == 2 && cfg.mpa.peer_to_peer;
+    node->rtr_offered = node->peer_to_peer ? cfg.mpa.rtr_types : 0;
+    node->crc = cfg.mpa.crc;
+    node->buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
+    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now));
+    node->snd_una = node->iss;
+    node->snd_nxt = node->iss + 1;
+    node->app_owned = true;
+    app_refs[node->index] = node;
+    table.insert(node);
+    set_state(*node, CmState::kSynSent);
+    send_syn(*node);
+    arm_send(now, node);
+    ConnHandle h = node->handle();
+    drain_loopback(now);
+    return h;
+}
+
+Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams& p) {
+    now_ = now;
+    auto n = app_node(conn);
+    if (!n) return fail(n.error());
+    Node& node = **n;
+    if (node.state != CmState::kMpaReqRcvd) return fail(ApiError::kWrongState);
+    std::size_t limit = wire::kMpaMaxPrivateData - (node.mpa_rev == 2 ? 4 : 0);
+    if (p.private_data.size() > limit) return fail(ApiError::kPrivateDataTooLong);
+    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
+    node.ird = p.ird;
+    node.ord = p.ord;
+    node.buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
+    ++stats.accepts;
+    release_backlog(node);
+    NodeRef ref(&node);
+    accept_request(now, ref);
+    drain_loopback(now);
+    return {};
+}
+
+Result<void> Core::Impl::reject(Instant now, ConnHandle conn, std::span<const std::byte> pdata) {
+    now_ = now;
+    auto n = app_node(conn);
+    if (!n) return fail(n.error());
+    Node& node = **n;
+    if (node.state != CmState::kMpaReqRcvd) return fail(ApiError::kWrongState);
+    std::size_t limit = wire::kMpaMaxPrivateData - (node.mpa_rev == 2 ? 4 : 0);
+    if (pdata.size() > limit) return fail(ApiError::kPrivateDataTooLong);
+    ++stats.rejects;
+    release_backlog(node);
+    NodeRef ref(&node);
+    reject_request(now, ref, pdata);
+    drain_loopback(now);
+    return {};
+}
+
+Result<void> Core::Impl::disconnect(Instant now, ConnHandle conn, DisconnectMode mode) {
+    now_ = now;
+    auto n = app_node(conn);
+    if (!n) return fail(n.error());
+    NodeRef node(*n);
+    constexpr CmStateSet kFinable = CmState::kEstablished | CmState::kOffloaded |
+                                    CmState::kMpaReqSent | CmState::kMpaReqRcvd |
+                                    CmState::kOneSideEstablished | CmState::kAccepting;
+    if (mode == DisconnectMode::kAbortive || !kFinable.contains(node->state)) {
+        // SYN_SENT and SYN_RCVD have nothing to close gracefully; a closing
+        // node asked again is cut short.
+        bool synchronized = node->state != CmState::kSynSent;
+        EventType type = node->mpa_done ? EventType::kDisconnected : EventType::kConnectError;
+        abort_node(now, node, type, node->mpa_done ? 0 : -ECANCELED, synchronized);
+    } else {
+        if (!node->mpa_done) end_for_app(node, EventType::kConnectError, -ECANCELED);
+        start_close(now, node);
+    }
+    drain_loopback(now);
+    return {};
+}
+
+std::size_t Core::Impl::teardown(Instant now, IpAddr addr) {
+    now_ = now;
+    std::vector<NodeRef> doomed;
+    table.for_each([&](Node& n) {
+        if (n.local.addr == addr) doomed.emplace_back(&n);
+    });
+    for (auto& n : doomed) {
+        if (n->state == CmState::kTimeWait) {
+            close_node(n);
+            continue;
+        }
+        EventType type = n->mpa_done ? EventType::kDisconnected : EventType::kConnectError;
+        abort_node(now, n, type, n->mpa_done ? -ECONNABORTED : -ENETDOWN, n->state != CmState::kSynSent);
+    }
+    drain_loopback(now);
+    return doomed.size();
+}
+
+Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
+    auto n = app_node(conn);
+    if (!n) return fail(n.error());
+    Node& node = **n;
+    if (node.state != CmState::kEstablished && node.state != CmState::kOffloaded) return fail(ApiError::kWrongState);
+    if (!node.mpa_done) return fail(ApiError::kWrongState);
+    HandoffContext c;
+    c.local = node.local;
+    c.remote = node.remote;
+    c.local_mac = cfg.mac;
+    c.remote_mac = node.remote_mac;
+    c.vlan = node.vlan;
+    c.ttl = cfg.ttl;
+    c.tos = cfg.tos;
+    c.snd_nxt = node.snd_nxt.value();
+    c.snd_una = node.snd_una.value();
+    c.rcv_nxt = node.rcv_nxt.value();
+    c.snd_wnd = node.snd_wnd;
+    c.rcv_wnd = cfg.rcv_wnd;
+    c.snd_wscale = node.snd_wscale;
+    c.rcv_wscale = node.rcv_wscale;
+    c.mss = node.snd_mss;
+    c.mpa = negotiated(node);
+    c.initiator = node.initiator;
+    if (node.bufs) c.pending_rx = node.bufs->rx;
+    if (node.state == CmState::kEstablished) {
+        // The data path owns the connection from here: no retransmission.
+        NodeRef ref(&node);
+        timers.ack_send(ref);
+        set_state(node, CmState::kOffloaded);
+    }
+    return c;
+}
+
+bool Core::Impl::is_local_addr(const IpAddr& addr) const {
+    return std::find(addresses.begin(), addresses.end(), addr) != addresses.end();
+}
+
+// ---------------------------------------------------------------- Core
+
+Core::Core(const CoreConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+Core::~Core() = default;
+
+void Core::receive(Instant now, std::span<const std::byte> frame) { impl_->receive(now, frame); }
+void Core::on_timer(Instant now) { impl_->on_timer(now); }
+std::optional<Instant> Core::next_deadline() const { return impl_->next_deadline(); }
+std::optional<std::span<const std::byte>> Core::poll_transmit() { return impl_->poll_transmit(); }
+std::optional<Event> Core::poll_event() { return impl_->poll_event(); }
+
+Result<void> Core::add_address(IpAddr addr) {
+    if (addr.is_unspecified()) return fail(ApiError::kInvalidArgument);
+    if (impl_->is_local_addr(addr)) return fail(ApiError::kAddressInUse);
+    impl_->addresses.push_back(addr);
+    return {};
+}
+
+Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
+    if (!impl_->is_local_addr(addr)) return fail(ApiError::kAddressNotLocal);
+    std::size_t n = impl_->teardown(now, addr);
+    for (std::size_t i = 0; i < impl_->listeners.size(); ++i) {
+        cm::Listener& l = impl_->listeners[i];
+        if (l.in_use && l.local.addr == addr)
+            (void)impl_->destroy_listen(now, {static_cast<std::uint32_t>(i), l.generation});
+    }
+    std::erase(impl_->addresses, addr);
+    return n;
+}
+
+bool Core::is_local(IpAddr addr) const { return impl_->is_local_addr(addr); }
+Result<ListenHandle> Core::listen(const ListenParams& p) { return impl_->listen(p); }
+Result<void> Core::destroy_listen(Instant now, ListenHandle l) { return impl_->destroy_listen(now, l); }
+Result<ConnHandle> Core::connect(Instant now, const ConnectParams& p) { return impl_->connect(now, p); }
+Result<void> Core::accept(Instant now, ConnHandle c, const AcceptParams& p) { return impl_->accept(now, c, p); }
+Result<void> Core::reject(Instant now, ConnHandle c, std::span<const std::byte> pd) {
+    return impl_->reject(now, c, pd);
+}
+Result<void> Core::disconnect(Instant now, ConnHandle c, DisconnectMode m) {
+    return impl_->disconnect(now, c, m);
+}
+std::size_t Core::teardown_connections(Instant now, IpAddr addr) { return impl_->teardown(now, addr); }
+Result<HandoffContext> Core::handoff(ConnHandle c) { return impl_->handoff(c); }
+Result<CmState> Core::state(ConnHandle c) const {
+    auto n = impl_->app_node(c);
+    if (!n) return fail(n.error());
+    return (*n)->state;
+}
+const Stats& Core::stats() const { return impl_->stats; }
+const CoreConfig& Core::config() const { return impl_->cfg; }
+void Core::set_trace(TraceHook hook) { impl_->trace = std::move(hook); }
+std::size_t Core::live_nodes() const { return impl_->pool.live(); }
+std::size_t Core::pending_timers() const { return impl_->timers.pending() + impl_->mpa_wheel.pending(); }
+std::size_t Core::queued_events() const { return impl_->events.size(); }
+
+}  // namespace iwcm

@@ -1,0 +1,179 @@
+// The inside of iwcm::Core: tables, timers, queues, and the handlers.
+//
+// Read first: include/iwcm/core.hpp (the contract), DESIGN.md ("Connection
+// node states"), RFC 9293 section 3.10 (segment arrival), RFC 5961 (RST and
+// SYN checks), RFC 5044 section 7.1 and RFC 6581 (MPA). The handlers live in
+//   core.cpp  commands and the public surface,
+//   tcp.cpp   segment arrival, per state, and segment output,
+//   mpa.cpp   the MPA exchange over the TCP byte stream.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "cm/conn_table.hpp"
+#include "cm/node.hpp"
+#include "iwcm/core.hpp"
+#include "timer/cm_timer.hpp"
+#include "timer/wheel.hpp"
+#include "wire/frame.hpp"
+
+namespace iwcm {
+
+namespace cm {
+
+// The send entry's payload: nothing. A retransmission is rebuilt from the
+// node's state (SYN, SYN-ACK, or the unacknowledged bytes and FIN), the way
+// TCP retransmits from snd_una, so an entry costs no buffer.
+struct Resend {};
+
+using Timers = timer::CmTimerService<NodeRef, Resend>;
+
+struct Listener {
+    bool in_use = false;
+    std::uint32_t generation = 1;
+    Endpoint local;
+    std::uint16_t vlan = kNoVlan;
+    std::uint32_t backlog = 0;
+    std::uint32_t pending = 0;   // connections not yet accepted or rejected
+};
+
+// A segment as the handlers see it.
+struct Segment {
+    const wire::FrameRepr* frame;
+    const wire::TcpRepr* tcp;
+    wire::Bytes payload;
+    std::uint16_t vlan;
+    // Sequence space the segment occupies (payload plus SYN and FIN).
+    std::uint32_t seq_len() const {
+        return static_cast<std::uint32_t>(payload.size()) + (tcp->has(wire::tcp_flags::kSyn) ? 1 : 0) +
+               (tcp->has(wire::tcp_flags::kFin) ? 1 : 0);
+    }
+};
+
+struct QueuedEvent {
+    Event event;
+    NodeRef node;                    // keeps the node (and its handle) alive until polled
+    std::vector<std::byte> pdata;
+};
+
+}  // namespace cm
+
+struct Core::Impl {
+    explicit Impl(const CoreConfig& config);
+    ~Impl();
+
+    // ---- driving (core.cpp) ----
+    void receive(Instant now, wire::Bytes frame);
+    void on_timer(Instant now);
+    std::optional<Instant> next_deadline() const;
+    std::optional<std::span<const std::byte>> poll_transmit();
+    std::optional<Event> poll_event();
+    void drain_loopback(Instant now);
+
+    // ---- commands (core.cpp) ----
+    Result<ListenHandle> listen(const ListenParams& params);
+    Result<void> destroy_listen(Instant now, ListenHandle handle);
+    Result<ConnHandle> connect(Instant now, const ConnectParams& params);
+    Result<void> accept(Instant now, ConnHandle conn, const AcceptParams& params);
+    Result<void> reject(Instant now, ConnHandle conn, std::span<const std::byte> pdata);
+    Result<void> disconnect(Instant now, ConnHandle conn, DisconnectMode mode);
+    std::size_t teardown(Instant now, IpAddr addr);
+    Result<HandoffContext> handoff(ConnHandle conn);
+    Result<cm::Node*> app_node(ConnHandle conn) const;
+    cm::Listener* find_listener(ListenHandle handle);
+    cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
+    Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan);
+
+    // ---- segment arrival (tcp.cpp) ----
+    void handle_frame(Instant now, wire::Bytes frame);
+    void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_syn_rcvd(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_synchronized(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    bool acceptable(const cm::Node& node, const cm::Segment& seg) const;
+    void on_rst(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_ack(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_fin(Instant now, const cm::NodeRef& node);
+    void retry_v1(Instant now, const cm::NodeRef& node);
+    void on_listen_syn(Instant now, const cm::Segment& seg);
+    void reply_no_connection(const cm::Segment& seg);
+    void on_timer_action(Instant now, cm::Timers::Action&& action);
+    void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
+
+    // ---- segment output (tcp.cpp) ----
+    void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
+    void send_syn(cm::Node& node);
+    void send_ack(cm::Node& node) { send_segment(node, wire::tcp_flags::kAck, node.snd_nxt, {}); }
+    void send_reset(cm::Node& node);
+    void send_data(Instant now, const cm::NodeRef& node, wire::Bytes data, bool fin);
+    void resend(cm::Node& node);
+    void arm_send(Instant now, const cm::NodeRef& node);
+    void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload);
+    std::uint16_t our_mss(const IpAddr& addr) const;
+
+    // ---- MPA (mpa.cpp) ----
+    void on_stream(Instant now, const cm::NodeRef& node);
+    void start_mpa(Instant now, const cm::NodeRef& node);
+    void on_mpa_request(Instant now, const cm::NodeRef& node);
+    void on_mpa_reply(Instant now, const cm::NodeRef& node);
+    void on_rtr(Instant now, const cm::NodeRef& node);
+    void accept_request(Instant now, const cm::NodeRef& node);
+    void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
+    void on_mpa_timeout(Instant now, const cm::NodeRef& node);
+    void arm_mpa_timer(Instant now, const cm::NodeRef& node, Duration after);
+    void cancel_mpa_timer(cm::Node& node);
+    void send_terminate(Instant now, const cm::NodeRef& node, int which);
+    MpaInfo negotiated(const cm::Node& node) const;
+
+    // ---- lifetime and events (core.cpp) ----
+    void set_state(cm::Node& node, CmState to);
+    void release_backlog(cm::Node& node);
+    // Ends a node: timers cancelled, out of the table. The node itself goes
+    // when its last reference (a queued event, say) goes.
+    void close_node(const cm::NodeRef& node);
+    // Reset and close, with an event for the application if it owns the node.
+    void abort_node(Instant now, const cm::NodeRef& node, EventType type, int status, bool send_rst);
+    void start_close(Instant now, const cm::NodeRef& node);
+    void enter_time_wait(Instant now, const cm::NodeRef& node);
+    void push_event(const cm::NodeRef& node, EventType type, int status,
+                    std::span<const std::byte> pdata = {});
+    // A terminal event for an application that owns the node; its handle
+    // ends here (the queued event keeps the node until it is polled).
+    void end_for_app(const cm::NodeRef& node, EventType type, int status,
+                     std::span<const std::byte> pdata = {});
+    bool is_local_addr(const IpAddr& addr) const;
+    void drop(Instant now, DropReason reason, const cm::Node* node, wire::Bytes frame);
+    void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame);
+    static void on_node_destroyed(void* self, cm::Node& node);
+
+    CoreConfig cfg;
+    Stats stats;
+    cm::NodePool pool;
+    cm::ConnTable table;
+    cm::Timers timers;
+    timer::TimerWheel mpa_wheel;
+    std::vector<cm::NodeRef> mpa_refs;    // by node index: the MPA timer's reference
+    std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
+    std::vector<cm::Listener> listeners;
+    std::vector<IpAddr> addresses;
+
+    // Frames out: one arena, a list of (offset, length).
+    std::vector<std::byte> tx_arena;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> tx_frames;
+    std::size_t tx_head = 0;
+    // Frames to our own addresses (loopback), handled after the current call.
+    std::vector<std::vector<std::byte>> loop_queue;
+    bool in_loopback = false;
+
+    std::deque<cm::QueuedEvent> events;
+    std::optional<cm::QueuedEvent> current_event;
+
+    TraceHook trace;
+    Instant now_{};                       // the instant of the call in progress (for traces)
+    std::uint16_t next_port = 49152;
+    std::vector<std::byte> scratch;       // frame building
+};
+
+}  // namespace iwcm

@@ -1,0 +1,75 @@
+#include "cm/isn.hpp"
+
+#include <cstring>
+
+namespace iwcm::cm {
+
+namespace {
+
+constexpr std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+struct SipState {
+    std::uint64_t v0, v1, v2, v3;
+    void round() {
+        v0 += v1;
+        v1 = rotl(v1, 13);
+        v1 ^= v0;
+        v0 = rotl(v0, 32);
+        v2 += v3;
+        v3 = rotl(v3, 16);
+        v3 ^= v2;
+        v0 += v3;
+        v3 = rotl(v3, 21);
+        v3 ^= v0;
+        v2 += v1;
+        v1 = rotl(v1, 17);
+        v1 ^= v2;
+        v2 = rotl(v2, 32);
+    }
+    void absorb(std::uint64_t m) {
+        v3 ^= m;
+        round();
+        round();
+        v0 ^= m;
+    }
+};
+
+std::uint64_t load_le64(const std::uint8_t* p, std::size_t n) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+    return v;
+}
+
+}  // namespace
+
+std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key, std::span<const std::uint8_t> data) {
+    std::uint64_t k0 = load_le64(key.data(), 8);
+    std::uint64_t k1 = load_le64(key.data() + 8, 8);
+    SipState s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL, k0 ^ 0x6c7967656e657261ULL,
+               k1 ^ 0x7465646279746573ULL};
+    std::size_t full = data.size() / 8 * 8;
+    for (std::size_t i = 0; i < full; i += 8) s.absorb(load_le64(data.data() + i, 8));
+    std::uint64_t last = std::uint64_t{data.size() & 0xff} << 56;
+    last |= load_le64(data.data() + full, data.size() - full);
+    s.absorb(last);
+    s.v2 ^= 0xff;
+    for (int i = 0; i < 4; ++i) s.round();
+    return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+std::uint32_t initial_sequence(const std::array<std::uint8_t, 16>& secret, const Endpoint& local,
+                               const Endpoint& remote, Instant now) {
+    std::uint8_t buf[36];
+    std::memcpy(buf, local.addr.raw().data(), 16);
+    std::memcpy(buf + 16, remote.addr.raw().data(), 16);
+    buf[32] = static_cast<std::uint8_t>(local.port >> 8);
+    buf[33] = static_cast<std::uint8_t>(local.port);
+    buf[34] = static_cast<std::uint8_t>(remote.port >> 8);
+    buf[35] = static_cast<std::uint8_t>(remote.port);
+    auto f = static_cast<std::uint32_t>(siphash24(secret, buf));
+    // M: a 4-microsecond clock (RFC 6528 section 3, after RFC 793).
+    auto m = static_cast<std::uint32_t>(now.time_since_epoch().count() / 4000);
+    return m + f;
+}
+
+}  // namespace iwcm::cm

@@ -1,0 +1,393 @@
+// The MPA exchange over the TCP byte stream: request, reply or reject, the
+// revision-2 IRD/ORD word, the RTR, and TERMINATE on a mismatch.
+//
+// Read first: RFC 5044 section 7.1 (connection setup: request, reply, the M,
+// C and R bits, revision), RFC 6581 sections 5-9 (Enhanced MPA: the IRD/ORD
+// word, peer-to-peer mode and its RTR types, the TERMINATE error codes), and
+// DESIGN.md "MPA facts". The driver (irdma_parse_mpa,
+// irdma_negotiate_mpa_v2_ird_ord) can neither reassemble a frame split across
+// segments nor keep bytes that follow a frame; this code reads MPA frames from
+// the node's rx byte stream, so it does both.
+#include <algorithm>
+#include <cerrno>
+
+#include "cm/core_impl.hpp"
+#include "wire/fpdu.hpp"
+#include "wire/mpa.hpp"
+
+namespace iwcm {
+
+using cm::Node;
+using cm::NodeRef;
+
+namespace {
+
+constexpr std::size_t kMaxMpaFrame = wire::kMpaHeaderLen + wire::kMpaMaxPrivateData;
+
+void consume(Node& node, std::size_t n) {
+    auto& rx = node.buffers().rx;
+    rx.erase(rx.begin(), rx.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+RtrType from_wire(wire::RtrType t) {
+    switch (t) {
+        case wire::RtrType::kSend: return RtrType::kSend;
+        case wire::RtrType::kWrite: return RtrType::kWrite;
+        case wire::RtrType::kRead: return RtrType::kRead;
+    }
+    return RtrType::kNone;
+}
+
+wire::RtrType to_wire(RtrType t) {
+    switch (t) {
+        case RtrType::kWrite: return wire::RtrType::kWrite;
+        case RtrType::kRead: return wire::RtrType::kRead;
+        case RtrType::kSend:
+        case RtrType::kNone: break;
+    }
+    return wire::RtrType::kSend;
+}
+
+std::uint8_t rtr_bits(const wire::MpaV2Params& p) {
+    return static_cast<std::uint8_t>((p.rtr_send ? rtr::kSend : 0) | (p.rtr_write ? rtr::kWrite : 0) |
+                                     (p.rtr_read ? rtr::kRead : 0));
+}
+
+// The responder picks exactly one RTR type among those offered (RFC 6581
+// section 6); a zero-length SEND is the cheapest for both ends.
+RtrType pick_rtr(std::uint8_t offered) {
+    if (offered & rtr::kSend) return RtrType::kSend;
+    if (offered & rtr::kWrite) return RtrType::kWrite;
+    if (offered & rtr::kRead) return RtrType::kRead;
+    return RtrType::kNone;
+}
+
+}  // namespace
+
+MpaInfo Core::Impl::negotiated(const Node& node) const {
+    MpaInfo m;
+    m.revision = node.mpa_rev;
+    m.crc = node.crc;
+    m.peer_to_peer = node.peer_to_peer;
+    m.ird = node.ird;
+    m.ord = node.ord;
+    m.rtr_offered = node.rtr_offered;
+    m.rtr = node.rtr;
+    return m;
+}
+
+void Core::Impl::arm_mpa_timer(Instant now, const NodeRef& node, Duration after) {
+    cancel_mpa_timer(*node);
+    node->mpa_timer = mpa_wheel.schedule(now + after, node->index);
+    mpa_refs[node->index] = node;
+}
+
+void Core::Impl::cancel_mpa_timer(Node& node) {
+    if (!node.mpa_timer.valid()) return;
+    mpa_wheel.cancel(node.mpa_timer);
+    node.mpa_timer = {};
+    // The caller holds a reference, so this is never the node's last.
+    IWCM_ASSERT(node.refs > 1);
+    mpa_refs[node.index].reset();
+}
+
+// TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
+// starts waiting for one.
+void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
+    if (!node->initiator) {
+        arm_mpa_timer(now, node, cfg.mpa.request_timeout);
+        return;
+    }
+    wire::MpaRepr req;
+    req.kind = wire::MpaKind::kRequest;
+    req.crc = node->crc;
+    req.revision = node->mpa_rev;
+    if (node->mpa_rev == 2) {
+        wire::MpaV2Params v2;
+        v2.ird = node->ird;
+        v2.ord = node->ord;
+        v2.peer_to_peer = node->peer_to_peer;
+        v2.rtr_send = node->rtr_offered & rtr::kSend;
+        v2.rtr_write = node->rtr_offered & rtr::kWrite;
+        v2.rtr_read = node->rtr_offered & rtr::kRead;
+        req.v2 = v2;
+    }
+    req.private_data = node->buffers().pdata;
+    std::byte buf[kMaxMpaFrame + wire::kMpaV2ParamsLen];
+    std::size_t len = req.buffer_len();
+    req.emit(std::span<std::byte>(buf, len));
+    set_state(*node, CmState::kMpaReqSent);
+    send_data(now, node, std::span<const std::byte>(buf, len), false);
+    arm_mpa_timer(now, node, cfg.mpa.reply_timeout);
+}
+
+void Core::Impl::on_stream(Instant now, const NodeRef& node) {
+    // Elsewhere, bytes wait in rx (for the data path, or until accept).
+    if (node->state == CmState::kEstablished && !node->initiator && !node->mpa_done) {
+        on_mpa_request(now, node);
+    } else if (node->state == CmState::kMpaReqSent) {
+        on_mpa_reply(now, node);
+    } else if (node->state == CmState::kOneSideEstablished) {
+        on_rtr(now, node);
+    }
+}
+
+// Is a whole MPA frame in rx? 0: not yet; SIZE_MAX: it can never be valid.
+static std::size_t complete_mpa(const Node& node) {
+    auto len = wire::mpa_frame_len(node.bufs->rx);
+    if (!len) return 0;
+    if (*len > kMaxMpaFrame) return SIZE_MAX;
+    return node.bufs->rx.size() >= *len ? *len : 0;
+}
+
+void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
+    std::size_t len = complete_mpa(*node);
+    if (len == 0) return;
+    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                                  : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    if (!parsed || parsed->kind != wire::MpaKind::kRequest) {
+        // Not an MPA request (a reply, a bad key, revision 0 or 3, a length
+        // over 512): the connection is not iWARP. Reset it, as the driver does.
+        drop(now, DropReason::kBadMpa, node.get(), {});
+        ++stats.passive_errors;
+        send_reset(*node);
+        close_node(node);
+        return;
+    }
+    const wire::MpaRepr& req = *parsed;
+    node->mpa_rev = req.revision;
+    node->crc = req.crc || cfg.mpa.crc;
+    node->peer_ird = node->peer_ord = wire::kIrdOrdNone;
+    if (req.v2) {
+        node->peer_ird = req.v2->ird;
+        node->peer_ord = req.v2->ord;
+        node->peer_to_peer = req.v2->peer_to_peer;
+        node->rtr_offered = rtr_bits(*req.v2);
+    }
+    cancel_mpa_timer(*node);
+    if (req.markers) {
+        // Markers are not supported: refuse with a reject reply, then close.
+        consume(*node, len);
+        ++stats.passive_errors;
+        reject_request(now, node, {});
+        return;
+    }
+    set_state(*node, CmState::kMpaReqRcvd);
+    node->app_owned = true;
+    app_refs[node->index] = node;
+    push_event(node, EventType::kConnectRequest, 0, req.private_data);
+    consume(*node, len);
+    arm_mpa_timer(now, node, cfg.mpa.accept_timeout);
+}
+
+void Core::Impl::accept_request(Instant now, const NodeRef& node) {
+    cancel_mpa_timer(*node);
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = node->mpa_rev;
+    rep.crc = node->crc;
+    std::optional<wire::TermError> failure;
+    bool enhanced = node->peer_ird != wire::kIrdOrdNone || node->peer_ord != wire::kIrdOrdNone ||
+                    node->peer_to_peer || node->rtr_offered;
+    if (node->mpa_rev == 2 && enhanced) {
+        // RFC 6581 section 7: our ORD may not exceed the peer's IRD, and our
+        // IRD should cover the peer's ORD. Relaxed (siw, cxgb4): adjust
+        // within our limits. Strict: refuse with "insufficient IRD".
+        if (node->peer_ird != wire::kIrdOrdNone && node->ord > node->peer_ird) {
+            if (cfg.mpa.strict_ird_ord) failure = wire::TermError::kInsufficientIrd;
+            node->ord = node->peer_ird;
+        }
+        if (node->peer_ord != wire::kIrdOrdNone && node->ird < node->peer_ord) {
+            node->ird = std::min<std::uint16_t>(node->peer_ord, std::max(node->ird, cfg.mpa.max_ird));
+            if (cfg.mpa.strict_ird_ord || node->ird < node->peer_ord) failure = wire::TermError::kInsufficientIrd;
+        }
+        wire::MpaV2Params v2;
+        v2.ird = node->ird;
+        v2.ord = node->ord;
+        if (node->peer_to_peer) {
+            v2.peer_to_peer = true;
+            node->rtr = pick_rtr(node->rtr_offered & cfg.mpa.rtr_types);
+            if (node->rtr == RtrType::kNone && !failure) failure = wire::TermError::kNoMatchingRtr;
+            v2.rtr_send = node->rtr == RtrType::kSend;
+            v2.rtr_write = node->rtr == RtrType::kWrite;
+            v2.rtr_read = node->rtr == RtrType::kRead;
+        }
+        rep.v2 = v2;
+    } else {
+        node->peer_to_peer = false;
+    }
+    rep.private_data = node->buffers().pdata;
+    std::byte buf[kMaxMpaFrame + wire::kMpaV2ParamsLen];
+    std::size_t len = rep.buffer_len();
+    rep.emit(std::span<std::byte>(buf, len));
+    send_data(now, node, std::span<const std::byte>(buf, len), false);
+    node->bufs->pdata.clear();
+    node->bufs->pdata.shrink_to_fit();
+    if (failure) {
+        // The reply says what we can do; the TERMINATE says why that ends it.
+        send_terminate(now, node, static_cast<int>(*failure));
+        end_for_app(node, EventType::kConnectError, -EINVAL);
+        start_close(now, node);
+        return;
+    }
+    if (node->peer_to_peer) {
+        // Established only when the initiator's RTR arrives (RFC 6581 section 6).
+        set_state(*node, CmState::kOneSideEstablished);
+        arm_mpa_timer(now, node, cfg.mpa.rtr_timeout);
+        on_rtr(now, node);
+        return;
+    }
+    node->mpa_done = true;
+    set_state(*node, CmState::kEstablished);
+    ++stats.established;
+    push_event(node, EventType::kEstablished, 0);
+}
+
+void Core::Impl::reject_request(Instant now, const NodeRef& node, std::span<const std::byte> pdata) {
+    cancel_mpa_timer(*node);
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.reject = true;
+    rep.revision = node->mpa_rev;
+    rep.crc = node->crc;
+    if (node->mpa_rev == 2 && node->peer_ird != wire::kIrdOrdNone) {
+        wire::MpaV2Params v2;
+        v2.ird = node->ird;
+        v2.ord = node->ord;
+        v2.peer_to_peer = node->peer_to_peer;
+        rep.v2 = v2;
+    }
+    rep.private_data = pdata;
+    std::byte buf[kMaxMpaFrame + wire::kMpaV2ParamsLen];
+    std::size_t len = rep.buffer_len();
+    rep.emit(std::span<std::byte>(buf, len));
+    send_data(now, node, std::span<const std::byte>(buf, len), false);
+    // The application asked for this: its handle ends without an event.
+    node->app_owned = false;
+    app_refs[node->index].reset();
+    start_close(now, node);
+}
+
+void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
+    std::size_t len = complete_mpa(*node);
+    if (len == 0) return;
+    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                                  : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    bool bad = !parsed || parsed->kind != wire::MpaKind::kReply || parsed->revision > node->mpa_rev;
+    if (bad || parsed->markers) {
+        drop(now, DropReason::kBadMpa, node.get(), {});
+        abort_node(now, node, EventType::kConnectError, bad ? -EPROTO : -EOPNOTSUPP, true);
+        return;
+    }
+    const wire::MpaRepr& rep = *parsed;
+    cancel_mpa_timer(*node);
+    std::vector<std::byte> pdata(rep.private_data.begin(), rep.private_data.end());
+    consume(*node, len);
+    if (rep.reject) {
+        set_state(*node, CmState::kMpaRejRcvd);
+        end_for_app(node, EventType::kRejected, -ECONNREFUSED, pdata);
+        start_close(now, node);
+        return;
+    }
+    // A revision-1 reply to a revision-2 request: the responder speaks only
+    // RFC 5044, so no IRD/ORD word and no RTR.
+    node->mpa_rev = rep.revision;
+    node->crc = node->crc || rep.crc;
+    std::optional<wire::TermError> failure;
+    if (!rep.v2) {
+        node->peer_to_peer = false;
+    } else {
+        node->peer_ird = rep.v2->ird;
+        node->peer_ord = rep.v2->ord;
+        if (node->peer_ird != wire::kIrdOrdNone && node->ord > node->peer_ird) {
+            if (cfg.mpa.strict_ird_ord) failure = wire::TermError::kInsufficientIrd;
+            node->ord = node->peer_ird;
+        }
+        if (node->peer_ord != wire::kIrdOrdNone && node->ird < node->peer_ord) {
+            node->ird = std::min<std::uint16_t>(node->peer_ord, std::max(node->ird, cfg.mpa.max_ird));
+            if (cfg.mpa.strict_ird_ord || node->ird < node->peer_ord) failure = wire::TermError::kInsufficientIrd;
+        }
+        if (node->peer_to_peer && rep.v2->peer_to_peer) {
+            std::uint8_t chosen = rtr_bits(*rep.v2);
+            // Exactly one type, and one we offered.
+            bool one = chosen != 0 && (chosen & (chosen - 1)) == 0;
+            if (!one || (chosen & node->rtr_offered) == 0) {
+                if (!failure) failure = wire::TermError::kNoMatchingRtr;
+            } else {
+                node->rtr = pick_rtr(chosen);
+            }
+        } else {
+            node->peer_to_peer = false;
+        }
+    }
+    if (failure) {
+        send_terminate(now, node, static_cast<int>(*failure));
+        end_for_app(node, EventType::kConnectError, -EINVAL, pdata);
+        start_close(now, node);
+        return;
+    }
+    if (node->peer_to_peer) {
+        std::byte buf[64];
+        wire::RtrParams rp;
+        rp.type = to_wire(node->rtr);
+        std::size_t n = wire::emit_rtr_fpdu(rp, node->crc, buf);
+        send_data(now, node, std::span<const std::byte>(buf, n), false);
+    }
+    node->mpa_done = true;
+    set_state(*node, CmState::kEstablished);
+    ++stats.established;
+    push_event(node, EventType::kEstablished, 0, pdata);
+    if (node->bufs) node->bufs->pdata.clear();
+}
+
+void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
+    if (!node->bufs) return;
+    auto& rx = node->bufs->rx;
+    auto len = wire::fpdu_frame_len(rx);
+    if (!len || rx.size() < *len) return;
+    auto fpdu = wire::parse_fpdu(std::span<const std::byte>(rx).first(*len), node->crc);
+    std::optional<wire::TermError> failure;
+    if (!fpdu) {
+        failure = wire::TermError::kInvalidRequestReply;
+    } else if (!fpdu->crc_ok) {
+        failure = wire::TermError::kCrcError;
+    } else {
+        auto type = wire::parse_rtr(fpdu->ulpdu);
+        if (!type || from_wire(*type) != node->rtr) failure = wire::TermError::kNoMatchingRtr;
+    }
+    if (failure) {
+        drop(now, DropReason::kBadMpa, node.get(), {});
+        send_terminate(now, node, static_cast<int>(*failure));
+        end_for_app(node, EventType::kConnectError, -EPROTO);
+        start_close(now, node);
+        return;
+    }
+    consume(*node, *len);
+    cancel_mpa_timer(*node);
+    node->mpa_done = true;
+    set_state(*node, CmState::kEstablished);
+    ++stats.established;
+    push_event(node, EventType::kEstablished, 0);
+}
+
+void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {
+    constexpr CmStateSet kWaiting = CmState::kMpaReqSent | CmState::kMpaReqRcvd |
+                                    CmState::kOneSideEstablished;
+    if (node->state == CmState::kEstablished && !node->mpa_done) {
+        // A peer that connected and never sent its request.
+        ++stats.passive_errors;
+        send_reset(*node);
+        close_node(node);
+    } else if (kWaiting.contains(node->state)) {
+        abort_node(now, node, EventType::kUnreachable, -ETIMEDOUT, true);
+    }
+}
+
+void Core::Impl::send_terminate(Instant now, const NodeRef& node, int which) {
+    std::byte buf[128];
+    std::size_t n = wire::emit_terminate_fpdu(static_cast<wire::TermError>(which), node->crc, buf);
+    ++stats.terminates_sent;
+    send_data(now, node, std::span<const std::byte>(buf, n), false);
+}
+
+}  // namespace iwcm

@@ -1,0 +1,51 @@
+#include "cm/node.hpp"
+
+namespace iwcm::cm {
+
+NodeRef NodePool::create() {
+    if (free_.empty()) {
+        auto base = static_cast<std::uint32_t>(capacity());
+        chunks_.push_back(std::make_unique<Node[]>(kChunk));
+        for (std::uint32_t i = kChunk; i > 0; --i) {
+            Node& n = at(base + i - 1);
+            n.index = base + i - 1;
+            n.pool = this;
+            n.state = CmState::kClosed;
+            free_.push_back(base + i - 1);
+        }
+    }
+    std::uint32_t index = free_.back();
+    free_.pop_back();
+    Node& node = at(index);
+    IWCM_ASSERT(node.refs == 0);
+    IWCM_ASSERT(node.state == CmState::kClosed);
+    node.state = CmState::kInited;
+    ++live_;
+    return NodeRef(&node);
+}
+
+Node* NodePool::find(std::uint32_t index, std::uint32_t generation) const {
+    if (index >= capacity()) return nullptr;
+    Node& node = at(index);
+    if (node.generation != generation || node.refs == 0) return nullptr;
+    return &node;
+}
+
+void NodePool::destroy(Node* node) {
+    IWCM_ASSERT(node->refs == 0);
+    IWCM_ASSERT(!node->cm_timers.send.valid() && !node->cm_timers.close.valid());
+    on_destroy_(context_, *node);
+    // Reset every field but the slot's identity; the generation moves on so
+    // that old handles become stale.
+    std::uint32_t index = node->index;
+    std::uint32_t generation = node->generation + 1;
+    *node = Node{};
+    node->index = index;
+    node->generation = generation == 0 ? 1 : generation;
+    node->pool = this;
+    node->state = CmState::kClosed;
+    free_.push_back(index);
+    --live_;
+}
+
+}  // namespace iwcm::cm

@@ -1,0 +1,179 @@
+// Connection nodes and their lifetime.
+//
+// Read first: DESIGN.md "What the timer must do" (protection) and STYLE.md
+// "Lifetimes". The irdma driver keeps a node alive with a manual reference
+// count bumped and dropped around every call (irdma_rem_ref_cm_node). Here a
+// node lives exactly as long as a NodeRef names it: the connection table, an
+// armed timer entry, a queued event and the application's handle each hold
+// one, and nothing else touches the count. When the last NodeRef goes, the
+// pool destroys the node and bumps its slot's generation, so that every
+// handle naming the old node is stale from then on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "iwcm/address.hpp"
+#include "iwcm/assert.hpp"
+#include "iwcm/core.hpp"
+#include "iwcm/state.hpp"
+#include "timer/cm_timer.hpp"
+#include "timer/wheel.hpp"
+#include "wire/tcp.hpp"
+
+namespace iwcm::cm {
+
+class NodePool;
+
+// Heap parts of a node that exist only while a connection is being set up:
+// unacknowledged bytes, the MPA reassembly buffer, private data. An idle
+// established (or offloaded) node has none of them.
+struct NodeBuffers {
+    std::vector<std::byte> tx;        // bytes from snd_una on, not yet acknowledged
+    std::vector<std::byte> rx;        // stream bytes received in order, not yet consumed
+    std::vector<std::byte> pdata;     // our private data (request or reply)
+};
+
+struct Node {
+    // ---- lifetime (touched only by NodeRef and NodePool) ----
+    std::uint32_t refs = 0;
+    std::uint32_t index = 0;
+    std::uint32_t generation = 1;
+    NodePool* pool = nullptr;
+
+    // ---- identity ----
+    CmState state = CmState::kUnknown;
+    bool initiator = false;
+    bool loopback = false;
+    bool fin_sent = false;        // our FIN is in the sequence space (snd_nxt counts it)
+    bool fin_acked = false;
+    bool app_owned = false;       // the application holds a handle (or will, once told)
+    bool counted_in_backlog = false;
+    bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
+    bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
+    bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
+    std::uint16_t vlan = kNoVlan;
+    Endpoint local;
+    Endpoint remote;
+    MacAddr remote_mac;
+    ListenHandle listener;
+
+    // ---- TCP (RFC 9293 names) ----
+    wire::SeqNumber iss;
+    wire::SeqNumber snd_una;
+    wire::SeqNumber snd_nxt;
+    wire::SeqNumber irs;
+    wire::SeqNumber rcv_nxt;
+    std::uint32_t snd_wnd = 0;    // peer's window in bytes (scaled)
+    std::uint16_t snd_mss = 536;  // peer's MSS: the most we put in one segment
+    std::uint8_t snd_wscale = 0;  // peer's shift, 0 unless both sides sent the option
+    std::uint8_t rcv_wscale = 0;  // our shift, 0 unless both sides sent the option
+
+    // ---- timers ----
+    timer::CmTimerSlots cm_timers;   // the driver's send and close entries
+    timer::TimerId mpa_timer;        // MPA request / reply / accept / RTR timeout
+
+    // ---- MPA ----
+    std::uint8_t mpa_rev = 0;
+    bool crc = false;
+    bool peer_to_peer = false;
+    std::uint8_t rtr_offered = 0;   // initiator: what we offered; responder: what the peer offered
+    RtrType rtr = RtrType::kNone;
+    std::uint16_t ird = 0;          // ours (after negotiation)
+    std::uint16_t ord = 0;
+    std::uint16_t peer_ird = 0;
+    std::uint16_t peer_ord = 0;
+
+    std::unique_ptr<NodeBuffers> bufs;
+
+    NodeBuffers& buffers() {
+        if (!bufs) bufs = std::make_unique<NodeBuffers>();
+        return *bufs;
+    }
+    ConnHandle handle() const { return {index, generation}; }
+};
+
+// An owning reference to a node (intrusive, single-threaded).
+class NodeRef {
+public:
+    NodeRef() = default;
+    explicit NodeRef(Node* node) : node_(node) { acquire(); }
+    NodeRef(const NodeRef& other) : node_(other.node_) { acquire(); }
+    NodeRef(NodeRef&& other) noexcept : node_(other.node_) { other.node_ = nullptr; }
+    NodeRef& operator=(const NodeRef& other) {
+        NodeRef copy(other);
+        swap(copy);
+        return *this;
+    }
+    NodeRef& operator=(NodeRef&& other) noexcept {
+        NodeRef moved(std::move(other));
+        swap(moved);
+        return *this;
+    }
+    ~NodeRef() { release(); }
+
+    void reset() {
+        NodeRef empty;
+        swap(empty);
+    }
+    void swap(NodeRef& other) noexcept { std::swap(node_, other.node_); }
+    Node* get() const { return node_; }
+    Node* operator->() const {
+        IWCM_ASSERT(node_ != nullptr);
+        return node_;
+    }
+    Node& operator*() const {
+        IWCM_ASSERT(node_ != nullptr);
+        return *node_;
+    }
+    explicit operator bool() const { return node_ != nullptr; }
+    friend bool operator==(const NodeRef& a, const NodeRef& b) { return a.node_ == b.node_; }
+
+private:
+    void acquire() {
+        if (node_ != nullptr) ++node_->refs;
+    }
+    void release();
+
+    Node* node_ = nullptr;
+};
+
+// Nodes in chunks with stable addresses; a free list of slot indices.
+class NodePool {
+public:
+    // Called just before a node's slot is recycled (stats, trace).
+    using OnDestroy = void (*)(void* context, Node& node);
+
+    NodePool(OnDestroy on_destroy, void* context) : on_destroy_(on_destroy), context_(context) {}
+    NodePool(const NodePool&) = delete;
+    NodePool& operator=(const NodePool&) = delete;
+
+    NodeRef create();
+    // The node in slot `index` if its generation matches, else nullptr.
+    Node* find(std::uint32_t index, std::uint32_t generation) const;
+    std::size_t live() const { return live_; }
+    std::size_t capacity() const { return chunks_.size() * kChunk; }
+    void destroy(Node* node);
+
+private:
+    static constexpr std::uint32_t kChunkBits = 12;
+    static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+    Node& at(std::uint32_t index) const { return chunks_[index >> kChunkBits][index & (kChunk - 1)]; }
+
+    std::vector<std::unique_ptr<Node[]>> chunks_;
+    std::vector<std::uint32_t> free_;
+    std::size_t live_ = 0;
+    OnDestroy on_destroy_;
+    void* context_;
+};
+
+inline void NodeRef::release() {
+    if (node_ != nullptr) {
+        IWCM_ASSERT(node_->refs > 0);
+        if (--node_->refs == 0) node_->pool->destroy(node_);
+        node_ = nullptr;
+    }
+}
+
+}  // namespace iwcm::cm

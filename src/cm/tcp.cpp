@@ -1,0 +1,607 @@
+// Segment arrival and output: the TCP half of the connection manager.
+//
+// Read first: RFC 9293 section 3.10.7 (SEGMENT ARRIVES), RFC 5961 sections 3
+// and 4 (RST and SYN in synchronised states: exact-sequence RST only,
+// challenge ACK otherwise), RFC 7323 section 2 (window scale), and irdma
+// cm.c (irdma_process_pkt and the irdma_handle_*_pkt family) for what the
+// driver does per state. The CM carries only the MPA exchange over TCP, so
+// the stream rules are simple: in-order bytes are taken, anything ahead of
+// rcv_nxt is dropped and answered with a duplicate ACK (the peer resends),
+// and everything we send stays in the node's tx buffer until acknowledged.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include "cm/core_impl.hpp"
+#include "cm/isn.hpp"
+
+namespace iwcm {
+
+using cm::Node;
+using cm::NodeRef;
+using cm::Segment;
+namespace tf = wire::tcp_flags;
+
+namespace {
+
+DropReason classify(const wire::ParseError& e) {
+    std::string_view what = e.reason ? e.reason : "";
+    std::string_view field = e.field ? e.field : "";
+    if (what.find("checksum") != std::string_view::npos || field.find("checksum") != std::string_view::npos)
+        return DropReason::kBadChecksum;
+    if (what.find("not TCP") != std::string_view::npos || what.find("ethertype") != std::string_view::npos ||
+        field.find("ethertype") != std::string_view::npos || field.find("protocol") != std::string_view::npos ||
+        field.find("next_header") != std::string_view::npos)
+        return DropReason::kNotTcp;
+    return DropReason::kMalformed;
+}
+
+constexpr CmStateSet kFinSeenStates = CmState::kCloseWait | CmState::kLastAck |
+                                      CmState::kClosing | CmState::kTimeWait;
+
+}  // namespace
+
+// ---------------------------------------------------------------- arrival
+
+void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
+    ++stats.frames_in;
+    trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
+    auto parsed = wire::parse_tcp_frame(frame);
+    if (!parsed) {
+        drop(now, classify(parsed.error()), nullptr, frame);
+        return;
+    }
+    const wire::FrameRepr& fr = parsed->repr;
+    std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
+    if (fr.eth.dst != cfg.mac || !is_local_addr(fr.ip.dst)) {
+        drop(now, DropReason::kNotForUs, nullptr, frame);
+        return;
+    }
+    Segment seg{&fr, &fr.tcp, parsed->payload, vlan};
+    cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
+    if (Node* n = table.find(key)) {
+        NodeRef ref(n);
+        on_segment(now, ref, seg);
+        return;
+    }
+    const wire::TcpRepr& t = fr.tcp;
+    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst)) {
+        on_listen_syn(now, seg);
+        return;
+    }
+    drop(now, t.has(tf::kRst) ? DropReason::kRstIgnored : DropReason::kNoListener, nullptr, frame);
+    reply_no_connection(seg);
+}
+
+// RFC 9293 section 3.10.7.1, CLOSED: an RST is dropped; a segment with ACK
+// gets <SEQ=SEG.ACK><CTL=RST>; any other gets
+// <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+void Core::Impl::reply_no_connection(const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.has(tf::kRst)) return;
+    wire::FrameRepr out;
+    out.eth.dst = seg.frame->eth.src;
+    out.eth.src = cfg.mac;
+    out.eth.vlan = seg.frame->eth.vlan;
+    out.ip.src = seg.frame->ip.dst;
+    out.ip.dst = seg.frame->ip.src;
+    out.ip.ttl = cfg.ttl;
+    out.ip.tos = cfg.tos;
+    out.tcp.src_port = t.dst_port;
+    out.tcp.dst_port = t.src_port;
+    if (t.has(tf::kAck)) {
+        out.tcp.seq = t.ack;
+        out.tcp.flags = tf::kRst;
+    } else {
+        out.tcp.ack = t.seq + seg.seq_len();
+        out.tcp.flags = tf::kRst | tf::kAck;
+    }
+    ++stats.resets_sent;
+    emit_frame(out, {});
+}
+
+void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
+    const wire::FrameRepr& fr = *seg.frame;
+    Endpoint local{fr.ip.dst, fr.tcp.dst_port};
+    cm::Listener* l = match_listener(local, seg.vlan);
+    if (l == nullptr) {
+        drop(now, DropReason::kNoListener, nullptr, {});
+        reply_no_connection(seg);
+        return;
+    }
+    ++stats.syns_received;
+    // Backlog: connections not yet accepted. Over it, the SYN is dropped
+    // without an answer, as the driver does (the peer's SYN retransmission
+    // retries later).
+    if (l->pending >= l->backlog) {
+        ++stats.backlog_drops;
+        drop(now, DropReason::kBacklogFull, nullptr, {});
+        return;
+    }
+    if (table.size() >= cfg.max_connections) {
+        drop(now, DropReason::kTooManyConnections, nullptr, {});
+        return;
+    }
+    NodeRef node = pool.create();
+    ++stats.nodes_created;
+    if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
+    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
+    node->local = local;
+    node->remote = {fr.ip.src, fr.tcp.src_port};
+    node->remote_mac = fr.eth.src;
+    node->vlan = seg.vlan;
+    node->listener = {static_cast<std::uint32_t>(l - listeners.data()), l->generation};
+    node->counted_in_backlog = true;
+    ++l->pending;
+    node->loopback = is_local_addr(node->remote.addr);
+    node->irs = fr.tcp.seq;
+    node->rcv_nxt = fr.tcp.seq + 1;
+    node->snd_mss = fr.tcp.options.mss.value_or(536);
+    if (fr.tcp.options.window_scale) {
+        node->wscale_ok = true;
+        node->snd_wscale = std::min<std::uint8_t>(*fr.tcp.options.window_scale, 14);
+        node->rcv_wscale = cfg.rcv_wscale;
+    }
+    node->snd_wnd = fr.tcp.window;
+    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
+    node->snd_una = node->iss;
+    node->snd_nxt = node->iss + 1;
+    table.insert(node);
+    set_state(*node, CmState::kSynRcvd);
+    send_syn(*node);
+    arm_send(now, node);
+}
+
+void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    switch (node->state) {
+        case CmState::kSynSent: on_syn_sent(now, node, seg); return;
+        case CmState::kSynRcvd: on_syn_rcvd(now, node, seg); return;
+        case CmState::kEstablished:
+        case CmState::kOneSideEstablished:
+        case CmState::kAccepting:
+        case CmState::kMpaReqSent:
+        case CmState::kMpaReqRcvd:
+        case CmState::kMpaRejRcvd:
+        case CmState::kOffloaded:
+        case CmState::kFinWait1:
+        case CmState::kFinWait2:
+        case CmState::kCloseWait:
+        case CmState::kTimeWait:
+        case CmState::kLastAck:
+        case CmState::kClosing: on_synchronized(now, node, seg); return;
+        case CmState::kUnknown:
+        case CmState::kInited:
+        case CmState::kListening:
+        case CmState::kListenerDestroyed:
+        case CmState::kClosed: break;
+    }
+    // Nodes in these states are never in the table.
+    IWCM_ASSERT(false);
+}
+
+// RFC 9293 section 3.10.7.3, SYN-SENT.
+void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.has(tf::kAck) && t.ack != node->snd_nxt) {
+        // An ACK of something we never sent: answer with a reset unless it is one.
+        drop(now, DropReason::kBadAck, node.get(), {});
+        reply_no_connection(seg);
+        return;
+    }
+    if (t.has(tf::kRst)) {
+        if (!t.has(tf::kAck)) {
+            drop(now, DropReason::kRstIgnored, node.get(), {});
+            return;
+        }
+        // Connection refused: nobody listens on the peer's port.
+        ++stats.resets_received;
+        end_for_app(node, EventType::kRejected, -ECONNREFUSED);
+        close_node(node);
+        return;
+    }
+    if (!t.has(tf::kSyn)) {
+        drop(now, DropReason::kUnexpected, node.get(), {});
+        return;
+    }
+    if (!t.has(tf::kAck)) {
+        // Simultaneous open. RFC 9293 would move to SYN-RECEIVED, but MPA
+        // needs one initiator and one responder, and the driver resets too:
+        // we answer with RST+ACK (acceptable to a peer in SYN-SENT) and
+        // report a connect error.
+        node->rcv_nxt = t.seq + 1;
+        send_segment(*node, tf::kRst | tf::kAck, node->snd_nxt, {});
+        ++stats.resets_sent;
+        end_for_app(node, EventType::kConnectError, -ECONNABORTED);
+        close_node(node);
+        return;
+    }
+    node->irs = t.seq;
+    node->rcv_nxt = t.seq + 1;
+    node->snd_una = t.ack;
+    node->snd_mss = t.options.mss.value_or(536);
+    if (t.options.window_scale) {
+        node->wscale_ok = true;
+        node->snd_wscale = std::min<std::uint8_t>(*t.options.window_scale, 14);
+        node->rcv_wscale = cfg.rcv_wscale;
+    }
+    node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
+    timers.ack_send(node);
+    set_state(*node, CmState::kEstablished);
+    start_mpa(now, node);
+    // The MPA request (which carries the ACK of the SYN-ACK) may not go out
+    // at once in every configuration; make sure the handshake completes.
+    if (node->state == CmState::kEstablished) send_ack(*node);
+}
+
+// RFC 9293 section 3.10.7.4 for SYN-RECEIVED, with RFC 5961's RST and SYN rules.
+void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq == node->irs) {
+        // The peer did not hear our SYN-ACK: its SYN again gets the SYN-ACK again.
+        ++stats.retransmissions;
+        send_syn(*node);
+        return;
+    }
+    if (!acceptable(*node, seg)) {
+        if (!t.has(tf::kRst)) send_ack(*node);
+        drop(now, DropReason::kOutOfWindow, node.get(), {});
+        return;
+    }
+    if (t.has(tf::kRst) || t.has(tf::kSyn)) {
+        on_synchronized(now, node, seg);
+        return;
+    }
+    if (!t.has(tf::kAck)) {
+        drop(now, DropReason::kUnexpected, node.get(), {});
+        return;
+    }
+    if (t.ack != node->snd_nxt) {
+        drop(now, DropReason::kBadAck, node.get(), {});
+        reply_no_connection(seg);
+        return;
+    }
+    node->snd_una = t.ack;
+    node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
+    timers.ack_send(node);
+    set_state(*node, CmState::kEstablished);
+    start_mpa(now, node);
+    // The same segment may carry the MPA request, or a FIN.
+    on_synchronized(now, node, seg);
+}
+
+// RFC 9293 section 3.10.7.4, first check: is the segment in the window?
+bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
+    std::uint32_t wnd = cfg.rcv_wnd;
+    std::uint32_t len = seg.seq_len();
+    wire::SeqNumber seq = seg.tcp->seq;
+    auto in_window = [&](wire::SeqNumber s) { return node.rcv_nxt <= s && s < node.rcv_nxt + wnd; };
+    if (len == 0) return wnd == 0 ? seq == node.rcv_nxt : in_window(seq);
+    if (wnd == 0) return false;
+    return in_window(seq) || in_window(seq + (len - 1));
+}
+
+void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (!acceptable(*node, seg)) {
+        // Old duplicates (a retransmitted FIN in TIME_WAIT among them) get an ACK.
+        if (!t.has(tf::kRst)) send_ack(*node);
+        drop(now, DropReason::kOutOfWindow, node.get(), {});
+        return;
+    }
+    if (t.has(tf::kRst)) {
+        on_rst(now, node, seg);
+        return;
+    }
+    if (t.has(tf::kSyn)) {
+        // RFC 5961 section 4.2: a SYN in a synchronised state gets a
+        // challenge ACK, never a reset.
+        send_ack(*node);
+        drop(now, DropReason::kUnexpected, node.get(), {});
+        return;
+    }
+    if (!t.has(tf::kAck)) {
+        drop(now, DropReason::kUnexpected, node.get(), {});
+        return;
+    }
+    on_ack(now, node, seg);
+    if (node->state == CmState::kClosed) return;
+    std::uint64_t sent_before = stats.frames_out;
+    bool need_ack = false;
+    wire::Bytes payload = seg.payload;
+    if (!payload.empty()) {
+        std::int32_t ahead = t.seq - node->rcv_nxt;
+        if (ahead > 0) {
+            // Out of order: no reassembly queue for a handshake; the peer resends.
+            send_ack(*node);
+            drop(now, DropReason::kOutOfWindow, node.get(), {});
+            return;
+        }
+        auto skip = static_cast<std::size_t>(-ahead);
+        if (skip >= payload.size()) {
+            need_ack = true;  // all of it seen before
+        } else if (node->state == CmState::kOffloaded) {
+            drop(now, DropReason::kDataAfterHandoff, node.get(), {});
+            return;
+        } else if (!kFinSeenStates.contains(node->state)) {
+            wire::Bytes fresh = payload.subspan(skip);
+            auto& rx = node->buffers().rx;
+            rx.insert(rx.end(), fresh.begin(), fresh.end());
+            node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
+            need_ack = true;
+            on_stream(now, node);
+            if (node->state == CmState::kClosed) return;
+        }
+    }
+    if (t.has(tf::kFin) && t.seq + static_cast<std::uint32_t>(payload.size()) == node->rcv_nxt &&
+        !kFinSeenStates.contains(node->state)) {
+        on_fin(now, node);
+        return;
+    }
+    if (need_ack && stats.frames_out == sent_before && node->state != CmState::kClosed) send_ack(*node);
+}
+
+// RFC 5961 section 3.2: only an RST at exactly rcv_nxt resets; another in
+// the window draws a challenge ACK.
+void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
+    if (seg.tcp->seq != node->rcv_nxt) {
+        send_ack(*node);
+        drop(now, DropReason::kRstIgnored, node.get(), {});
+        return;
+    }
+    ++stats.resets_received;
+    if (node->state == CmState::kMpaReqSent && node->mpa_rev == 2 && cfg.mpa.fallback_to_v1 &&
+        !node->v1_retry) {
+        retry_v1(now, node);
+        return;
+    }
+    if (node->mpa_done) {
+        end_for_app(node, EventType::kDisconnected, -ECONNRESET);
+    } else if (node->initiator) {
+        end_for_app(node, EventType::kRejected, -ECONNRESET);
+    } else {
+        end_for_app(node, EventType::kConnectError, -ECONNRESET);
+    }
+    if (!node->initiator && !node->mpa_done && !node->app_owned) ++stats.passive_errors;
+    close_node(node);
+}
+
+// A revision-2 request answered by a reset: once, the same node starts over
+// on a fresh TCP connection (same ports, new ISN) at revision 1, as irdma
+// (irdma_handle_rst_pkt, "MPA v2 -> v1") and cxgb4 do.
+void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
+    ++stats.mpa_v1_fallbacks;
+    timers.cancel_all(node);
+    cancel_mpa_timer(*node);
+    node->v1_retry = true;
+    node->mpa_rev = 1;
+    node->peer_to_peer = false;
+    node->rtr_offered = 0;
+    node->fin_sent = node->fin_acked = node->wscale_ok = false;
+    node->snd_wscale = node->rcv_wscale = 0;
+    auto& b = node->buffers();
+    b.tx.clear();
+    b.rx.clear();
+    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
+    node->snd_una = node->iss;
+    node->snd_nxt = node->iss + 1;
+    set_state(*node, CmState::kSynSent);
+    send_syn(*node);
+    arm_send(now, node);
+}
+
+void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.ack > node->snd_nxt) {
+        // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
+        send_ack(*node);
+        drop(now, DropReason::kBadAck, node.get(), {});
+        return;
+    }
+    if (t.ack > node->snd_una) {
+        auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
+        if (node->bufs) {
+            auto& tx = node->bufs->tx;
+            tx.erase(tx.begin(), tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
+        }
+        node->snd_una = t.ack;
+        if (node->fin_sent && t.ack == node->snd_nxt) node->fin_acked = true;
+        if (node->snd_una == node->snd_nxt) timers.ack_send(node);
+    }
+    node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
+    if (!node->fin_acked) return;
+    if (node->state == CmState::kFinWait1) {
+        set_state(*node, CmState::kFinWait2);
+    } else if (node->state == CmState::kClosing) {
+        enter_time_wait(now, node);
+    } else if (node->state == CmState::kLastAck) {
+        close_node(node);
+    }
+}
+
+// A FIN in order: the peer is done sending.
+void Core::Impl::on_fin(Instant now, const NodeRef& node) {
+    node->rcv_nxt += 1;
+    if (node->state == CmState::kFinWait1) {
+        // Our FIN is not acknowledged yet: both sides close at once.
+        set_state(*node, CmState::kClosing);
+        send_ack(*node);
+        return;
+    }
+    if (node->state == CmState::kFinWait2) {
+        send_ack(*node);
+        enter_time_wait(now, node);
+        return;
+    }
+    // The peer closes first. For an RDMA connection that ends it: like the
+    // driver (irdma_handle_fin_pkt), answer with our own FIN at once
+    // (CLOSE_WAIT -> LAST_ACK) and tell the application.
+    set_state(*node, CmState::kCloseWait);
+    cancel_mpa_timer(*node);
+    if (node->mpa_done) {
+        end_for_app(node, EventType::kDisconnected, 0);
+    } else if (node->state != CmState::kMpaRejRcvd) {
+        end_for_app(node, node->initiator ? EventType::kRejected : EventType::kConnectError, -ECONNRESET);
+    }
+    release_backlog(*node);
+    start_close(now, node);
+}
+
+void Core::Impl::start_close(Instant now, const NodeRef& node) {
+    cancel_mpa_timer(*node);
+    release_backlog(*node);
+    set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
+    send_data(now, node, {}, true);
+}
+
+void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
+    set_state(*node, CmState::kTimeWait);
+    timers.ack_send(node);
+    cancel_mpa_timer(*node);
+    end_for_app(node, EventType::kDisconnected, 0);
+    node->bufs.reset();
+    // TIME_WAIT is held by the close timer (irdma: IRDMA_SHORT_TIME, 100 ms).
+    (void)timers.schedule_close(node, now);
+}
+
+// ---------------------------------------------------------------- timers
+
+void Core::Impl::on_timer_action(Instant now, cm::Timers::Action&& a) {
+    NodeRef node = std::move(a.node);
+    if (node->state == CmState::kClosed) return;
+    switch (a.kind) {
+        case cm::Timers::Kind::kRetransmit:
+            ++stats.retransmissions;
+            resend(*node);
+            return;
+        case cm::Timers::Kind::kExhausted: on_retrans_exhausted(now, node); return;
+        case cm::Timers::Kind::kSendComplete:
+        case cm::Timers::Kind::kClose: close_node(node); return;
+    }
+}
+
+// irdma_retrans_expired: half-open passive nodes go quietly; a node closing
+// on its own sends a reset; any other resets and reports the failure.
+void Core::Impl::on_retrans_exhausted(Instant now, const NodeRef& node) {
+    (void)now;
+    switch (timer::on_retrans_exhausted(node->state)) {
+        case timer::ExhaustedAction::kDropQuietly: break;
+        case timer::ExhaustedAction::kSendReset: send_reset(*node); break;
+        case timer::ExhaustedAction::kSendResetAndAbort: send_reset(*node); break;
+    }
+    EventType type = node->mpa_done ? EventType::kDisconnected : EventType::kUnreachable;
+    end_for_app(node, type, -ETIMEDOUT);
+    close_node(node);
+}
+
+// ---------------------------------------------------------------- output
+
+std::uint16_t Core::Impl::our_mss(const IpAddr& addr) const {
+    return static_cast<std::uint16_t>(cfg.mtu - (addr.is_v4() ? 40 : 60));
+}
+
+void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload) {
+    wire::FrameRepr fr;
+    fr.eth.dst = node.remote_mac;
+    fr.eth.src = cfg.mac;
+    if (node.vlan != kNoVlan) fr.eth.vlan = wire::VlanTag{node.vlan, 0, false};
+    fr.ip.src = node.local.addr;
+    fr.ip.dst = node.remote.addr;
+    fr.ip.ttl = cfg.ttl;
+    fr.ip.tos = cfg.tos;
+    fr.tcp.src_port = node.local.port;
+    fr.tcp.dst_port = node.remote.port;
+    fr.tcp.seq = seq;
+    fr.tcp.flags = flags;
+    if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
+    std::uint32_t wnd = cfg.rcv_wnd >> node.rcv_wscale;
+    fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
+    if (flags & tf::kSyn) {
+        // The window of a SYN is never scaled (RFC 7323 section 2.2).
+        fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.rcv_wnd, 65535));
+        fr.tcp.options.mss = our_mss(node.local.addr);
+        // The initiator offers window scaling; the responder answers only an offer.
+        if (node.initiator || node.wscale_ok) fr.tcp.options.window_scale = cfg.rcv_wscale;
+    }
+    emit_frame(fr, payload);
+}
+
+void Core::Impl::send_syn(Node& node) {
+    std::uint8_t flags = node.initiator ? tf::kSyn : (tf::kSyn | tf::kAck);
+    send_segment(node, flags, node.iss, {});
+}
+
+void Core::Impl::send_reset(Node& node) {
+    if (node.state == CmState::kSynSent) return;  // nothing synchronised to reset
+    ++stats.resets_sent;
+    send_segment(node, tf::kRst | tf::kAck, node.snd_nxt, {});
+}
+
+// Sends new bytes (and a FIN) after what is in flight, keeping them for
+// retransmission until acknowledged.
+void Core::Impl::send_data(Instant now, const NodeRef& node, wire::Bytes data, bool fin) {
+    IWCM_ASSERT(!node->fin_sent);
+    auto& tx = node->buffers().tx;
+    std::size_t first = tx.size();
+    tx.insert(tx.end(), data.begin(), data.end());
+    wire::SeqNumber seq = node->snd_nxt;
+    std::size_t mss = node->snd_mss;
+    for (std::size_t off = 0; off < data.size() || (off == 0 && data.empty());) {
+        std::size_t n = std::min(mss, data.size() - off);
+        bool last = off + n == data.size();
+        std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
+        if (n || fin) send_segment(*node, flags, seq + static_cast<std::uint32_t>(off), data.subspan(off, n));
+        off += n;
+        if (last) break;
+    }
+    (void)first;
+    node->snd_nxt += static_cast<std::uint32_t>(data.size());
+    if (fin) {
+        node->snd_nxt += 1;
+        node->fin_sent = true;
+    }
+    arm_send(now, node);
+}
+
+// A retransmission: SYN or SYN-ACK, else everything from snd_una on.
+void Core::Impl::resend(Node& node) {
+    if (node.state == CmState::kSynSent || node.state == CmState::kSynRcvd) {
+        send_syn(node);
+        return;
+    }
+    wire::Bytes tx = node.bufs ? wire::Bytes(node.bufs->tx) : wire::Bytes{};
+    bool fin = node.fin_sent && !node.fin_acked;
+    std::size_t mss = node.snd_mss;
+    std::size_t off = 0;
+    do {
+        std::size_t n = std::min(mss, tx.size() - off);
+        bool last = off + n == tx.size();
+        std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
+        send_segment(node, flags, node.snd_una + static_cast<std::uint32_t>(off), tx.subspan(off, n));
+        off += n;
+    } while (off < tx.size());
+}
+
+void Core::Impl::arm_send(Instant now, const NodeRef& node) {
+    if (!timers.has_send(node)) (void)timers.schedule_send(node, now, cm::Resend{}, true, false);
+}
+
+void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload) {
+    std::size_t len = wire::tcp_frame_len(repr, payload.size());
+    ++stats.frames_out;
+    if (is_local_addr(repr.ip.dst)) {
+        // Loopback: both ends are ours; the frame never reaches the wire.
+        std::vector<std::byte> f(len);
+        wire::emit_tcp_frame(repr, payload, f);
+        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, f);
+        loop_queue.push_back(std::move(f));
+        return;
+    }
+    std::size_t off = tx_arena.size();
+    tx_arena.resize(off + len);
+    wire::emit_tcp_frame(repr, payload, std::span<std::byte>(tx_arena.data() + off, len));
+    tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
+    trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, std::span<const std::byte>(tx_arena.data() + off, len));
+}
+
+}  // namespace iwcm

@@ -1,0 +1,19 @@
+// The iwarp-cm subcommands. Read first: README.md "Command line".
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <span>
+#include <string>
+
+namespace iwcm::tools {
+
+void add_demo(CLI::App& app);
+// The process exit code chosen by the subcommand that ran.
+int exit_code();
+void set_exit_code(int code);
+
+// One line describing a frame: TCP flags, sequence numbers, and the MPA
+// frame, RTR or TERMINATE it carries (for ladder diagrams and traces).
+std::string describe_frame(std::span<const std::byte> frame);
+
+}  // namespace iwcm::tools
