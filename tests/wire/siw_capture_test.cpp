@@ -1,0 +1,229 @@
+// Real iWARP frames from Linux soft-iWARP (siw): MPA v2 request, reply, reject,
+// and CRC-protected and unprotected FPDUs, parsed and emitted again.
+//
+// Read first: /work/shared/captures/siw/README.md (how the captures were made;
+// frames from 10.231.0.1 were captured before checksum offload and carry wrong
+// TCP checksums), src/wire/mpa.hpp, src/wire/fpdu.hpp.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "wire/checksum.hpp"
+#include "wire/crc32c.hpp"
+#include "wire/fpdu.hpp"
+#include "wire/frame.hpp"
+#include "wire/ipv4.hpp"
+#include "wire/mpa.hpp"
+#include "wire/wire_test_util.hpp"
+
+namespace iwcm::wire {
+namespace {
+
+using test::Buffer;
+
+const IpAddr kSiwHost = Ipv4Addr{{10, 231, 0, 2}};
+const IpAddr kOffloadHost = Ipv4Addr{{10, 231, 0, 1}};
+constexpr std::size_t kTcpChecksumOffset = 14 + 20 + 16;
+
+std::string capture_path(const char* name) {
+    return std::string(IWCM_SHARED_DIR) + "/captures/siw/" + name;
+}
+
+// One captured frame, parsed; `bytes` is the frame with its TCP checksum repaired
+// when the capture point saw it before offload.
+struct Captured {
+    Buffer bytes;
+    TcpFrame frame;
+    bool repaired = false;
+};
+
+// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame in place.
+void repair_tcp_checksum(Buffer& f) {
+    auto ip = parse_ipv4(Bytes(f).subspan(14));
+    ASSERT_TRUE(ip);
+    const std::size_t seg_off = 14 + Ipv4Repr::kHeaderLen;
+    MutBytes seg = MutBytes(f).subspan(seg_off, ip->payload.size());
+    store_be16(seg, 16, 0);
+    store_be16(seg, 16, tcp_checksum(ip->repr.src, ip->repr.dst, seg));
+}
+
+// Reads a capture and parses every frame; fails the test on any surprise.
+std::vector<Captured> load(const char* name) {
+    std::vector<Captured> out;
+    auto pcap = test::read_pcap(capture_path(name));
+    EXPECT_TRUE(pcap) << capture_path(name);
+    if (!pcap) return out;
+    EXPECT_EQ(pcap->link_type, 1u);
+    out.reserve(pcap->frames.size());
+    for (auto& bytes : pcap->frames) {
+        Captured c{std::move(bytes), {}, false};
+        auto f = parse_tcp_frame(c.bytes);
+        if (!f) {
+            // Only the offload host's frames may fail, and only on the TCP checksum.
+            EXPECT_STREQ(f.error().field, "checksum") << name << ": " << f.error().to_string();
+            EXPECT_EQ(f.error().offset, kTcpChecksumOffset);
+            repair_tcp_checksum(c.bytes);
+            c.repaired = true;
+            f = parse_tcp_frame(c.bytes);
+        }
+        EXPECT_TRUE(f) << name << ": " << (f ? "" : f.error().to_string());
+        if (f) c.frame = *f;
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+const char* const kCaptures[] = {"client-rping-crc.pcap", "client-rping-nocrc.pcap",
+                                  "client-reply-reject.pcap", "ucmatose.pcap"};
+
+TEST(Siw, EveryFrameParsesAndReemitsByteExact) {
+    for (const char* name : kCaptures) {
+        const auto frames = load(name);
+        ASSERT_GE(frames.size(), 10u) << name;
+        std::size_t repaired = 0;
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            const Captured& c = frames[i];
+            // siw's frames carry final checksums; the other host's never do.
+            EXPECT_EQ(c.repaired, c.frame.repr.ip.src == kOffloadHost) << name << " #" << i + 1;
+            repaired += c.repaired ? 1 : 0;
+            Buffer out(tcp_frame_len(c.frame.repr, c.frame.payload.size()));
+            emit_tcp_frame(c.frame.repr, c.frame.payload, out);
+            EXPECT_EQ(to_hex(out), to_hex(c.bytes)) << name << " #" << i + 1;
+        }
+        EXPECT_GT(repaired, 0u) << name;
+    }
+}
+
+// Checks an MPA frame fills its segment and emits back to the same bytes.
+MpaRepr mpa_of(const Captured& c) {
+    auto m = parse_mpa(c.frame.payload);
+    EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
+    if (!m) return {};
+    EXPECT_EQ(m->buffer_len(), c.frame.payload.size());
+    Buffer out(m->buffer_len());
+    m->emit(out);
+    EXPECT_EQ(to_hex(out), to_hex(c.frame.payload));
+    return *m;
+}
+
+constexpr std::size_t kRequest = 3;  // frame 4
+constexpr std::size_t kReply = 5;    // frame 6
+
+TEST(Siw, MpaV2RequestFromSiw) {
+    for (const char* name : {"client-rping-crc.pcap", "client-rping-nocrc.pcap"}) {
+        const auto frames = load(name);
+        ASSERT_GT(frames.size(), kReply);
+        EXPECT_EQ(frames[kRequest].frame.repr.ip.src, kSiwHost);
+        const MpaRepr m = mpa_of(frames[kRequest]);
+        EXPECT_EQ(m.kind, MpaKind::kRequest);
+        EXPECT_EQ(m.revision, 2);
+        EXPECT_FALSE(m.markers);
+        EXPECT_FALSE(m.crc);  // siw leaves the choice to the responder
+        EXPECT_FALSE(m.reject);
+        ASSERT_TRUE(m.v2);
+        EXPECT_EQ(*m.v2, (MpaV2Params{1, 1, false, false, false, false}));
+        EXPECT_TRUE(m.private_data.empty());
+    }
+}
+
+TEST(Siw, MpaReplyCrcAsCaptured) {
+    const struct {
+        const char* name;
+        bool crc;
+    } cases[] = {{"client-rping-crc.pcap", true}, {"client-rping-nocrc.pcap", false}};
+    for (const auto& c : cases) {
+        const auto frames = load(c.name);
+        ASSERT_GT(frames.size(), kReply);
+        const MpaRepr m = mpa_of(frames[kReply]);
+        EXPECT_EQ(m.kind, MpaKind::kReply);
+        EXPECT_EQ(m.crc, c.crc) << c.name;
+        EXPECT_FALSE(m.reject);
+        EXPECT_EQ(m.revision, 2);
+        ASSERT_TRUE(m.v2);
+        EXPECT_EQ(m.v2->ird, 1);
+        EXPECT_EQ(m.v2->ord, 1);
+    }
+}
+
+TEST(Siw, MpaReject) {
+    const auto frames = load("client-reply-reject.pcap");
+    ASSERT_GT(frames.size(), kReply);
+    const MpaRepr m = mpa_of(frames[kReply]);
+    EXPECT_EQ(m.kind, MpaKind::kReply);
+    EXPECT_TRUE(m.reject);
+    EXPECT_FALSE(m.crc);
+    ASSERT_TRUE(m.v2);
+    EXPECT_EQ(*m.v2, (MpaV2Params{1, 1, false, false, false, false}));
+    EXPECT_TRUE(m.private_data.empty());
+    EXPECT_EQ(mpa_frame_len(frames[kReply].frame.payload), 24u);  // the IRD/ORD word counted
+}
+
+TEST(Siw, SiwAsResponderCopiesTheRequest) {
+    const auto frames = load("ucmatose.pcap");
+    ASSERT_GT(frames.size(), kReply);
+    const MpaRepr req = mpa_of(frames[kRequest]);
+    const MpaRepr rep = mpa_of(frames[kReply]);
+    EXPECT_EQ(frames[kReply].frame.repr.ip.src, kSiwHost);
+    EXPECT_EQ(req.kind, MpaKind::kRequest);
+    EXPECT_EQ(rep.kind, MpaKind::kReply);
+    EXPECT_EQ(rep.revision, req.revision);
+    EXPECT_EQ(rep.crc, req.crc);
+    EXPECT_TRUE(rep.v2);
+}
+
+// The frames after the MPA exchange that carry data: FPDUs, one per segment.
+std::vector<const Captured*> fpdus(const std::vector<Captured>& frames) {
+    std::vector<const Captured*> out;
+    for (std::size_t i = kReply + 1; i < frames.size(); ++i)
+        if (!frames[i].frame.payload.empty()) out.push_back(&frames[i]);
+    return out;
+}
+
+TEST(Siw, FpduCrcGood) {
+    const auto frames = load("client-rping-crc.pcap");
+    const auto list = fpdus(frames);
+    ASSERT_EQ(list.size(), 7u);
+    for (const Captured* c : list) {
+        auto f = parse_fpdu(c->frame.payload, true);
+        ASSERT_TRUE(f) << f.error().to_string();
+        EXPECT_TRUE(f->crc_ok);
+        EXPECT_EQ(f->total_len, c->frame.payload.size());
+        EXPECT_EQ(fpdu_frame_len(c->frame.payload), c->frame.payload.size());
+        Buffer again(f->total_len);
+        emit_fpdu(f->ulpdu, true, again);
+        EXPECT_EQ(to_hex(again), to_hex(c->frame.payload));
+    }
+    // Frame 8: a 34-byte Send whose CRC Wireshark shows as 0x87101d4b, the wire bytes.
+    const Bytes send = list[0]->frame.payload;
+    EXPECT_EQ(to_hex(send.last(4)), "87101d4b");
+    EXPECT_EQ(load_le32(send, send.size() - 4), crc32c(send.first(send.size() - 4)));
+    auto f = parse_fpdu(send, true);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->ulpdu.size(), 34u);
+    // A Send with data and a 64-byte Read are not RTRs.
+    auto rtr = parse_rtr(f->ulpdu);
+    ASSERT_FALSE(rtr);
+    EXPECT_STREQ(rtr.error().reason, "SEND RTR is not zero-length");
+    rtr = parse_rtr(parse_fpdu(list[1]->frame.payload, true)->ulpdu);
+    ASSERT_FALSE(rtr);
+    EXPECT_STREQ(rtr.error().reason, "READ RTR is not zero-length");
+}
+
+TEST(Siw, FpduCrcZeroWithoutCrc) {
+    const auto frames = load("client-rping-nocrc.pcap");
+    const auto list = fpdus(frames);
+    ASSERT_EQ(list.size(), 7u);
+    for (const Captured* c : list) {
+        const Bytes p = c->frame.payload;
+        EXPECT_EQ(to_hex(p.last(4)), "00000000");
+        auto f = parse_fpdu(p, false);
+        ASSERT_TRUE(f) << f.error().to_string();
+        EXPECT_TRUE(f->crc_ok);
+        EXPECT_EQ(f->total_len, p.size());
+        EXPECT_FALSE(parse_fpdu(p, true)->crc_ok);
+    }
+}
+
+}  // namespace
+}  // namespace iwcm::wire
