@@ -31,6 +31,11 @@
 //   NodeRef (an owning, pointer-like handle), so an armed entry keeps its node alive by
 //   construction, and removing the entry drops the reference. The node in turn holds only
 //   generation-checked ids of its entries (CmTimerSlots), so a stale id finds nothing.
+// * What stays with the engine: the driver's tick also frees, without resending, a due send
+//   entry whose node is OFFLOADED or CLOSED, skips the resend (but still counts it down)
+//   when ack_rcvd is set, and moves the node to CLOSED after irdma_retrans_expired. This
+//   service knows no states, so the engine cancels entries when it offloads or closes a
+//   node and acts on kExhausted with on_retrans_exhausted(state).
 // * Firing is not a callback from deep inside the timer: on_timer first collects every due
 //   entry from the wheel, then handles them one by one in deadline order, calling fn once
 //   per action. fn may schedule or cancel anything, for any node. An entry cancelled by an
