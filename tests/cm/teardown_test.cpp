@@ -1,0 +1,198 @@
+// Teardown: the FIN handshake from either side, TIME_WAIT on the close timer,
+// abortive close, RST in established states, FIN retransmission.
+#include <cerrno>
+
+#include "cm/dut.hpp"
+
+namespace iwcm::test {
+namespace {
+
+// Initiator connected without peer-to-peer (no RTR): ESTABLISHED.
+void connect_active(Dut& d) {
+    ConnectParams p;
+    p.local = {d.self.addr, 4791};
+    p.remote = {d.peer.addr, 5000};
+    p.remote_mac = kMacA;
+    d.to_mpareq_sent(p);
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    d.send_mpa(rep);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_EQ(e[0].type, EventType::kEstablished);
+    d.out();  // the ACK of the reply
+}
+
+TEST(Established, LocalGracefulClose) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait1);
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);  // FIN_WAIT2
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    EXPECT_TRUE(d.out().empty());
+    d.seg(tf::kFin | tf::kAck);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, 0);
+    EXPECT_EQ(e[0].state, CmState::kTimeWait);
+    // TIME_WAIT holds the node 100 ms on the close timer, and re-ACKs a
+    // retransmitted FIN meanwhile.
+    d.feed(d.frame(tf::kFin | tf::kAck, d.peer_nxt + static_cast<std::uint32_t>(-1), d.dut_nxt));
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_EQ(d.core.live_nodes(), 1u);
+    d.advance(std::chrono::milliseconds(99));
+    EXPECT_EQ(d.core.live_nodes(), 1u);
+    d.advance(std::chrono::milliseconds(1));
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
+}
+
+TEST(Established, PeerCloseGoesCloseWaitThenLastAck) {
+    Dut d;
+    connect_active(d);
+    d.seg(tf::kFin | tf::kAck);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    // The driver answers a peer's FIN with its own at once.
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].state, CmState::kCloseWait);
+    d.dut_nxt += 1;
+    EXPECT_EQ(d.core.live_nodes(), 1u);
+    d.seg(tf::kAck);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
+    const std::pair<CmState, CmState> expected[] = {{CmState::kEstablished, CmState::kCloseWait},
+                                                    {CmState::kCloseWait, CmState::kLastAck},
+                                                    {CmState::kLastAck, CmState::kClosed}};
+    for (auto& t : expected)
+        EXPECT_NE(std::find(d.transitions.begin(), d.transitions.end(), t), d.transitions.end());
+}
+
+TEST(Established, SimultaneousCloseGoesThroughClosing) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    d.out();
+    // The peer's FIN crosses ours: it does not acknowledge our FIN yet.
+    d.feed(d.frame(tf::kFin | tf::kAck, d.peer_nxt, d.dut_nxt));
+    d.peer_nxt += 1;
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kClosing);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].state, CmState::kTimeWait);
+    d.advance(std::chrono::milliseconds(100));
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Established, FinRetransmittedThenResetWhenExhausted) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    Sent fin = d.out().at(0);
+    d.advance(std::chrono::seconds(1));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].raw, fin.raw);
+    d.advance(std::chrono::seconds(80));
+    o = d.out();
+    ASSERT_GE(o.size(), 2u);
+    // FIN_WAIT1 out of retries: a reset (irdma_retrans_expired).
+    EXPECT_TRUE(o.back().tcp().has(tf::kRst));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ETIMEDOUT);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Established, AbortiveCloseSendsRstAndFreesAtOnce) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).error(), ApiError::kStaleHandle);
+}
+
+TEST(Established, ExactRstResetsAndReports) {
+    Dut d;
+    connect_active(d);
+    d.feed(d.frame(tf::kRst, d.peer_nxt, wire::SeqNumber(0)));
+    EXPECT_TRUE(d.out().empty());
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ECONNRESET);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Offloaded, HandoffStopsRetransmissionButFinAndRstStillWork) {
+    Dut d;
+    connect_active(d);
+    auto h = d.core.handoff(d.conn);
+    ASSERT_TRUE(h.has_value());
+    EXPECT_EQ(h->snd_nxt, d.dut_nxt.value());
+    EXPECT_EQ(h->rcv_nxt, d.peer_nxt.value());
+    EXPECT_EQ(h->snd_wscale, 7);
+    EXPECT_EQ(h->rcv_wscale, 2);
+    EXPECT_EQ(h->mss, 1460);
+    EXPECT_TRUE(h->initiator);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
+    // Payload now belongs to the data path: not taken, not acknowledged.
+    d.feed(d.frame(tf::kAck | tf::kPsh, d.peer_nxt, d.dut_nxt), bytes("rdma data"));
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(d.core.stats().drops(DropReason::kDataAfterHandoff), 1u);
+    d.seg(tf::kFin | tf::kAck);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+}
+
+TEST(Teardown, AddressDownResetsEverythingOnIt) {
+    Dut d;
+    connect_active(d);
+    auto n = d.core.remove_address(d.now, ip_b());
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(*n, 1u);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_FALSE(d.core.is_local(ip_b()));
+}
+
+}  // namespace
+}  // namespace iwcm::test
