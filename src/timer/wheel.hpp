@@ -54,6 +54,7 @@
 // granularity after start is kept exactly.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstddef>
