@@ -241,7 +241,8 @@ TEST(CmTimerClose, SecondCloseEntryIsAnError) {
     const auto second = service.schedule_close(node, at_ms(50));
     ASSERT_FALSE(second.has_value());
     EXPECT_EQ(second.error(), CmTimerError::kCloseEntryExists);
-    EXPECT_NE(to_string(CmTimerError::kCloseEntryExists), to_string(CmTimerError::kSendEntryExists));
+    EXPECT_NE(to_string(CmTimerError::kCloseEntryExists),
+              to_string(CmTimerError::kSendEntryExists));
     // The first one still fires at its own time.
     EXPECT_EQ(drive(service, at_s(1)), (std::vector<Seen>{
                                            {at_ms(100), Kind::kClose, 1, TestFrame::kNone, 0}}));
@@ -338,8 +339,9 @@ TEST(CmTimerService, CallbackMayCallBackIntoTheService) {
     EXPECT_EQ(c.use_count(), 1);
     EXPECT_EQ(service.pending(), 2u);  // A's FIN and D's close.
     EXPECT_EQ(service.next_deadline(), at_s(2) + milliseconds(100));
+    const Instant d_close = at_s(2) + milliseconds(100);
     EXPECT_EQ(drive(service, at_s(3)),
-              (std::vector<Seen>{{at_s(2) + milliseconds(100), Kind::kClose, 4, TestFrame::kNone, 0},
+              (std::vector<Seen>{{d_close, Kind::kClose, 4, TestFrame::kNone, 0},
                                  {at_s(3), Kind::kRetransmit, 1, TestFrame::kFin, 1}}));
 }
 
