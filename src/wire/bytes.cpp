@@ -14,7 +14,9 @@ int hex_digit(char c) {
     return -1;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ':'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ':';
+}
 
 }  // namespace
 

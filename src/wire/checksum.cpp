@@ -10,8 +10,6 @@ namespace iwcm::wire {
 
 namespace {
 
-constexpr std::uint8_t kProtoTcp = 6;
-
 // Folds a wide ones'-complement sum into 16 bits by adding the carries back.
 std::uint32_t fold(std::uint64_t sum) {
     sum = (sum & 0xFFFFFFFFu) + (sum >> 32);
@@ -82,7 +80,7 @@ std::uint32_t pseudo_header_sum(const IpAddr& src, const IpAddr& dst, std::uint8
 
 std::uint16_t tcp_checksum(const IpAddr& src, const IpAddr& dst, Bytes segment) {
     const auto len = static_cast<std::uint32_t>(segment.size());
-    return internet_checksum(segment, pseudo_header_sum(src, dst, kProtoTcp, len));
+    return internet_checksum(segment, pseudo_header_sum(src, dst, kIpProtoTcp, len));
 }
 
 }  // namespace iwcm::wire

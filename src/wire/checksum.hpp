@@ -13,6 +13,10 @@
 
 namespace iwcm::wire {
 
+// IP protocol numbers (IANA "Assigned Internet Protocol Numbers").
+constexpr std::uint8_t kIpProtoTcp = 6;
+constexpr std::uint8_t kIpProtoIcmpv6 = 58;
+
 // The ones'-complement sum of data as big-endian 16-bit words (an odd last byte
 // is padded with a zero byte), added to `sum`, folded to 16 bits (0..0xFFFF).
 // Use it to chain sums over pieces that each start at an even offset.

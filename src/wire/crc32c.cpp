@@ -51,9 +51,9 @@ std::uint32_t update_portable(std::uint32_t crc, const std::byte* p, std::size_t
             hi = __builtin_bswap32(hi);
         }
         lo ^= crc;
-        crc = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^
-              kTables[5][(lo >> 16) & 0xFF] ^ kTables[4][lo >> 24] ^ kTables[3][hi & 0xFF] ^
-              kTables[2][(hi >> 8) & 0xFF] ^ kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
+        crc = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^
+              kTables[4][lo >> 24] ^ kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^
+              kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
         p += 8;
         n -= 8;
     }
@@ -66,8 +66,7 @@ std::uint32_t update_portable(std::uint32_t crc, const std::byte* p, std::size_t
 #if defined(__x86_64__)
 // The crc32 instruction computes exactly this reflected Castagnoli remainder.
 __attribute__((target("sse4.2"))) std::uint32_t update_hardware(std::uint32_t crc,
-                                                                const std::byte* p,
-                                                                std::size_t n) {
+                                                                const std::byte* p, std::size_t n) {
     std::uint64_t c = crc;
     while (n >= 8) {
         std::uint64_t w = 0;

@@ -53,7 +53,9 @@ constexpr std::uint32_t kTermFlagM = 0x8000;
 constexpr std::uint32_t kTermFlagD = 0x4000;
 constexpr std::uint32_t kTermFlagR = 0x2000;
 
-std::size_t pad_len(std::size_t ulpdu_len) { return (4 - (kFpduLengthLen + ulpdu_len) % 4) % 4; }
+std::size_t pad_len(std::size_t ulpdu_len) {
+    return (4 - (kFpduLengthLen + ulpdu_len) % 4) % 4;
+}
 
 // Writes the untagged DDP + RDMAP header shared by SEND, READ request and TERMINATE.
 void put_untagged(MutBytes u, std::uint8_t opcode, std::uint32_t qn) {
@@ -67,9 +69,12 @@ void put_untagged(MutBytes u, std::uint8_t opcode, std::uint32_t qn) {
 
 std::size_t rtr_ulpdu_len(RtrType type) {
     switch (type) {
-    case RtrType::kSend: return kUntaggedHeaderLen;
-    case RtrType::kWrite: return kTaggedHeaderLen;
-    case RtrType::kRead: return kReadRequestLen;
+        case RtrType::kSend:
+            return kUntaggedHeaderLen;
+        case RtrType::kWrite:
+            return kTaggedHeaderLen;
+        case RtrType::kRead:
+            return kReadRequestLen;
     }
     IWCM_ASSERT(false);
     return 0;
@@ -77,23 +82,23 @@ std::size_t rtr_ulpdu_len(RtrType type) {
 
 void put_rtr_ulpdu(const RtrParams& p, MutBytes u) {
     switch (p.type) {
-    case RtrType::kSend:
-        put_untagged(u, kOpSend, kQnSend);
-        return;
-    case RtrType::kWrite:
-        store_u8(u, kDdpCtrlOff, kDdpTaggedLast);
-        store_u8(u, kRdmapCtrlOff, kRdmapV1 | kOpWrite);
-        store_be32(u, kStagOff, p.stag);
-        store_be64(u, kToOff, 0);
-        return;
-    case RtrType::kRead:
-        put_untagged(u, kOpReadRequest, kQnReadRequest);
-        store_be32(u, kSinkStagOff, p.stag);
-        store_be64(u, kSinkToOff, 0);
-        store_be32(u, kReadSizeOff, 0);
-        store_be32(u, kSourceStagOff, p.stag);
-        store_be64(u, kSourceToOff, 0);
-        return;
+        case RtrType::kSend:
+            put_untagged(u, kOpSend, kQnSend);
+            return;
+        case RtrType::kWrite:
+            store_u8(u, kDdpCtrlOff, kDdpTaggedLast);
+            store_u8(u, kRdmapCtrlOff, kRdmapV1 | kOpWrite);
+            store_be32(u, kStagOff, p.stag);
+            store_be64(u, kToOff, 0);
+            return;
+        case RtrType::kRead:
+            put_untagged(u, kOpReadRequest, kQnReadRequest);
+            store_be32(u, kSinkStagOff, p.stag);
+            store_be64(u, kSinkToOff, 0);
+            store_be32(u, kReadSizeOff, 0);
+            store_be32(u, kSourceStagOff, p.stag);
+            store_be64(u, kSourceToOff, 0);
+            return;
     }
 }
 
@@ -142,7 +147,9 @@ std::size_t emit_fpdu(Bytes ulpdu, bool crc, MutBytes out) {
     return seal_fpdu(ulpdu.size(), crc, out);
 }
 
-std::size_t rtr_fpdu_len(RtrType type) { return fpdu_len_for_ulpdu(rtr_ulpdu_len(type)); }
+std::size_t rtr_fpdu_len(RtrType type) {
+    return fpdu_len_for_ulpdu(rtr_ulpdu_len(type));
+}
 
 std::size_t emit_rtr_fpdu(const RtrParams& params, bool crc, MutBytes out) {
     IWCM_ASSERT(params.stag != 0);
@@ -162,8 +169,7 @@ ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected) {
         return parse_fail(kLayer, "ulpdu_length", buffer.size(), "truncated length field");
     const std::size_t ulpdu_len = load_be16(buffer, 0);
     const std::size_t total = fpdu_len_for_ulpdu(ulpdu_len);
-    if (buffer.size() < total)
-        return parse_fail(kLayer, "ulpdu", buffer.size(), "truncated FPDU");
+    if (buffer.size() < total) return parse_fail(kLayer, "ulpdu", buffer.size(), "truncated FPDU");
     const std::size_t crc_off = total - kFpduCrcLen;
     Fpdu f{buffer.subspan(kFpduLengthLen, ulpdu_len), total, true};
     if (crc_expected) f.crc_ok = load_le32(buffer, crc_off) == crc32c(buffer.first(crc_off));
@@ -178,7 +184,8 @@ ParseResult<RtrType> parse_rtr(Bytes u) {
     if (ddp == kDdpTaggedLast && rdmap == (kRdmapV1 | kOpWrite)) {
         if (u.size() != kTaggedHeaderLen)
             return parse_fail(kRtrLayer, "ulpdu_length", 0, "WRITE RTR is not zero-length");
-        if (load_be32(u, kStagOff) == 0) return parse_fail(kRtrLayer, "stag", kStagOff, "zero STag");
+        if (load_be32(u, kStagOff) == 0)
+            return parse_fail(kRtrLayer, "stag", kStagOff, "zero STag");
         return RtrType::kWrite;
     }
     if (untagged_is(u, kOpSend, kQnSend)) {
@@ -192,18 +199,27 @@ ParseResult<RtrType> parse_rtr(Bytes u) {
 
 const char* to_string(TermError e) {
     switch (e) {
-    case TermError::kTcpConnectionLost: return "TCP connection closed, terminated or lost";
-    case TermError::kCrcError: return "MPA CRC error";
-    case TermError::kMarkerMismatch: return "MPA marker and ULPDU length field mismatch";
-    case TermError::kInvalidRequestReply: return "invalid MPA request or reply frame";
-    case TermError::kLocalCatastrophic: return "local catastrophic error";
-    case TermError::kInsufficientIrd: return "insufficient IRD resources";
-    case TermError::kNoMatchingRtr: return "no matching RTR option";
+        case TermError::kTcpConnectionLost:
+            return "TCP connection closed, terminated or lost";
+        case TermError::kCrcError:
+            return "MPA CRC error";
+        case TermError::kMarkerMismatch:
+            return "MPA marker and ULPDU length field mismatch";
+        case TermError::kInvalidRequestReply:
+            return "invalid MPA request or reply frame";
+        case TermError::kLocalCatastrophic:
+            return "local catastrophic error";
+        case TermError::kInsufficientIrd:
+            return "insufficient IRD resources";
+        case TermError::kNoMatchingRtr:
+            return "no matching RTR option";
     }
     return "unknown TERMINATE error";
 }
 
-std::size_t terminate_fpdu_len() { return fpdu_len_for_ulpdu(kTerminateLen); }
+std::size_t terminate_fpdu_len() {
+    return fpdu_len_for_ulpdu(kTerminateLen);
+}
 
 std::size_t emit_terminate_fpdu(TermError error, bool crc, MutBytes out) {
     IWCM_ASSERT(out.size() >= terminate_fpdu_len());

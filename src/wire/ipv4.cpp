@@ -68,7 +68,8 @@ namespace detail {
 
 DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload) {
     constexpr std::size_t kHdr = Ipv4Repr::kHeaderLen;
-    if (packet.size() < kHdr) return decode_fail(kLayer, "header", packet.size(), "truncated header");
+    if (packet.size() < kHdr)
+        return decode_fail(kLayer, "header", packet.size(), "truncated header");
     const std::uint8_t ver_ihl = load_u8(packet, kVerIhlOff);
     if ((ver_ihl >> 4) != 4) return decode_fail(kLayer, "version", kVerIhlOff, "version is not 4");
     if ((ver_ihl & 0xF) < 5) return decode_fail(kLayer, "ihl", kVerIhlOff, "IHL below 5");
@@ -76,7 +77,8 @@ DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload) {
         return decode_fail(kLayer, "ihl", kVerIhlOff, "IP options not supported");
     const std::uint16_t total_len = load_be16(packet, kTotalLenOff);
     if (total_len < kHdr)
-        return decode_fail(kLayer, "total_length", kTotalLenOff, "total length below header length");
+        return decode_fail(kLayer, "total_length", kTotalLenOff,
+                           "total length below header length");
     if (total_len > packet.size())
         return decode_fail(kLayer, "total_length", kTotalLenOff, "total length beyond the buffer");
     const std::uint16_t flags = load_be16(packet, kFlagsOff);

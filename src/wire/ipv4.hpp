@@ -10,10 +10,9 @@
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
+#include "wire/checksum.hpp"
 
 namespace iwcm::wire {
-
-constexpr std::uint8_t kIpProtoTcp = 6;
 
 struct Ipv4Repr {
     Ipv4Addr src;

@@ -45,12 +45,14 @@ namespace detail {
 
 DecodeStatus decode_ipv6(Bytes packet, Ipv6Repr& repr, Bytes& payload) {
     constexpr std::size_t kHdr = Ipv6Repr::kHeaderLen;
-    if (packet.size() < kHdr) return decode_fail(kLayer, "header", packet.size(), "truncated header");
+    if (packet.size() < kHdr)
+        return decode_fail(kLayer, "header", packet.size(), "truncated header");
     const std::uint32_t first = load_be32(packet, kVersionOff);
     if ((first >> 28) != 6) return decode_fail(kLayer, "version", kVersionOff, "version is not 6");
     const std::uint16_t payload_len = load_be16(packet, kPayloadLenOff);
     if (payload_len > packet.size() - kHdr)
-        return decode_fail(kLayer, "payload_length", kPayloadLenOff, "payload length beyond the buffer");
+        return decode_fail(kLayer, "payload_length", kPayloadLenOff,
+                           "payload length beyond the buffer");
     const std::uint8_t next = load_u8(packet, kNextHeaderOff);
     if (next != kIpProtoTcp && next != kIpProtoIcmpv6)
         return decode_fail(kLayer, "next_header", kNextHeaderOff, "extension header not supported");

@@ -9,10 +9,10 @@
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
+#include "wire/checksum.hpp"
 
 namespace iwcm::wire {
 
-constexpr std::uint8_t kIpProtoIcmpv6 = 58;
 constexpr std::uint32_t kFlowLabelMax = 0xFFFFF;
 
 struct Ipv6Repr {

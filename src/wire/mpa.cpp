@@ -21,7 +21,9 @@ constexpr char kKeyRequest[] = "MPA ID Req Frame";
 constexpr char kKeyReply[] = "MPA ID Rep Frame";
 static_assert(sizeof(kKeyRequest) == kMpaKeyLen + 1 && sizeof(kKeyReply) == kMpaKeyLen + 1);
 
-bool key_is(Bytes b, const char* key) { return std::memcmp(b.data(), key, kMpaKeyLen) == 0; }
+bool key_is(Bytes b, const char* key) {
+    return std::memcmp(b.data(), key, kMpaKeyLen) == 0;
+}
 
 std::uint16_t encode_word(std::uint16_t value, bool high, bool low) {
     IWCM_ASSERT(value <= kIrdOrdMax);
@@ -53,8 +55,10 @@ std::uint8_t encode_flags(const MpaRepr& r) {
 // The checks of the 20-byte header that need no private data.
 ParseResult<MpaKind> check_header(Bytes b) {
     MpaKind kind = MpaKind::kRequest;
-    if (key_is(b, kKeyReply)) kind = MpaKind::kReply;
-    else if (!key_is(b, kKeyRequest)) return parse_fail(kLayer, "key", 0, "bad key");
+    if (key_is(b, kKeyReply))
+        kind = MpaKind::kReply;
+    else if (!key_is(b, kKeyRequest))
+        return parse_fail(kLayer, "key", 0, "bad key");
     const std::uint8_t rev = load_u8(b, kRevisionOff);
     if (rev == 0) return parse_fail(kLayer, "revision", kRevisionOff, "revision 0 is not defined");
     if (rev > 2) return parse_fail(kLayer, "revision", kRevisionOff, "revision above 2");
@@ -78,7 +82,8 @@ void MpaRepr::emit(MutBytes out) const {
     IWCM_ASSERT(out.size() >= buffer_len());
     IWCM_ASSERT(!v2 || revision == 2);
     IWCM_ASSERT(!reject || kind == MpaKind::kReply);
-    store_bytes(out, 0, as_bytes({kind == MpaKind::kRequest ? kKeyRequest : kKeyReply, kMpaKeyLen}));
+    store_bytes(out, 0,
+                as_bytes({kind == MpaKind::kRequest ? kKeyRequest : kKeyReply, kMpaKeyLen}));
     store_u8(out, kFlagsOff, encode_flags(*this));
     store_u8(out, kRevisionOff, revision);
     store_be16(out, kPdLenOff, static_cast<std::uint16_t>(wire_pd));

@@ -42,8 +42,8 @@ enum class MpaKind : std::uint8_t { kRequest, kReply };
 
 // The revision-2 IRD/ORD word (the first 4 private-data bytes).
 struct MpaV2Params {
-    std::uint16_t ird = 0;  // 14 bits; kIrdOrdNone means "no value"
-    std::uint16_t ord = 0;  // 14 bits
+    std::uint16_t ird = 0;      // 14 bits; kIrdOrdNone means "no value"
+    std::uint16_t ord = 0;      // 14 bits
     bool peer_to_peer = false;  // A
     bool rtr_send = false;      // B: zero-length SEND as RTR
     bool rtr_write = false;     // C: zero-length RDMA WRITE as RTR

@@ -29,31 +29,34 @@ constexpr std::uint8_t kLenTimestamps = 10;
 
 // Checks a known option's length and stores its value; `off` is the option's
 // offset in the header, so errors name where the bad length byte is.
-DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind,
-                                      std::uint8_t len, TcpOptions& o) {
+DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind, std::uint8_t len,
+                                 TcpOptions& o) {
     switch (kind) {
-    case tcp_option::kMss:
-        if (len != kLenMss) return decode_fail(kLayer, "option_mss", off + 1, "MSS length is not 4");
-        o.mss = load_be16(h, off + 2);
-        return std::nullopt;
-    case tcp_option::kWindowScale:
-        if (len != kLenWindowScale)
-            return decode_fail(kLayer, "option_window_scale", off + 1, "window scale length is not 3");
-        o.window_scale = load_u8(h, off + 2);
-        return std::nullopt;
-    case tcp_option::kSackPermitted:
-        if (len != kLenSackPermitted)
-            return decode_fail(kLayer, "option_sack_permitted", off + 1,
-                              "SACK-permitted length is not 2");
-        o.sack_permitted = true;
-        return std::nullopt;
-    case tcp_option::kTimestamps:
-        if (len != kLenTimestamps)
-            return decode_fail(kLayer, "option_timestamps", off + 1, "timestamps length is not 10");
-        o.timestamps = TcpTimestamps{load_be32(h, off + 2), load_be32(h, off + 6)};
-        return std::nullopt;
-    default:
-        return std::nullopt;  // unknown kinds are skipped by their length
+        case tcp_option::kMss:
+            if (len != kLenMss)
+                return decode_fail(kLayer, "option_mss", off + 1, "MSS length is not 4");
+            o.mss = load_be16(h, off + 2);
+            return std::nullopt;
+        case tcp_option::kWindowScale:
+            if (len != kLenWindowScale)
+                return decode_fail(kLayer, "option_window_scale", off + 1,
+                                   "window scale length is not 3");
+            o.window_scale = load_u8(h, off + 2);
+            return std::nullopt;
+        case tcp_option::kSackPermitted:
+            if (len != kLenSackPermitted)
+                return decode_fail(kLayer, "option_sack_permitted", off + 1,
+                                   "SACK-permitted length is not 2");
+            o.sack_permitted = true;
+            return std::nullopt;
+        case tcp_option::kTimestamps:
+            if (len != kLenTimestamps)
+                return decode_fail(kLayer, "option_timestamps", off + 1,
+                                   "timestamps length is not 10");
+            o.timestamps = TcpTimestamps{load_be32(h, off + 2), load_be32(h, off + 6)};
+            return std::nullopt;
+        default:
+            return std::nullopt;  // unknown kinds are skipped by their length
     }
 }
 
@@ -114,12 +117,14 @@ std::size_t emit_options(const TcpOptions& o, MutBytes out) {
         off += 8;
     }
     if (o.window_scale) {
-        off = put_option_bytes(out, off, {tcp_option::kNop, tcp_option::kWindowScale,
-                                          kLenWindowScale, *o.window_scale});
+        off = put_option_bytes(
+            out, off,
+            {tcp_option::kNop, tcp_option::kWindowScale, kLenWindowScale, *o.window_scale});
     }
     if (o.sack_permitted && !o.timestamps) {
-        off = put_option_bytes(out, off, {tcp_option::kNop, tcp_option::kNop,
-                                          tcp_option::kSackPermitted, kLenSackPermitted});
+        off = put_option_bytes(
+            out, off,
+            {tcp_option::kNop, tcp_option::kNop, tcp_option::kSackPermitted, kLenSackPermitted});
     }
     return off;
 }
@@ -137,22 +142,30 @@ std::size_t TcpOptions::emitted_len() const {
 
 namespace detail {
 
-DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload) {
+DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
+                               Bytes& payload) {
     if (segment.size() < kTcpHeaderLen)
         return decode_fail(kLayer, "header", segment.size(), "truncated header");
-    const std::size_t header_len = static_cast<std::size_t>(load_u8(segment, kDataOffsetOff) >> 4) * 4;
+    const std::size_t header_len =
+        static_cast<std::size_t>(load_u8(segment, kDataOffsetOff) >> 4) * 4;
     if (header_len < kTcpHeaderLen)
         return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset below 5");
     if (header_len > segment.size())
         return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset beyond the segment");
-    if (ph.src.family() != ph.dst.family())
-        return decode_fail(kLayer, "checksum", kChecksumOff, "pseudo-header families differ");
-    if (tcp_checksum(ph.src, ph.dst, segment) != 0)
+    if (internet_checksum(segment, pseudo_sum) != 0)
         return decode_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
     if (auto e = decode_options(segment.first(header_len), repr.options)) return e;
     decode_fixed(segment, repr);
     payload = segment.subspan(header_len);
     return std::nullopt;
+}
+
+DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload) {
+    if (ph.src.family() != ph.dst.family())
+        return decode_fail(kLayer, "checksum", kChecksumOff, "pseudo-header families differ");
+    const auto len = static_cast<std::uint32_t>(segment.size());
+    return decode_tcp_summed(segment, pseudo_header_sum(ph.src, ph.dst, kIpProtoTcp, len), repr,
+                             payload);
 }
 
 }  // namespace detail

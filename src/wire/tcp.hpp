@@ -14,6 +14,7 @@
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
+#include "wire/checksum.hpp"
 
 namespace iwcm::wire {
 
@@ -127,6 +128,10 @@ ParseResult<TcpSegment> parse_tcp(Bytes segment, const IpPseudoHeader& ph);
 namespace detail {
 // parse_tcp() writing into its arguments.
 DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload);
+// The same with the pseudo-header's partial sum already computed (pseudo_header_sum()),
+// for callers that sum the addresses straight from the IP header's bytes.
+DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
+                               Bytes& payload);
 }  // namespace detail
 
 // Writes header, options and payload into out (out.size() >= header_len() +

@@ -1,9 +1,9 @@
 // Byte helpers: big-endian loads and stores, the hex reader, parse error text.
 //
 // Read first: src/wire/bytes.hpp.
-#include <gtest/gtest.h>
-
 #include "wire/bytes.hpp"
+
+#include <gtest/gtest.h>
 
 namespace iwcm::wire {
 namespace {

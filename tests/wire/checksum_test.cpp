@@ -1,12 +1,12 @@
 // Internet checksum: RFC 1071's example, a naive reference, pseudo-headers.
 //
 // Read first: src/wire/checksum.hpp, RFC 1071 section 3 (the worked example).
+#include "wire/checksum.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
-
-#include "wire/checksum.hpp"
 
 namespace iwcm::wire {
 namespace {

@@ -3,31 +3,42 @@
 // Read first: src/wire/crc32c.hpp; RFC 3720 appendix B.4 (the vectors below,
 // whose CRC bytes the RFC lists least-significant first: "aa 36 91 8a" is
 // 0x8A9136AA).
+#include "wire/crc32c.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
-
-#include "wire/crc32c.hpp"
 
 namespace iwcm::wire {
 namespace {
 
 std::vector<std::byte> filled(std::size_t n, int first, int step) {
     std::vector<std::byte> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(first + step * static_cast<int>(i));
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::byte>(first + step * static_cast<int>(i));
     return v;
 }
 
-TEST(Crc32c, CheckValue) { EXPECT_EQ(crc32c(as_bytes("123456789")), 0xE3069283u); }
+TEST(Crc32c, CheckValue) {
+    EXPECT_EQ(crc32c(as_bytes("123456789")), 0xE3069283u);
+}
 
-TEST(Crc32c, Rfc3720Zeros) { EXPECT_EQ(crc32c(filled(32, 0, 0)), 0x8A9136AAu); }
+TEST(Crc32c, Rfc3720Zeros) {
+    EXPECT_EQ(crc32c(filled(32, 0, 0)), 0x8A9136AAu);
+}
 
-TEST(Crc32c, Rfc3720Ones) { EXPECT_EQ(crc32c(filled(32, 0xFF, 0)), 0x62A8AB43u); }
+TEST(Crc32c, Rfc3720Ones) {
+    EXPECT_EQ(crc32c(filled(32, 0xFF, 0)), 0x62A8AB43u);
+}
 
-TEST(Crc32c, Rfc3720Incrementing) { EXPECT_EQ(crc32c(filled(32, 0, 1)), 0x46DD794Eu); }
+TEST(Crc32c, Rfc3720Incrementing) {
+    EXPECT_EQ(crc32c(filled(32, 0, 1)), 0x46DD794Eu);
+}
 
-TEST(Crc32c, Rfc3720Decrementing) { EXPECT_EQ(crc32c(filled(32, 31, -1)), 0x113FDB5Cu); }
+TEST(Crc32c, Rfc3720Decrementing) {
+    EXPECT_EQ(crc32c(filled(32, 31, -1)), 0x113FDB5Cu);
+}
 
 TEST(Crc32c, Rfc3720ReadCommandPdu) {
     const auto pdu = hex_bytes(
@@ -37,7 +48,9 @@ TEST(Crc32c, Rfc3720ReadCommandPdu) {
     EXPECT_EQ(crc32c(pdu), 0xD9963A56u);
 }
 
-TEST(Crc32c, EmptyIsZero) { EXPECT_EQ(crc32c(Bytes{}), 0u); }
+TEST(Crc32c, EmptyIsZero) {
+    EXPECT_EQ(crc32c(Bytes{}), 0u);
+}
 
 TEST(Crc32c, SeedChains) {
     const Bytes all = as_bytes("123456789");

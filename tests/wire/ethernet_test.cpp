@@ -1,9 +1,10 @@
 // Ethernet II and 802.1Q: golden bytes both ways, truncation.
 //
 // Read first: src/wire/ethernet.hpp.
+#include "wire/ethernet.hpp"
+
 #include <gtest/gtest.h>
 
-#include "wire/ethernet.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -58,7 +59,8 @@ TEST(Ethernet, VlanConstruct) {
 
 TEST(Ethernet, VlanRoundTripEveryPriority) {
     for (std::uint8_t pcp = 0; pcp < 8; ++pcp) {
-        EthernetRepr r{kDst, kSrc, VlanTag{static_cast<std::uint16_t>(0xFFF - pcp), pcp, pcp % 2 == 0},
+        EthernetRepr r{kDst, kSrc,
+                       VlanTag{static_cast<std::uint16_t>(0xFFF - pcp), pcp, pcp % 2 == 0},
                        kEtherTypeArp};
         Buffer out(r.header_len());
         r.emit(out);

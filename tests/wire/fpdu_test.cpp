@@ -2,10 +2,11 @@
 // order, refusals.
 //
 // Read first: src/wire/fpdu.hpp, DESIGN.md "MPA facts".
+#include "wire/fpdu.hpp"
+
 #include <gtest/gtest.h>
 
 #include "wire/crc32c.hpp"
-#include "wire/fpdu.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -28,21 +29,43 @@ std::string wire_crc(Bytes fpdu_without_crc) {
 
 TEST(Rtr, SendBytes) {
     const Buffer b = rtr(RtrType::kSend, false);
-    EXPECT_EQ(to_hex(b), "0012" "4143" "00000000" "00000000" "00000001" "00000000" "00000000");
+    EXPECT_EQ(to_hex(b),
+              "0012"
+              "4143"
+              "00000000"
+              "00000000"
+              "00000001"
+              "00000000"
+              "00000000");
     EXPECT_EQ(b.size(), 24u);
 }
 
 TEST(Rtr, WriteBytes) {
     const Buffer b = rtr(RtrType::kWrite, false, 0x12345678);
-    EXPECT_EQ(to_hex(b), "000e" "c140" "12345678" "0000000000000000" "00000000");
+    EXPECT_EQ(to_hex(b),
+              "000e"
+              "c140"
+              "12345678"
+              "0000000000000000"
+              "00000000");
     EXPECT_EQ(b.size(), 20u);
 }
 
 TEST(Rtr, ReadBytes) {
     const Buffer b = rtr(RtrType::kRead, false, 0xABCD);
-    EXPECT_EQ(to_hex(b), "002e" "4141" "00000000" "00000001" "00000001" "00000000"
-                         "0000abcd" "0000000000000000" "00000000" "0000abcd" "0000000000000000"
-                         "00000000");
+    EXPECT_EQ(to_hex(b),
+              "002e"
+              "4141"
+              "00000000"
+              "00000001"
+              "00000001"
+              "00000000"
+              "0000abcd"
+              "0000000000000000"
+              "00000000"
+              "0000abcd"
+              "0000000000000000"
+              "00000000");
     EXPECT_EQ(b.size(), 52u);
 }
 
@@ -160,8 +183,15 @@ TEST(Fpdu, CrcIgnoredWhenNotNegotiated) {
 TEST(Terminate, Bytes) {
     Buffer b(terminate_fpdu_len());
     ASSERT_EQ(emit_terminate_fpdu(TermError::kInsufficientIrd, false, b), 28u);
-    EXPECT_EQ(to_hex(b), "0016" "4147" "00000000" "00000002" "00000001" "00000000" "20060000"
-                         "00000000");
+    EXPECT_EQ(to_hex(b),
+              "0016"
+              "4147"
+              "00000000"
+              "00000002"
+              "00000001"
+              "00000000"
+              "20060000"
+              "00000000");
     ASSERT_EQ(emit_terminate_fpdu(TermError::kNoMatchingRtr, true, b), 28u);
     EXPECT_EQ(to_hex(Bytes(b).subspan(20, 4)), "20070000");
     EXPECT_EQ(to_hex(Bytes(b).last(4)), wire_crc(Bytes(b).first(24)));

@@ -2,16 +2,17 @@
 // refusals reported with frame offsets, no heap use, and the cost of a round trip.
 //
 // Read first: src/wire/frame.hpp, docs/fixtures.md.
+#include "wire/frame.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <new>
 
 #include "wire/checksum.hpp"
-#include "wire/frame.hpp"
 #include "wire/wire_test_util.hpp"
 
 // Counts every heap allocation of this test binary, so a test can show that
@@ -31,8 +32,12 @@ void* operator new(std::size_t n) {
     if (p == nullptr) std::abort();
     return p;
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
 #pragma GCC diagnostic pop
 
 namespace iwcm::wire {
@@ -47,9 +52,12 @@ struct LinuxFrame {
 };
 
 const LinuxFrame kLinuxFrames[] = {
-    {"linux_syn", 74, tcp_flags::kSyn},   {"linux_synack", 74, tcp_flags::kSyn | tcp_flags::kAck},
-    {"linux_ack", 66, tcp_flags::kAck},   {"linux6_syn", 94, tcp_flags::kSyn},
-    {"linux6_synack", 94, tcp_flags::kSyn | tcp_flags::kAck}, {"linux6_ack", 86, tcp_flags::kAck},
+    {"linux_syn", 74, tcp_flags::kSyn},
+    {"linux_synack", 74, tcp_flags::kSyn | tcp_flags::kAck},
+    {"linux_ack", 66, tcp_flags::kAck},
+    {"linux6_syn", 94, tcp_flags::kSyn},
+    {"linux6_synack", 94, tcp_flags::kSyn | tcp_flags::kAck},
+    {"linux6_ack", 86, tcp_flags::kAck},
 };
 
 TEST(Frame, LinuxFramesReemitByteExact) {
@@ -181,8 +189,10 @@ FrameRepr sample_repr(bool v6, bool vlan) {
     r.ip.dst = v6 ? IpAddr(*Ipv6Addr::parse("2001:db8::2")) : IpAddr(Ipv4Addr{{10, 0, 0, 2}});
     r.ip.ttl = 33;
     r.ip.tos = 0x10;
-    if (v6) r.ip.flow_label = 0x12345;
-    else r.ip.ident = 777;
+    if (v6)
+        r.ip.flow_label = 0x12345;
+    else
+        r.ip.ident = 777;
     r.tcp.src_port = 40000;
     r.tcp.dst_port = 4791;
     r.tcp.seq = SeqNumber(100);

@@ -2,10 +2,11 @@
 // checksums and impossible lengths.
 //
 // Read first: src/wire/ipv4.hpp.
+#include "wire/ipv4.hpp"
+
 #include <gtest/gtest.h>
 
 #include "wire/checksum.hpp"
-#include "wire/ipv4.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -107,7 +108,8 @@ TEST(Ipv4, OptionsRejected) {
 }
 
 TEST(Ipv4, FragmentsRejected) {
-    for (std::uint16_t flags : {std::uint16_t{0x2000}, std::uint16_t{0x4001}, std::uint16_t{0x0100}}) {
+    for (std::uint16_t flags :
+         {std::uint16_t{0x2000}, std::uint16_t{0x4001}, std::uint16_t{0x0100}}) {
         Buffer p = linux_syn_packet();
         store_be16(p, 6, flags);
         fix_header_checksum(p);

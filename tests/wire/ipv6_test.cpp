@@ -1,9 +1,10 @@
 // IPv6: golden header from a Linux SYN, refusal of extension headers, lengths.
 //
 // Read first: src/wire/ipv6.hpp.
+#include "wire/ipv6.hpp"
+
 #include <gtest/gtest.h>
 
-#include "wire/ipv6.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -36,16 +37,21 @@ TEST(Ipv6, Construct) {
     const Buffer p = linux6_syn_packet();
     auto parsed = parse_ipv6(p);
     ASSERT_TRUE(parsed);
-    Ipv6Repr r{*Ipv6Addr::parse("fd77::1"), *Ipv6Addr::parse("fd77::2"), 6, 64, 0,
-               parsed->repr.flow_label, 40};
+    Ipv6Repr r{*Ipv6Addr::parse("fd77::1"),
+               *Ipv6Addr::parse("fd77::2"),
+               6,
+               64,
+               0,
+               parsed->repr.flow_label,
+               40};
     Buffer out(Ipv6Repr::kHeaderLen);
     r.emit(out);
     EXPECT_EQ(to_hex(out), to_hex(Bytes(p).first(40)));
 }
 
 TEST(Ipv6, RoundTripFields) {
-    Ipv6Repr r{*Ipv6Addr::parse("2001:db8::1"), *Ipv6Addr::parse("fe80::abcd"), 58, 255, 0xB9,
-               0xABCDE, 2};
+    Ipv6Repr r{
+        *Ipv6Addr::parse("2001:db8::1"), *Ipv6Addr::parse("fe80::abcd"), 58, 255, 0xB9, 0xABCDE, 2};
     Buffer out(42);
     r.emit(out);
     auto p = parse_ipv6(out);

@@ -1,9 +1,10 @@
 // MPA request/reply frames: golden bytes both ways, every refusal, reassembly length.
 //
 // Read first: src/wire/mpa.hpp, RFC 5044 section 7.1, RFC 6581 section 5.
+#include "wire/mpa.hpp"
+
 #include <gtest/gtest.h>
 
-#include "wire/mpa.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -83,8 +84,12 @@ TEST(Mpa, ConstructV2Reply) {
 TEST(Mpa, V2BitsAreIndependent) {
     for (int mask = 0; mask < 16; ++mask) {
         MpaRepr r;
-        r.v2 = MpaV2Params{static_cast<std::uint16_t>(mask * 1000), 0x2AAA, (mask & 1) != 0,
-                           (mask & 2) != 0, (mask & 4) != 0, (mask & 8) != 0};
+        r.v2 = MpaV2Params{static_cast<std::uint16_t>(mask * 1000),
+                           0x2AAA,
+                           (mask & 1) != 0,
+                           (mask & 2) != 0,
+                           (mask & 4) != 0,
+                           (mask & 8) != 0};
         const Buffer b = emitted(r);
         auto p = parse_mpa(b);
         ASSERT_TRUE(p) << p.error().to_string();
@@ -104,9 +109,9 @@ TEST(Mpa, RejectReplyRoundTrip) {
     auto p = parse_mpa(b);
     ASSERT_TRUE(p);
     EXPECT_TRUE(p->reject);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(p->private_data.data()),
-                          p->private_data.size()),
-              "go away");
+    EXPECT_EQ(
+        std::string(reinterpret_cast<const char*>(p->private_data.data()), p->private_data.size()),
+        "go away");
 }
 
 TEST(Mpa, Truncated) {

@@ -75,7 +75,7 @@ std::vector<Captured> load(const char* name) {
 }
 
 const char* const kCaptures[] = {"client-rping-crc.pcap", "client-rping-nocrc.pcap",
-                                  "client-reply-reject.pcap", "ucmatose.pcap"};
+                                 "client-reply-reject.pcap", "ucmatose.pcap"};
 
 TEST(Siw, EveryFrameParsesAndReemitsByteExact) {
     for (const char* name : kCaptures) {

@@ -1,10 +1,11 @@
 // TCP: sequence arithmetic, the Linux SYN both ways, options good and bad.
 //
 // Read first: src/wire/tcp.hpp, RFC 9293 sections 3.1 and 3.4, RFC 7323.
+#include "wire/tcp.hpp"
+
 #include <gtest/gtest.h>
 
 #include "wire/checksum.hpp"
-#include "wire/tcp.hpp"
 #include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
@@ -182,8 +183,9 @@ TEST(Tcp, ChecksumCoversThePseudoHeader) {
 
 TEST(Tcp, UnknownOptionsSkipped) {
     // Kind 30 (MPTCP) length 4, a SACK block (kind 5, length 10), then MSS.
-    const auto s = raw_segment(hex_bytes("1e 04 aa bb 05 0a 00 00 00 01 00 00 00 02 02 04 05 b4"
-                                         "00 00"));
+    const auto s =
+        raw_segment(hex_bytes("1e 04 aa bb 05 0a 00 00 00 01 00 00 00 02 02 04 05 b4"
+                              "00 00"));
     auto t = parse_tcp(s, kPh);
     ASSERT_TRUE(t) << t.error().to_string();
     EXPECT_EQ(t->repr.options.mss, 1460);
@@ -207,13 +209,13 @@ struct BadOption {
 
 TEST(Tcp, MalformedOptionLengthsRejected) {
     const BadOption cases[] = {
-        {"01 01 01 fe", "option_length", 23},              // length byte missing at the end
-        {"fe 00 00 00", "option_length", 21},              // length 0
-        {"fe 01 00 00", "option_length", 21},              // length 1
-        {"fe 08 00 00", "option_length", 21},              // runs past the header
-        {"02 03 05 00", "option_mss", 21},                 // MSS length 3
-        {"03 04 07 00", "option_window_scale", 21},        // window scale length 4
-        {"04 03 00 00", "option_sack_permitted", 21},      // SACK-permitted length 3
+        {"01 01 01 fe", "option_length", 23},                  // length byte missing at the end
+        {"fe 00 00 00", "option_length", 21},                  // length 0
+        {"fe 01 00 00", "option_length", 21},                  // length 1
+        {"fe 08 00 00", "option_length", 21},                  // runs past the header
+        {"02 03 05 00", "option_mss", 21},                     // MSS length 3
+        {"03 04 07 00", "option_window_scale", 21},            // window scale length 4
+        {"04 03 00 00", "option_sack_permitted", 21},          // SACK-permitted length 3
         {"08 08 00 00 00 00 00 00", "option_timestamps", 21},  // timestamps length 8
     };
     for (const auto& c : cases) {

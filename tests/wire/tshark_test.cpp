@@ -35,7 +35,9 @@ std::optional<std::string> run(const std::string& cmd) {
     return out;
 }
 
-bool have_tshark() { return run("command -v tshark >/dev/null 2>&1 && echo yes").has_value(); }
+bool have_tshark() {
+    return run("command -v tshark >/dev/null 2>&1 && echo yes").has_value();
+}
 
 // One TCP connection's two ends, keeping sequence numbers consistent so that
 // Wireshark's TCP analysis has nothing to report.
@@ -115,12 +117,17 @@ Layout write_capture(const std::string& path) {
     Conversation v2(pcap, *Ipv6Addr::parse("fd77::1"), *Ipv6Addr::parse("fd77::2"), 40002);
     v2.handshake();
     next(3);
-    req = MpaRepr{MpaKind::kRequest, false, true, false, 2,
-                  MpaV2Params{4, 4, true, false, true, false}, as_bytes("iwcm rev2 hello")};
+    req = MpaRepr{MpaKind::kRequest,
+                  false,
+                  true,
+                  false,
+                  2,
+                  MpaV2Params{4, 4, true, false, true, false},
+                  as_bytes("iwcm rev2 hello")};
     v2.send_data(0, mpa_bytes(req));
     l.req_v2 = next(1);
-    rep = MpaRepr{MpaKind::kReply, false, true, false, 2, MpaV2Params{4, 4, true, false, true, false},
-                  {}};
+    rep = MpaRepr{
+        MpaKind::kReply, false, true, false, 2, MpaV2Params{4, 4, true, false, true, false}, {}};
     v2.send_data(1, mpa_bytes(rep));
     l.rep_v2 = next(1);
     Buffer rtr(rtr_fpdu_len(RtrType::kWrite));
@@ -148,8 +155,8 @@ Layout write_capture(const std::string& path) {
 }
 
 // tshark's field output, one map of field name to value for each frame number.
-std::map<int, std::map<std::string, std::string>> decode_fields(const std::string& path,
-                                                                const std::vector<std::string>& fields) {
+std::map<int, std::map<std::string, std::string>> decode_fields(
+    const std::string& path, const std::vector<std::string>& fields) {
     std::string cmd = "tshark -r '" + path +
                       "' -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE "
                       "--enable-heuristic iwarp_mpa_tcp -T fields -E separator=/t -E occurrence=a "
@@ -179,13 +186,24 @@ TEST(Tshark, DecodesOurMpaExchangeRtrAndTerminate) {
     if (!have_tshark()) GTEST_SKIP() << "tshark is not installed";
     const std::string path = testing::TempDir() + "iwcm_wire_tshark.pcap";
     const Layout l = write_capture(path);
-    const std::vector<std::string> fields = {
-        "tcp.checksum.status", "ip.checksum.status", "iwarp_mpa.key.req", "iwarp_mpa.key.rep",
-        "iwarp_mpa.crc_flag", "iwarp_mpa.rej_flag", "iwarp_mpa.rev", "iwarp_mpa.pdlength",
-        "iwarp_mpa.privatedata", "iwarp_mpa.ulpdulength", "iwarp_mpa.crc_check",
-        "iwarp_rdma.opcode", "iwarp_ddp.stag", "iwarp_rdma.term_layer",
-        "iwarp_rdma.term_etype_llp", "iwarp_rdma.term_errcode_llp", "_ws.malformed",
-        "_ws.expert.message"};
+    const std::vector<std::string> fields = {"tcp.checksum.status",
+                                             "ip.checksum.status",
+                                             "iwarp_mpa.key.req",
+                                             "iwarp_mpa.key.rep",
+                                             "iwarp_mpa.crc_flag",
+                                             "iwarp_mpa.rej_flag",
+                                             "iwarp_mpa.rev",
+                                             "iwarp_mpa.pdlength",
+                                             "iwarp_mpa.privatedata",
+                                             "iwarp_mpa.ulpdulength",
+                                             "iwarp_mpa.crc_check",
+                                             "iwarp_rdma.opcode",
+                                             "iwarp_ddp.stag",
+                                             "iwarp_rdma.term_layer",
+                                             "iwarp_rdma.term_etype_llp",
+                                             "iwarp_rdma.term_errcode_llp",
+                                             "_ws.malformed",
+                                             "_ws.expert.message"};
     auto rows = decode_fields(path, fields);
     ASSERT_EQ(rows.size(), static_cast<std::size_t>(l.total));
     for (auto& [num, row] : rows) {
@@ -215,14 +233,14 @@ TEST(Tshark, DecodesOurMpaExchangeRtrAndTerminate) {
     EXPECT_EQ(rep2["iwarp_mpa.pdlength"], "4");
     auto& rtr = rows[l.rtr];
     EXPECT_EQ(rtr["iwarp_mpa.ulpdulength"], "14");
-    EXPECT_EQ(rtr["iwarp_mpa.crc_flag"], "");  // an FPDU, not a request or reply
+    EXPECT_EQ(rtr["iwarp_mpa.crc_flag"], "");     // an FPDU, not a request or reply
     EXPECT_EQ(rtr["iwarp_rdma.opcode"], "0x00");  // RDMA Write
     EXPECT_EQ(rtr["iwarp_ddp.stag"], "0x00001234");
     EXPECT_NE(rtr["iwarp_mpa.crc_check"], "");
     auto& term = rows[l.term];
     EXPECT_EQ(term["iwarp_rdma.opcode"], "0x07");
-    EXPECT_EQ(term["iwarp_rdma.term_layer"], "0x02");  // LLP
-    EXPECT_EQ(term["iwarp_rdma.term_etype_llp"], "0x00");  // MPA
+    EXPECT_EQ(term["iwarp_rdma.term_layer"], "0x02");        // LLP
+    EXPECT_EQ(term["iwarp_rdma.term_etype_llp"], "0x00");    // MPA
     EXPECT_EQ(term["iwarp_rdma.term_errcode_llp"], "0x06");  // insufficient IRD
     auto& rej = rows[l.rej];
     EXPECT_EQ(rej["iwarp_mpa.rej_flag"], "1");
@@ -239,9 +257,11 @@ TEST(Tshark, ReportsGoodCrcOnOurFpdus) {
     auto text = run(cmd);
     ASSERT_TRUE(text) << cmd;
     std::size_t good = 0;
-    for (std::size_t at = 0; (at = text->find("(Good CRC32)", at)) != std::string::npos; ++at) ++good;
+    for (std::size_t at = 0; (at = text->find("(Good CRC32)", at)) != std::string::npos; ++at)
+        ++good;
     EXPECT_EQ(good, 2u) << "the RTR (frame " << l.rtr << ") and the TERMINATE (frame " << l.term
-                        << ")\n" << *text;
+                        << ")\n"
+                        << *text;
     EXPECT_EQ(text->find("Bad CRC"), std::string::npos);
     EXPECT_NE(text->find("Insufficient IRD Resources"), std::string::npos);
 }

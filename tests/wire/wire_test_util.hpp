@@ -58,8 +58,10 @@ inline std::optional<Pcap> read_pcap(const std::string& path) {
                    reinterpret_cast<const std::byte*>(text->data()) + text->size());
     const std::uint32_t magic_be = load_be32(b, 0);
     bool big_endian = false;
-    if (magic_be == 0xA1B2C3D4u || magic_be == 0xA1B23C4Du) big_endian = true;
-    else if (magic_be != 0xD4C3B2A1u && magic_be != 0x4D3CB2A1u) return std::nullopt;
+    if (magic_be == 0xA1B2C3D4u || magic_be == 0xA1B23C4Du)
+        big_endian = true;
+    else if (magic_be != 0xD4C3B2A1u && magic_be != 0x4D3CB2A1u)
+        return std::nullopt;
     Pcap p;
     p.link_type = pcap_u32(b, 20, big_endian);
     std::size_t off = 24;
@@ -114,6 +116,8 @@ private:
     std::vector<Buffer> frames_;
 };
 
-inline Bytes view(const Buffer& b) { return Bytes(b.data(), b.size()); }
+inline Bytes view(const Buffer& b) {
+    return Bytes(b.data(), b.size());
+}
 
 }  // namespace iwcm::wire::test
