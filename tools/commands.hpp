@@ -8,6 +8,7 @@
 namespace iwcm::tools {
 
 void add_demo(CLI::App& app);
+void add_bench(CLI::App& app);  // tools/bench.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();
 void set_exit_code(int code);

@@ -1,0 +1,719 @@
+// iwarp-cm bench: connection-setup rate, scale and memory per connection, and
+// the timer tick, side by side with the kernel-socket way, in one run.
+//
+// Read first: docs/perf.md (what each figure means, today's numbers, how to
+// reproduce them), bench/setup_pair.hpp (two cores back to back: what one
+// setup is), bench/timer_workload.hpp (the timer comparison), DESIGN.md
+// "Cost facts". The parts:
+//   setup    complete iWARP setups per second, two cores in one thread, no
+//            loss; the setup is timed, the abortive teardown timed apart.
+//   kernel   Linux TCP sockets over 127.0.0.1 (non-blocking, epoll, both ends
+//            in this thread): connect, accept, MPA request (20-byte header +
+//            private data) client -> server, reply server -> client, close.
+//   scale    N connections held (established, and half-open) in a fresh
+//            child process each: RSS growth / N, setup rate while holding N.
+//   timer    the timing wheel's tick against the driver's walk, at the same N.
+// The whole process is pinned to one CPU.
+#include <fcntl.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define IWCM_CALLGRIND_TOGGLE() CALLGRIND_TOGGLE_COLLECT
+#else
+#define IWCM_CALLGRIND_TOGGLE() ((void)0)
+#endif
+
+#include "bench/setup_pair.hpp"
+#include "bench/timer_workload.hpp"
+#include "cm/node.hpp"
+#include "tools/commands.hpp"
+#include "wire/mpa.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using bench::SetupPair;
+
+double seconds_since(SteadyClock::time_point t) {
+    return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+struct BenchOptions {
+    bool json = false;
+    std::string json_out;
+    bool quick = false;
+    std::vector<std::size_t> scale{10'000, 100'000, 1'000'000};
+    std::size_t batch = 256;
+    std::size_t pdata = 32;
+    int reps = 5;
+    double seconds = 0.5;      // per repetition
+    int concurrency = 128;     // kernel baseline: connections in flight
+    int cpu = -1;
+    std::uint64_t profile_setups = 0;
+    bool skip_kernel = false;
+    bool skip_scale = false;
+    bool skip_timer = false;
+    bool scale_given = false;
+};
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// ---------------------------------------------------------------- iwarp-cm setup rate
+
+struct RateSample {
+    std::uint64_t setups = 0;
+    double setup_s = 0;       // time inside setup rounds only
+    double teardown_s = 0;    // time inside abortive teardowns
+    std::uint64_t frames = 0; // frames moved during the setup rounds
+    std::uint64_t errors = 0;
+    double rate() const { return setup_s > 0 ? static_cast<double>(setups) / setup_s : 0; }
+    double cycle_rate() const {
+        return setup_s + teardown_s > 0 ? static_cast<double>(setups) / (setup_s + teardown_s) : 0;
+    }
+};
+
+// Rounds of `batch` setups to the churn port, each torn down after it, until
+// `seconds` of wall time (or `max_setups`) have gone. With `callgrind`, only
+// the setup rounds are collected.
+RateSample churn(SetupPair& p, std::size_t batch, double seconds, std::uint64_t max_setups,
+                 bool callgrind = false) {
+    RateSample s;
+    std::uint64_t err0 = p.counters().errors;
+    const auto start = SteadyClock::now();
+    while (seconds_since(start) < seconds && s.setups < max_setups) {
+        std::uint64_t f0 = p.counters().frames;
+        auto t0 = SteadyClock::now();
+        if (callgrind) IWCM_CALLGRIND_TOGGLE();
+        s.setups += p.setup_round(batch);
+        if (callgrind) IWCM_CALLGRIND_TOGGLE();
+        auto t1 = SteadyClock::now();
+        s.frames += p.counters().frames - f0;
+        p.teardown_all();
+        auto t2 = SteadyClock::now();
+        s.setup_s += std::chrono::duration<double>(t1 - t0).count();
+        s.teardown_s += std::chrono::duration<double>(t2 - t1).count();
+    }
+    s.errors = p.counters().errors - err0;
+    return s;
+}
+
+// ---------------------------------------------------------------- kernel baseline
+
+struct KernelSample {
+    std::uint64_t setups = 0;
+    double seconds = 0;
+    std::uint64_t errors = 0;
+    double rate() const { return seconds > 0 ? static_cast<double>(setups) / seconds : 0; }
+};
+
+std::vector<std::uint8_t> mpa_frame(wire::MpaKind kind, std::size_t pdata_len) {
+    std::vector<std::byte> pd(pdata_len, std::byte{'p'});
+    wire::MpaRepr r;
+    r.kind = kind;
+    r.revision = 2;
+    wire::MpaV2Params v2;
+    v2.ird = 16;
+    v2.ord = 16;
+    v2.peer_to_peer = true;
+    v2.rtr_send = true;
+    r.v2 = v2;
+    r.private_data = pd;
+    std::vector<std::byte> out(r.buffer_len());
+    r.emit(out);
+    std::vector<std::uint8_t> bytes(out.size());
+    std::memcpy(bytes.data(), out.data(), out.size());
+    return bytes;
+}
+
+// Both ends of many loopback TCP connections in one thread on one epoll set.
+// Clients: connect (non-blocking), write the MPA request when writable, read
+// the reply, close with a reset (SO_LINGER 0, as the iwarp-cm side aborts).
+// Server: accept, read the request, write the reply, close.
+class KernelBaseline {
+public:
+    KernelBaseline(std::size_t pdata, int concurrency)
+        : req_(mpa_frame(wire::MpaKind::kRequest, pdata + 4)),
+          rep_(mpa_frame(wire::MpaKind::kReply, pdata + 4)),
+          concurrency_(concurrency) {}
+    ~KernelBaseline() {
+        for (std::size_t fd = 0; fd < conns_.size(); ++fd)
+            if (conns_[fd].role != kNone) ::close(static_cast<int>(fd));
+        if (lfd_ >= 0) ::close(lfd_);
+        if (ep_ >= 0) ::close(ep_);
+    }
+
+    bool open() {
+        ep_ = epoll_create1(EPOLL_CLOEXEC);
+        lfd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (ep_ < 0 || lfd_ < 0) return false;
+        int one = 1;
+        setsockopt(lfd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        addr_.sin_family = AF_INET;
+        addr_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // 127.0.0.1 only
+        addr_.sin_port = 0;
+        if (bind(lfd_, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0) return false;
+        if (listen(lfd_, 4096) != 0) return false;
+        socklen_t len = sizeof addr_;
+        if (getsockname(lfd_, reinterpret_cast<sockaddr*>(&addr_), &len) != 0) return false;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = lfd_;
+        return epoll_ctl(ep_, EPOLL_CTL_ADD, lfd_, &ev) == 0;
+    }
+
+    KernelSample run(double seconds, std::uint64_t max_setups) {
+        KernelSample s;
+        done_ = errors_ = 0;
+        const auto start = SteadyClock::now();
+        bool stop = false;
+        int idle = 0;
+        epoll_event evs[256];
+        while (true) {
+            while (!stop && in_flight_ < concurrency_) start_client();
+            if (stop && in_flight_ == 0) break;
+            int n = epoll_wait(ep_, evs, 256, 100);
+            if (n <= 0) {
+                if (++idle > 20) break;  // 2 s without progress: give up, count errors
+                continue;
+            }
+            idle = 0;
+            for (int i = 0; i < n; ++i) dispatch(evs[i]);
+            stop = stop || done_ >= max_setups || seconds_since(start) >= seconds;
+        }
+        s.seconds = seconds_since(start);
+        s.setups = done_;
+        s.errors = errors_ + static_cast<std::uint64_t>(in_flight_);
+        return s;
+    }
+
+private:
+    enum Role : std::uint8_t { kNone, kClient, kServer };
+    struct Conn {
+        Role role = kNone;
+        bool sent = false;
+        std::uint32_t got = 0;
+        std::uint8_t buf[640];
+    };
+
+    Conn& track(int fd, Role role) {
+        if (static_cast<std::size_t>(fd) >= conns_.size()) conns_.resize(static_cast<std::size_t>(fd) + 64);
+        Conn& c = conns_[static_cast<std::size_t>(fd)];
+        c.role = role;
+        c.sent = false;
+        c.got = 0;
+        return c;
+    }
+
+    void finish(int fd, bool ok, bool abortive) {
+        Conn& c = conns_[static_cast<std::size_t>(fd)];
+        if (c.role == kClient) --in_flight_;
+        c.role = kNone;
+        if (abortive) {
+            linger l{1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
+        ::close(fd);
+        if (!ok) ++errors_;
+    }
+
+    void start_client() {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            ++errors_;
+            return;
+        }
+        if (connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0 && errno != EINPROGRESS) {
+            ::close(fd);
+            ++errors_;
+            return;
+        }
+        track(fd, kClient);
+        ++in_flight_;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+        ev.data.fd = fd;
+        if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0) finish(fd, false, true);
+    }
+
+    void dispatch(const epoll_event& ev) {
+        int fd = ev.data.fd;
+        if (fd == lfd_) {
+            accept_all();
+            return;
+        }
+        Conn& c = conns_[static_cast<std::size_t>(fd)];
+        if (c.role == kClient) on_client(fd, c, ev.events);
+        else if (c.role == kServer) on_server(fd, c, ev.events);
+    }
+
+    void accept_all() {
+        while (true) {
+            int fd = accept4(lfd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) return;
+            track(fd, kServer);
+            epoll_event ev{};
+            ev.events = EPOLLIN | EPOLLET;
+            ev.data.fd = fd;
+            if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0) finish(fd, false, false);
+        }
+    }
+
+    // Reads what is there into c.buf up to `want` bytes; false on EOF or error.
+    static bool read_some(int fd, Conn& c, std::size_t want) {
+        while (c.got < want) {
+            ssize_t n = ::read(fd, c.buf + c.got, want - c.got);
+            if (n > 0) {
+                c.got += static_cast<std::uint32_t>(n);
+            } else {
+                return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+            }
+        }
+        return true;
+    }
+
+    void on_client(int fd, Conn& c, std::uint32_t events) {
+        if (events & EPOLLERR) return finish(fd, false, true);
+        if (!c.sent && (events & EPOLLOUT)) {
+            if (::write(fd, req_.data(), req_.size()) != static_cast<ssize_t>(req_.size()))
+                return finish(fd, false, true);
+            c.sent = true;
+        }
+        if (!c.sent || !(events & (EPOLLIN | EPOLLHUP))) return;
+        if (!read_some(fd, c, rep_.size())) return finish(fd, false, true);
+        if (c.got < rep_.size()) return;
+        if (std::memcmp(c.buf, rep_.data(), 16) != 0) return finish(fd, false, true);
+        ++done_;
+        finish(fd, true, true);
+    }
+
+    void on_server(int fd, Conn& c, std::uint32_t events) {
+        if (events & EPOLLERR) return finish(fd, false, false);
+        std::size_t want = wire::kMpaHeaderLen;
+        if (!read_some(fd, c, want)) return finish(fd, false, false);
+        if (c.got < want) return;
+        want += (std::size_t{c.buf[18]} << 8) | c.buf[19];
+        if (want > sizeof c.buf || !read_some(fd, c, want)) return finish(fd, false, false);
+        if (c.got < want) return;
+        bool ok = std::memcmp(c.buf, req_.data(), 16) == 0 &&
+                  ::write(fd, rep_.data(), rep_.size()) == static_cast<ssize_t>(rep_.size());
+        finish(fd, ok, false);
+    }
+
+    std::vector<std::uint8_t> req_;
+    std::vector<std::uint8_t> rep_;
+    int concurrency_;
+    int ep_ = -1;
+    int lfd_ = -1;
+    sockaddr_in addr_{};
+    std::vector<Conn> conns_;
+    int in_flight_ = 0;
+    std::uint64_t done_ = 0;
+    std::uint64_t errors_ = 0;
+};
+
+// ---------------------------------------------------------------- scale
+
+struct ScaleSample {
+    std::uint64_t n = 0;
+    std::uint64_t held = 0;           // connections held (each is a node on A and on B)
+    std::uint64_t rss_before = 0;
+    std::uint64_t rss_after = 0;
+    double build_s = 0;               // time to set up the N held connections
+    double churn_rate = 0;            // setups/s (setup only) with N held
+    double churn_cycle_rate = 0;      // setups/s with teardown included
+    std::uint64_t churn_setups = 0;
+    std::uint64_t live_a = 0;
+    std::uint64_t live_b = 0;
+    std::uint64_t timers = 0;         // timer entries armed, both cores
+    std::uint64_t errors = 0;
+    double bytes_per_conn() const {
+        return held ? static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(held)
+                    : 0;
+    }
+    double build_rate() const { return build_s > 0 ? static_cast<double>(held) / build_s : 0; }
+};
+
+std::uint16_t hold_port(std::uint64_t held) {
+    return static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + held / SetupPair::kPortsPerRemote);
+}
+
+// Runs in a child process: holds n connections (established or half-open),
+// measures RSS growth, then (established only) the churn rate with n held.
+ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) {
+    ScaleSample s;
+    s.n = n;
+    auto p = std::make_unique<SetupPair>(o.pdata, o.pdata);
+    for (std::uint64_t port = 0; port <= n / SetupPair::kPortsPerRemote; ++port)
+        if (!p->add_listener(static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + port))) ++s.errors;
+    malloc_trim(0);
+    s.rss_before = bench::rss_bytes();
+    const auto start = SteadyClock::now();
+    while (s.held < n) {
+        std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, n - s.held));
+        std::size_t got = half_open ? p->half_open_round(k, hold_port(s.held)) : p->setup_round(k, hold_port(s.held));
+        if (got != k) ++s.errors;
+        if (got == 0) break;
+        s.held += got;
+    }
+    s.build_s = seconds_since(start);
+    s.rss_after = bench::rss_bytes();
+    std::vector<ConnHandle> held = std::move(p->handles());
+    p->handles().clear();
+    if (!half_open) {
+        RateSample r = churn(*p, o.batch, o.seconds, UINT64_MAX);
+        s.churn_rate = r.rate();
+        s.churn_cycle_rate = r.cycle_rate();
+        s.churn_setups = r.setups;
+    }
+    s.live_a = p->a().live_nodes();
+    s.live_b = p->b().live_nodes();
+    s.timers = p->a().pending_timers() + p->b().pending_timers();
+    s.errors += p->counters().errors;
+    return s;
+}
+
+// Forks, runs scale_child in the child (a fresh heap: RSS growth is the
+// connections' alone), and reads its result from a pipe.
+ScaleSample scale_point(std::uint64_t n, bool half_open, const BenchOptions& o) {
+    ScaleSample s;
+    s.n = n;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        s.errors = 1;
+        return s;
+    }
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ScaleSample r = scale_child(n, half_open, o);
+        ssize_t w = ::write(fds[1], &r, sizeof r);
+        _exit(w == static_cast<ssize_t>(sizeof r) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    if (pid < 0 || ::read(fds[0], &s, sizeof s) != static_cast<ssize_t>(sizeof s)) s.errors = 1;
+    ::close(fds[0]);
+    if (pid > 0) waitpid(pid, nullptr, 0);
+    return s;
+}
+
+// ---------------------------------------------------------------- the run
+
+struct TimerSample {
+    bench::TickResult wheel;
+    bench::TickResult walk;
+};
+
+struct Report {
+    int cpu = -1;
+    std::vector<RateSample> setup;
+    std::vector<KernelSample> kernel;
+    std::vector<ScaleSample> established;
+    std::vector<ScaleSample> half_open;
+    std::vector<TimerSample> timer;
+    double frames_per_setup = 0;
+
+    double setup_rate() const {
+        std::vector<double> v;
+        for (auto& s : setup) v.push_back(s.rate());
+        return median(v);
+    }
+    double cycle_rate() const {
+        std::vector<double> v;
+        for (auto& s : setup) v.push_back(s.cycle_rate());
+        return median(v);
+    }
+    double kernel_rate() const {
+        std::vector<double> v;
+        for (auto& s : kernel) v.push_back(s.rate());
+        return median(v);
+    }
+    std::uint64_t errors() const {
+        std::uint64_t e = 0;
+        for (auto& s : setup) e += s.errors;
+        for (auto& s : kernel) e += s.errors;
+        for (auto& s : established) e += s.errors;
+        for (auto& s : half_open) e += s.errors;
+        return e;
+    }
+};
+
+int pin_cpu(int cpu) {
+    if (cpu < 0) cpu = sched_getcpu();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? cpu : -1;
+}
+
+// Setup rate and kernel baseline, interleaved repetition by repetition so
+// that both see the same machine.
+void run_rates(const BenchOptions& o, Report& r) {
+    SetupPair p(o.pdata, o.pdata);
+    churn(p, o.batch, 0.1, 100'000);  // warm-up: pools, tables and arenas reach size
+    KernelBaseline kb(o.pdata, o.concurrency);
+    bool kernel_ok = o.skip_kernel || kb.open();
+    if (!o.skip_kernel && kernel_ok) kb.run(0.05, 2000);  // warm-up
+    for (int i = 0; i < o.reps; ++i) {
+        r.setup.push_back(churn(p, o.batch, o.seconds, UINT64_MAX));
+        if (!o.skip_kernel && kernel_ok) r.kernel.push_back(kb.run(o.seconds, UINT64_MAX));
+        if (!o.json) {
+            std::fprintf(stderr, "  rep %d: iwarp-cm %.0f setups/s", i + 1, r.setup.back().rate());
+            if (!r.kernel.empty()) std::fprintf(stderr, ", kernel %.0f setups/s", r.kernel.back().rate());
+            std::fprintf(stderr, "\n");
+        }
+    }
+    std::uint64_t setups = 0, frames = 0;
+    for (auto& s : r.setup) setups += s.setups, frames += s.frames;
+    r.frames_per_setup = setups ? static_cast<double>(frames) / static_cast<double>(setups) : 0;
+    if (!o.skip_kernel && !kernel_ok) r.kernel.push_back(KernelSample{0, 0, 1});
+}
+
+void run_scale_and_timer(const BenchOptions& o, Report& r) {
+    for (std::uint64_t n : o.scale) {
+        if (o.skip_scale) break;
+        r.established.push_back(scale_point(n, false, o));
+        r.half_open.push_back(scale_point(n, true, o));
+        if (!o.json) {
+            const ScaleSample& e = r.established.back();
+            std::fprintf(stderr, "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held\n",
+                         static_cast<unsigned long long>(n), e.bytes_per_conn(),
+                         r.half_open.back().bytes_per_conn(), e.churn_rate);
+        }
+    }
+    auto budget = std::chrono::nanoseconds(static_cast<std::int64_t>(o.seconds * 1e9));
+    for (std::uint64_t n : o.scale) {
+        if (o.skip_timer) break;
+        TimerSample t;
+        t.wheel = bench::wheel_tick(static_cast<std::size_t>(n), budget);
+        t.walk = bench::walk_tick(static_cast<std::size_t>(n), budget);
+        r.timer.push_back(t);
+    }
+}
+
+// ---------------------------------------------------------------- output
+
+struct Target {
+    const char* name;
+    const char* want;
+    double measured;
+    const char* unit;
+    bool met;
+};
+
+std::vector<Target> targets(const Report& r) {
+    std::vector<Target> t;
+    double rate = r.setup_rate();
+    double k = r.kernel_rate();
+    t.push_back({"setup rate, one core", ">= 1000000/s", rate, "setups/s", rate >= 1e6});
+    if (k > 0) t.push_back({"ratio to kernel sockets", ">= 50x", rate / k, "x", rate / k >= 50});
+    for (const ScaleSample& e : r.established) {
+        double per_node = e.bytes_per_conn() / 2;
+        if (&e == &r.established.back()) {
+            t.push_back({"bytes per idle established connection (one side)", "<= 256 B", per_node, "B",
+                         per_node <= 256});
+            double mib = static_cast<double>(e.rss_after - std::min(e.rss_after, e.rss_before)) / 1048576.0;
+            if (e.n >= 1'000'000)
+                t.push_back({"1M concurrent, both sides, RSS growth", "< 512 MiB", mib, "MiB", mib < 512});
+        }
+    }
+    if (r.established.size() >= 2) {
+        const ScaleSample& lo = r.established.front();
+        const ScaleSample& hi = r.established.back();
+        double ratio = hi.churn_rate > 0 ? lo.churn_rate / hi.churn_rate : 0;
+        t.push_back({"setup rate at largest N vs smallest N", "slowdown <= 2x", ratio, "x slower",
+                     ratio > 0 && ratio <= 2});
+    }
+    return t;
+}
+
+std::string machine_cpu() {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return "?";
+    char line[512];
+    std::string model = "?";
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strncmp(line, "model name", 10) == 0) {
+            const char* c = std::strchr(line, ':');
+            if (c) model = c + 2;
+            if (!model.empty() && model.back() == '\n') model.pop_back();
+            break;
+        }
+    }
+    std::fclose(f);
+    return model;
+}
+
+std::string to_json(const BenchOptions& o, const Report& r) {
+    std::ostringstream j;
+    j.precision(6);
+    j << "{\n  \"machine\": {\"cpu\": \"" << machine_cpu() << "\", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
+      << ", \"pinned_cpu\": " << r.cpu << "},\n";
+    j << "  \"config\": {\"batch\": " << o.batch << ", \"pdata\": " << o.pdata << ", \"reps\": " << o.reps
+      << ", \"seconds_per_rep\": " << o.seconds << ", \"kernel_concurrency\": " << o.concurrency
+      << ", \"quick\": " << (o.quick ? "true" : "false") << ", \"sizeof_node\": " << sizeof(cm::Node)
+      << ", \"sizeof_node_buffers\": " << sizeof(cm::NodeBuffers) << "},\n";
+    j << "  \"setup\": {\"rate_per_s\": " << r.setup_rate() << ", \"cycle_rate_per_s\": " << r.cycle_rate()
+      << ", \"ns_per_setup\": " << (r.setup_rate() > 0 ? 1e9 / r.setup_rate() : 0)
+      << ", \"frames_per_setup\": " << r.frames_per_setup << ", \"reps\": [";
+    for (std::size_t i = 0; i < r.setup.size(); ++i)
+        j << (i ? ", " : "") << "{\"setups\": " << r.setup[i].setups << ", \"setup_s\": " << r.setup[i].setup_s
+          << ", \"teardown_s\": " << r.setup[i].teardown_s << ", \"errors\": " << r.setup[i].errors << "}";
+    j << "]},\n  \"kernel\": {\"rate_per_s\": " << r.kernel_rate() << ", \"reps\": [";
+    for (std::size_t i = 0; i < r.kernel.size(); ++i)
+        j << (i ? ", " : "") << "{\"setups\": " << r.kernel[i].setups << ", \"seconds\": " << r.kernel[i].seconds
+          << ", \"errors\": " << r.kernel[i].errors << "}";
+    double k = r.kernel_rate();
+    j << "]},\n  \"ratio\": {\"setup_vs_kernel\": " << (k > 0 ? r.setup_rate() / k : 0)
+      << ", \"cycle_vs_kernel\": " << (k > 0 ? r.cycle_rate() / k : 0) << "},\n  \"scale\": [";
+    for (std::size_t i = 0; i < r.established.size(); ++i) {
+        const ScaleSample& e = r.established[i];
+        const ScaleSample& h = r.half_open[i];
+        j << (i ? "," : "") << "\n    {\"n\": " << e.n << ", \"established\": {\"held\": " << e.held
+          << ", \"rss_growth\": " << (e.rss_after - std::min(e.rss_after, e.rss_before))
+          << ", \"bytes_per_conn\": " << e.bytes_per_conn() << ", \"bytes_per_node\": " << e.bytes_per_conn() / 2
+          << ", \"build_rate_per_s\": " << e.build_rate() << ", \"rate_per_s\": " << e.churn_rate
+          << ", \"cycle_rate_per_s\": " << e.churn_cycle_rate << ", \"live_nodes\": " << e.live_a + e.live_b
+          << ", \"timers\": " << e.timers << ", \"errors\": " << e.errors << "}, \"half_open\": {\"held\": "
+          << h.held << ", \"rss_growth\": " << (h.rss_after - std::min(h.rss_after, h.rss_before))
+          << ", \"bytes_per_conn\": " << h.bytes_per_conn() << ", \"bytes_per_node\": " << h.bytes_per_conn() / 2
+          << ", \"live_nodes\": " << h.live_a + h.live_b << ", \"timers\": " << h.timers
+          << ", \"errors\": " << h.errors << "}}";
+    }
+    j << "\n  ],\n  \"timer\": [";
+    for (std::size_t i = 0; i < r.timer.size(); ++i) {
+        const TimerSample& t = r.timer[i];
+        j << (i ? "," : "") << "\n    {\"n\": " << t.wheel.n << ", \"wheel_ns_per_tick\": " << t.wheel.ns_per_tick
+          << ", \"walk_ns_per_tick\": " << t.walk.ns_per_tick << ", \"fired_per_tick\": " << t.wheel.fired_per_tick
+          << ", \"walk_over_wheel\": " << (t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0)
+          << "}";
+    }
+    j << "\n  ],\n  \"targets\": [";
+    auto ts = targets(r);
+    for (std::size_t i = 0; i < ts.size(); ++i)
+        j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \"" << ts[i].want
+          << "\", \"measured\": " << ts[i].measured << ", \"unit\": \"" << ts[i].unit
+          << "\", \"met\": " << (ts[i].met ? "true" : "false") << "}";
+    j << "\n  ],\n  \"errors\": " << r.errors() << "\n}\n";
+    return j.str();
+}
+
+void print_table(const Report& r) {
+    double rate = r.setup_rate(), k = r.kernel_rate();
+    std::printf("\nsetup rate (one core, pinned to cpu %d)\n", r.cpu);
+    std::printf("  iwarp-cm   %12.0f setups/s  (%.0f ns/setup, %.1f frames/setup; with teardown %.0f/s)\n", rate,
+                rate > 0 ? 1e9 / rate : 0, r.frames_per_setup, r.cycle_rate());
+    std::printf("  kernel TCP %12.0f setups/s  (loopback, epoll, connect+accept+MPA req/rep+close)\n", k);
+    if (k > 0)
+        std::printf("  ratio      %12.1fx  (with teardown: %.1fx)\n", rate / k, r.cycle_rate() / k);
+    if (!r.established.empty()) {
+        std::printf("\nscale (RSS growth / N, both sides; rate = setups/s with N held)\n");
+        std::printf("  %10s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half", "rate held", "build rate");
+        for (std::size_t i = 0; i < r.established.size(); ++i) {
+            const ScaleSample& e = r.established[i];
+            std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f\n", static_cast<unsigned long long>(e.n),
+                        e.bytes_per_conn(), r.half_open[i].bytes_per_conn(), e.churn_rate, e.build_rate());
+        }
+    }
+    if (!r.timer.empty()) {
+        std::printf("\ntimer tick (1 ms tick, N pending, deadlines 1 ms..60 s)\n");
+        std::printf("  %10s %14s %14s %10s\n", "N", "wheel ns/tick", "walk ns/tick", "walk/wheel");
+        for (const TimerSample& t : r.timer)
+            std::printf("  %10zu %14.0f %14.0f %10.0f\n", t.wheel.n, t.wheel.ns_per_tick, t.walk.ns_per_tick,
+                        t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0);
+    }
+    std::printf("\ntargets\n");
+    for (const Target& t : targets(r))
+        std::printf("  %-52s %-16s %12.1f %-9s %s\n", t.name, t.want, t.measured, t.unit, t.met ? "met" : "MISSED");
+    std::printf("errors: %llu\n", static_cast<unsigned long long>(r.errors()));
+}
+
+// Callgrind mode: warm up, then collect only `setups` setups' worth of rounds.
+int run_profile(const BenchOptions& o) {
+    SetupPair p(o.pdata, o.pdata);
+    churn(p, o.batch, 60, o.profile_setups);
+    RateSample s = churn(p, o.batch, 600, o.profile_setups, true);
+    std::printf("profiled %llu setups (%llu frames), errors %llu\n", static_cast<unsigned long long>(s.setups),
+                static_cast<unsigned long long>(s.frames), static_cast<unsigned long long>(s.errors));
+    return s.errors == 0 ? 0 : 1;
+}
+
+int run_bench(BenchOptions o) {
+    if (o.profile_setups > 0) return run_profile(o);
+    if (o.quick) {
+        o.reps = std::min(o.reps, 3);
+        o.seconds = std::min(o.seconds, 0.15);
+        if (!o.scale_given) o.scale = {10'000, 100'000};
+    }
+    Report r;
+    r.cpu = pin_cpu(o.cpu);
+    if (!o.json) std::fprintf(stderr, "iwarp-cm bench: setup rate and kernel baseline\n");
+    run_rates(o, r);
+    if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
+    run_scale_and_timer(o, r);
+    std::string json = to_json(o, r);
+    if (o.json) std::fputs(json.c_str(), stdout);
+    else print_table(r);
+    if (!o.json_out.empty()) {
+        std::FILE* f = std::fopen(o.json_out.c_str(), "w");
+        if (f == nullptr) return 2;
+        std::fputs(json.c_str(), f);
+        std::fclose(f);
+    }
+    return r.errors() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+    auto opt = std::make_shared<BenchOptions>();
+    CLI::App* cmd = app.add_subcommand("bench", "setup rate, scale, memory and timer tick vs the kernel-socket way");
+    cmd->add_flag("--json", opt->json, "print the results as one JSON object");
+    cmd->add_option("--json-out", opt->json_out, "also write the JSON to this file");
+    cmd->add_flag("--quick", opt->quick, "a short run: 3 repetitions of 0.15 s, N up to 100000");
+    CLI::Option* scale = cmd->add_option("--scale", opt->scale, "N connections held, comma-separated "
+                                         "(default 10000,100000,1000000; with --quick 10000,100000)");
+    scale->delimiter(',');
+    cmd->add_option("--batch", opt->batch, "setups in flight per round")->check(CLI::Range(1, 65536));
+    cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")->check(CLI::Range(0, 508));
+    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")->check(CLI::Range(1, 100));
+    cmd->add_option("--seconds", opt->seconds, "seconds per repetition")->check(CLI::Range(0.01, 60.0));
+    cmd->add_option("--concurrency", opt->concurrency, "kernel baseline: connections in flight")
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("--cpu", opt->cpu, "pin to this CPU (default: the current one)");
+    cmd->add_option("--profile-setups", opt->profile_setups,
+                    "callgrind mode: collect only this many setups (run with --collect-atstart=no)");
+    cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
+    cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
+    cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
+    cmd->callback([opt, scale] {
+        opt->scale_given = scale->count() > 0;
+        set_exit_code(run_bench(*opt));
+    });
+}
+
+}  // namespace iwcm::tools
