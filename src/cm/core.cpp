@@ -123,10 +123,48 @@ std::optional<Event> Core::Impl::poll_event() {
 
 // ---------------------------------------------------------------- lifetime
 
+namespace {
+
+// The transitions a node may make. UNKNOWN, LISTENING and ACCEPTING are the
+// driver's names for a listener object and for a moment between accept and
+// the reply; here listeners are not nodes and accept sends the reply at once,
+// so no node enters them.
+CmStateSet allowed_from(CmState from) {
+    using S = CmState;
+    constexpr CmStateSet kEnd = S::kClosed;
+    constexpr CmStateSet kClose = S::kFinWait1 | S::kCloseWait | S::kClosed;
+    switch (from) {
+        case S::kInited: return S::kSynSent | S::kSynRcvd;
+        case S::kSynSent: return S::kEstablished | kEnd;
+        case S::kSynRcvd: return S::kEstablished | S::kListenerDestroyed | kEnd;
+        case S::kEstablished:
+            return kClose | S::kMpaReqSent | S::kMpaReqRcvd | S::kOffloaded | S::kListenerDestroyed;
+        case S::kMpaReqSent: return kClose | S::kSynSent | S::kEstablished | S::kMpaRejRcvd;
+        case S::kMpaReqRcvd: return kClose | S::kOneSideEstablished | S::kEstablished | S::kListenerDestroyed;
+        case S::kOneSideEstablished: return kClose | S::kEstablished;
+        case S::kMpaRejRcvd: return kClose;
+        case S::kOffloaded: return kClose;
+        case S::kFinWait1: return S::kFinWait2 | S::kClosing | kEnd;
+        case S::kFinWait2: return S::kTimeWait | kEnd;
+        case S::kCloseWait: return S::kLastAck | kEnd;
+        case S::kLastAck: return kEnd;
+        case S::kClosing: return S::kTimeWait | kEnd;
+        case S::kTimeWait: return kEnd;
+        case S::kListenerDestroyed: return kEnd;
+        case S::kUnknown:
+        case S::kListening:
+        case S::kAccepting:
+        case S::kClosed: break;
+    }
+    return {};
+}
+
+}  // namespace
+
 void Core::Impl::set_state(Node& node, CmState to) {
     CmState from = node.state;
-    IWCM_ASSERT(from != CmState::kClosed || to == CmState::kClosed);
     if (from == to) return;
+    IWCM_ASSERT(allowed_from(from).contains(to));
     node.state = to;
     if (trace) {
         TraceRecord r;
