@@ -57,6 +57,15 @@ double seconds_since(SteadyClock::time_point t) {
     return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// CPU time of this thread, in seconds: on a machine shared with other work it
+// counts only what this thread ran, kernel time included (softirq work of the
+// loopback device is charged to the thread that caused it on this kernel).
+double thread_cpu_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct BenchOptions {
     bool json = false;
     std::string json_out;
@@ -86,14 +95,17 @@ double median(std::vector<double> v) {
 
 struct RateSample {
     std::uint64_t setups = 0;
-    double setup_s = 0;       // time inside setup rounds only
-    double teardown_s = 0;    // time inside abortive teardowns
+    double setup_s = 0;       // wall time inside setup rounds only
+    double teardown_s = 0;    // wall time inside abortive teardowns
+    double setup_cpu_s = 0;   // the same in thread CPU time
+    double teardown_cpu_s = 0;
     std::uint64_t frames = 0; // frames moved during the setup rounds
     std::uint64_t errors = 0;
-    double rate() const { return setup_s > 0 ? static_cast<double>(setups) / setup_s : 0; }
-    double cycle_rate() const {
-        return setup_s + teardown_s > 0 ? static_cast<double>(setups) / (setup_s + teardown_s) : 0;
-    }
+    static double per(std::uint64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0; }
+    // Setups per second of CPU time, teardown excluded / included; and wall.
+    double rate() const { return per(setups, setup_cpu_s); }
+    double cycle_rate() const { return per(setups, setup_cpu_s + teardown_cpu_s); }
+    double wall_rate() const { return per(setups, setup_s); }
 };
 
 // Rounds of `batch` setups to the churn port, each torn down after it, until
@@ -106,16 +118,21 @@ RateSample churn(SetupPair& p, std::size_t batch, double seconds, std::uint64_t 
     const auto start = SteadyClock::now();
     while (seconds_since(start) < seconds && s.setups < max_setups) {
         std::uint64_t f0 = p.counters().frames;
+        double c0 = thread_cpu_s();
         auto t0 = SteadyClock::now();
         if (callgrind) IWCM_CALLGRIND_TOGGLE();
         s.setups += p.setup_round(batch);
         if (callgrind) IWCM_CALLGRIND_TOGGLE();
         auto t1 = SteadyClock::now();
+        double c1 = thread_cpu_s();
         s.frames += p.counters().frames - f0;
         p.teardown_all();
         auto t2 = SteadyClock::now();
+        double c2 = thread_cpu_s();
         s.setup_s += std::chrono::duration<double>(t1 - t0).count();
         s.teardown_s += std::chrono::duration<double>(t2 - t1).count();
+        s.setup_cpu_s += c1 - c0;
+        s.teardown_cpu_s += c2 - c1;
     }
     s.errors = p.counters().errors - err0;
     return s;
@@ -125,9 +142,11 @@ RateSample churn(SetupPair& p, std::size_t batch, double seconds, std::uint64_t 
 
 struct KernelSample {
     std::uint64_t setups = 0;
-    double seconds = 0;
+    double seconds = 0;       // wall
+    double cpu_s = 0;         // thread CPU time, kernel time included
     std::uint64_t errors = 0;
-    double rate() const { return seconds > 0 ? static_cast<double>(setups) / seconds : 0; }
+    double rate() const { return cpu_s > 0 ? static_cast<double>(setups) / cpu_s : 0; }
+    double wall_rate() const { return seconds > 0 ? static_cast<double>(setups) / seconds : 0; }
 };
 
 std::vector<std::uint8_t> mpa_frame(wire::MpaKind kind, std::size_t pdata_len) {
@@ -189,6 +208,7 @@ public:
         KernelSample s;
         done_ = errors_ = 0;
         const auto start = SteadyClock::now();
+        const double cpu0 = thread_cpu_s();
         bool stop = false;
         int idle = 0;
         epoll_event evs[256];
@@ -205,6 +225,7 @@ public:
             stop = stop || done_ >= max_setups || seconds_since(start) >= seconds;
         }
         s.seconds = seconds_since(start);
+        s.cpu_s = thread_cpu_s() - cpu0;
         s.setups = done_;
         s.errors = errors_ + static_cast<std::uint64_t>(in_flight_);
         return s;
@@ -342,7 +363,7 @@ struct ScaleSample {
     std::uint64_t held = 0;           // connections held (each is a node on A and on B)
     std::uint64_t rss_before = 0;
     std::uint64_t rss_after = 0;
-    double build_s = 0;               // time to set up the N held connections
+    double build_s = 0;               // CPU time to set up the N held connections
     double churn_rate = 0;            // setups/s (setup only) with N held
     double churn_cycle_rate = 0;      // setups/s with teardown included
     std::uint64_t churn_setups = 0;
@@ -371,7 +392,7 @@ ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) 
         if (!p->add_listener(static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + port))) ++s.errors;
     malloc_trim(0);
     s.rss_before = bench::rss_bytes();
-    const auto start = SteadyClock::now();
+    const double cpu0 = thread_cpu_s();
     while (s.held < n) {
         std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, n - s.held));
         std::size_t got = half_open ? p->half_open_round(k, hold_port(s.held)) : p->setup_round(k, hold_port(s.held));
@@ -379,7 +400,7 @@ ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) 
         if (got == 0) break;
         s.held += got;
     }
-    s.build_s = seconds_since(start);
+    s.build_s = thread_cpu_s() - cpu0;
     s.rss_after = bench::rss_bytes();
     std::vector<ConnHandle> held = std::move(p->handles());
     p->handles().clear();
@@ -437,21 +458,18 @@ struct Report {
     std::vector<TimerSample> timer;
     double frames_per_setup = 0;
 
-    double setup_rate() const {
+    template <class Samples, class Fn>
+    static double med(const Samples& samples, Fn fn) {
         std::vector<double> v;
-        for (auto& s : setup) v.push_back(s.rate());
+        for (auto& s : samples) v.push_back(fn(s));
         return median(v);
     }
-    double cycle_rate() const {
-        std::vector<double> v;
-        for (auto& s : setup) v.push_back(s.cycle_rate());
-        return median(v);
-    }
-    double kernel_rate() const {
-        std::vector<double> v;
-        for (auto& s : kernel) v.push_back(s.rate());
-        return median(v);
-    }
+    // Medians over the repetitions; CPU time unless named wall.
+    double setup_rate() const { return med(setup, [](const RateSample& s) { return s.rate(); }); }
+    double cycle_rate() const { return med(setup, [](const RateSample& s) { return s.cycle_rate(); }); }
+    double setup_wall_rate() const { return med(setup, [](const RateSample& s) { return s.wall_rate(); }); }
+    double kernel_rate() const { return med(kernel, [](const KernelSample& s) { return s.rate(); }); }
+    double kernel_wall_rate() const { return med(kernel, [](const KernelSample& s) { return s.wall_rate(); }); }
     std::uint64_t errors() const {
         std::uint64_t e = 0;
         for (auto& s : setup) e += s.errors;
@@ -579,17 +597,21 @@ std::string to_json(const BenchOptions& o, const Report& r) {
       << ", \"sizeof_node_buffers\": " << sizeof(cm::NodeBuffers) << "},\n";
     j << "  \"setup\": {\"rate_per_s\": " << r.setup_rate() << ", \"cycle_rate_per_s\": " << r.cycle_rate()
       << ", \"ns_per_setup\": " << (r.setup_rate() > 0 ? 1e9 / r.setup_rate() : 0)
-      << ", \"frames_per_setup\": " << r.frames_per_setup << ", \"reps\": [";
+      << ", \"frames_per_setup\": " << r.frames_per_setup << ", \"wall_rate_per_s\": " << r.setup_wall_rate()
+      << ", \"reps\": [";
     for (std::size_t i = 0; i < r.setup.size(); ++i)
         j << (i ? ", " : "") << "{\"setups\": " << r.setup[i].setups << ", \"setup_s\": " << r.setup[i].setup_s
-          << ", \"teardown_s\": " << r.setup[i].teardown_s << ", \"errors\": " << r.setup[i].errors << "}";
-    j << "]},\n  \"kernel\": {\"rate_per_s\": " << r.kernel_rate() << ", \"reps\": [";
+          << ", \"teardown_s\": " << r.setup[i].teardown_s << ", \"setup_cpu_s\": " << r.setup[i].setup_cpu_s
+          << ", \"teardown_cpu_s\": " << r.setup[i].teardown_cpu_s << ", \"errors\": " << r.setup[i].errors << "}";
+    j << "]},\n  \"kernel\": {\"rate_per_s\": " << r.kernel_rate() << ", \"wall_rate_per_s\": " << r.kernel_wall_rate()
+      << ", \"reps\": [";
     for (std::size_t i = 0; i < r.kernel.size(); ++i)
         j << (i ? ", " : "") << "{\"setups\": " << r.kernel[i].setups << ", \"seconds\": " << r.kernel[i].seconds
-          << ", \"errors\": " << r.kernel[i].errors << "}";
+          << ", \"cpu_s\": " << r.kernel[i].cpu_s << ", \"errors\": " << r.kernel[i].errors << "}";
     double k = r.kernel_rate();
     j << "]},\n  \"ratio\": {\"setup_vs_kernel\": " << (k > 0 ? r.setup_rate() / k : 0)
-      << ", \"cycle_vs_kernel\": " << (k > 0 ? r.cycle_rate() / k : 0) << "},\n  \"scale\": [";
+      << ", \"cycle_vs_kernel\": " << (k > 0 ? r.cycle_rate() / k : 0) << ", \"wall_setup_vs_kernel\": "
+      << (r.kernel_wall_rate() > 0 ? r.setup_wall_rate() / r.kernel_wall_rate() : 0) << "},\n  \"scale\": [";
     for (std::size_t i = 0; i < r.established.size(); ++i) {
         const ScaleSample& e = r.established[i];
         const ScaleSample& h = r.half_open[i];
@@ -624,12 +646,15 @@ std::string to_json(const BenchOptions& o, const Report& r) {
 
 void print_table(const Report& r) {
     double rate = r.setup_rate(), k = r.kernel_rate();
-    std::printf("\nsetup rate (one core, pinned to cpu %d)\n", r.cpu);
-    std::printf("  iwarp-cm   %12.0f setups/s  (%.0f ns/setup, %.1f frames/setup; with teardown %.0f/s)\n", rate,
-                rate > 0 ? 1e9 / rate : 0, r.frames_per_setup, r.cycle_rate());
-    std::printf("  kernel TCP %12.0f setups/s  (loopback, epoll, connect+accept+MPA req/rep+close)\n", k);
-    if (k > 0)
-        std::printf("  ratio      %12.1fx  (with teardown: %.1fx)\n", rate / k, r.cycle_rate() / k);
+    std::printf("\nsetup rate (one thread pinned to cpu %d; per second of its CPU time; wall in brackets)\n", r.cpu);
+    std::printf("  iwarp-cm   %10.0f setups/s [%.0f]  (%.0f ns/setup, %.1f frames/setup; with teardown %.0f/s)\n",
+                rate, r.setup_wall_rate(), rate > 0 ? 1e9 / rate : 0, r.frames_per_setup, r.cycle_rate());
+    if (k > 0) {
+        std::printf("  kernel TCP %10.0f setups/s [%.0f]  (127.0.0.1, epoll, connect+accept+MPA req/rep+close)\n", k,
+                    r.kernel_wall_rate());
+        std::printf("  ratio      %10.1fx  (with teardown: %.1fx; wall: %.1fx)\n", rate / k, r.cycle_rate() / k,
+                    r.setup_wall_rate() / r.kernel_wall_rate());
+    }
     if (!r.established.empty()) {
         std::printf("\nscale (RSS growth / N, both sides; rate = setups/s with N held)\n");
         std::printf("  %10s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half", "rate held", "build rate");
