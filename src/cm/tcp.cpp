@@ -407,6 +407,10 @@ void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
         node->snd_una = t.ack;
         if (node->fin_sent && t.ack == node->snd_nxt) node->fin_acked = true;
         if (node->snd_una == node->snd_nxt) timers.ack_send(node);
+        // An idle established connection keeps no buffers: all it sent is
+        // acknowledged and nothing waits for the data path.
+        if (node->mpa_done && node->bufs && node->bufs->tx.empty() && node->bufs->rx.empty())
+            node->bufs.reset();
     }
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     if (!node->fin_acked) return;
