@@ -25,8 +25,12 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# Performance (docs/perf.md): the whole-system run (setup rate against the
+# kernel sockets, scale to 1M, timer tick), its plot, then the micro-benchmarks.
 bench: build
-	$(BUILD)/bin/iwcm_bench
+	$(BUILD)/bin/iwarp-cm bench --json-out $(BUILD)/perf.json
+	python3 bench/plot.py $(BUILD)/perf.json docs/perf.svg
+	$(BUILD)/bin/iwcm_bench --benchmark_min_time=0.2
 
 clean:
 	rm -rf $(BUILD)
