@@ -30,8 +30,8 @@ constexpr std::uint8_t kAll = 0x7;
 }  // namespace rtr
 
 struct MpaConfig {
-    // Revision sent by an initiator (1 or 2). A responder answers a request at
-    // the request's revision when it is 1 or 2.
+    // The highest revision spoken (1 or 2): an initiator sends it; a responder
+    // answers at the lower of the request's revision and this one.
     std::uint8_t revision = 2;
     // Ask for CRC32c on FPDUs. RFC 5044 section 7.1: CRC is used if either side asks.
     bool crc = false;

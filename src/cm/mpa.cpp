@@ -62,6 +62,23 @@ RtrType pick_rtr(std::uint8_t offered) {
     return RtrType::kNone;
 }
 
+// RFC 6581 section 7: a side's ORD may not exceed the peer's IRD, and its
+// IRD should cover the peer's ORD. Relaxed (siw, cxgb4): lower our ORD to
+// the peer's IRD and raise our IRD toward the peer's ORD within max_ird; the
+// initiator then lowers its ORD to what the responder's IRD became, so the
+// relaxed exchange always fits. Strict: nothing moves, and a misfit is an
+// "insufficient IRD" failure. 0x3FFF on either side means "no value".
+bool negotiate_ird_ord(Node& node, const MpaConfig& cfg) {
+    constexpr std::uint16_t none = wire::kIrdOrdNone;
+    if (node.ird == none || node.ord == none) return true;
+    bool ord_fits = node.peer_ird == none || node.ord <= node.peer_ird;
+    bool ird_fits = node.peer_ord == none || node.ird >= node.peer_ord;
+    if (cfg.strict_ird_ord) return ord_fits && ird_fits;
+    if (!ord_fits) node.ord = node.peer_ird;
+    if (!ird_fits) node.ird = std::min<std::uint16_t>(node.peer_ord, std::max(node.ird, cfg.max_ird));
+    return true;
+}
+
 }  // namespace
 
 MpaInfo Core::Impl::negotiated(const Node& node) const {
@@ -155,10 +172,12 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
         return;
     }
     const wire::MpaRepr& req = *parsed;
-    node->mpa_rev = req.revision;
+    // A responder answers at the lower of the request's revision and its own
+    // (RFC 5044 section 7.1: revision 1 peers know nothing of the IRD/ORD word).
+    node->mpa_rev = std::min(req.revision, cfg.mpa.revision);
     node->crc = req.crc || cfg.mpa.crc;
     node->peer_ird = node->peer_ord = wire::kIrdOrdNone;
-    if (req.v2) {
+    if (req.v2 && node->mpa_rev == 2) {
         node->peer_ird = req.v2->ird;
         node->peer_ord = req.v2->ord;
         node->peer_to_peer = req.v2->peer_to_peer;
@@ -190,17 +209,7 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     bool enhanced = node->peer_ird != wire::kIrdOrdNone || node->peer_ord != wire::kIrdOrdNone ||
                     node->peer_to_peer || node->rtr_offered;
     if (node->mpa_rev == 2 && enhanced) {
-        // RFC 6581 section 7: our ORD may not exceed the peer's IRD, and our
-        // IRD should cover the peer's ORD. Relaxed (siw, cxgb4): adjust
-        // within our limits. Strict: refuse with "insufficient IRD".
-        if (node->peer_ird != wire::kIrdOrdNone && node->ord > node->peer_ird) {
-            if (cfg.mpa.strict_ird_ord) failure = wire::TermError::kInsufficientIrd;
-            node->ord = node->peer_ird;
-        }
-        if (node->peer_ord != wire::kIrdOrdNone && node->ird < node->peer_ord) {
-            node->ird = std::min<std::uint16_t>(node->peer_ord, std::max(node->ird, cfg.mpa.max_ird));
-            if (cfg.mpa.strict_ird_ord || node->ird < node->peer_ord) failure = wire::TermError::kInsufficientIrd;
-        }
+        if (!negotiate_ird_ord(*node, cfg.mpa)) failure = wire::TermError::kInsufficientIrd;
         wire::MpaV2Params v2;
         v2.ird = node->ird;
         v2.ord = node->ord;
@@ -299,14 +308,7 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     } else {
         node->peer_ird = rep.v2->ird;
         node->peer_ord = rep.v2->ord;
-        if (node->peer_ird != wire::kIrdOrdNone && node->ord > node->peer_ird) {
-            if (cfg.mpa.strict_ird_ord) failure = wire::TermError::kInsufficientIrd;
-            node->ord = node->peer_ird;
-        }
-        if (node->peer_ord != wire::kIrdOrdNone && node->ird < node->peer_ord) {
-            node->ird = std::min<std::uint16_t>(node->peer_ord, std::max(node->ird, cfg.mpa.max_ird));
-            if (cfg.mpa.strict_ird_ord || node->ird < node->peer_ord) failure = wire::TermError::kInsufficientIrd;
-        }
+        if (!negotiate_ird_ord(*node, cfg.mpa)) failure = wire::TermError::kInsufficientIrd;
         if (node->peer_to_peer && rep.v2->peer_to_peer) {
             std::uint8_t chosen = rtr_bits(*rep.v2);
             // Exactly one type, and one we offered.
