@@ -196,3 +196,66 @@ TEST(Teardown, AddressDownResetsEverythingOnIt) {
 
 }  // namespace
 }  // namespace iwcm::test
+
+namespace iwcm::test {
+namespace {
+
+TEST(LastAck, RetriesExhaustedSendsReset) {
+    Dut d;
+    connect_active(d);
+    d.seg(tf::kFin | tf::kAck);  // the peer closes; we answer FIN: LAST_ACK
+    d.out();
+    d.evs();
+    d.advance(std::chrono::seconds(80));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 9u);  // 8 FIN retransmissions, then the reset
+    EXPECT_TRUE(o.back().flags(tf::kRst | tf::kAck));
+    EXPECT_TRUE(d.evs().empty());  // the application heard of the close already
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Closing, RetriesExhaustedDropsQuietly) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    d.out();
+    d.feed(d.frame(tf::kFin | tf::kAck, d.peer_nxt, d.dut_nxt));  // crosses our FIN
+    d.out();
+    d.advance(std::chrono::seconds(80));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 8u);  // FIN retransmissions, no reset (irdma_retrans_expired)
+    for (auto& s : o) EXPECT_TRUE(s.tcp().has(tf::kFin));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ETIMEDOUT);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Vlan, ListenerPerVlanAndTaggedAnswers) {
+    Dut d;
+    ASSERT_TRUE(d.core.listen({d.self, 0, 100}).has_value());
+    auto syn = d.frame(tf::kSyn, wire::SeqNumber(1000), wire::SeqNumber(0));
+    d.feed(syn);  // untagged: no listener on VLAN "none"
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    EXPECT_FALSE(o[0].repr.eth.vlan.has_value());
+    syn.eth.vlan = wire::VlanTag{100, 0, false};
+    d.feed(syn);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kSyn | tf::kAck));
+    ASSERT_TRUE(o[0].repr.eth.vlan.has_value());
+    EXPECT_EQ(o[0].repr.eth.vlan->id, 100);
+    // The same 4-tuple on another VLAN is another connection.
+    syn.eth.vlan = wire::VlanTag{200, 0, false};
+    d.feed(syn);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    EXPECT_EQ(d.core.live_nodes(), 1u);
+}
+
+}  // namespace
+}  // namespace iwcm::test
