@@ -1,0 +1,103 @@
+// The TAP driver: one iwcm::Core and its neighbour table on a TAP device,
+// driven by an epoll loop. This is the only place that reads clocks.
+//
+// Read first: include/iwcm/core.hpp (the sans-I/O contract), tap.hpp,
+// neighbor.hpp, pcap.hpp, and epoll(7), timerfd_create(2), signalfd(2).
+// One step():
+//   1. every frame the core and the neighbour table queued goes to the TAP
+//      (and the capture);
+//   2. a timerfd is armed (absolute CLOCK_MONOTONIC, which is steady_clock on
+//      Linux) for the earliest of the core's and the table's next_deadline()
+//      and the caller's `until`;
+//   3. epoll waits for the TAP, the timer or SIGINT / SIGTERM (blocked and read
+//      through a signalfd, so a signal never interrupts a handler);
+//   4. arriving frames go to the capture, then to the neighbour table (ARP,
+//      ND) or, if they are for our MAC on our VLAN and IPv4 / IPv6, to the
+//      core; anything else is counted as ignored;
+//   5. due timers fire (core.on_timer, table.on_timer), and step 1 again.
+// Instants are steady_clock nanoseconds since its epoch, so a deadline
+// converts to a timerfd value without arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/neighbor.hpp"
+#include "io/pcap.hpp"
+#include "io/tap.hpp"
+#include "iwcm/core.hpp"
+
+namespace iwcm::io {
+
+struct TapHostConfig {
+    std::string tap;            // device name
+    std::string pcap_path;      // empty: no capture
+    NeighborConfig neighbors;
+    bool handle_signals = true; // SIGINT / SIGTERM end step() with kSignal
+};
+
+struct TapHostCounters {
+    std::uint64_t frames_in = 0;
+    std::uint64_t frames_out = 0;
+    std::uint64_t to_core = 0;
+    std::uint64_t to_neighbors = 0;
+    std::uint64_t ignored = 0;       // not ours: other MAC, other VLAN, not IP
+    std::uint64_t write_errors = 0;  // TAP refused a frame (dropped, as a NIC would)
+};
+
+enum class Wake : std::uint8_t { kOk, kSignal, kError };
+
+class TapHost {
+public:
+    // The core's MAC and VLAN are the host's: frames for other MACs and
+    // VLANs are ignored. The core must outlive the host.
+    static Expected<std::unique_ptr<TapHost>, std::string> open(const TapHostConfig& config, Core& core,
+                                                                std::uint16_t vlan);
+    ~TapHost();
+    TapHost(const TapHost&) = delete;
+    TapHost& operator=(const TapHost&) = delete;
+
+    // steady_clock now, as an Instant.
+    static Instant now();
+    // Adds a local address to the core and to the neighbour table.
+    Result<void> add_address(IpAddr addr);
+
+    // One round of the loop (see the file comment); returns at the latest at
+    // `until`. kError leaves the reason in error().
+    Wake step(Instant until);
+    // Sends everything queued now (after commands given to the core).
+    void flush();
+
+    NeighborTable& neighbors() { return neighbors_; }
+    Core& core() { return core_; }
+    const TapHostCounters& counters() const { return counters_; }
+    const std::string& error() const { return error_; }
+    const TapDevice& tap() const { return tap_; }
+
+private:
+    TapHost(TapDevice tap, Core& core, std::uint16_t vlan, const TapHostConfig& config);
+    bool setup(const TapHostConfig& config);
+    void handle_frame(Instant now, std::span<const std::byte> frame);
+    bool for_core(std::span<const std::byte> frame) const;
+    void send(std::span<const std::byte> frame);
+    void capture(std::span<const std::byte> frame);
+    void fire_timers(Instant now);
+    bool arm_timer(Instant at);
+
+    TapDevice tap_;
+    Core& core_;
+    std::uint16_t vlan_;
+    NeighborTable neighbors_;
+    std::unique_ptr<PcapWriter> pcap_;
+    int epoll_fd_ = -1;
+    int timer_fd_ = -1;
+    int signal_fd_ = -1;
+    std::vector<std::byte> rx_buf_;
+    TapHostCounters counters_;
+    std::string error_;
+};
+
+}  // namespace iwcm::io

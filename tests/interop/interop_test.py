@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Interop tests: iwarp-cm on a TAP device against the Linux kernel's TCP stack.
+
+Read first: docs/real-wire.md (the same setup by hand) and mpa_peer.py.
+Each case builds its own network namespace: a bridge br0 holding the kernel's
+addresses (10.99.N.1/24, fd99:0:0:N::1/64), the CM's TAP tap0 on it, and
+removes the namespace at the end whatever happens (traffic never leaves it).
+Runs as root; a missing kernel feature fails the case loudly.
+
+  interop_test.py --bin build/bin/iwarp-cm CASE      (CASE: see CASES below)
+"""
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "mpa_peer.py")
+PORT = 4791
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def sh(*argv, ns=None, ok=True):
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if ok and r.returncode != 0:
+        raise Failure("command failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    return r
+
+
+class Proc:
+    """A process in the namespace whose stdout lines are read by a thread."""
+
+    def __init__(self, name, argv, ns):
+        self.name = name
+        self.lines = []
+        self.q = queue.Queue()
+        self.p = subprocess.Popen(["ip", "netns", "exec", ns] + argv, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._pump, daemon=True).start()
+        print("  start %s: %s" % (name, " ".join(argv)), flush=True)
+
+    def _pump(self):
+        for line in self.p.stdout:
+            print("    %s| %s" % (self.name, line.rstrip()), flush=True)
+            self.q.put(line)
+        self.q.put(None)
+
+    def wait_for(self, event, timeout=20):
+        """The first JSON line whose event is `event` (earlier ones are kept)."""
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Failure("%s: no '%s' within %.0f s" % (self.name, event, timeout))
+            try:
+                line = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise Failure("%s: exited before '%s'" % (self.name, event))
+            obj = json.loads(line)
+            self.lines.append(obj)
+            if obj.get("event") == event:
+                return obj
+
+    def finish(self, timeout=30):
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise Failure("%s: did not exit within %.0f s" % (self.name, timeout))
+        while True:
+            line = self.q.get(timeout=5)
+            if line is None:
+                break
+            self.lines.append(json.loads(line))
+        err = self.p.stderr.read()
+        if err.strip():
+            print("    %s stderr| %s" % (self.name, err.strip()), flush=True)
+        self.stderr = err
+        return self.p.returncode
+
+    def events(self, name):
+        return [e for e in self.lines if e.get("event") == name]
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Net:
+    """The namespace, bridge and TAP of one case; removed on exit."""
+
+    def __init__(self, case, subnet, taps=("tap0",)):
+        self.ns = "iwcm-%s-%d" % (case.replace("_", "-")[:20], os.getpid())
+        self.n = subnet
+        self.taps = taps
+        self.kernel4 = "10.99.%d.1" % subnet
+        self.kernel6 = "fd99:0:0:%d::1" % subnet
+        self.procs = []
+
+    def __enter__(self):
+        sh("ip", "netns", "add", self.ns)
+        try:
+            ns = self.ns
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+            sh("ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=ns)
+            sh("ip", "addr", "add", self.kernel4 + "/24", "dev", "br0", ns=ns)
+            sh("ip", "-6", "addr", "add", self.kernel6 + "/64", "dev", "br0", "nodad", ns=ns)
+            sh("ip", "link", "set", "br0", "up", ns=ns)
+            for tap in self.taps:
+                sh("ip", "tuntap", "add", "dev", tap, "mode", "tap", ns=ns)
+                sh("ip", "link", "set", tap, "master", "br0", "up", ns=ns)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for tap in self.taps:
+            sh("ip", "link", "del", tap, ns=self.ns, ok=False)
+        sh("ip", "link", "del", "br0", ns=self.ns, ok=False)
+        sh("ip", "netns", "del", self.ns, ok=False)
+        check(self.ns not in sh("ip", "netns", "list").stdout, "namespace %s not removed" % self.ns)
+
+    def start(self, name, argv):
+        p = Proc(name, argv, self.ns)
+        self.procs.append(p)
+        return p
+
+    def wait_link_up(self, taps=None, timeout=10):
+        """Until the TAPs have carrier and the bridge forwards (the kernel drops
+        frames sent before the link watcher has activated the devices)."""
+        taps = taps or self.taps
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            out = sh("ip", "-o", "link", "show", ns=self.ns).stdout
+            br = sh("bridge", "link", "show", ns=self.ns).stdout
+            up = all(("%s:" % t) in out and "LOWER_UP" in [l for l in out.splitlines() if " %s:" % t in l][0]
+                     for t in taps)
+            brl = [l for l in out.splitlines() if " br0:" in l]
+            if up and brl and "LOWER_UP" in brl[0] and "state UP" in brl[0] \
+                    and br.count("state forwarding") >= len(taps):
+                return
+            time.sleep(0.05)
+        raise Failure("links not up in %.0f s:\n%s\n%s" % (timeout, out, br))
+
+
+class Case:
+    def __init__(self, args):
+        self.bin = args.bin
+        self.tmp = args.tmp
+
+    def cm(self, net, name, *argv, ip=None, tap="tap0"):
+        ip = ip or "10.99.%d.2/24" % net.n
+        return net.start(name, [self.bin] + list(argv) + ["--tap", tap, "--ip", ip, "--json"])
+
+    def peer(self, net, name, *argv):
+        return net.start(name, ["python3", PEER] + list(argv))
+
+    def pcap(self, name):
+        path = os.path.join(self.tmp, "%s-%d.pcap" % (name, os.getpid()))
+        if os.path.exists(path):
+            os.remove(path)
+        return path
+
+
+def stats_of(proc):
+    s = proc.events("stats")
+    check(len(s) == 1, "%s: expected one stats line, got %d" % (proc.name, len(s)))
+    return s[0]
+
+
+def expect_exit(proc, code, timeout=30):
+    rc = proc.finish(timeout)
+    check(rc == code, "%s: exit code %s, expected %s (stderr: %s)" % (proc.name, rc, code, proc.stderr.strip()))
+    return stats_of(proc) if proc.name.startswith("cm") else None
+
+
+# ---------------------------------------------------------------- cases
+
+def listen_case(c, subnet, rev, p2p):
+    pd_rep = "hello from iwarp-cm rev%d" % rev
+    with Net("listen-rev%d" % rev, subnet) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1", "--pdata", pd_rep,
+                  "--ird", "4", "--ord", "2")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        args = ["client", "--to", "%s:%d" % ("10.99.%d.2" % subnet, PORT), "--rev", str(rev),
+                "--pdata", "kernel client rev%d" % rev, "--ird", "8", "--ord", "4"]
+        if p2p:
+            args += ["--p2p", "--crc"]
+        cli = c.peer(net, "client", *args)
+        rep = cli.wait_for("reply")
+        check(not rep["reject"] and rep["rev"] == rev, "reply: %s" % rep)
+        check(rep["pdata"] == pd_rep, "reply private data %r" % rep["pdata"])
+        if rev == 2:
+            check(rep["ird"] is not None and rep["p2p"] == p2p, "rev 2 reply word: %s" % rep)
+        closed = cli.wait_for("closed")
+        check(closed["peer_eof"] and not closed["reset_by_peer"], "client close: %s" % closed)
+        check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, 0)
+        req = cm.events("connect_request")[0]
+        check(req["pdata"] == "kernel client rev%d" % rev and req["mpa_rev"] == rev, "request: %s" % req)
+        est = cm.events("established")[0]
+        check(est["mpa_rev"] == rev, "established: %s" % est)
+        if p2p:
+            check(est["rtr"] == "send" and est["crc"] == "yes", "p2p established: %s" % est)
+        disc = cm.events("disconnected")[0]
+        check(disc["status"] == 0, "disconnect: %s" % disc)
+        check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)
+
+
+def case_listen_rev1(c):
+    listen_case(c, 11, 1, False)
+
+
+def case_listen_rev2(c):
+    listen_case(c, 12, 2, True)
+
+
+def case_listen_reject(c):
+    with Net("listen-reject", 13) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1", "--reject", "--pdata", "go away")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        cli = c.peer(net, "client", "client", "--to", "10.99.13.2:%d" % PORT, "--pdata", "may I?")
+        rep = cli.wait_for("reply")
+        check(rep["reject"] and rep["pdata"] == "go away", "reject reply: %s" % rep)
+        check(cli.wait_for("closed")["peer_eof"], "client did not see the CM's FIN")
+        check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, 0)
+        check(len(cm.events("reject_sent")) == 1 and st["rejects"] == 1 and st["live_nodes"] == 0, "stats %s" % st)
+
+
+def connect_case(c, name, subnet, server_close, cm_args, cm_exit, server_check, family=4):
+    with Net(name, subnet) as net:
+        bind = "%s:%d" % (net.kernel4, PORT) if family == 4 else "[%s]:%d" % (net.kernel6, PORT)
+        srv = c.peer(net, "server", "server", "--bind", bind, "--pdata", "kernel says hi", "--close", server_close)
+        srv.wait_for("listening")
+        cm_ip = "10.99.%d.2/24" % subnet if family == 4 else "fd99:0:0:%d::2/64" % subnet
+        cm = c.cm(net, "cm", "connect", "--to", bind, "--pdata", "cm says hi", "--no-p2p", *cm_args, ip=cm_ip)
+        req = srv.wait_for("request")
+        check(req["pdata"].endswith("cm says hi"), "request: %s" % req)
+        est = cm.wait_for("established")
+        check(est["pdata"] == "kernel says hi", "established: %s" % est)
+        closed = srv.wait_for("closed")
+        server_check(closed)
+        check(srv.finish() == 0, "server failed")
+        st = expect_exit(cm, cm_exit)
+        check(st["live_nodes"] == 0, "stats: %s" % st)
+        print("  connect time %s ms" % st.get("connect_ms"), flush=True)
+        return cm, st
+
+
+def case_connect_close_by_cm(c):
+    cm, _ = connect_case(c, "close-cm", 21, "wait", ["--hold", "0.2"], 0,
+                         lambda s: check(s["peer_eof"] and not s["reset_by_peer"], "server: %s" % s))
+    check(len(cm.events("close_sent")) == 1 and cm.events("disconnected")[0]["status"] == 0, "close events")
+
+
+def case_connect_close_by_kernel(c):
+    cm, _ = connect_case(c, "close-kernel", 22, "graceful", ["--hold", "30"], 0,
+                         lambda s: check(s["peer_eof"], "server: %s" % s))
+    check(not cm.events("close_sent"), "the CM closed first")
+    check(cm.events("disconnected")[0]["status"] == 0, "disconnect status")
+
+
+def case_connect_rst_by_cm(c):
+    cm, st = connect_case(c, "rst-cm", 23, "wait", ["--hold", "0.2", "--abort"], 0,
+                          lambda s: check(s["reset_by_peer"], "server saw no reset: %s" % s))
+    check(len(cm.events("abort_sent")) == 1 and st["resets_sent"] >= 1, "abort: %s" % st)
+
+
+def case_connect_rst_by_kernel(c):
+    cm, st = connect_case(c, "rst-kernel", 24, "rst", ["--hold", "30"], 3, lambda s: None)
+    check(cm.events("disconnected")[0]["status"] == -104 and st["resets_received"] == 1, "reset: %s" % st)
+    check("reset by peer" in cm.stderr, "reason line: %r" % cm.stderr)
+
+
+def case_ipv6(c):
+    connect_case(c, "ipv6", 25, "wait", ["--hold", "0.2"], 0,
+                 lambda s: check(s["peer_eof"], "server: %s" % s), family=6)
+
+
+def case_loss(c):
+    """30 % of the kernel's frames toward the CM dropped by nftables: every
+    connection still establishes; the CM's retransmission counter moves."""
+    subnet, attempts = 26, 15
+    with Net("loss", subnet) as net:
+        rules = ("add table inet iwcm_loss\n"
+                 "add chain inet iwcm_loss out { type filter hook output priority 0; policy accept; }\n"
+                 "add rule inet iwcm_loss out ip daddr 10.99.%d.2 numgen random mod 100 < 30 counter drop\n" % subnet)
+        r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
+                           capture_output=True, timeout=30)
+        check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--pdata", "lossy",
+                     "--close", "wait", "--count", str(attempts), "--timeout", "60")
+        srv.wait_for("listening")
+        retrans, done = 0, 0
+        while done < attempts and (retrans == 0 or done < 3):
+            cm = c.cm(net, "cm%d" % done, "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--no-p2p",
+                      "--hold", "0.1", "--timeout", "30")
+            st = expect_exit(cm, 0, timeout=90)
+            check(st["established"] == 1, "attempt %d did not establish" % done)
+            retrans += st["retransmissions"]
+            done += 1
+        out = sh("nft", "list", "chain", "inet", "iwcm_loss", "out", ns=net.ns).stdout
+        print("  %d connections, %d CM retransmissions; nft: %s" % (done, retrans, out.split("counter")[-1].strip()))
+        check(retrans > 0, "no retransmission in %d connections with 30%% loss" % done)
+        srv.kill()
+
+
+def case_vlan(c):
+    """VLAN 100 both ways: two CMs through the kernel's bridge (this kernel has
+    no 802.1Q support for its own stack: CONFIG_VLAN_8021Q is off), checked in
+    the capture: every IP and ARP frame carries tag 100."""
+    with Net("vlan", 27, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap("vlan")
+        lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--vlan", "100",
+                   "--pdata", "tagged reply", ip="10.99.27.3/24", tap="tap1")
+        lst.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        con = c.cm(net, "cm-connect", "connect", "--to", "10.99.27.3:%d" % PORT, "--vlan", "100",
+                   "--pdata", "tagged request", "--hold", "0.2", "--pcap", pcap)
+        est = con.wait_for("established")
+        check(est["pdata"] == "tagged reply" and est["vlan"] == 100, "established: %s" % est)
+        expect_exit(con, 0)
+        expect_exit(lst, 0)
+        lines = tshark(pcap, "-T", "fields", "-e", "vlan.id", "-e", "_ws.col.Protocol",
+                       "-Y", "arp or tcp").splitlines()
+        check(len(lines) >= 8 and all(l.split("\t")[0] == "100" for l in lines), "untagged frames: %s" % lines)
+
+
+def tshark(pcap, *args):
+    # rpcordma is disabled: Wireshark's RPC-over-RDMA heuristic tries to
+    # read an RPC header from the payload of every RDMAP Send and throws
+    # "Malformed Packet" on the RTR, a Send that by definition (RFC 6581
+    # section 6) has no payload. The MPA, DDP and RDMAP layers decode cleanly.
+    r = subprocess.run(["tshark", "-r", pcap, "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE",
+                        "--enable-heuristic", "iwarp_mpa_tcp", "--disable-protocol", "rpcordma"]
+                       + list(args),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "tshark failed: %s" % r.stderr)
+    return r.stdout
+
+
+def check_capture(pcap):
+    bad = tshark(pcap, "-Y", "_ws.malformed or tcp.checksum.status == 0 or ip.checksum.status == 0 "
+                             "or _ws.expert.severity == error")
+    check(bad.strip() == "", "malformed or bad checksums:\n%s" % bad)
+
+
+def mpa_fields(pcap):
+    out = tshark(pcap, "-Y", "iwarp_mpa.req or iwarp_mpa.rep", "-T", "fields", "-e", "iwarp_mpa.key.req",
+                 "-e", "iwarp_mpa.key.rep", "-e", "iwarp_mpa.crc_flag", "-e", "iwarp_mpa.rej_flag",
+                 "-e", "iwarp_mpa.rev", "-e", "iwarp_mpa.pdlength")
+    return [l.split("\t") for l in out.splitlines()]
+
+
+def case_pcap(c):
+    """The captures of both directions in tshark: no malformed packet or bad
+    checksum; MPA request and reply decoded; the RTR FPDU with a good CRC32c."""
+    with Net("pcap", 28) as net:
+        # CM initiator, revision 2, peer-to-peer with CRC: the CM sends the RTR.
+        pcap = c.pcap("connect")
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--pdata", "12345",
+                     "--p2p", "--close", "wait")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--pdata", "abc", "--crc",
+                  "--hold", "0.2", "--pcap", pcap)
+        rtr = srv.wait_for("rtr")
+        check(rtr["type"] == "send" and rtr["crc_ok"], "RTR at the kernel side: %s" % rtr)
+        check(srv.finish() == 0, "server failed")
+        expect_exit(cm, 0)
+        check_capture(pcap)
+        rows = mpa_fields(pcap)
+        # Request: key, C set, rev 2, 4 + 3 bytes; reply: C, rev 2, 4 + 5 bytes.
+        check(len(rows) == 2, "MPA frames: %s" % rows)
+        check(rows[0][0] == "4d504120494420526571204672616d65" and rows[0][2] == "1" and rows[0][4] == "2"
+              and rows[0][5] == "7", "request: %s" % rows[0])
+        check(rows[1][1] == "4d504120494420526570204672616d65" and rows[1][2] == "1" and rows[1][3] == "0"
+              and rows[1][5] == "9", "reply: %s" % rows[1])
+        crc = tshark(pcap, "-Y", "iwarp_mpa.fpdu", "-T", "fields", "-e", "iwarp_mpa.ulpdulength",
+                     "-e", "iwarp_mpa.crc_check", "-e", "iwarp_rdma.opcode").split()
+        print("  RTR FPDU fields: %s" % crc, flush=True)
+        check(len(crc) >= 2 and crc[0] == "18", "RTR FPDU not decoded: %s" % crc)
+        good = tshark(pcap, "-Y", "iwarp_mpa.fpdu", "-V")
+        check(good.count("(Good CRC32)") == 1 and "Bad CRC" not in good and "OpCode: Send (0x3)" in good,
+              "RTR CRC not reported good:\n%s" % good[-1500:])
+        # CM responder, revision 1, with reject: the reject flag and private data.
+        pcap2 = c.pcap("listen")
+        lst = c.cm(net, "cm2", "listen", "--port", str(PORT), "--count", "1", "--reject", "--pdata", "no",
+                   "--pcap", pcap2)
+        lst.wait_for("listening")
+        net.wait_link_up()
+        cli = c.peer(net, "client", "client", "--to", "10.99.28.2:%d" % PORT, "--rev", "1", "--pdata", "x")
+        check(cli.wait_for("reply")["reject"], "no reject")
+        check(cli.finish() == 0, "client failed")
+        expect_exit(lst, 0)
+        check_capture(pcap2)
+        rows = mpa_fields(pcap2)
+        check(len(rows) == 2 and rows[0][4] == "1" and rows[0][5] == "1" and rows[1][3] == "1"
+              and rows[1][5] == "2", "rev 1 request / reject: %s" % rows)
+
+
+def case_resolve_fail(c):
+    """connect to an address nobody answers: a clear resolution error, exit 2."""
+    with Net("resolve-fail", 29) as net:
+        cm = c.cm(net, "cm", "connect", "--to", "10.99.29.77:%d" % PORT, "--timeout", "10")
+        st = expect_exit(cm, 2)
+        check("cannot resolve 10.99.29.77" in cm.stderr and st["arp_requests_sent"] == 3, "resolution: %s" % st)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", required=True)
+    p.add_argument("--tmp", default="/tmp")
+    p.add_argument("case", choices=sorted(CASES))
+    a = p.parse_args()
+    if os.geteuid() != 0:
+        print("FAIL: the interop tests need root (network namespaces, TAP devices)")
+        return 1
+    start = time.monotonic()
+    try:
+        CASES[a.case](Case(a))
+    except Failure as e:
+        print("FAIL %s: %s" % (a.case, e), flush=True)
+        return 1
+    print("PASS %s (%.1f s)" % (a.case, time.monotonic() - start), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""A small MPA peer over kernel TCP sockets, for the interop tests.
+
+Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
+5-7 (revision 2: the IRD/ORD word, peer-to-peer, RTR), DESIGN.md "MPA facts"
+(the 0x10 enhanced flag, the CRC32c least-significant byte first).
+
+  mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p] [--crc] [--close graceful|rst]
+  mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
+                     [--close graceful|rst|wait] [--count N]
+
+Every step prints one JSON object per line; errors end with exit code 1.
+"""
+import argparse
+import json
+import socket
+import struct
+import sys
+
+REQ_KEY = b"MPA ID Req Frame"
+REP_KEY = b"MPA ID Rep Frame"
+F_MARKERS, F_CRC, F_REJECT, F_ENHANCED = 0x80, 0x40, 0x20, 0x10
+A_P2P, B_SEND = 0x8000, 0x4000
+# Zero-length SEND RTR ULPDU (RFC 5041 untagged header): last + DDP v1,
+# RDMAP v1 Send, reserved, QN 0, MSN 1, MO 0.
+RTR_SEND = bytes([0x41, 0x43]) + struct.pack(">IIII", 0, 0, 1, 0)
+
+
+def _crc_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def say(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def endpoint(text):
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return family, (host, int(port))
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("peer closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf
+
+
+def build_frame(key, rev, flags, pdata, v2word):
+    body = (struct.pack(">HH", *v2word) if v2word else b"") + pdata
+    return key + struct.pack(">BBH", flags, rev, len(body)) + body
+
+
+def read_frame(sock, key):
+    head = recv_exact(sock, 20)
+    if head[:16] != key:
+        raise ValueError("bad key %r" % head[:16])
+    flags, rev, length = struct.unpack(">BBH", head[16:20])
+    body = recv_exact(sock, length)
+    out = {"flags": flags, "rev": rev, "crc": bool(flags & F_CRC), "reject": bool(flags & F_REJECT),
+           "p2p": False, "rtr_send": False, "ird": None, "ord": None}
+    if flags & F_ENHANCED and length >= 4:
+        ird, ord_ = struct.unpack(">HH", body[:4])
+        out.update(ird=ird & 0x3FFF, ord=ord_ & 0x3FFF, p2p=bool(ird & A_P2P), rtr_send=bool(ird & B_SEND))
+        body = body[4:]
+    out["pdata"] = body.decode("latin-1")
+    return out
+
+
+def send_rtr(sock, crc):
+    fpdu = struct.pack(">H", len(RTR_SEND)) + RTR_SEND
+    fpdu += b"\0" * (-len(fpdu) % 4)
+    sock.sendall(fpdu + struct.pack("<I", crc32c(fpdu) if crc else 0))
+
+
+def read_rtr(sock, crc):
+    (ulen,) = struct.unpack(">H", recv_exact(sock, 2))
+    rest = recv_exact(sock, ulen + (-(2 + ulen) % 4) + 4)
+    fpdu = struct.pack(">H", ulen) + rest[:-4]
+    (got,) = struct.unpack("<I", rest[-4:])
+    ulpdu = rest[:ulen]
+    kind = {0x43: "send", 0x40: "write", 0x41: "read"}.get(ulpdu[1] if len(ulpdu) > 1 else -1, "other")
+    return {"type": kind, "crc_ok": (got == crc32c(fpdu)) if crc else (got == 0)}
+
+
+def finish(sock, how):
+    """graceful: our FIN first, then the peer's; rst: abort; wait: the peer's FIN first."""
+    result = {"how": how, "peer_eof": False, "reset_by_peer": False}
+    try:
+        if how == "rst":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        elif how == "graceful":
+            sock.shutdown(socket.SHUT_WR)
+            result["peer_eof"] = sock.recv(1) == b""
+        else:
+            result["peer_eof"] = sock.recv(1) == b""
+    except ConnectionResetError:
+        result["reset_by_peer"] = True
+    sock.close()
+    say(event="closed", **result)
+
+
+def client(a):
+    family, addr = endpoint(a.to)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(a.timeout)
+    sock.connect(addr)
+    say(event="connected", local=str(sock.getsockname()), remote=a.to)
+    flags = (F_CRC if a.crc else 0) | (F_ENHANCED if a.rev == 2 else 0)
+    word = ((a.ird | (A_P2P | B_SEND if a.p2p else 0)), a.ord) if a.rev == 2 else None
+    sock.sendall(build_frame(REQ_KEY, a.rev, flags, a.pdata.encode(), word))
+    rep = read_frame(sock, REP_KEY)
+    say(event="reply", **rep)
+    if rep["reject"]:
+        finish(sock, "wait")
+        return
+    if a.p2p and rep["p2p"]:
+        send_rtr(sock, a.crc or rep["crc"])
+        say(event="rtr_sent", crc=a.crc or rep["crc"])
+    finish(sock, a.close)
+
+
+def server(a):
+    family, addr = endpoint(a.bind)
+    lsock = socket.socket(family, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(addr)
+    lsock.listen(8)
+    lsock.settimeout(a.timeout)
+    say(event="listening", bind=a.bind)
+    for _ in range(a.count):
+        sock, peer = lsock.accept()
+        sock.settimeout(a.timeout)
+        say(event="accepted", remote=str(peer))
+        req = read_frame(sock, REQ_KEY)
+        say(event="request", **req)
+        crc = req["crc"] or a.crc
+        flags = (F_CRC if crc else 0) | (F_REJECT if a.reject else 0) | (F_ENHANCED if req["rev"] == 2 else 0)
+        p2p = a.p2p and req["p2p"] and req["rtr_send"] and not a.reject
+        word = ((a.ird | (A_P2P | B_SEND if p2p else 0)), a.ord) if req["rev"] == 2 else None
+        sock.sendall(build_frame(REP_KEY, req["rev"], flags, a.pdata.encode(), word))
+        say(event="reply_sent", reject=a.reject, p2p=p2p, crc=crc)
+        if p2p:
+            say(event="rtr", **read_rtr(sock, crc))
+        finish(sock, "graceful" if a.reject else a.close)
+    lsock.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="mode", required=True)
+    for name in ("client", "server"):
+        s = sub.add_parser(name)
+        s.add_argument("--rev", type=int, default=2, choices=(1, 2))
+        s.add_argument("--pdata", default="")
+        s.add_argument("--p2p", action="store_true")
+        s.add_argument("--crc", action="store_true")
+        s.add_argument("--ird", type=int, default=1)
+        s.add_argument("--ord", type=int, default=1)
+        s.add_argument("--timeout", type=float, default=20)
+        s.add_argument("--close", default="graceful", choices=("graceful", "rst", "wait"))
+    sub.choices["client"].add_argument("--to", required=True)
+    sub.choices["server"].add_argument("--bind", required=True)
+    sub.choices["server"].add_argument("--reject", action="store_true")
+    sub.choices["server"].add_argument("--count", type=int, default=1)
+    a = p.parse_args()
+    try:
+        client(a) if a.mode == "client" else server(a)
+    except (OSError, EOFError, ValueError) as e:
+        say(event="error", error="%s: %s" % (type(e).__name__, e))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+// iwarp-cm connect: resolve the peer, connect with MPA, hold, close.
+// Read first: docs/real-wire.md, tools/wire_cli.hpp, include/iwcm/core.hpp.
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "tools/commands.hpp"
+#include "tools/wire_cli.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+struct ConnectOptions {
+    WireOptions wire;
+    std::string to;
+    double timeout_s = 10;
+    double hold_s = 0;
+    bool abort = false;
+};
+
+// How long a graceful or abortive close may take before we give up on it.
+constexpr auto kCloseLimit = std::chrono::seconds(10);
+
+Duration seconds(double s) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)); }
+
+struct Outcome {
+    int code = exit_codes::kOk;
+    std::string reason;
+    bool set(int c, std::string why) {
+        code = c;
+        reason = std::move(why);
+        return false;
+    }
+};
+
+class Connector {
+public:
+    Connector(const ConnectOptions& o, Session& s, const Reporter& rep, Endpoint to)
+        : o_(o), s_(s), rep_(rep), to_(to), pdata_(to_bytes(o.wire.pdata)) {}
+
+    int run();
+
+private:
+    bool resolve(Instant deadline);
+    bool establish(Instant deadline);
+    bool hold();
+    bool close();
+    // Steps once and reports the core's events; false on a signal or an error.
+    bool step(Instant until);
+    void on_event(Instant now, const Event& e);
+
+    const ConnectOptions& o_;
+    Session& s_;
+    const Reporter& rep_;
+    Endpoint to_;
+    std::vector<std::byte> pdata_;
+    MacAddr remote_mac_;
+    ConnHandle conn_;
+    bool established_ = false;
+    bool ended_ = false;        // a terminal event came
+    bool interrupted_ = false;
+    std::optional<Duration> connect_time_;
+    Instant connect_at_{};
+    Outcome out_;
+};
+
+bool Connector::step(Instant until) {
+    io::Wake w = s_.host->step(until);
+    while (auto e = s_.core->poll_event()) on_event(io::TapHost::now(), *e);
+    if (w == io::Wake::kError) return out_.set(exit_codes::kError, s_.host->error());
+    if (w == io::Wake::kSignal) {
+        interrupted_ = true;
+        return false;
+    }
+    return true;
+}
+
+void Connector::on_event(Instant now, const Event& e) {
+    rep_.print(now, Reporter::from_event(e));
+    if (e.type == EventType::kEstablished) {
+        established_ = true;
+        connect_time_ = now - connect_at_;
+        return;
+    }
+    if (!e.terminal()) return;
+    ended_ = true;
+    const std::string peer = e.remote.to_string();
+    switch (e.type) {
+        case EventType::kDisconnected:
+            if (e.status == -ECONNRESET) out_.set(exit_codes::kReset, "connection to " + peer + " reset by peer");
+            return;
+        case EventType::kRejected:
+            out_.set(exit_codes::kRejected, e.status == -ECONNREFUSED
+                                                ? "connection to " + peer + " rejected by peer (MPA reject)"
+                                                : "connection to " + peer + " reset by peer while connecting");
+            return;
+        case EventType::kUnreachable:
+            out_.set(exit_codes::kTimeout, "connection to " + peer + " timed out (no answer)");
+            return;
+        case EventType::kConnectError:
+            out_.set(exit_codes::kError, "connection to " + peer + " failed: " + std::strerror(-e.status));
+            return;
+        case EventType::kConnectRequest:
+        case EventType::kEstablished: return;
+    }
+}
+
+bool Connector::resolve(Instant deadline) {
+    auto& nb = s_.host->neighbors();
+    Report r;
+    r.event = "resolving";
+    r.remote = to_;
+    rep_.print(io::TapHost::now(), r);
+    nb.resolve(io::TapHost::now(), to_.addr, s_.iface.addr);
+    for (;;) {
+        const Instant now = io::TapHost::now();
+        const auto st = nb.status(now, to_.addr);
+        if (st == io::NeighborStatus::kResolved) break;
+        const std::string proto = to_.addr.is_v4() ? "ARP reply" : "neighbour advertisement";
+        if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown)
+            return out_.set(exit_codes::kResolution, "cannot resolve " + to_.addr.to_string() + ": no " + proto);
+        if (now >= deadline)
+            return out_.set(exit_codes::kResolution,
+                            "cannot resolve " + to_.addr.to_string() + ": no " + proto + " before --timeout");
+        if (!step(deadline)) return false;
+    }
+    remote_mac_ = *nb.lookup(io::TapHost::now(), to_.addr);
+    r.event = "resolved";
+    r.add("mac", remote_mac_.to_string());
+    rep_.print(io::TapHost::now(), r);
+    return true;
+}
+
+bool Connector::establish(Instant deadline) {
+    ConnectParams cp;
+    cp.local = {s_.iface.addr, 0};
+    cp.remote = to_;
+    cp.remote_mac = remote_mac_;
+    cp.vlan = s_.iface.vlan;
+    cp.private_data = pdata_;
+    cp.ird = o_.wire.ird;
+    cp.ord = o_.wire.ord;
+    cp.mpa_revision = static_cast<std::uint8_t>(o_.wire.mpa_rev);
+    connect_at_ = io::TapHost::now();
+    auto c = s_.core->connect(connect_at_, cp);
+    if (!c) return out_.set(exit_codes::kSetup, "connect: " + std::string(to_string(c.error())));
+    conn_ = *c;
+    while (!established_ && !ended_) {
+        if (io::TapHost::now() >= deadline) {
+            (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kAbortive);
+            while (s_.core->poll_event()) {
+            }
+            ended_ = true;
+            return out_.set(exit_codes::kTimeout, "connection to " + to_.to_string() + " timed out after " +
+                                                      std::to_string(o_.timeout_s) + " s");
+        }
+        if (!step(deadline)) return false;
+    }
+    return established_ && !ended_;
+}
+
+bool Connector::hold() {
+    const Instant end = io::TapHost::now() + seconds(o_.hold_s);
+    while (!ended_ && io::TapHost::now() < end)
+        if (!step(end)) return false;
+    return !ended_;
+}
+
+bool Connector::close() {
+    const auto mode = o_.abort ? DisconnectMode::kAbortive : DisconnectMode::kGraceful;
+    Report r;
+    r.event = o_.abort ? "abort_sent" : "close_sent";
+    r.remote = to_;
+    rep_.print(io::TapHost::now(), r);
+    if (auto res = s_.core->disconnect(io::TapHost::now(), conn_, mode); !res)
+        return out_.set(exit_codes::kError, "disconnect: " + std::string(to_string(res.error())));
+    const Instant limit = io::TapHost::now() + kCloseLimit;
+    while (!ended_ && io::TapHost::now() < limit)
+        if (!step(limit)) return false;
+    if (!ended_) return out_.set(exit_codes::kTimeout, "close of " + to_.to_string() + " did not complete");
+    return true;
+}
+
+int Connector::run() {
+    const Instant deadline = io::TapHost::now() + seconds(o_.timeout_s);
+    bool ok = resolve(deadline) && establish(deadline) && hold() && close();
+    (void)ok;
+    if (interrupted_ && conn_.valid() && !ended_) {
+        (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kGraceful);
+        if (!established_) out_.set(exit_codes::kInterrupted, "interrupted before the connection was established");
+    } else if (interrupted_ && !conn_.valid()) {
+        out_.set(exit_codes::kInterrupted, "interrupted while resolving " + to_.addr.to_string());
+    }
+    // Let the last frames of the close (final ACK, TIME_WAIT) go out.
+    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5))) interrupted_ = true;
+    while (auto e = s_.core->poll_event()) rep_.print(io::TapHost::now(), Reporter::from_event(*e));
+    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason,
+               connect_time_);
+    if (out_.code != exit_codes::kOk) rep_.fail(out_.reason);
+    return out_.code;
+}
+
+int run_connect(const ConnectOptions& o) {
+    const Instant start = io::TapHost::now();
+    Reporter rep(o.wire.json, start);
+    auto iface = parse_interface(o.wire);
+    if (!iface) {
+        rep.fail(iface.error());
+        return exit_codes::kSetup;
+    }
+    auto to = Endpoint::parse(o.to);
+    if (!to || to->port == 0) {
+        rep.fail("--to " + o.to + ": expected ADDR:PORT or [ADDR]:PORT");
+        return exit_codes::kSetup;
+    }
+    if (!iface->in_subnet(to->addr)) {
+        rep.fail("--to " + o.to + ": not in the subnet of --ip " + o.wire.ip + " (no routing: the peer must be on-link)");
+        return exit_codes::kSetup;
+    }
+    if (!std::isfinite(o.timeout_s) || !std::isfinite(o.hold_s)) {
+        rep.fail("--timeout and --hold take a number of seconds");
+        return exit_codes::kSetup;
+    }
+    auto session = open_session(o.wire, *iface);
+    if (!session) {
+        rep.fail(session.error());
+        return exit_codes::kSetup;
+    }
+    Connector c(o, *session, rep, *to);
+    return c.run();
+}
+
+}  // namespace
+
+void add_connect(CLI::App& app) {
+    auto opt = std::make_shared<ConnectOptions>();
+    CLI::App* cmd = app.add_subcommand("connect", "connect to an iWARP peer over a TAP device, hold, close");
+    add_wire_options(cmd, opt->wire);
+    cmd->add_option("--to", opt->to, "the peer, ADDR:PORT or [ADDR]:PORT (on-link)")->required();
+    cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--hold", opt->hold_s, "seconds to hold the connection before closing")
+        ->check(CLI::Range(0.0, 86400.0));
+    cmd->add_flag("--abort", opt->abort, "close with a reset instead of a FIN");
+    cmd->callback([opt] { set_exit_code(run_connect(*opt)); });
+}
+
+}  // namespace iwcm::tools

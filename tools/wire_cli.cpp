@@ -1,0 +1,236 @@
+// Shared parts of `iwarp-cm listen` and `iwarp-cm connect`. Read first: wire_cli.hpp.
+#include "tools/wire_cli.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "tools/json.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+bool printable(const std::vector<std::byte>& b) {
+    for (std::byte c : b) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u > 0x7E) return false;
+    }
+    return true;
+}
+
+std::string hex(const std::vector<std::byte>& b) {
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (std::byte c : b) {
+        auto u = static_cast<unsigned char>(c);
+        s += digits[u >> 4];
+        s += digits[u & 15];
+    }
+    return s;
+}
+
+double seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
+
+}  // namespace
+
+void add_wire_options(CLI::App* cmd, WireOptions& o) {
+    cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")->required();
+    cmd->add_option("--ip", o.ip, "the CM's own address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
+        ->required();
+    cmd->add_option("--mac", o.mac, "the CM's own MAC (default 02:00 and the last 4 address bytes)");
+    cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways")->check(CLI::Range(0, 4094));
+    cmd->add_option("--pdata", o.pdata, "private data to send (request, reply or reject)");
+    cmd->add_option("--ird", o.ird, "responder resources (IRD)")->check(CLI::Range(0, 0x3FFE));
+    cmd->add_option("--ord", o.ord, "initiator depth (ORD)")->check(CLI::Range(0, 0x3FFE));
+    cmd->add_option("--mpa-rev", o.mpa_rev, "MPA revision: 1 (RFC 5044) or 2 (RFC 6581)")
+        ->check(CLI::IsMember({1, 2}));
+    cmd->add_option("--pcap", o.pcap, "write every frame in and out to this pcap file");
+    cmd->add_flag("--json", o.json, "one JSON object per line per event");
+    cmd->add_flag("--crc", o.crc, "ask for CRC32c on FPDUs (MPA C flag)");
+    cmd->add_flag("--no-p2p", o.no_p2p, "revision 2: do not offer peer-to-peer mode (no RTR)");
+}
+
+bool Interface::in_subnet(const IpAddr& other) const {
+    if (other.family() != addr.family()) return false;
+    const auto& a = addr.raw();
+    const auto& b = other.raw();
+    for (unsigned bit = 0; bit < prefix; ++bit) {
+        const auto mask = static_cast<std::uint8_t>(0x80u >> (bit % 8));
+        if ((a[bit / 8] & mask) != (b[bit / 8] & mask)) return false;
+    }
+    return true;
+}
+
+Expected<Interface, std::string> parse_interface(const WireOptions& o) {
+    Interface i;
+    auto slash = o.ip.find('/');
+    if (slash == std::string::npos) return fail("--ip " + o.ip + ": expected ADDR/PREFIX, e.g. 10.99.1.2/24");
+    auto addr = IpAddr::parse(o.ip.substr(0, slash));
+    if (!addr || addr->is_unspecified()) return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
+    i.addr = *addr;
+    const unsigned max = addr->is_v4() ? 32 : 128;
+    const std::string p = o.ip.substr(slash + 1);
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(p) > max)
+        return fail("--ip " + o.ip + ": prefix must be 0 to " + std::to_string(max));
+    i.prefix = static_cast<unsigned>(std::stoul(p));
+    if (o.mac.empty()) {
+        const auto& r = i.addr.raw();
+        const std::size_t at = i.addr.is_v4() ? 0 : 12;
+        i.mac = MacAddr{{0x02, 0x00, r[at], r[at + 1], r[at + 2], r[at + 3]}};
+    } else {
+        auto m = MacAddr::parse(o.mac);
+        if (!m || m->is_multicast() || *m == MacAddr{}) return fail("--mac " + o.mac + ": not a unicast MAC");
+        i.mac = *m;
+    }
+    if (o.vlan >= 0) i.vlan = static_cast<std::uint16_t>(o.vlan);
+    return i;
+}
+
+Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {
+    CoreConfig cfg;
+    cfg.mac = iface.mac;
+    cfg.mpa.revision = static_cast<std::uint8_t>(o.mpa_rev);
+    cfg.mpa.crc = o.crc;
+    cfg.mpa.peer_to_peer = !o.no_p2p;
+    std::random_device rd;
+    for (auto& b : cfg.isn_secret) b = static_cast<std::uint8_t>(rd());
+    Session s;
+    s.iface = iface;
+    s.core = std::make_unique<Core>(cfg);
+    io::TapHostConfig hc;
+    hc.tap = o.tap;
+    hc.pcap_path = o.pcap;
+    auto host = io::TapHost::open(hc, *s.core, iface.vlan);
+    if (!host) return fail(host.error());
+    s.host = std::move(*host);
+    if (auto r = s.host->add_address(iface.addr); !r)
+        return fail("--ip: " + std::string(to_string(r.error())));
+    return s;
+}
+
+std::vector<std::byte> to_bytes(const std::string& s) {
+    std::vector<std::byte> v(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) v[i] = static_cast<std::byte>(s[i]);
+    return v;
+}
+
+bool drain(io::TapHost& host, Instant limit) {
+    while (host.core().live_nodes() > 0 && io::TapHost::now() < limit) {
+        if (host.step(limit) != io::Wake::kOk) return false;
+    }
+    host.flush();
+    return true;
+}
+
+void Report::add(const std::string& key, const std::string& v) { extra.emplace_back(key, json_quote(v)); }
+
+Report Reporter::from_event(const Event& e) {
+    Report r;
+    r.event = std::string(to_string(e.type));
+    r.local = e.local;
+    r.remote = e.remote;
+    r.state = std::string(to_string(e.state));
+    if (e.type == EventType::kConnectRequest || e.type == EventType::kEstablished) {
+        r.mpa_rev = e.mpa.revision;
+        r.ird = e.mpa.ird;
+        r.ord = e.mpa.ord;
+        r.add("p2p", std::string(e.mpa.peer_to_peer ? "yes" : "no"));
+        r.add("rtr", std::string(to_string(e.mpa.rtr)));
+        r.add("crc", std::string(e.mpa.crc ? "yes" : "no"));
+    }
+    r.has_pdata = true;
+    r.pdata.assign(e.private_data.begin(), e.private_data.end());
+    if (e.status != 0) r.error = std::strerror(-e.status);
+    r.extra.emplace_back("status", std::to_string(e.status));
+    if (e.vlan != kNoVlan) r.add("vlan", std::uint64_t{e.vlan});
+    return r;
+}
+
+void Reporter::print(Instant now, const Report& r) const {
+    const double t = seconds(now - start_);
+    if (json_) {
+        JsonObject j;
+        j.add("event", r.event).add("time", t);
+        if (r.local) j.add("local", r.local->to_string());
+        else j.add_null("local");
+        if (r.remote) j.add("remote", r.remote->to_string());
+        else j.add_null("remote");
+        if (r.mpa_rev >= 0) j.add("mpa_rev", r.mpa_rev).add("ird", r.ird).add("ord", r.ord);
+        else j.add_null("mpa_rev").add_null("ird").add_null("ord");
+        if (!r.has_pdata) j.add_null("pdata").add_null("pdata_hex");
+        else if (printable(r.pdata))
+            j.add("pdata", std::string(reinterpret_cast<const char*>(r.pdata.data()), r.pdata.size()))
+                .add("pdata_hex", hex(r.pdata));
+        else j.add_null("pdata").add("pdata_hex", hex(r.pdata));
+        if (r.state.empty()) j.add_null("state");
+        else j.add("state", r.state);
+        if (r.error.empty()) j.add_null("error");
+        else j.add("error", r.error);
+        for (const auto& [k, v] : r.extra) j.add_raw(k, v);
+        std::printf("%s\n", j.str().c_str());
+    } else {
+        std::string line;
+        char head[64];
+        std::snprintf(head, sizeof head, "[%9.3f] %-16s", t, r.event.c_str());
+        line = head;
+        if (r.local) line += " local=" + r.local->to_string();
+        if (r.remote) line += " remote=" + r.remote->to_string();
+        if (r.mpa_rev >= 0)
+            line += " rev=" + std::to_string(r.mpa_rev) + " ird=" + std::to_string(r.ird) +
+                    " ord=" + std::to_string(r.ord);
+        if (!r.state.empty()) line += " state=" + r.state;
+        for (const auto& [k, v] : r.extra) line += " " + k + "=" + v;
+        if (r.has_pdata && !r.pdata.empty())
+            line += printable(r.pdata)
+                        ? " pdata=" + json_quote(std::string(reinterpret_cast<const char*>(r.pdata.data()),
+                                                             r.pdata.size()))
+                        : " pdata_hex=" + hex(r.pdata);
+        if (!r.error.empty()) line += " error=" + json_quote(r.error);
+        std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+}
+
+void Reporter::stats(Instant now, const Core& core, const io::TapHost& host, const std::string& result,
+                     const std::string& error, std::optional<Duration> connect_time) const {
+    const Stats& s = core.stats();
+    const auto& h = host.counters();
+    const auto& n = const_cast<io::TapHost&>(host).neighbors().counters();
+    Report r;
+    r.event = "stats";
+    r.error = error;
+    r.add("result", result);
+    r.add("established", s.established);
+    r.add("accepts", s.accepts);
+    r.add("rejects", s.rejects);
+    r.add("retransmissions", s.retransmissions);
+    r.add("resets_sent", s.resets_sent);
+    r.add("resets_received", s.resets_received);
+    r.add("connect_errors", s.connect_errors);
+    r.add("core_frames_in", s.frames_in);
+    r.add("core_frames_out", s.frames_out);
+    r.add("core_dropped", s.drops_total());
+    r.add("tap_frames_in", h.frames_in);
+    r.add("tap_frames_out", h.frames_out);
+    r.add("ignored", h.ignored);
+    r.add("arp_requests_sent", n.arp_requests_sent);
+    r.add("arp_replies_sent", n.arp_replies_sent);
+    r.add("solicitations_sent", n.solicitations_sent);
+    r.add("advertisements_sent", n.advertisements_sent);
+    r.add("live_nodes", std::uint64_t{core.live_nodes()});
+    if (connect_time) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f", seconds(*connect_time) * 1000);
+        r.extra.emplace_back("connect_ms", buf);
+    }
+    print(now, r);
+}
+
+void Reporter::fail(const std::string& reason) const {
+    std::fprintf(stderr, "iwarp-cm: %s\n", reason.c_str());
+    std::fflush(stderr);
+}
+
+}  // namespace iwcm::tools

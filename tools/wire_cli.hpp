@@ -1,0 +1,106 @@
+// What `iwarp-cm listen` and `iwarp-cm connect` share: the options of the
+// real wire, the session (core + TAP driver) and the event report.
+// Read first: docs/real-wire.md, src/io/event_loop.hpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/event_loop.hpp"
+#include "iwcm/core.hpp"
+
+namespace iwcm::tools {
+
+// Exit codes of listen and connect.
+namespace exit_codes {
+constexpr int kOk = 0;
+constexpr int kSetup = 1;         // bad arguments, TAP, pcap, address
+constexpr int kResolution = 2;    // no ARP / ND answer for the peer
+constexpr int kReset = 3;         // reset by the peer
+constexpr int kRejected = 4;      // MPA reject (or reset while connecting)
+constexpr int kTimeout = 5;       // no answer in time
+constexpr int kError = 6;         // any other failure
+constexpr int kInterrupted = 130; // SIGINT / SIGTERM before the work was done
+}  // namespace exit_codes
+
+struct WireOptions {
+    std::string tap;
+    std::string ip;  // ADDR/PREFIX
+    std::string mac;
+    int vlan = -1;
+    std::string pdata;
+    std::uint16_t ird = 1;
+    std::uint16_t ord = 1;
+    int mpa_rev = 2;
+    std::string pcap;
+    bool json = false;
+    bool crc = false;
+    bool no_p2p = false;
+};
+
+void add_wire_options(CLI::App* cmd, WireOptions& o);
+
+struct Interface {
+    IpAddr addr;
+    unsigned prefix = 0;
+    MacAddr mac;
+    std::uint16_t vlan = kNoVlan;
+    bool in_subnet(const IpAddr& other) const;
+};
+
+// Parses --ip, --mac, --vlan; the error is the one-line reason.
+Expected<Interface, std::string> parse_interface(const WireOptions& o);
+
+// One line of output: human text by default, one JSON object with --json.
+struct Report {
+    std::string event;
+    std::optional<Endpoint> local;
+    std::optional<Endpoint> remote;
+    int mpa_rev = -1;
+    int ird = -1;
+    int ord = -1;
+    bool has_pdata = false;
+    std::vector<std::byte> pdata;
+    std::string state;
+    std::string error;
+    std::vector<std::pair<std::string, std::string>> extra;  // key, JSON literal
+    void add(const std::string& key, std::uint64_t v) { extra.emplace_back(key, std::to_string(v)); }
+    void add(const std::string& key, const std::string& v);
+};
+
+class Reporter {
+public:
+    Reporter(bool json, Instant start) : json_(json), start_(start) {}
+    void print(Instant now, const Report& r) const;
+    // A core event as a Report.
+    static Report from_event(const Event& e);
+    // The final line: core, driver and neighbour counters, the result.
+    void stats(Instant now, const Core& core, const io::TapHost& host, const std::string& result,
+               const std::string& error, std::optional<Duration> connect_time) const;
+    // The one-line reason on stderr for a non-zero exit.
+    void fail(const std::string& reason) const;
+
+private:
+    bool json_;
+    Instant start_;
+};
+
+// The core and its TAP driver, set up from the options.
+struct Session {
+    Interface iface;
+    std::unique_ptr<Core> core;
+    std::unique_ptr<io::TapHost> host;
+};
+Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface);
+
+std::vector<std::byte> to_bytes(const std::string& s);
+
+// Steps the loop until the core holds no node, `limit` passes or a signal
+// arrives (then returns false).
+bool drain(io::TapHost& host, Instant limit);
+
+}  // namespace iwcm::tools
