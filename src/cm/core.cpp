@@ -191,7 +191,7 @@ void Core::Impl::close_node(const NodeRef& node) {
     release_backlog(*node);
     timers.cancel_all(node);
     cancel_mpa_timer(*node);
-    node->bufs.reset();
+    node->release_buffers();
     set_state(*node, CmState::kClosed);
     // Every close tells an application that still owns the node.
     if (node->app_owned) {

@@ -110,7 +110,8 @@ struct Core::Impl {
     void send_data(Instant now, const cm::NodeRef& node, wire::Bytes data, bool fin);
     void resend(cm::Node& node);
     void arm_send(Instant now, const cm::NodeRef& node);
-    void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload);
+    // Queues a frame for the wire, or for ourselves when both ends are local.
+    void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
 
     // ---- MPA (mpa.cpp) ----

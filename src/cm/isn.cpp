@@ -59,14 +59,16 @@ std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key, std::span<const
 
 std::uint32_t initial_sequence(const std::array<std::uint8_t, 16>& secret, const Endpoint& local,
                                const Endpoint& remote, Instant now) {
+    // The 4-tuple: both ports, then both addresses (4 or 16 bytes each).
     std::uint8_t buf[36];
-    std::memcpy(buf, local.addr.raw().data(), 16);
-    std::memcpy(buf + 16, remote.addr.raw().data(), 16);
-    buf[32] = static_cast<std::uint8_t>(local.port >> 8);
-    buf[33] = static_cast<std::uint8_t>(local.port);
-    buf[34] = static_cast<std::uint8_t>(remote.port >> 8);
-    buf[35] = static_cast<std::uint8_t>(remote.port);
-    auto f = static_cast<std::uint32_t>(siphash24(secret, buf));
+    std::size_t alen = local.addr.is_v4() ? 4 : 16;
+    buf[0] = static_cast<std::uint8_t>(local.port >> 8);
+    buf[1] = static_cast<std::uint8_t>(local.port);
+    buf[2] = static_cast<std::uint8_t>(remote.port >> 8);
+    buf[3] = static_cast<std::uint8_t>(remote.port);
+    std::memcpy(buf + 4, local.addr.raw().data(), alen);
+    std::memcpy(buf + 4 + alen, remote.addr.raw().data(), alen);
+    auto f = static_cast<std::uint32_t>(siphash24(secret, std::span<const std::uint8_t>(buf, 4 + 2 * alen)));
     // M: a 4-microsecond clock (RFC 6528 section 3, after RFC 793).
     auto m = static_cast<std::uint32_t>(now.time_since_epoch().count() / 4000);
     return m + f;

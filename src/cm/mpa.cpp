@@ -231,7 +231,6 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     rep.emit(std::span<std::byte>(buf, len));
     send_data(now, node, std::span<const std::byte>(buf, len), false);
     node->bufs->pdata.clear();
-    node->bufs->pdata.shrink_to_fit();
     if (failure) {
         // The reply says what we can do; the TERMINATE says why that ends it.
         send_terminate(now, node, static_cast<int>(*failure));
@@ -382,6 +381,11 @@ void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {
         close_node(node);
     } else if (kWaiting.contains(node->state)) {
         abort_node(now, node, EventType::kUnreachable, -ETIMEDOUT, true);
+    } else if (node->state == CmState::kFinWait2) {
+        // The peer's FIN never came (see on_ack): reset, and an owning
+        // application hears kDisconnected from close_node.
+        send_reset(*node);
+        close_node(node);
     }
 }
 

@@ -31,8 +31,28 @@ Node* NodePool::find(std::uint32_t index, std::uint32_t generation) const {
     return &node;
 }
 
+std::unique_ptr<NodeBuffers> NodePool::take_buffers() {
+    if (spare_buffers_.empty()) return std::make_unique<NodeBuffers>();
+    auto b = std::move(spare_buffers_.back());
+    spare_buffers_.pop_back();
+    return b;
+}
+
+void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
+    // Keep a bounded number of spares, each with a bounded capacity.
+    constexpr std::size_t kMaxSpares = 4096;
+    constexpr std::size_t kMaxKept = 4096;
+    if (spare_buffers_.size() >= kMaxSpares || b->rx.capacity() > kMaxKept || b->tx.capacity() > kMaxKept)
+        return;
+    b->tx.clear();
+    b->rx.clear();
+    b->pdata.clear();
+    spare_buffers_.push_back(std::move(b));
+}
+
 void NodePool::destroy(Node* node) {
     IWCM_ASSERT(node->refs == 0);
+    node->release_buffers();
     IWCM_ASSERT(!node->cm_timers.send.valid() && !node->cm_timers.close.valid());
     on_destroy_(context_, *node);
     // Reset every field but the slot's identity; the generation moves on so

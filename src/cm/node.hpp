@@ -87,10 +87,10 @@ struct Node {
 
     std::unique_ptr<NodeBuffers> bufs;
 
-    NodeBuffers& buffers() {
-        if (!bufs) bufs = std::make_unique<NodeBuffers>();
-        return *bufs;
-    }
+    // Buffers come from and go back to the pool's spares, so that setting up
+    // a connection allocates nothing once the core has warmed up.
+    NodeBuffers& buffers();
+    void release_buffers();
     ConnHandle handle() const { return {index, generation}; }
 };
 
@@ -150,6 +150,8 @@ public:
     NodePool& operator=(const NodePool&) = delete;
 
     NodeRef create();
+    std::unique_ptr<NodeBuffers> take_buffers();
+    void give_buffers(std::unique_ptr<NodeBuffers> b);
     // The node in slot `index` if its generation matches, else nullptr.
     Node* find(std::uint32_t index, std::uint32_t generation) const;
     std::size_t live() const { return live_; }
@@ -163,10 +165,20 @@ private:
 
     std::vector<std::unique_ptr<Node[]>> chunks_;
     std::vector<std::uint32_t> free_;
+    std::vector<std::unique_ptr<NodeBuffers>> spare_buffers_;
     std::size_t live_ = 0;
     OnDestroy on_destroy_;
     void* context_;
 };
+
+inline NodeBuffers& Node::buffers() {
+    if (!bufs) bufs = pool->take_buffers();
+    return *bufs;
+}
+
+inline void Node::release_buffers() {
+    if (bufs) pool->give_buffers(std::move(bufs));
+}
 
 inline void NodeRef::release() {
     if (node_ != nullptr) {

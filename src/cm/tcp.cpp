@@ -98,7 +98,7 @@ void Core::Impl::reply_no_connection(const Segment& seg) {
         out.tcp.flags = tf::kRst | tf::kAck;
     }
     ++stats.resets_sent;
-    emit_frame(out, {});
+    emit_frame(out, {}, is_local_addr(out.ip.dst));
 }
 
 void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
@@ -410,12 +410,19 @@ void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
         // An idle established connection keeps no buffers: all it sent is
         // acknowledged and nothing waits for the data path.
         if (node->mpa_done && node->bufs && node->bufs->tx.empty() && node->bufs->rx.empty())
-            node->bufs.reset();
+            node->release_buffers();
     }
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     if (!node->fin_acked) return;
     if (node->state == CmState::kFinWait1) {
         set_state(*node, CmState::kFinWait2);
+        // RFC 9293 leaves FIN-WAIT-2 open-ended, but a peer that vanished
+        // (address down, its reset lost or out of sequence) would hold the
+        // node forever. Like Linux's tcp_fin_timeout, wait for the peer's FIN
+        // as long as its retransmissions could last, then reset and close
+        // (on_mpa_timeout; the MPA timer is free once closing).
+        timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
+        arm_mpa_timer(now, node, peer.total());
     } else if (node->state == CmState::kClosing) {
         enter_time_wait(now, node);
     } else if (node->state == CmState::kLastAck) {
@@ -463,7 +470,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     timers.ack_send(node);
     cancel_mpa_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
-    node->bufs.reset();
+    node->release_buffers();
     // TIME_WAIT is held by the close timer (irdma: IRDMA_SHORT_TIME, 100 ms).
     (void)timers.schedule_close(node, now);
 }
@@ -527,7 +534,7 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
         // The initiator offers window scaling; the responder answers only an offer.
         if (node.initiator || node.wscale_ok) fr.tcp.options.window_scale = cfg.rcv_wscale;
     }
-    emit_frame(fr, payload);
+    emit_frame(fr, payload, node.loopback);
 }
 
 void Core::Impl::send_syn(Node& node) {
@@ -590,10 +597,10 @@ void Core::Impl::arm_send(Instant now, const NodeRef& node) {
     if (!timers.has_send(node)) (void)timers.schedule_send(node, now, cm::Resend{}, true, false);
 }
 
-void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload) {
+void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback) {
     std::size_t len = wire::tcp_frame_len(repr, payload.size());
     ++stats.frames_out;
-    if (is_local_addr(repr.ip.dst)) {
+    if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.
         std::vector<std::byte> f(len);
         wire::emit_tcp_frame(repr, payload, f);
