@@ -9,6 +9,7 @@ namespace iwcm::tools {
 
 void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);  // tools/bench.cpp
+void add_sim(CLI::App& app);  // tools/sim.cpp
 void add_listen(CLI::App& app); void add_connect(CLI::App& app);  // tools/listen.cpp, tools/connect.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();
