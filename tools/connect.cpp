@@ -195,8 +195,8 @@ int Connector::run() {
         out_.set(exit_codes::kInterrupted, "interrupted while resolving " + to_.addr.to_string());
     }
     // Let the last frames of the close (final ACK, TIME_WAIT) go out.
-    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5))) interrupted_ = true;
-    while (auto e = s_.core->poll_event()) rep_.print(io::TapHost::now(), Reporter::from_event(*e));
+    const auto print = [&](const Event& e) { rep_.print(io::TapHost::now(), Reporter::from_event(e)); };
+    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5), print)) interrupted_ = true;
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host, out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason,
                connect_time_);
     if (out_.code != exit_codes::kOk) rep_.fail(out_.reason);

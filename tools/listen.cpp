@@ -133,9 +133,8 @@ int run_listen(const ListenOptions& o) {
     if (interrupted) {
         // Stop cleanly: the listener goes, open connections are closed.
         (void)s.core->destroy_listen(io::TapHost::now(), *listener);
-        drain(*s.host, io::TapHost::now() + std::chrono::seconds(2));
-        while (s.core->poll_event()) {
-        }
+        drain(*s.host, io::TapHost::now() + std::chrono::seconds(2),
+              [&](const Event& e) { rep.print(io::TapHost::now(), Reporter::from_event(e)); });
     }
     s.host->flush();
     const Instant end = io::TapHost::now();

@@ -116,9 +116,12 @@ std::vector<std::byte> to_bytes(const std::string& s) {
     return v;
 }
 
-bool drain(io::TapHost& host, Instant limit) {
+bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event) {
+    while (auto e = host.core().poll_event()) on_event(*e);
     while (host.core().live_nodes() > 0 && io::TapHost::now() < limit) {
-        if (host.step(limit) != io::Wake::kOk) return false;
+        const io::Wake w = host.step(limit);
+        while (auto e = host.core().poll_event()) on_event(*e);
+        if (w != io::Wake::kOk) return false;
     }
     host.flush();
     return true;

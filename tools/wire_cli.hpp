@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,7 +101,8 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
 std::vector<std::byte> to_bytes(const std::string& s);
 
 // Steps the loop until the core holds no node, `limit` passes or a signal
-// arrives (then returns false).
-bool drain(io::TapHost& host, Instant limit);
+// arrives (then returns false). Events are handed to on_event as they come
+// (a queued event holds its node alive until it is polled).
+bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event);
 
 }  // namespace iwcm::tools

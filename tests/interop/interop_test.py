@@ -294,6 +294,20 @@ def case_connect_rst_by_kernel(c):
     check("reset by peer" in cm.stderr, "reason line: %r" % cm.stderr)
 
 
+def case_sigterm(c):
+    """SIGTERM while a connection is held: the CM closes it gracefully and exits 0."""
+    with Net("sigterm", 30) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--close", "wait")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--no-p2p", "--hold", "60")
+        cm.wait_for("established")
+        cm.p.terminate()
+        check(srv.wait_for("closed", timeout=5)["peer_eof"], "server saw no FIN")
+        check(srv.finish() == 0, "server failed")
+        st = expect_exit(cm, 0, timeout=5)
+        check(st["live_nodes"] == 0 and cm.events("disconnected")[0]["status"] == 0, "stats: %s" % st)
+
+
 def case_ipv6(c):
     connect_case(c, "ipv6", 25, "wait", ["--hold", "0.2"], 0,
                  lambda s: check(s["peer_eof"], "server: %s" % s), family=6)
