@@ -141,6 +141,10 @@ public:
     Result<HandoffContext> handoff(ConnHandle conn);
     Result<CmState> state(ConnHandle conn) const;
 
+    // Sizes the node pool, connection table and timer slabs for `connections`
+    // nodes up front, so that setting them up later allocates nothing.
+    void reserve(std::size_t connections);
+
     // ---- observation ----
     const Stats& stats() const;
     const CoreConfig& config() const;

@@ -35,6 +35,10 @@ public:
     // Removes the node; returns its reference (the caller lets it go).
     NodeRef erase(const ConnKey& key);
     std::size_t size() const { return size_; }
+    // Room for `n` entries without growing (the table stays at most half full).
+    void reserve(std::size_t n) {
+        while (slots_.size() < 2 * n) grow();
+    }
     template <class Fn>
     void for_each(Fn&& fn) const {
         for (const Slot& s : slots_)

@@ -41,7 +41,7 @@ Core::Impl::Impl(const CoreConfig& config)
 Core::Impl::~Impl() {
     // Drop every reference in an order that lets nodes go without touching
     // the (already dying) timer service: events, handles, timers, table.
-    current_event.reset();
+    current_node.reset();
     events.clear();
     app_refs.clear();
     mpa_refs.clear();
@@ -99,6 +99,13 @@ std::optional<Instant> Core::Impl::next_deadline() const {
 }
 
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
+    if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
+        tx_frames.clear();
+        tx_arena.clear();
+        tx_head = 0;
+        flush_deferred_acks();
+        drain_loopback(now_);
+    }
     if (tx_head == tx_frames.size()) {
         tx_frames.clear();
         tx_arena.clear();
@@ -112,12 +119,18 @@ std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
 std::optional<Event> Core::Impl::poll_event() {
     // The previous event's node reference (and with it, for a terminal
     // event, the application's handle) goes now.
-    current_event.reset();
-    if (events.empty()) return std::nullopt;
-    current_event = std::move(events.front());
-    events.pop_front();
-    Event ev = current_event->event;
-    ev.private_data = current_event->pdata;
+    current_node.reset();
+    if (event_head == events.size()) {
+        events.clear();
+        event_pdata.clear();
+        event_head = 0;
+        return std::nullopt;
+    }
+    cm::QueuedEvent& q = events[event_head++];
+    current_node = std::move(q.node);
+    current_pdata.assign(event_pdata.begin() + q.pdata_off, event_pdata.begin() + q.pdata_off + q.pdata_len);
+    Event ev = q.event;
+    ev.private_data = current_pdata;
     return ev;
 }
 
@@ -220,7 +233,7 @@ void Core::Impl::abort_node(Instant now, const NodeRef& node, EventType type, in
 void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
                             std::span<const std::byte> pdata) {
     IWCM_ASSERT(node->app_owned);
-    IWCM_ASSERT(events.size() < cfg.max_events);
+    IWCM_ASSERT(events.size() - event_head < cfg.max_events);
     cm::QueuedEvent q;
     q.event.type = type;
     q.event.conn = node->handle();
@@ -238,7 +251,9 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
         q.event.mpa.rtr = RtrType::kNone;
     }
     q.node = node;
-    q.pdata.assign(pdata.begin(), pdata.end());
+    q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
+    q.pdata_len = static_cast<std::uint32_t>(pdata.size());
+    event_pdata.insert(event_pdata.end(), pdata.begin(), pdata.end());
     if (type == EventType::kConnectError || type == EventType::kRejected ||
         type == EventType::kUnreachable) {
         if (node->initiator) ++stats.connect_errors; else ++stats.passive_errors;
@@ -511,7 +526,9 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
 }
 
 bool Core::Impl::is_local_addr(const IpAddr& addr) const {
-    return std::find(addresses.begin(), addresses.end(), addr) != addresses.end();
+    for (const IpAddr& a : addresses)
+        if (a.raw() == addr.raw() && a.family() == addr.family()) return true;
+    return false;
 }
 
 // ---------------------------------------------------------------- Core
@@ -562,11 +579,20 @@ Result<CmState> Core::state(ConnHandle c) const {
     if (!n) return fail(n.error());
     return (*n)->state;
 }
+void Core::reserve(std::size_t connections) {
+    impl_->pool.reserve(connections);
+    impl_->table.reserve(connections);
+    impl_->timers.reserve(connections);
+    impl_->mpa_wheel.reserve(connections);
+    impl_->app_refs.resize(std::max(impl_->app_refs.size(), impl_->pool.capacity()));
+    impl_->mpa_refs.resize(std::max(impl_->mpa_refs.size(), impl_->pool.capacity()));
+}
+
 const Stats& Core::stats() const { return impl_->stats; }
 const CoreConfig& Core::config() const { return impl_->cfg; }
 void Core::set_trace(TraceHook hook) { impl_->trace = std::move(hook); }
 std::size_t Core::live_nodes() const { return impl_->pool.live(); }
 std::size_t Core::pending_timers() const { return impl_->timers.pending() + impl_->mpa_wheel.pending(); }
-std::size_t Core::queued_events() const { return impl_->events.size(); }
+std::size_t Core::queued_events() const { return impl_->events.size() - impl_->event_head; }
 
 }  // namespace iwcm

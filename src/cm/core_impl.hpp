@@ -55,7 +55,8 @@ struct Segment {
 struct QueuedEvent {
     Event event;
     NodeRef node;                    // keeps the node (and its handle) alive until polled
-    std::vector<std::byte> pdata;
+    std::uint32_t pdata_off = 0;     // the private data, in the core's event arena
+    std::uint32_t pdata_len = 0;
 };
 
 }  // namespace cm
@@ -107,6 +108,9 @@ struct Core::Impl {
     void send_syn(cm::Node& node);
     void send_ack(cm::Node& node) { send_segment(node, wire::tcp_flags::kAck, node.snd_nxt, {}); }
     void send_reset(cm::Node& node);
+    // An ACK held until the next poll_transmit() unless a segment carries it first.
+    void defer_ack(cm::Node& node);
+    void flush_deferred_acks();
     void send_data(Instant now, const cm::NodeRef& node, wire::Bytes data, bool fin);
     void resend(cm::Node& node);
     void arm_send(Instant now, const cm::NodeRef& node);
@@ -163,13 +167,20 @@ struct Core::Impl {
     // Frames out: one arena, a list of (offset, length).
     std::vector<std::byte> tx_arena;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> tx_frames;
+    std::vector<ConnHandle> deferred_acks;   // names only: a deferred ACK keeps no node alive
     std::size_t tx_head = 0;
     // Frames to our own addresses (loopback), handled after the current call.
     std::vector<std::vector<std::byte>> loop_queue;
     bool in_loopback = false;
 
-    std::deque<cm::QueuedEvent> events;
-    std::optional<cm::QueuedEvent> current_event;
+    // Events: a queue drained from event_head, private data in one arena;
+    // both are emptied (capacity kept) whenever the queue runs dry.
+    std::vector<cm::QueuedEvent> events;
+    std::size_t event_head = 0;
+    std::vector<std::byte> event_pdata;
+    cm::NodeRef current_node;             // the last polled event's node
+    std::vector<std::byte> current_pdata; // and its private data
+    std::vector<std::byte> pdata_scratch; // a peer's private data between parse and event
 
     TraceHook trace;
     Instant now_{};                       // the instant of the call in progress (for traces)

@@ -259,9 +259,10 @@ void Core::Impl::reject_request(Instant now, const NodeRef& node, std::span<cons
     rep.revision = node->mpa_rev;
     rep.crc = node->crc;
     if (node->mpa_rev == 2 && node->peer_ird != wire::kIrdOrdNone) {
+        // A reject promises no resources: "no value" (RFC 6581 section 7).
         wire::MpaV2Params v2;
-        v2.ird = node->ird;
-        v2.ord = node->ord;
+        v2.ird = wire::kIrdOrdNone;
+        v2.ord = wire::kIrdOrdNone;
         v2.peer_to_peer = node->peer_to_peer;
         rep.v2 = v2;
     }
@@ -289,7 +290,8 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     }
     const wire::MpaRepr& rep = *parsed;
     cancel_mpa_timer(*node);
-    std::vector<std::byte> pdata(rep.private_data.begin(), rep.private_data.end());
+    auto& pdata = pdata_scratch;
+    pdata.assign(rep.private_data.begin(), rep.private_data.end());
     consume(*node, len);
     if (rep.reject) {
         set_state(*node, CmState::kMpaRejRcvd);
@@ -369,6 +371,7 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
     set_state(*node, CmState::kEstablished);
     ++stats.established;
     push_event(node, EventType::kEstablished, 0);
+    node->release_buffers_if_idle();
 }
 
 void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {

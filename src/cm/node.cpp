@@ -2,18 +2,28 @@
 
 namespace iwcm::cm {
 
-NodeRef NodePool::create() {
-    if (free_.empty()) {
-        auto base = static_cast<std::uint32_t>(capacity());
-        chunks_.push_back(std::make_unique<Node[]>(kChunk));
-        for (std::uint32_t i = kChunk; i > 0; --i) {
-            Node& n = at(base + i - 1);
-            n.index = base + i - 1;
-            n.pool = this;
-            n.state = CmState::kClosed;
-            free_.push_back(base + i - 1);
-        }
+void NodePool::reserve(std::size_t nodes) {
+    while (capacity() < nodes) add_chunk();
+}
+
+void NodePool::add_chunk() {
+    auto base = static_cast<std::uint32_t>(capacity());
+    chunks_.push_back(std::make_unique<Node[]>(kChunk));
+    // Lowest index on top of the free list.
+    std::vector<std::uint32_t> fresh;
+    fresh.reserve(kChunk);
+    for (std::uint32_t i = kChunk; i > 0; --i) {
+        Node& n = at(base + i - 1);
+        n.index = base + i - 1;
+        n.pool = this;
+        n.state = CmState::kClosed;
+        fresh.push_back(base + i - 1);
     }
+    free_.insert(free_.begin(), fresh.begin(), fresh.end());
+}
+
+NodeRef NodePool::create() {
+    if (free_.empty()) add_chunk();
     std::uint32_t index = free_.back();
     free_.pop_back();
     Node& node = at(index);

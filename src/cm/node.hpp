@@ -52,7 +52,8 @@ struct Node {
     bool counted_in_backlog = false;
     bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
-    bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
+    bool wscale_ok = false;
+    bool ack_deferred = false;    // an ACK waits for the next poll_transmit()       // both SYNs carried the window-scale option (RFC 7323)
     std::uint16_t vlan = kNoVlan;
     Endpoint local;
     Endpoint remote;
@@ -91,6 +92,11 @@ struct Node {
     // a connection allocates nothing once the core has warmed up.
     NodeBuffers& buffers();
     void release_buffers();
+    // An established connection with nothing unacknowledged and nothing
+    // waiting for the data path keeps no buffers (the idle-memory figure).
+    void release_buffers_if_idle() {
+        if (mpa_done && bufs && bufs->tx.empty() && bufs->rx.empty()) release_buffers();
+    }
     ConnHandle handle() const { return {index, generation}; }
 };
 
@@ -150,6 +156,7 @@ public:
     NodePool& operator=(const NodePool&) = delete;
 
     NodeRef create();
+    void reserve(std::size_t nodes);
     std::unique_ptr<NodeBuffers> take_buffers();
     void give_buffers(std::unique_ptr<NodeBuffers> b);
     // The node in slot `index` if its generation matches, else nullptr.
@@ -161,6 +168,7 @@ public:
 private:
     static constexpr std::uint32_t kChunkBits = 12;
     static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+    void add_chunk();
     Node& at(std::uint32_t index) const { return chunks_[index >> kChunkBits][index & (kChunk - 1)]; }
 
     std::vector<std::unique_ptr<Node[]>> chunks_;

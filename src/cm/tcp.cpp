@@ -338,7 +338,15 @@ void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment
         on_fin(now, node);
         return;
     }
-    if (need_ack && stats.frames_out == sent_before && node->state != CmState::kClosed) send_ack(*node);
+    if (!need_ack || stats.frames_out != sent_before || node->state == CmState::kClosed) return;
+    if (node->state == CmState::kMpaReqRcvd) {
+        // The request waits for the application, which usually accepts
+        // before it next takes frames: hold the ACK until poll_transmit(),
+        // so that the reply carries it (one frame fewer per setup).
+        defer_ack(*node);
+        return;
+    }
+    send_ack(*node);
 }
 
 // RFC 5961 section 3.2: only an RST at exactly rcv_nxt resets; another in
@@ -407,10 +415,7 @@ void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
         node->snd_una = t.ack;
         if (node->fin_sent && t.ack == node->snd_nxt) node->fin_acked = true;
         if (node->snd_una == node->snd_nxt) timers.ack_send(node);
-        // An idle established connection keeps no buffers: all it sent is
-        // acknowledged and nothing waits for the data path.
-        if (node->mpa_done && node->bufs && node->bufs->tx.empty() && node->bufs->rx.empty())
-            node->release_buffers();
+        node->release_buffers_if_idle();
     }
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     if (!node->fin_acked) return;
@@ -511,7 +516,24 @@ std::uint16_t Core::Impl::our_mss(const IpAddr& addr) const {
     return static_cast<std::uint16_t>(cfg.mtu - (addr.is_v4() ? 40 : 60));
 }
 
+void Core::Impl::defer_ack(Node& node) {
+    if (node.ack_deferred) return;
+    node.ack_deferred = true;
+    deferred_acks.push_back(node.handle());
+}
+
+void Core::Impl::flush_deferred_acks() {
+    for (ConnHandle h : deferred_acks) {
+        Node* n = pool.find(h.index, h.generation);
+        if (n == nullptr || !n->ack_deferred) continue;
+        n->ack_deferred = false;
+        if (n->state != CmState::kClosed) send_ack(*n);
+    }
+    deferred_acks.clear();
+}
+
 void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload) {
+    if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
     wire::FrameRepr fr;
     fr.eth.dst = node.remote_mac;
     fr.eth.src = cfg.mac;

@@ -158,6 +158,11 @@ public:
     std::optional<Instant> next_deadline() const { return wheel_.next_deadline(); }
     // Entries armed (send + close).
     std::size_t pending() const { return pending_; }
+    // Sizes the entry slab and the wheel for `entries` armed at once.
+    void reserve(std::size_t entries) {
+        entries_.reserve(entries);
+        wheel_.reserve(entries);
+    }
 
 private:
     static constexpr std::uint32_t kNil = UINT32_MAX;

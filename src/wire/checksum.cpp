@@ -4,6 +4,7 @@
 // the end gives the same result), RFC 9293 section 3.1, RFC 8200 section 8.1.
 #include "wire/checksum.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace iwcm::wire {
@@ -22,34 +23,56 @@ std::uint32_t fold(std::uint64_t sum) {
 }  // namespace
 
 std::uint32_t checksum_sum(Bytes data, std::uint32_t sum) {
-    // Big-endian 32-bit words summed into 64 bits cannot overflow for any buffer
-    // below 2^32 words; each adds two 16-bit words whose carries fold in later.
-    std::uint64_t acc = sum;
+    // RFC 1071 section 2(B): the ones'-complement sum does not depend on byte
+    // order. So sum native 64-bit words with end-around carry, and swap the
+    // folded 16-bit result once; the caller's running sum (big-endian domain)
+    // is swapped in the same way on the way in.
+    std::uint64_t acc = __builtin_bswap16(static_cast<std::uint16_t>(fold(sum)));
     const std::byte* p = data.data();
     std::size_t n = data.size();
+    auto add = [&acc](std::uint64_t w) {
+        acc += w;
+        acc += acc < w ? 1 : 0;
+    };
+    while (n >= 32) {
+        std::uint64_t w[4];
+        std::memcpy(w, p, 32);
+        add(w[0]);
+        add(w[1]);
+        add(w[2]);
+        add(w[3]);
+        p += 32;
+        n -= 32;
+    }
     while (n >= 8) {
         std::uint64_t w = 0;
         std::memcpy(&w, p, 8);
-        w = __builtin_bswap64(w);
-        acc += (w >> 32) + (w & 0xFFFFFFFFu);
+        add(w);
         p += 8;
         n -= 8;
     }
-    if (n >= 4) {
+    // The tail, zero-padded (an odd last byte pads as RFC 1071 says), with
+    // fixed-size loads only: little-endian, so each byte keeps its offset.
+    std::uint64_t tail = 0;
+    unsigned shift = 0;
+    if (n & 4) {
         std::uint32_t w = 0;
         std::memcpy(&w, p, 4);
-        acc += __builtin_bswap32(w);
+        tail = w;
         p += 4;
-        n -= 4;
+        shift = 32;
     }
-    if (n >= 2) {
-        acc += (std::uint32_t{static_cast<std::uint8_t>(p[0])} << 8) |
-               std::uint32_t{static_cast<std::uint8_t>(p[1])};
+    if (n & 2) {
+        std::uint16_t w = 0;
+        std::memcpy(&w, p, 2);
+        tail |= std::uint64_t{w} << shift;
         p += 2;
-        n -= 2;
+        shift += 16;
     }
-    if (n == 1) acc += std::uint32_t{static_cast<std::uint8_t>(p[0])} << 8;
-    return fold(acc);
+    if (n & 1) tail |= std::uint64_t{static_cast<std::uint8_t>(*p)} << shift;
+    add(tail);
+    static_assert(std::endian::native == std::endian::little, "checksum_sum assumes a little-endian host");
+    return __builtin_bswap16(static_cast<std::uint16_t>(fold(acc)));
 }
 
 std::uint16_t internet_checksum(Bytes data, std::uint32_t initial) {

@@ -206,3 +206,19 @@ TEST(EndToEndLoss, ManySeedsAllConnect) {
 
 }  // namespace
 }  // namespace iwcm::test
+
+namespace iwcm::test {
+namespace {
+
+TEST(Api, ReserveKeepsWorkingAndHandlesStayValid) {
+    Dut d;
+    d.core.reserve(10000);
+    Ev e = d.to_mpareq_rcvd(request_v2(bytes("after reserve"), 1, 1, false));
+    EXPECT_EQ(text(e.pdata), "after reserve");
+    ASSERT_TRUE(d.core.accept(d.now, e.conn, {}).has_value());
+    d.core.reserve(20000);  // growing again keeps existing nodes and handles
+    EXPECT_EQ(*d.core.state(e.conn), CmState::kEstablished);
+}
+
+}  // namespace
+}  // namespace iwcm::test

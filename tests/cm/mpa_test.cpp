@@ -408,3 +408,37 @@ TEST(OneSideEstablished, RtrTimeout) {
 
 }  // namespace
 }  // namespace iwcm::test
+
+namespace iwcm::test {
+namespace {
+
+TEST(MpaReqRcvd, AcceptBeforeTransmitLetsTheReplyCarryTheAck) {
+    Dut d;
+    d.to_established_passive();
+    auto pd = bytes("quick");
+    auto req = request_v2(pd, 1, 1, false);
+    std::vector<std::byte> b(req.buffer_len());
+    req.emit(b);
+    d.seg(tf::kAck | tf::kPsh, b);
+    auto e = d.evs();  // the application accepts before it takes frames
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_TRUE(d.core.accept(d.now, e[0].conn, {}).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);  // no pure ACK: the reply acknowledges the request
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_TRUE(parse_mpa_or_fail(o[0].payload).kind == wire::MpaKind::kReply);
+}
+
+TEST(MpaReqRcvd, DeferredAckGoesOutAtTheNextTransmitPoll) {
+    Dut d;
+    d.to_established_passive();
+    d.send_mpa(request_v2(bytes("slow app"), 1, 1, false));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_TRUE(o[0].payload.empty());
+}
+
+}  // namespace
+}  // namespace iwcm::test
