@@ -22,8 +22,14 @@ build: configure
 demo: build
 	$(BUILD)/bin/iwarp-cm demo
 
+# docs/reliability.md: (a) every test, the seeded simulation among them
+# (10,000 seeds); (b) the same under ASan + UBSan in build-asan; (c) the fuzz
+# corpus replayed and FUZZ_SECONDS of fuzzing per target in build-fuzz.
+FUZZ_SECONDS ?= 25
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	JOBS=$(JOBS) scripts/sanitize.sh
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Performance (docs/perf.md): the whole-system run (setup rate against the
 # kernel sockets, scale to 1M, timer tick), its plot, then the micro-benchmarks.

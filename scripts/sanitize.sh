@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite (simulation included) under AddressSanitizer and
+# UBSan: configures build-asan with the `asan` preset (IWCM_SANITIZE=ON),
+# builds, and runs ctest. Any sanitizer report fails the run
+# (-fno-sanitize-recover=all; ASan aborts on the first error).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+if [ ! -f build-asan/CMakeCache.txt ]; then
+  cmake --preset asan >/dev/null
+fi
+cmake --build build-asan -j "$JOBS"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir build-asan --output-on-failure -j "$JOBS"
