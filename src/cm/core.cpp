@@ -286,6 +286,16 @@ void Core::Impl::trace_frame(TraceRecord::Kind kind, Instant now, const Node* no
 
 // ---------------------------------------------------------------- commands
 
+namespace {
+
+// The private data an application may send at a revision: at revision 2 the
+// IRD/ORD word counts in the MPA length.
+std::size_t pdata_limit(std::uint8_t revision) {
+    return wire::kMpaMaxPrivateData - (revision == 2 ? wire::kMpaV2ParamsLen : 0);
+}
+
+}  // namespace
+
 Result<Node*> Core::Impl::app_node(ConnHandle conn) const {
     if (!conn.valid() || conn.index >= pool.capacity()) return fail(ApiError::kInvalidHandle);
     Node* n = pool.find(conn.index, conn.generation);
@@ -368,8 +378,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     if (!is_local_addr(p.local.addr)) return fail(ApiError::kAddressNotLocal);
     std::uint8_t rev = p.mpa_revision == 0 ? cfg.mpa.revision : p.mpa_revision;
     if (rev != 1 && rev != 2) return fail(ApiError::kInvalidArgument);
-    std::size_t limit = wire::kMpaMaxPrivateData - (rev == 2 ? 4 : 0);
-    if (p.private_data.size() > limit) return fail(ApiError::kPrivateDataTooLong);
+    if (p.private_data.size() > pdata_limit(rev)) return fail(ApiError::kPrivateDataTooLong);
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
     if (table.size() >= cfg.max_connections) return fail(ApiError::kTooManyConnections);
     Endpoint local = p.local;
@@ -415,14 +424,21 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     return h;
 }
 
+
+// A connect request the application may still answer (accept or reject).
+Result<Node*> Core::Impl::answerable(ConnHandle conn, std::size_t pdata_len) const {
+    auto n = app_node(conn);
+    if (!n) return n;
+    if ((*n)->state != CmState::kMpaReqRcvd) return fail(ApiError::kWrongState);
+    if (pdata_len > pdata_limit((*n)->mpa_rev)) return fail(ApiError::kPrivateDataTooLong);
+    return n;
+}
+
 Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams& p) {
     now_ = now;
-    auto n = app_node(conn);
+    auto n = answerable(conn, p.private_data.size());
     if (!n) return fail(n.error());
     Node& node = **n;
-    if (node.state != CmState::kMpaReqRcvd) return fail(ApiError::kWrongState);
-    std::size_t limit = wire::kMpaMaxPrivateData - (node.mpa_rev == 2 ? 4 : 0);
-    if (p.private_data.size() > limit) return fail(ApiError::kPrivateDataTooLong);
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
     node.ird = p.ird;
     node.ord = p.ord;
@@ -437,12 +453,9 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
 
 Result<void> Core::Impl::reject(Instant now, ConnHandle conn, std::span<const std::byte> pdata) {
     now_ = now;
-    auto n = app_node(conn);
+    auto n = answerable(conn, pdata.size());
     if (!n) return fail(n.error());
     Node& node = **n;
-    if (node.state != CmState::kMpaReqRcvd) return fail(ApiError::kWrongState);
-    std::size_t limit = wire::kMpaMaxPrivateData - (node.mpa_rev == 2 ? 4 : 0);
-    if (pdata.size() > limit) return fail(ApiError::kPrivateDataTooLong);
     ++stats.rejects;
     release_backlog(node);
     NodeRef ref(&node);

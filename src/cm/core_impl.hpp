@@ -83,6 +83,7 @@ struct Core::Impl {
     std::size_t teardown(Instant now, IpAddr addr);
     Result<HandoffContext> handoff(ConnHandle conn);
     Result<cm::Node*> app_node(ConnHandle conn) const;
+    Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
     cm::Listener* find_listener(ListenHandle handle);
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
     Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan);
