@@ -259,3 +259,95 @@ TEST(Vlan, ListenerPerVlanAndTaggedAnswers) {
 
 }  // namespace
 }  // namespace iwcm::test
+
+namespace iwcm::test {
+namespace {
+
+bool saw(const Dut& d, CmState from, CmState to) {
+    return std::find(d.transitions.begin(), d.transitions.end(), std::make_pair(from, to)) != d.transitions.end();
+}
+
+TEST(FinWait2, PeerThatNeverClosesIsResetAfterItsRetransmissionsWouldEnd) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    d.out();
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    d.advance(std::chrono::seconds(74));
+    EXPECT_TRUE(d.out().empty());
+    d.advance(std::chrono::seconds(2));  // 75 s: what the peer's retransmissions could last
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_TRUE(saw(d, CmState::kFinWait2, CmState::kClosed));
+}
+
+TEST(MpaReqSent, PeerFinInsteadOfReplyIsAReset) {
+    Dut d;
+    d.to_mpareq_sent();
+    d.seg(tf::kFin | tf::kAck);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kRejected);
+    EXPECT_EQ(e[0].status, -ECONNRESET);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    EXPECT_TRUE(saw(d, CmState::kMpaReqSent, CmState::kCloseWait));
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(MpaReqRcvd, DestroyListenResetsAWaitingRequest) {
+    Dut d;
+    Ev e = d.to_mpareq_rcvd(request_v2(bytes("x")));
+    ASSERT_TRUE(d.core.destroy_listen(d.now, d.listener).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    auto ev = d.evs();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].type, EventType::kConnectError);
+    EXPECT_EQ(ev[0].status, -ECONNABORTED);
+    EXPECT_TRUE(saw(d, CmState::kMpaReqRcvd, CmState::kListenerDestroyed));
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Established, DestroyListenResetsPassiveNodeWaitingForRequest) {
+    Dut d;
+    d.to_established_passive();
+    ASSERT_TRUE(d.core.destroy_listen(d.now, d.listener).has_value());
+    EXPECT_EQ(d.out().size(), 1u);
+    EXPECT_TRUE(d.evs().empty());
+    EXPECT_TRUE(saw(d, CmState::kEstablished, CmState::kListenerDestroyed));
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+TEST(Offloaded, GracefulAndAbortiveClose) {
+    for (auto mode : {DisconnectMode::kGraceful, DisconnectMode::kAbortive}) {
+        Dut d;
+        connect_active(d);
+        ASSERT_TRUE(d.core.handoff(d.conn).has_value());
+        ASSERT_TRUE(d.core.disconnect(d.now, d.conn, mode).has_value());
+        auto o = d.out();
+        ASSERT_EQ(o.size(), 1u);
+        if (mode == DisconnectMode::kGraceful) {
+            EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+            EXPECT_TRUE(saw(d, CmState::kOffloaded, CmState::kFinWait1));
+        } else {
+            EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+            EXPECT_TRUE(saw(d, CmState::kOffloaded, CmState::kClosed));
+            EXPECT_EQ(d.core.live_nodes() - d.core.queued_events(), 0u);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace iwcm::test
