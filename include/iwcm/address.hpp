@@ -9,9 +9,11 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace iwcm {
 
@@ -58,7 +60,12 @@ class IpAddr {
 public:
     constexpr IpAddr() = default;
     constexpr IpAddr(Ipv4Addr v4) : family_(IpFamily::kV4) {  // NOLINT(implicit)
-        for (int i = 0; i < 4; ++i) bytes_[i] = v4.bytes[i];
+        // At run time one 4-byte copy over the zeroed array, not four byte stores.
+        if (std::is_constant_evaluated()) {
+            for (int i = 0; i < 4; ++i) bytes_[i] = v4.bytes[i];
+        } else {
+            std::memcpy(bytes_.data(), v4.bytes.data(), 4);
+        }
     }
     constexpr IpAddr(Ipv6Addr v6) : family_(IpFamily::kV6), bytes_(v6.bytes) {}  // NOLINT(implicit)
 
@@ -78,6 +85,16 @@ public:
     static std::optional<IpAddr> parse(std::string_view text);
     std::string to_string() const;
     friend constexpr auto operator<=>(const IpAddr&, const IpAddr&) = default;
+    // Equality as the defaulted one would give it, but at run time with two 8-byte
+    // compares instead of a call to memcmp: addresses are compared on every frame.
+    friend constexpr bool operator==(const IpAddr& a, const IpAddr& b) {
+        if (std::is_constant_evaluated()) return a.family_ == b.family_ && a.bytes_ == b.bytes_;
+        std::uint64_t x[2];
+        std::uint64_t y[2];
+        std::memcpy(x, a.bytes_.data(), sizeof x);
+        std::memcpy(y, b.bytes_.data(), sizeof y);
+        return a.family_ == b.family_ && ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+    }
 
 private:
     IpFamily family_ = IpFamily::kV4;

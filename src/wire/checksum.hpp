@@ -6,7 +6,9 @@
 // IPv6 pseudo-header).
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
@@ -36,5 +38,67 @@ std::uint32_t pseudo_header_sum(const IpAddr& src, const IpAddr& dst, std::uint8
 // The TCP checksum of a whole segment (header with its checksum field as it is,
 // plus payload): 0 when the segment carries a correct checksum.
 std::uint16_t tcp_checksum(const IpAddr& src, const IpAddr& dst, Bytes segment);
+
+namespace detail {
+
+// The building blocks of the hot frame paths, inline so that a caller that knows its field
+// values sums them in registers instead of reading back what it has just written.
+
+// Folds a wide ones'-complement sum into 16 bits by adding the carries back. Any sum of
+// 16- or 32-bit words, in either byte order, may be folded this way (RFC 1071 section 2).
+inline std::uint32_t fold16(std::uint64_t sum) {
+    sum = (sum & 0xFFFFFFFFu) + (sum >> 32);
+    sum = (sum & 0xFFFFFFFFu) + (sum >> 32);
+    sum = (sum & 0xFFFFu) + (sum >> 16);
+    sum = (sum & 0xFFFFu) + (sum >> 16);
+    return static_cast<std::uint32_t>(sum);
+}
+
+// Adds n bytes at p to acc as native-order words with end-around carry; an odd last byte
+// is padded with a zero byte. The result, folded, is the byte-swapped image of the
+// big-endian sum on a little-endian host: compare it with 0xFFFF (its own image) or swap it.
+inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t acc) {
+    static_assert(std::endian::native == std::endian::little, "sum_native assumes a little-endian host");
+    auto add = [&acc](std::uint64_t w) {
+        acc += w;
+        acc += acc < w ? 1 : 0;
+    };
+    for (; n >= 16; p += 16, n -= 16) {
+        std::uint64_t a = 0;
+        std::uint64_t b = 0;
+        std::memcpy(&a, p, 8);
+        std::memcpy(&b, p + 8, 8);
+        add(a);
+        add(b);
+    }
+    // The tail with fixed-size loads only: little-endian, so each byte keeps its offset.
+    std::uint64_t tail = 0;
+    unsigned shift = 0;
+    if (n & 8) {
+        std::memcpy(&tail, p, 8);
+        add(tail);
+        tail = 0;
+        p += 8;
+    }
+    if (n & 4) {
+        std::uint32_t w = 0;
+        std::memcpy(&w, p, 4);
+        tail = w;
+        p += 4;
+        shift = 32;
+    }
+    if (n & 2) {
+        std::uint16_t w = 0;
+        std::memcpy(&w, p, 2);
+        tail |= std::uint64_t{w} << shift;
+        p += 2;
+        shift += 16;
+    }
+    if (n & 1) tail |= std::uint64_t{static_cast<std::uint8_t>(*p)} << shift;
+    add(tail);
+    return acc;
+}
+
+}  // namespace detail
 
 }  // namespace iwcm::wire

@@ -3,6 +3,7 @@
 // Read first: frame.hpp.
 #include "wire/frame.hpp"
 
+#include <cstring>
 #include <memory>
 #include <type_traits>
 
@@ -14,7 +15,34 @@ namespace iwcm::wire {
 
 namespace {
 
+using detail::fold16;
+using detail::sum_native;
+
 constexpr const char* kLayer = "frame";
+
+// Raw accessors for the fast paths below, which check the frame's length once up front
+// instead of at every field.
+inline void put_be16(std::byte* p, std::uint16_t v) {
+    const std::uint16_t be = __builtin_bswap16(v);
+    std::memcpy(p, &be, 2);
+}
+
+inline void put_be32(std::byte* p, std::uint32_t v) {
+    const std::uint32_t be = __builtin_bswap32(v);
+    std::memcpy(p, &be, 4);
+}
+
+inline std::uint16_t get_be16(const std::byte* p) {
+    std::uint16_t v = 0;
+    std::memcpy(&v, p, 2);
+    return __builtin_bswap16(v);
+}
+
+inline std::uint32_t get_be32(const std::byte* p) {
+    std::uint32_t v = 0;
+    std::memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
 
 DecodeStatus shifted(DecodeStatus e, std::size_t by) {
     if (e) e->offset += by;
@@ -89,26 +117,140 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
                    ip_off + ip_header_len);
 }
 
-std::size_t ip_header_len(const IpRepr& ip) {
-    return ip.src.is_v4() ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen;
+// The common case, an IPv4 TCP frame (802.1Q-tagged or not) that passes every check, decoded
+// at fixed offsets in one pass: the IPv4 header's checksum is five 32-bit loads, and the
+// pseudo-header reuses the two address words. Returns false, with out partly written, for
+// anything else; the layered decode_frame() then gives the result or the exact error, and
+// it writes every field that this function may have touched.
+bool decode_fast_v4(Bytes frame, TcpFrame& out) {
+    constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
+    const std::byte* const p = frame.data();
+    const std::size_t n = frame.size();
+    if (n < kEthernetHeaderLen + kIpTcpMin) return false;
+    EthernetRepr& eth = out.repr.eth;
+    std::size_t eth_len = kEthernetHeaderLen;
+    std::uint16_t type = get_be16(p + 12);
+    if (type == kEtherTypeVlan) {
+        if (n < kEthernetVlanHeaderLen + kIpTcpMin) return false;
+        const std::uint16_t tci = get_be16(p + 14);
+        eth.vlan = VlanTag{static_cast<std::uint16_t>(tci & kVlanIdMax),
+                           static_cast<std::uint8_t>(tci >> 13), (tci & 0x1000u) != 0};
+        type = get_be16(p + 16);
+        eth_len = kEthernetVlanHeaderLen;
+    } else {
+        eth.vlan.reset();
+    }
+    if (type != kEtherTypeIpv4) return false;
+
+    const std::byte* const ip = p + eth_len;
+    std::uint32_t w[5];  // the header as loaded, for the checksum
+    std::memcpy(w, ip, sizeof w);
+    const std::uint32_t ver_tos_len = __builtin_bswap32(w[0]);
+    const std::uint32_t ident_flags = __builtin_bswap32(w[1]);
+    const std::uint32_t ttl_proto = __builtin_bswap32(w[2]);
+    const std::uint32_t total_len = ver_tos_len & 0xFFFFu;
+    // Version 4 with IHL 5, a TCP header's room, no fragment (MF and offset clear; the
+    // reserved bit is ignored, as parse_ipv4 does), protocol TCP, checksum good.
+    if ((ver_tos_len >> 24) != 0x45u) return false;
+    if (total_len < kIpTcpMin || total_len > n - eth_len) return false;
+    if ((ident_flags & 0x3FFFu) != 0) return false;
+    if (((ttl_proto >> 16) & 0xFFu) != kIpProtoTcp) return false;
+    if (fold16(std::uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]) != 0xFFFFu) return false;
+
+    const std::byte* const tcp = ip + Ipv4Repr::kHeaderLen;
+    const std::size_t segment_len = total_len - Ipv4Repr::kHeaderLen;
+    const std::size_t header_len = static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
+    if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
+    // The pseudo-header in native order: both addresses as loaded, then the protocol and
+    // the length as the byte-swapped images of their big-endian 16-bit words.
+    const std::uint64_t pseudo = std::uint64_t{w[3]} + w[4] + (std::uint32_t{kIpProtoTcp} << 8) +
+                                 __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
+    if (fold16(sum_native(tcp, segment_len, pseudo)) != 0xFFFFu) return false;
+    TcpRepr& t = out.repr.tcp;
+    if (header_len == kTcpHeaderLen) {
+        t.options = TcpOptions{};
+    } else if (!detail::decode_aligned_options(tcp + kTcpHeaderLen, header_len - kTcpHeaderLen,
+                                               t.options)) {
+        return false;
+    }
+
+    // Every check passed: fill in the fields.
+    std::memcpy(eth.dst.bytes.data(), p, 6);
+    std::memcpy(eth.src.bytes.data(), p + 6, 6);
+    eth.ethertype = kEtherTypeIpv4;
+    Ipv4Addr src;
+    Ipv4Addr dst;
+    std::memcpy(src.bytes.data(), &w[3], 4);
+    std::memcpy(dst.bytes.data(), &w[4], 4);
+    IpRepr& r = out.repr.ip;
+    set_addrs(r, src, dst);
+    r.ttl = static_cast<std::uint8_t>(ttl_proto >> 24);
+    r.tos = static_cast<std::uint8_t>(ver_tos_len >> 16);
+    r.ident = static_cast<std::uint16_t>(ident_flags >> 16);
+    r.flow_label = 0;
+    r.dont_fragment = (ident_flags & 0x4000u) != 0;
+    const std::uint32_t ports = get_be32(tcp);
+    t.src_port = static_cast<std::uint16_t>(ports >> 16);
+    t.dst_port = static_cast<std::uint16_t>(ports);
+    t.seq = SeqNumber(get_be32(tcp + 4));
+    t.ack = SeqNumber(get_be32(tcp + 8));
+    t.flags = static_cast<std::uint8_t>(tcp[13]);
+    t.window = get_be16(tcp + 14);
+    t.urgent = get_be16(tcp + 18);
+    out.payload = Bytes(tcp + header_len, segment_len - header_len);
+    return true;
 }
 
-void emit_ip(const IpRepr& ip, std::size_t segment_len, MutBytes out) {
-    if (ip.src.is_v4()) {
-        Ipv4Repr r{
-            ip.src.v4(), ip.dst.v4(), kIpProtoTcp,      ip.ttl,
-            ip.tos,      ip.ident,    ip.dont_fragment, static_cast<std::uint16_t>(segment_len)};
-        r.emit(out);
-    } else {
-        Ipv6Repr r{ip.src.v6(),
-                   ip.dst.v6(),
-                   kIpProtoTcp,
-                   ip.ttl,
-                   ip.tos,
-                   ip.flow_label,
-                   static_cast<std::uint16_t>(segment_len)};
-        r.emit(out);
+// Writes the Ethernet header at p with the given (inner) type; returns its length.
+std::size_t put_ethernet(const EthernetRepr& eth, std::uint16_t type, std::byte* p) {
+    std::memcpy(p, eth.dst.bytes.data(), 6);
+    std::memcpy(p + 6, eth.src.bytes.data(), 6);
+    if (!eth.vlan) {
+        put_be16(p + 12, type);
+        return kEthernetHeaderLen;
     }
+    const VlanTag& tag = *eth.vlan;
+    IWCM_ASSERT(tag.id <= kVlanIdMax);
+    IWCM_ASSERT(tag.priority <= 7);
+    put_be16(p + 12, kEtherTypeVlan);
+    put_be16(p + 14, static_cast<std::uint16_t>((tag.priority << 13) | (tag.dei ? 0x1000u : 0u) | tag.id));
+    put_be16(p + 16, type);
+    return kEthernetVlanHeaderLen;
+}
+
+// Writes the 20-byte IPv4 header at p, its checksum found from the field values, and
+// returns the TCP pseudo-header's sum (unfolded), which shares the address words.
+std::uint64_t put_ipv4(const IpRepr& ip, std::uint32_t segment_len, std::byte* p) {
+    const std::uint32_t src = get_be32(reinterpret_cast<const std::byte*>(ip.src.raw().data()));
+    const std::uint32_t dst = get_be32(reinterpret_cast<const std::byte*>(ip.dst.raw().data()));
+    const std::uint32_t w0 = 0x45000000u | (std::uint32_t{ip.tos} << 16) |
+                             static_cast<std::uint32_t>(Ipv4Repr::kHeaderLen + segment_len);
+    const std::uint32_t w1 = (std::uint32_t{ip.ident} << 16) | (ip.dont_fragment ? 0x4000u : 0u);
+    const std::uint32_t w2 = (std::uint32_t{ip.ttl} << 24) | (std::uint32_t{kIpProtoTcp} << 16);
+    const std::uint64_t addrs = std::uint64_t{src} + dst;
+    const auto checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
+    put_be32(p, w0);
+    put_be32(p + 4, w1);
+    put_be32(p + 8, w2 | checksum);
+    std::memcpy(p + 12, ip.src.raw().data(), 4);
+    std::memcpy(p + 16, ip.dst.raw().data(), 4);
+    return addrs + kIpProtoTcp + segment_len;
+}
+
+// Writes the 40-byte IPv6 header at p and returns the TCP pseudo-header's sum (unfolded).
+std::uint64_t put_ipv6(const IpRepr& ip, std::uint32_t segment_len, std::byte* p) {
+    IWCM_ASSERT(ip.flow_label <= kFlowLabelMax);
+    put_be32(p, (6u << 28) | (std::uint32_t{ip.tos} << 20) | ip.flow_label);
+    put_be32(p + 4, (segment_len << 16) | (std::uint32_t{kIpProtoTcp} << 8) | ip.ttl);
+    std::memcpy(p + 8, ip.src.raw().data(), 16);
+    std::memcpy(p + 24, ip.dst.raw().data(), 16);
+    std::uint64_t sum = std::uint64_t{kIpProtoTcp} + segment_len;
+    for (std::size_t off = 8; off < 40; off += 4) sum += get_be32(p + off);
+    return sum;
+}
+
+std::size_t ip_header_len(const IpRepr& ip) {
+    return ip.src.is_v4() ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen;
 }
 
 }  // namespace
@@ -116,6 +258,7 @@ void emit_ip(const IpRepr& ip, std::size_t segment_len, MutBytes out) {
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame) {
     // One named result, decoded in place and returned without a copy.
     ParseResult<TcpFrame> result;
+    if (decode_fast_v4(frame, *result)) return result;
     if (auto e = decode_frame(frame, *result)) result = iwcm::fail(*e);
     return result;
 }
@@ -125,19 +268,30 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len) {
 }
 
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out) {
-    IWCM_ASSERT(repr.ip.src.family() == repr.ip.dst.family());
-    const std::size_t total = tcp_frame_len(repr, payload.size());
+    const IpRepr& ip = repr.ip;
+    IWCM_ASSERT(ip.src.family() == ip.dst.family());
+    const bool v4 = ip.src.is_v4();
+    const std::size_t ip_off = repr.eth.header_len();
+    const std::size_t tcp_off = ip_off + (v4 ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen);
+    const std::size_t tcp_header_len = repr.tcp.header_len();
+    const std::size_t segment_len = tcp_header_len + payload.size();
+    const std::size_t total = tcp_off + segment_len;
+    // The room is checked once here; the writers below store without checks.
     IWCM_ASSERT(out.size() >= total);
-    EthernetRepr eth = repr.eth;
-    eth.ethertype = repr.ip.src.is_v4() ? kEtherTypeIpv4 : kEtherTypeIpv6;
-    eth.emit(out);
-    const std::size_t ip_off = eth.header_len();
-    const std::size_t tcp_off = ip_off + ip_header_len(repr.ip);
-    const std::size_t segment_len = total - tcp_off;
     IWCM_ASSERT(segment_len <= 0xFFFF - Ipv4Repr::kHeaderLen);
-    emit_tcp(repr.tcp, payload, IpPseudoHeader{repr.ip.src, repr.ip.dst},
-             out.subspan(tcp_off, segment_len));
-    emit_ip(repr.ip, segment_len, out.subspan(ip_off));
+    std::byte* const p = out.data();
+    put_ethernet(repr.eth, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6, p);
+    const auto seg = static_cast<std::uint32_t>(segment_len);
+    const std::uint64_t pseudo = v4 ? put_ipv4(ip, seg, p + ip_off) : put_ipv6(ip, seg, p + ip_off);
+    // The TCP checksum: pseudo-header and header summed from their values, then the
+    // payload read from its source (it starts at an even offset, a multiple of 4).
+    std::byte* const tcp = p + tcp_off;
+    std::uint32_t sum = fold16(pseudo + detail::write_tcp_header(repr.tcp, tcp_header_len, tcp));
+    if (!payload.empty()) {
+        std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
+        sum = checksum_sum(payload, sum);
+    }
+    put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
     return total;
 }
 

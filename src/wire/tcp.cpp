@@ -3,13 +3,16 @@
 // Read first: tcp.hpp, RFC 9293 section 3.1, RFC 7323 sections 2.2 and 3.2.
 #include "wire/tcp.hpp"
 
-#include <initializer_list>
+#include <cstring>
 
 #include "wire/checksum.hpp"
 
 namespace iwcm::wire {
 
 namespace {
+
+using detail::fold16;
+using detail::sum_native;
 
 constexpr const char* kLayer = "tcp";
 constexpr std::size_t kSrcPortOff = 0;
@@ -93,54 +96,67 @@ void decode_fixed(Bytes h, TcpRepr& r) {
     r.urgent = load_be16(h, kUrgentOff);
 }
 
-std::size_t put_option_bytes(MutBytes out, std::size_t off, std::initializer_list<std::uint8_t> v) {
-    for (std::uint8_t b : v) store_u8(out, off++, b);
-    return off;
-}
-
-// Writes the options in Linux's order (see tcp.hpp) from offset 20; returns the end.
-std::size_t emit_options(const TcpOptions& o, MutBytes out) {
-    std::size_t off = kTcpHeaderLen;
-    if (o.mss) {
-        off = put_option_bytes(out, off, {tcp_option::kMss, kLenMss});
-        store_be16(out, off, *o.mss);
-        off += 2;
-    }
-    if (o.timestamps) {
-        if (o.sack_permitted)
-            off = put_option_bytes(out, off, {tcp_option::kSackPermitted, kLenSackPermitted});
-        else
-            off = put_option_bytes(out, off, {tcp_option::kNop, tcp_option::kNop});
-        off = put_option_bytes(out, off, {tcp_option::kTimestamps, kLenTimestamps});
-        store_be32(out, off, o.timestamps->value);
-        store_be32(out, off + 4, o.timestamps->echo);
-        off += 8;
-    }
-    if (o.window_scale) {
-        off = put_option_bytes(
-            out, off,
-            {tcp_option::kNop, tcp_option::kWindowScale, kLenWindowScale, *o.window_scale});
-    }
-    if (o.sack_permitted && !o.timestamps) {
-        off = put_option_bytes(
-            out, off,
-            {tcp_option::kNop, tcp_option::kNop, tcp_option::kSackPermitted, kLenSackPermitted});
-    }
-    return off;
-}
-
 }  // namespace
 
-std::size_t TcpOptions::emitted_len() const {
-    std::size_t n = 0;
-    if (mss) n += 4;
-    if (timestamps) n += 12;
-    if (window_scale) n += 4;
-    if (sack_permitted && !timestamps) n += 4;
-    return n;
+namespace detail {
+
+std::uint64_t write_tcp_header(const TcpRepr& repr, std::size_t header_len, std::byte* p) {
+    // Each 32-bit word is built as a host-order number, stored with one byte swap and
+    // added to the sum: no per-field bounds checks, no reading back.
+    std::uint64_t sum = 0;
+    auto put = [&p, &sum](std::uint32_t word) {
+        sum += word;
+        const std::uint32_t be = __builtin_bswap32(word);
+        std::memcpy(p, &be, 4);
+        p += 4;
+    };
+    put((std::uint32_t{repr.src_port} << 16) | repr.dst_port);
+    put(repr.seq.value());
+    put(repr.ack.value());
+    put((static_cast<std::uint32_t>(header_len / 4) << 28) | (std::uint32_t{repr.flags} << 16) |
+        repr.window);
+    put(repr.urgent);  // the checksum field, zero, in the high half
+    // The options in Linux's order (see tcp.hpp), each one whole 32-bit word.
+    const TcpOptions& o = repr.options;
+    if (o.mss) put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{kLenMss} << 16) | *o.mss);
+    if (o.timestamps) {
+        // SACK-permitted folds into the two bytes in front of the timestamps, NOP NOP else.
+        put(o.sack_permitted ? 0x0402080Au : 0x0101080Au);
+        put(o.timestamps->value);
+        put(o.timestamps->echo);
+    }
+    if (o.window_scale) put(0x01030300u | *o.window_scale);
+    if (o.sack_permitted && !o.timestamps) put(0x01010402u);
+    return sum;
 }
 
-namespace detail {
+bool decode_aligned_options(const std::byte* p, std::size_t len, TcpOptions& o) {
+    o = TcpOptions{};
+    for (std::size_t off = 0; off < len; off += 4) {
+        std::uint32_t w = 0;
+        std::memcpy(&w, p + off, 4);
+        w = __builtin_bswap32(w);
+        if ((w >> 24) == tcp_option::kEol) return true;  // the walk stops at EOL too
+        if ((w >> 16) == 0x0204u) {
+            o.mss = static_cast<std::uint16_t>(w);
+        } else if ((w >> 8) == 0x010303u) {
+            o.window_scale = static_cast<std::uint8_t>(w);
+        } else if (w == 0x01010402u) {
+            o.sack_permitted = true;
+        } else if (w == 0x01010101u) {
+            // Four NOPs.
+        } else if ((w == 0x0101080Au || w == 0x0402080Au) && off + 12 <= len) {
+            if (w == 0x0402080Au) o.sack_permitted = true;
+            std::uint32_t ts[2];
+            std::memcpy(ts, p + off + 4, 8);
+            o.timestamps = TcpTimestamps{__builtin_bswap32(ts[0]), __builtin_bswap32(ts[1])};
+            off += 8;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
 
 DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
                                Bytes& payload) {
@@ -152,9 +168,14 @@ DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr&
         return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset below 5");
     if (header_len > segment.size())
         return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset beyond the segment");
-    if (internet_checksum(segment, pseudo_sum) != 0)
+    // A correct segment sums to 0xFFFF, which is its own byte-swapped image.
+    const std::uint64_t start = __builtin_bswap16(static_cast<std::uint16_t>(fold16(pseudo_sum)));
+    if (fold16(sum_native(segment.data(), segment.size(), start)) != 0xFFFFu)
         return decode_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
-    if (auto e = decode_options(segment.first(header_len), repr.options)) return e;
+    if (!decode_aligned_options(segment.data() + kTcpHeaderLen, header_len - kTcpHeaderLen,
+                                repr.options)) {
+        if (auto e = decode_options(segment.first(header_len), repr.options)) return e;
+    }
     decode_fixed(segment, repr);
     payload = segment.subspan(header_len);
     return std::nullopt;
@@ -178,19 +199,8 @@ ParseResult<TcpSegment> parse_tcp(Bytes segment, const IpPseudoHeader& ph) {
 
 std::size_t emit_tcp_header(const TcpRepr& repr, MutBytes out) {
     const std::size_t header_len = repr.header_len();
-    IWCM_ASSERT(header_len <= kTcpMaxHeaderLen);
     IWCM_ASSERT(out.size() >= header_len);
-    store_be16(out, kSrcPortOff, repr.src_port);
-    store_be16(out, kDstPortOff, repr.dst_port);
-    store_be32(out, kSeqOff, repr.seq.value());
-    store_be32(out, kAckOff, repr.ack.value());
-    store_u8(out, kDataOffsetOff, static_cast<std::uint8_t>((header_len / 4) << 4));
-    store_u8(out, kFlagsOff, repr.flags);
-    store_be16(out, kWindowOff, repr.window);
-    store_be16(out, kChecksumOff, 0);
-    store_be16(out, kUrgentOff, repr.urgent);
-    const std::size_t end = emit_options(repr.options, out);
-    IWCM_ASSERT(end == header_len);
+    detail::write_tcp_header(repr, header_len, out.data());
     return header_len;
 }
 
@@ -201,11 +211,16 @@ void finish_tcp_checksum(MutBytes segment, const IpPseudoHeader& ph) {
 }
 
 std::size_t emit_tcp(const TcpRepr& repr, Bytes payload, const IpPseudoHeader& ph, MutBytes out) {
-    const std::size_t header_len = emit_tcp_header(repr, out);
+    const std::size_t header_len = repr.header_len();
     const std::size_t total = header_len + payload.size();
     IWCM_ASSERT(out.size() >= total);
+    // The header's words are summed as they are written; only the payload is read.
+    const std::uint64_t header_sum = detail::write_tcp_header(repr, header_len, out.data());
     store_bytes(out, header_len, payload);
-    finish_tcp_checksum(out.first(total), ph);
+    const auto len = static_cast<std::uint32_t>(total);
+    std::uint32_t sum = pseudo_header_sum(ph.src, ph.dst, kIpProtoTcp, len) + fold16(header_sum);
+    if (!payload.empty()) sum = checksum_sum(payload, sum);
+    store_be16(out, kChecksumOff, static_cast<std::uint16_t>(~fold16(sum)));
     return total;
 }
 

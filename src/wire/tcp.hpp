@@ -86,8 +86,12 @@ struct TcpOptions {
     bool sack_permitted = false;
     std::optional<TcpTimestamps> timestamps;
 
-    // The length emitted, a multiple of 4 (at most 20).
-    std::size_t emitted_len() const;
+    // The length emitted, a multiple of 4 (at most 20). Inline: every frame built asks.
+    std::size_t emitted_len() const {
+        const bool sack_alone = sack_permitted && !timestamps;
+        return (mss ? 4u : 0u) + (timestamps ? 12u : 0u) + (window_scale ? 4u : 0u) +
+               (sack_alone ? 4u : 0u);
+    }
     friend bool operator==(const TcpOptions&, const TcpOptions&) = default;
 };
 
@@ -132,6 +136,19 @@ DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, 
 // for callers that sum the addresses straight from the IP header's bytes.
 DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
                                Bytes& payload);
+}  // namespace detail
+
+namespace detail {
+// Writes the header and options at p (header_len() bytes, the caller has checked the room)
+// with a zero checksum field, and returns the sum of the header's big-endian 32-bit words
+// taken as host-order numbers: fold16() of it is the header's share of the checksum, found
+// from the field values in registers instead of by reading the bytes back.
+std::uint64_t write_tcp_header(const TcpRepr& repr, std::size_t header_len, std::byte* p);
+// Decodes an options area of len bytes (a multiple of 4) made only of the word-aligned
+// layouts that Linux and emit_tcp() write; returns false, with o unspecified, for
+// anything else, which the caller then walks byte by byte. Where it returns true the
+// result is what the byte walk gives.
+bool decode_aligned_options(const std::byte* p, std::size_t len, TcpOptions& o);
 }  // namespace detail
 
 // Writes header, options and payload into out (out.size() >= header_len() +
