@@ -25,15 +25,20 @@ std::uint64_t load64(const std::uint8_t* p) {
 }  // namespace
 
 std::uint64_t hash_key(const ConnKey& key) {
+    // Ports and VLAN in one word, then the addresses' words, each folded in
+    // with a multiply (the connection table needs spread, not secrecy: ISNs
+    // are where RFC 6528's keyed hash matters).
     const auto& l = key.local.addr.raw();
     const auto& r = key.remote.addr.raw();
-    std::uint64_t h = (std::uint64_t{key.local.port} << 32) | (std::uint64_t{key.remote.port} << 16) |
-                      key.vlan;
-    h = mix(h ^ load64(l.data()));
-    if (key.local.addr.is_v6()) h = mix(h ^ load64(l.data() + 8));
-    h = mix(h ^ load64(r.data()));
-    if (key.remote.addr.is_v6()) h = mix(h ^ load64(r.data() + 8));
-    return h;
+    std::uint64_t h = (std::uint64_t{key.local.port} << 48) | (std::uint64_t{key.remote.port} << 32) |
+                      (std::uint64_t{key.vlan} << 16) | static_cast<std::uint64_t>(key.local.addr.family());
+    h = (h ^ load64(l.data())) * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ load64(r.data())) * 0xC2B2AE3D27D4EB4FULL;
+    if (key.local.addr.is_v6()) {
+        h = (h ^ load64(l.data() + 8)) * 0x9E3779B97F4A7C15ULL;
+        h = (h ^ load64(r.data() + 8)) * 0xC2B2AE3D27D4EB4FULL;
+    }
+    return mix(h);
 }
 
 ConnTable::ConnTable() : slots_(64) {}
@@ -51,7 +56,7 @@ void ConnTable::insert(NodeRef node) {
             ++size_;
             return;
         }
-        IWCM_ASSERT(!(s.hash == h && key_of(*s.node) == key));
+        IWCM_ASSERT(!(s.hash == h && matches(*s.node, key)));
     }
 }
 
@@ -60,7 +65,7 @@ Node* ConnTable::find(const ConnKey& key) const {
     for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
         const Slot& s = slots_[i];
         if (!s.node) return nullptr;
-        if (s.hash == h && key_of(*s.node) == key) return s.node.get();
+        if (s.hash == h && matches(*s.node, key)) return s.node.get();
     }
 }
 
@@ -69,7 +74,7 @@ NodeRef ConnTable::erase(const ConnKey& key) {
     std::size_t i = h & mask();
     for (;; i = (i + 1) & mask()) {
         if (!slots_[i].node) return {};
-        if (slots_[i].hash == h && key_of(*slots_[i].node) == key) break;
+        if (slots_[i].hash == h && matches(*slots_[i].node, key)) break;
     }
     NodeRef out = std::move(slots_[i].node);
     --size_;

@@ -8,7 +8,9 @@
 //   mpa.cpp   the MPA exchange over the TCP byte stream.
 #pragma once
 
-#include <deque>
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -29,6 +31,33 @@ namespace cm {
 struct Resend {};
 
 using Timers = timer::CmTimerService<NodeRef, Resend>;
+
+// Bytes appended and cleared in bulk, never zero-filled first (the frames
+// written into it overwrite every byte).
+class ByteArena {
+public:
+    std::span<std::byte> append(std::size_t n) {
+        if (size_ + n > cap_) grow(size_ + n);
+        std::span<std::byte> out(data_.get() + size_, n);
+        size_ += n;
+        return out;
+    }
+    void clear() { size_ = 0; }
+    std::size_t size() const { return size_; }
+    const std::byte* data() const { return data_.get(); }
+
+private:
+    void grow(std::size_t need) {
+        std::size_t cap = std::max({need, cap_ * 2, std::size_t{16 * 1024}});
+        auto fresh = std::make_unique_for_overwrite<std::byte[]>(cap);
+        if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
+        data_ = std::move(fresh);
+        cap_ = cap;
+    }
+    std::unique_ptr<std::byte[]> data_;
+    std::size_t size_ = 0;
+    std::size_t cap_ = 0;
+};
 
 struct Listener {
     bool in_use = false;
@@ -166,7 +195,7 @@ struct Core::Impl {
     std::vector<IpAddr> addresses;
 
     // Frames out: one arena, a list of (offset, length).
-    std::vector<std::byte> tx_arena;
+    cm::ByteArena tx_arena;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> tx_frames;
     std::vector<ConnHandle> deferred_acks;   // names only: a deferred ACK keeps no node alive
     std::size_t tx_head = 0;

@@ -1,5 +1,6 @@
 #include "cm/isn.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace iwcm::cm {
@@ -36,6 +37,11 @@ struct SipState {
 
 std::uint64_t load_le64(const std::uint8_t* p, std::size_t n) {
     std::uint64_t v = 0;
+    if (n == 8) {
+        std::memcpy(&v, p, 8);
+        if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+        return v;
+    }
     for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{p[i]} << (8 * i);
     return v;
 }

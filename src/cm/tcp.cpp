@@ -631,8 +631,7 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
         return;
     }
     std::size_t off = tx_arena.size();
-    tx_arena.resize(off + len);
-    wire::emit_tcp_frame(repr, payload, std::span<std::byte>(tx_arena.data() + off, len));
+    wire::emit_tcp_frame(repr, payload, tx_arena.append(len));
     tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
     trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, std::span<const std::byte>(tx_arena.data() + off, len));
 }
