@@ -206,7 +206,8 @@ CmTimerService<NodeRef, Frame>::CmTimerService(CmTimerConfig config, Instant sta
 
 template <class NodeRef, class Frame>
 auto CmTimerService<NodeRef, Frame>::find(TimerId id) -> Entry* {
-    if (!id.valid() || id.index >= entries_.size()) return nullptr;
+    // The invalid index, UINT32_MAX, is never below the size (arm() keeps it smaller).
+    if (id.index >= entries_.size()) return nullptr;
     Entry& e = entries_[id.index];
     if (e.generation != id.generation || e.type == EntryType::kFree) return nullptr;
     return &e;
@@ -291,11 +292,16 @@ Expected<bool, CmTimerError> CmTimerService<NodeRef, Frame>::schedule_send(
 template <class NodeRef, class Frame>
 bool CmTimerService<NodeRef, Frame>::ack_send(const NodeRef& node) {
     IWCM_ASSERT(static_cast<bool>(node));
-    const Entry* e = find(node->cm_timers.send);
+    Entry* e = find(node->cm_timers.send);
     if (e == nullptr) return false;
     IWCM_ASSERT(e->type == EntryType::kSend && std::addressof(*e->node) == std::addressof(*node));
     const bool close_when_complete = e->close_when_complete;
-    drop(node->cm_timers.send);
+    // drop() without its second look-up. The slot is cleared before release() lets go of
+    // the entry's reference; the caller's own reference keeps the node alive meanwhile.
+    const std::uint32_t index = node->cm_timers.send.index;
+    node->cm_timers.send = TimerId{};
+    wheel_.cancel(e->timer);
+    release(index);
     return close_when_complete;
 }
 

@@ -20,15 +20,6 @@ TimerWheel::TimerWheel(Duration granularity, Instant start)
     }
 }
 
-std::uint64_t TimerWheel::ceil_tick(Instant deadline) const {
-    const std::int64_t d = deadline.time_since_epoch().count();
-    const std::int64_t s = start_.time_since_epoch().count();
-    if (d <= s) return 0;
-    // d > s, so the difference fits in 64 unsigned bits even when s is negative.
-    const std::uint64_t diff = static_cast<std::uint64_t>(d) - static_cast<std::uint64_t>(s);
-    return diff / granularity_ns_ + (diff % granularity_ns_ != 0 ? 1 : 0);
-}
-
 std::uint64_t TimerWheel::floor_tick(Instant now) const {
     const std::int64_t n = now.time_since_epoch().count();
     const std::int64_t s = start_.time_since_epoch().count();
@@ -47,53 +38,10 @@ Instant TimerWheel::tick_to_instant(std::uint64_t tick) const {
     return start_ + Duration{static_cast<std::int64_t>(tick * granularity_ns_)};
 }
 
-bool TimerWheel::live(TimerId id) const {
-    if (!id.valid() || id.index < kSentinels || id.index >= slab_.size()) return false;
-    const Entry& e = slab_[id.index];
-    return e.generation == id.generation && e.prev != kNil;
-}
-
-std::uint32_t TimerWheel::allocate() {
-    if (free_head_ != kNil) {
-        const std::uint32_t index = free_head_;
-        free_head_ = slab_[index].next;
-        return index;
-    }
+std::uint32_t TimerWheel::grow() {
     IWCM_ASSERT(slab_.size() < kNil - 1);
     slab_.emplace_back();
     return static_cast<std::uint32_t>(slab_.size() - 1);
-}
-
-void TimerWheel::release(std::uint32_t index) {
-    Entry& e = slab_[index];
-    IWCM_ASSERT(index >= kSentinels);
-    // A new generation makes every handle to the old use stale; zero is skipped so that a
-    // default TimerId{} with a forged index still never matches.
-    e.generation = e.generation + 1 == 0 ? 1 : e.generation + 1;
-    e.prev = kNil;
-    e.next = free_head_;
-    free_head_ = index;
-}
-
-void TimerWheel::link_tail(std::uint32_t head, std::uint32_t index) {
-    Entry& h = slab_[head];
-    const std::uint32_t last = h.prev;
-    slab_[index].next = head;
-    slab_[index].prev = last;
-    slab_[last].next = index;
-    h.prev = index;
-}
-
-void TimerWheel::unlink(std::uint32_t index) {
-    const std::uint32_t next = slab_[index].next;
-    const std::uint32_t prev = slab_[index].prev;
-    IWCM_ASSERT(next != kNil && prev != kNil);
-    slab_[prev].next = next;
-    slab_[next].prev = prev;
-    // Neighbours that are the same node mean only a sentinel is left: the list is empty.
-    if (next == prev && next < kSlotSentinels) {
-        occupied_[next / kSlots] &= ~(std::uint64_t{1} << (next % kSlots));
-    }
 }
 
 void TimerWheel::splice_all(std::uint32_t from, std::uint32_t to) {
@@ -108,55 +56,6 @@ void TimerWheel::splice_all(std::uint32_t from, std::uint32_t to) {
     slab_[from].next = from;
     slab_[from].prev = from;
     if (from < kSlotSentinels) occupied_[from / kSlots] &= ~(std::uint64_t{1} << (from % kSlots));
-}
-
-void TimerWheel::place(std::uint32_t index) {
-    const std::uint64_t tick = slab_[index].tick;
-    IWCM_ASSERT(tick > now_tick_);
-    unsigned level = kTopLevel;
-    unsigned slot = 0;
-    if (tick - now_tick_ >= kHorizonTicks) {
-        // Beyond the horizon: the top slot that comes last in rotation. Its start is less
-        // than the horizon away, so the entry is re-placed before it could be due.
-        slot = static_cast<unsigned>((now_tick_ >> (kSlotBits * kTopLevel)) + kSlots - 1) % kSlots;
-    } else {
-        // The highest 6-bit group in which the expiry and the current tick differ. Below
-        // the top level the expiry's group there is ahead of the current one; at the top it
-        // may wrap into the next rotation.
-        const unsigned high_bit = 63u - static_cast<unsigned>(std::countl_zero(
-                                            (tick ^ now_tick_) | std::uint64_t{kSlots - 1}));
-        level = std::min(high_bit / kSlotBits, kTopLevel);
-        slot = static_cast<unsigned>(tick >> (kSlotBits * level)) % kSlots;
-    }
-    link_tail(level * kSlots + slot, index);
-    occupied_[level] |= std::uint64_t{1} << slot;
-}
-
-TimerId TimerWheel::schedule(Instant deadline, std::uint64_t cookie) {
-    const std::uint64_t tick = ceil_tick(deadline);
-    const std::uint32_t index = allocate();
-    Entry& e = slab_[index];
-    e.tick = tick;
-    e.cookie = cookie;
-    if (tick <= now_tick_ || (advancing_ && tick <= target_tick_)) {
-        link_tail(kOverdue, index);
-    } else {
-        place(index);
-    }
-    ++pending_;
-    if (cache_valid_ && tick < cached_tick_) cached_tick_ = tick;
-    IWCM_ASSERT(slab_[index].prev != kNil);
-    return TimerId{index, slab_[index].generation};
-}
-
-bool TimerWheel::cancel(TimerId id) {
-    if (!live(id)) return false;
-    forget_if_min(slab_[id.index].tick);
-    unlink(id.index);
-    release(id.index);
-    IWCM_ASSERT(pending_ > 0);
-    --pending_;
-    return true;
 }
 
 std::optional<Instant> TimerWheel::deadline_of(TimerId id) const {

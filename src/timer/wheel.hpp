@@ -171,6 +171,8 @@ private:
     bool live(TimerId id) const;
 
     std::uint32_t allocate();
+    // The cold half of allocate(): the free list is empty, so the slab grows.
+    std::uint32_t grow();
     void release(std::uint32_t index);
     bool list_empty(std::uint32_t head) const { return slab_[head].next == head; }
     void link_tail(std::uint32_t head, std::uint32_t index);
@@ -202,12 +204,134 @@ private:
     std::size_t pending_ = 0;
     // Every entry with tick <= now_tick_ has fired or sits in kOverdue / kFiring.
     std::uint64_t now_tick_ = 0;
+    // The tick advance() is moving to while it runs; equal to now_tick_ at every other time,
+    // so that schedule() finds "overdue" with one compare.
     std::uint64_t target_tick_ = 0;
     bool advancing_ = false;
     std::uint64_t occupied_[kLevels] = {};
     mutable std::uint64_t cached_tick_ = kNoTick;
     mutable bool cache_valid_ = true;
 };
+
+// schedule() and cancel() and the steps they take are defined here, inline: they are the
+// two operations of every connection setup (arm on send, disarm on the acknowledgement),
+// and a call into another file cost more than the work itself.
+
+inline std::uint64_t TimerWheel::ceil_tick(Instant deadline) const {
+    const std::int64_t d = deadline.time_since_epoch().count();
+    const std::int64_t s = start_.time_since_epoch().count();
+    if (d <= s) return 0;
+    // d > s, so the difference fits in 64 unsigned bits even when s is negative.
+    const std::uint64_t diff = static_cast<std::uint64_t>(d) - static_cast<std::uint64_t>(s);
+    return diff / granularity_ns_ + (diff % granularity_ns_ != 0 ? 1 : 0);
+}
+
+inline bool TimerWheel::live(TimerId id) const {
+    // One unsigned compare rejects sentinels, indices past the slab and the invalid index.
+    if (id.index - kSentinels >= slab_.size() - kSentinels) return false;
+    const Entry& e = slab_[id.index];
+    return e.generation == id.generation && e.prev != kNil;
+}
+
+inline std::uint32_t TimerWheel::allocate() {
+    const std::uint32_t index = free_head_;
+    if (index == kNil) [[unlikely]]
+        return grow();
+    free_head_ = slab_[index].next;
+    return index;
+}
+
+inline void TimerWheel::release(std::uint32_t index) {
+    Entry& e = slab_[index];
+    IWCM_ASSERT(index >= kSentinels);
+    // A new generation makes every handle to the old use stale; zero is skipped so that a
+    // default TimerId{} with a forged index still never matches.
+    const std::uint32_t generation = e.generation + 1;
+    e.generation = generation + (generation == 0 ? 1 : 0);
+    e.prev = kNil;
+    e.next = free_head_;
+    free_head_ = index;
+}
+
+inline void TimerWheel::link_tail(std::uint32_t head, std::uint32_t index) {
+    Entry& h = slab_[head];
+    const std::uint32_t last = h.prev;
+    slab_[index].next = head;
+    slab_[index].prev = last;
+    slab_[last].next = index;
+    h.prev = index;
+}
+
+inline void TimerWheel::unlink(std::uint32_t index) {
+    const std::uint32_t next = slab_[index].next;
+    const std::uint32_t prev = slab_[index].prev;
+    IWCM_ASSERT(next != kNil && prev != kNil);
+    slab_[prev].next = next;
+    slab_[next].prev = prev;
+    // Neighbours that are the same node mean only a sentinel is left: the list is empty.
+    if (next == prev && next < kSlotSentinels) {
+        occupied_[next / kSlots] &= ~(std::uint64_t{1} << (next % kSlots));
+    }
+}
+
+inline void TimerWheel::place(std::uint32_t index) {
+    // Both callers guarantee tick > now_tick_: schedule() by its overdue test, open_slot()
+    // by keeping the entries due exactly now in the batch.
+    const std::uint64_t tick = slab_[index].tick;
+    const std::uint64_t differ = tick ^ now_tick_;
+    unsigned level = kTopLevel;
+    unsigned slot = 0;
+    if (differ < kHorizonTicks) [[likely]] {
+        // The highest 6-bit group in which the expiry and the current tick differ; the
+        // expiry's group there is ahead of the current one. Setting the low bits makes a
+        // same-window expiry come out as level 0 without a branch, and differ < 2^36
+        // keeps the level at most the top one.
+        const auto high_bit =
+            static_cast<unsigned>(63 - std::countl_zero(differ | std::uint64_t{kSlots - 1}));
+        level = high_bit / kSlotBits;
+        slot = static_cast<unsigned>(tick >> (kSlotBits * level)) % kSlots;
+    } else if (tick - now_tick_ < kHorizonTicks) {
+        // Within the horizon but across a top-level boundary: the top level, which may
+        // wrap into the next rotation.
+        slot = static_cast<unsigned>(tick >> (kSlotBits * kTopLevel)) % kSlots;
+    } else {
+        // Beyond the horizon: the top slot that comes last in rotation. Its start is less
+        // than the horizon away, so the entry is re-placed before it could be due.
+        slot = static_cast<unsigned>((now_tick_ >> (kSlotBits * kTopLevel)) + kSlots - 1) % kSlots;
+    }
+    link_tail(level * kSlots + slot, index);
+    occupied_[level] |= std::uint64_t{1} << slot;
+}
+
+inline TimerId TimerWheel::schedule(Instant deadline, std::uint64_t cookie) {
+    const std::uint64_t tick = ceil_tick(deadline);
+    const std::uint32_t index = allocate();
+    Entry& e = slab_[index];
+    e.tick = tick;
+    e.cookie = cookie;
+    // Due already: at or before the current tick, or, inside advance(), at or before the
+    // tick it is advancing to. target_tick_ is both (see its declaration).
+    if (tick <= target_tick_) {
+        link_tail(kOverdue, index);
+    } else {
+        place(index);
+    }
+    ++pending_;
+    // The cache only ever moves down here; an invalid one is recomputed when asked.
+    if (tick < cached_tick_ && cache_valid_) cached_tick_ = tick;
+    return TimerId{index, e.generation};
+}
+
+inline bool TimerWheel::cancel(TimerId id) {
+    if (!live(id)) return false;
+    // Lazy: only the removal of the cached minimum itself invalidates the cache.
+    forget_if_min(slab_[id.index].tick);
+    unlink(id.index);
+    release(id.index);
+    IWCM_ASSERT(pending_ > 0);
+    --pending_;
+    return true;
+}
 
 template <class Fn>
 std::size_t TimerWheel::fire_batch(Fn& fn) {
