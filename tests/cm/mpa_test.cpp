@@ -150,7 +150,8 @@ TEST(MpaReqRcvd, CrcIsUsedIfEitherSideAsks) {
             CoreConfig cfg = config_for(kMacB, 7);
             cfg.mpa.crc = ours;
             Dut d(cfg);
-            auto req = request_v2(bytes("c"), 1, 1, false);
+            auto pd = bytes("c");
+            auto req = request_v2(pd, 1, 1, false);
             req.crc = theirs;
             Ev e = d.to_mpareq_rcvd(req);
             auto rep = accept_and_take_reply(d, e);
@@ -165,7 +166,8 @@ TEST(MpaReqRcvd, CrcIsUsedIfEitherSideAsks) {
 TEST(MpaReqRcvd, MarkersAreRefusedWithARejectReply) {
     Dut d;
     d.to_established_passive();
-    auto req = request_v2(bytes("m"), 1, 1, false);
+    auto pd = bytes("m");
+    auto req = request_v2(pd, 1, 1, false);
     req.markers = true;
     d.send_mpa(req);
     auto o = d.out();
