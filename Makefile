@@ -31,7 +31,7 @@ test: build
 	JOBS=$(JOBS) scripts/sanitize.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
-# Performance (docs/perf.md): the whole-system run (setup rate against the
+# Performance (README.md ("Performance")): the whole-system run (setup rate against the
 # kernel sockets, scale to 1M, timer tick), its plot, then the micro-benchmarks.
 bench: build
 	$(BUILD)/bin/iwarp-cm bench --json-out $(BUILD)/perf.json

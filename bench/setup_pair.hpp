@@ -3,7 +3,7 @@
 //
 // Read first: include/iwcm/core.hpp (the driving contract), tests/cm/harness.hpp
 // (the same wiring for tests). Used by `iwarp-cm bench` (tools/bench.cpp) and
-// the Google benchmarks (bench/setup_bench.cpp); results in docs/perf.md.
+// the Google benchmarks (bench/setup_bench.cpp); results in README.md ("Performance").
 //
 // The wiring costs nothing per frame: a view from a.poll_transmit() stays valid
 // until the next call of any member of `a`, so it is handed straight to

@@ -1,5 +1,5 @@
 // iwarp-cm connect: resolve the peer, connect with MPA, hold, close.
-// Read first: docs/real-wire.md, tools/wire_cli.hpp, include/iwcm/core.hpp.
+// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
 #include <cerrno>
 #include <chrono>
 #include <cmath>

@@ -1,5 +1,5 @@
 // iwarp-cm listen: accept (or reject) iWARP connections on a TAP device.
-// Read first: docs/real-wire.md, tools/wire_cli.hpp, include/iwcm/core.hpp.
+// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
 #include <cerrno>
 #include <chrono>
 #include <cstring>

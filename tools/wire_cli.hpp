@@ -1,6 +1,6 @@
 // What `iwarp-cm listen` and `iwarp-cm connect` share: the options of the
 // real wire, the session (core + TAP driver) and the event report.
-// Read first: docs/real-wire.md, src/io/event_loop.hpp.
+// Read first: README.md ("Against the Linux TCP stack"), src/io/event_loop.hpp.
 #pragma once
 
 #include <CLI/CLI.hpp>

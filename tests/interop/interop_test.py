@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interop tests: iwarp-cm on a TAP device against the Linux kernel's TCP stack.
 
-Read first: docs/real-wire.md (the same setup by hand) and mpa_peer.py.
+Read first: README.md ("Against the Linux TCP stack") (the same setup by hand) and mpa_peer.py.
 Each case builds its own network namespace: a bridge br0 holding the kernel's
 addresses (10.99.N.1/24, fd99:0:0:N::1/64), the CM's TAP tap0 on it, and
 removes the namespace at the end whatever happens (traffic never leaves it).
