@@ -154,6 +154,7 @@ struct Core::Impl {
     void on_mpa_request(Instant now, const cm::NodeRef& node);
     void on_mpa_reply(Instant now, const cm::NodeRef& node);
     void on_rtr(Instant now, const cm::NodeRef& node);
+    void on_terminate(Instant now, const cm::NodeRef& node);
     void accept_request(Instant now, const cm::NodeRef& node);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
     void on_mpa_timeout(Instant now, const cm::NodeRef& node);

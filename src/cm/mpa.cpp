@@ -146,6 +146,8 @@ void Core::Impl::on_stream(Instant now, const NodeRef& node) {
         on_mpa_reply(now, node);
     } else if (node->state == CmState::kOneSideEstablished) {
         on_rtr(now, node);
+    } else if (node->state == CmState::kEstablished && node->mpa_done) {
+        on_terminate(now, node);
     }
 }
 
@@ -341,6 +343,8 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     ++stats.established;
     push_event(node, EventType::kEstablished, 0, pdata);
     if (node->bufs) node->bufs->pdata.clear();
+    // Bytes after the reply in the same segment: a TERMINATE is ours to read.
+    if (node->bufs && !node->bufs->rx.empty()) on_stream(now, node);
 }
 
 void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
@@ -372,6 +376,20 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
     ++stats.established;
     push_event(node, EventType::kEstablished, 0);
     node->release_buffers_if_idle();
+}
+
+// Before hand-off, a TERMINATE from the peer (RFC 5040 section 4.8; RFC 6581
+// section 9: a strict responder sends one after its reply when IRD/ORD or the
+// RTR do not fit) ends the connection; any other FPDU waits for the data path.
+void Core::Impl::on_terminate(Instant now, const NodeRef& node) {
+    auto& rx = node->bufs->rx;
+    auto len = wire::fpdu_frame_len(rx);
+    if (!len || rx.size() < *len) return;
+    auto fpdu = wire::parse_fpdu(std::span<const std::byte>(rx).first(*len), node->crc);
+    if (!fpdu || !fpdu->crc_ok || !wire::parse_terminate(fpdu->ulpdu)) return;
+    consume(*node, *len);
+    end_for_app(node, EventType::kDisconnected, -ECONNRESET);
+    start_close(now, node);
 }
 
 void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {

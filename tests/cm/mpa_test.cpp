@@ -444,3 +444,57 @@ TEST(MpaReqRcvd, DeferredAckGoesOutAtTheNextTransmitPoll) {
 
 }  // namespace
 }  // namespace iwcm::test
+
+namespace iwcm::test {
+namespace {
+
+TEST(Established, TerminateFromThePeerBeforeHandoffEndsTheConnection) {
+    // A strict responder accepts, then finds IRD/ORD do not fit: its reply
+    // is followed by a TERMINATE. The initiator (no p2p) was established on
+    // the reply; the TERMINATE ends it.
+    Dut d;
+    d.to_mpareq_sent();
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    std::vector<std::byte> b(rep.buffer_len());
+    rep.emit(b);
+    std::vector<std::byte> term(wire::terminate_fpdu_len());
+    wire::emit_terminate_fpdu(wire::TermError::kInsufficientIrd, false, term);
+    b.insert(b.end(), term.begin(), term.end());
+    d.seg(tf::kAck | tf::kPsh, b);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].type, EventType::kEstablished);
+    EXPECT_EQ(e[1].type, EventType::kDisconnected);
+    EXPECT_EQ(e[1].status, -ECONNRESET);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);  // the TERMINATE is acknowledged
+}
+
+TEST(Established, OtherFpdusWaitForTheDataPath) {
+    Dut d;
+    d.to_mpareq_sent();
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    std::vector<std::byte> b(rep.buffer_len());
+    rep.emit(b);
+    std::vector<std::byte> send(wire::rtr_fpdu_len(wire::RtrType::kSend));
+    wire::emit_rtr_fpdu({wire::RtrType::kSend, 1}, false, send);
+    b.insert(b.end(), send.begin(), send.end());
+    d.seg(tf::kAck | tf::kPsh, b);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kEstablished);
+    auto h = d.core.handoff(d.conn);
+    ASSERT_TRUE(h.has_value());
+    EXPECT_EQ(h->pending_rx.size(), send.size());
+}
+
+}  // namespace
+}  // namespace iwcm::test
