@@ -22,7 +22,7 @@ build: configure
 demo: build
 	$(BUILD)/bin/iwarp-cm demo
 
-# docs/reliability.md: (a) every test, the seeded simulation among them
+# README.md "Reliability": (a) every test, the seeded simulation among them
 # (10,000 seeds); (b) the same under ASan + UBSan in build-asan; (c) the fuzz
 # corpus replayed and FUZZ_SECONDS of fuzzing per target in build-fuzz.
 FUZZ_SECONDS ?= 25
