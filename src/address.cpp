@@ -1,3 +1,4 @@
+// Text forms of addresses and endpoints. Read first: include/iwcm/address.hpp.
 #include "iwcm/address.hpp"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// The abort behind IWCM_ASSERT. Read first: include/iwcm/assert.hpp.
 #include "iwcm/assert.hpp"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// The driver's state names. Read first: include/iwcm/state.hpp.
 #include "iwcm/state.hpp"
 
 namespace iwcm {

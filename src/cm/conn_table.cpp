@@ -1,3 +1,4 @@
+// The flat connection table. Read first: src/cm/conn_table.hpp (why open addressing).
 #include "cm/conn_table.hpp"
 
 #include <cstring>

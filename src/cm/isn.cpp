@@ -1,3 +1,4 @@
+// RFC 6528 initial sequence numbers over SipHash-2-4. Read first: src/cm/isn.hpp.
 #include "cm/isn.hpp"
 
 #include <bit>

@@ -1,3 +1,4 @@
+// The node pool: chunks, the free list, spare buffers. Read first: src/cm/node.hpp.
 #include "cm/node.hpp"
 
 namespace iwcm::cm {
