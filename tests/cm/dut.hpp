@@ -181,6 +181,15 @@ inline wire::MpaRepr request_v1(std::span<const std::byte> pd) {
     return m;
 }
 
+// The frame carries a TERMINATE FPDU (CRC off) with this error.
+inline void expect_terminate(const Sent& s, wire::TermError error) {
+    auto fpdu = wire::parse_fpdu(s.payload, false);
+    ASSERT_TRUE(fpdu.has_value());
+    auto term = wire::parse_terminate(fpdu->ulpdu);
+    ASSERT_TRUE(term.has_value());
+    EXPECT_EQ(*term, error);
+}
+
 inline wire::MpaRepr parse_mpa_or_fail(const std::vector<std::byte>& payload) {
     auto m = wire::parse_mpa(payload);
     EXPECT_TRUE(m.has_value());

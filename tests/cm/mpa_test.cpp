@@ -88,11 +88,7 @@ TEST(MpaReqRcvd, StrictModeRefusesWithTerminate) {
     ASSERT_TRUE(d.core.accept(d.now, e.conn, ap).has_value());
     auto o = d.out();
     ASSERT_GE(o.size(), 3u);  // reply, TERMINATE, FIN
-    auto fpdu = wire::parse_fpdu(o[1].payload, false);
-    ASSERT_TRUE(fpdu.has_value());
-    auto term = wire::parse_terminate(fpdu->ulpdu);
-    ASSERT_TRUE(term.has_value());
-    EXPECT_EQ(*term, wire::TermError::kInsufficientIrd);
+    expect_terminate(o[1], wire::TermError::kInsufficientIrd);
     EXPECT_TRUE(o[2].tcp().has(tf::kFin));
     auto ev = d.evs();
     ASSERT_EQ(ev.size(), 1u);
@@ -108,9 +104,7 @@ TEST(MpaReqRcvd, NoCommonRtrEndsWithTerminate) {
     ASSERT_TRUE(d.core.accept(d.now, e.conn, {}).has_value());
     auto o = d.out();
     ASSERT_GE(o.size(), 2u);
-    auto fpdu = wire::parse_fpdu(o[1].payload, false);
-    ASSERT_TRUE(fpdu.has_value());
-    EXPECT_EQ(*wire::parse_terminate(fpdu->ulpdu), wire::TermError::kNoMatchingRtr);
+    expect_terminate(o[1], wire::TermError::kNoMatchingRtr);
     auto ev = d.evs();
     ASSERT_EQ(ev.size(), 1u);
     EXPECT_EQ(ev[0].type, EventType::kConnectError);
@@ -290,9 +284,7 @@ TEST(MpaReqSent, ReplyWithTwoRtrTypesGetsTerminate) {
     d.send_mpa(reply_v2(1, 1, true, rtr::kSend | rtr::kWrite));
     auto o = d.out();
     ASSERT_GE(o.size(), 2u);
-    auto fpdu = wire::parse_fpdu(o[0].payload, false);
-    ASSERT_TRUE(fpdu.has_value());
-    EXPECT_EQ(*wire::parse_terminate(fpdu->ulpdu), wire::TermError::kNoMatchingRtr);
+    expect_terminate(o[0], wire::TermError::kNoMatchingRtr);
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kConnectError);
@@ -388,9 +380,7 @@ TEST(OneSideEstablished, WrongRtrTypeGetsTerminate) {
     d.seg(tf::kAck | tf::kPsh, rtr);
     auto o = d.out();
     ASSERT_GE(o.size(), 1u);
-    auto fpdu = wire::parse_fpdu(o[0].payload, false);
-    ASSERT_TRUE(fpdu.has_value());
-    EXPECT_EQ(*wire::parse_terminate(fpdu->ulpdu), wire::TermError::kNoMatchingRtr);
+    expect_terminate(o[0], wire::TermError::kNoMatchingRtr);
     auto ev = d.evs();
     ASSERT_EQ(ev.size(), 1u);
     EXPECT_EQ(ev[0].type, EventType::kConnectError);
@@ -454,10 +444,7 @@ TEST(Established, TerminateFromThePeerBeforeHandoffEndsTheConnection) {
     // the reply; the TERMINATE ends it.
     Dut d;
     d.to_mpareq_sent();
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    auto rep = reply_v2(1, 1, false, 0);
     std::vector<std::byte> b(rep.buffer_len());
     rep.emit(b);
     std::vector<std::byte> term(wire::terminate_fpdu_len());
@@ -478,10 +465,7 @@ TEST(Established, TerminateFromThePeerBeforeHandoffEndsTheConnection) {
 TEST(Established, OtherFpdusWaitForTheDataPath) {
     Dut d;
     d.to_mpareq_sent();
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    auto rep = reply_v2(1, 1, false, 0);
     std::vector<std::byte> b(rep.buffer_len());
     rep.emit(b);
     std::vector<std::byte> send(wire::rtr_fpdu_len(wire::RtrType::kSend));
