@@ -2,7 +2,7 @@
 // built and parsed, a connection-table lookup among 100k; and the heap
 // allocations per setup and per frame in steady state.
 //
-// Read first: bench/setup_pair.hpp (what one setup is), DESIGN.md "Cost facts"
+// Read first: bench/setup_pair.hpp (what one setup is), docs/design.md "Cost facts"
 // (the 43 ns and 185 ns this compares with), README.md ("Performance") (results and the
 // command). The whole-system figures (setups per second against the kernel
 // sockets, memory per connection at 1M) come from `iwarp-cm bench`.
@@ -227,7 +227,7 @@ struct KeyHash {
     std::size_t operator()(const iwcm::cm::ConnKey& k) const { return iwcm::cm::hash_key(k); }
 };
 
-// The reference of DESIGN.md "Cost facts": std::unordered_map, same keys, same hash.
+// The reference of docs/design.md "Cost facts": std::unordered_map, same keys, same hash.
 void BM_UnorderedMapFind(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const auto keys = make_keys(n);

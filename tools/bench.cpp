@@ -3,7 +3,7 @@
 //
 // Read first: README.md ("Performance") (what each figure means, today's numbers, how to
 // reproduce them), bench/setup_pair.hpp (two cores back to back: what one
-// setup is), bench/timer_workload.hpp (the timer comparison), DESIGN.md
+// setup is), bench/timer_workload.hpp (the timer comparison), docs/design.md
 // "Cost facts". The parts:
 //   setup    complete iWARP setups per second, two cores in one thread, no
 //            loss; the setup is timed, the abortive teardown timed apart.

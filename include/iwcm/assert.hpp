@@ -1,4 +1,4 @@
-// Always-on assertions for programmer errors (STYLE.md, "Errors").
+// Always-on assertions for programmer errors (docs/design.md, "Code style", "Errors").
 //
 // A failed IWCM_ASSERT means the code itself is wrong, never that a peer sent
 // something odd: bad input is data and is dropped, counted and traced instead.

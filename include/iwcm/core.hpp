@@ -1,6 +1,6 @@
 // iwcm::Core: one iWARP connection manager, sans-I/O.
 //
-// Read first: DESIGN.md ("Architecture"), then the quinn-proto style this
+// Read first: docs/design.md ("Sans-I/O surface"), then the quinn-proto style this
 // follows: the core reads no clock and touches no socket. It is driven by
 //   receive(now, frame)   an Ethernet frame that arrived,
 //   on_timer(now)         time has reached next_deadline(),

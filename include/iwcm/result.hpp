@@ -1,6 +1,6 @@
 // Result<T>: the value of an operation that can fail for operating reasons.
 //
-// Read first: STYLE.md "Errors". tl::expected is used because g++ 12 has
+// Read first: docs/design.md "Code style" ("Errors"). tl::expected is used because g++ 12 has
 // std::expected only in C++2b; switching is this one line.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The 20 connection-node states of the irdma driver (enum irdma_cm_node_state),
-// kept as the vocabulary of this project (DESIGN.md, "Connection node states").
+// kept as the vocabulary of this project (docs/design.md, "Node states").
 #pragma once
 
 #include <cstdint>

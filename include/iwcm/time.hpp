@@ -1,6 +1,6 @@
 // Time as the core sees it: values handed in from outside, never read.
 //
-// The core never reads a clock (DESIGN.md, "Architecture"). Every entry point
+// The core never reads a clock (docs/design.md, "Sans-I/O surface"). Every entry point
 // takes an Instant; the simulator hands in virtual time, the TAP driver hands
 // in steady_clock converted to this epoch. Instants count nanoseconds from an
 // arbitrary epoch chosen by whoever drives the core.

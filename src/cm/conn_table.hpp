@@ -1,6 +1,6 @@
 // The connection table: 4-tuple + VLAN -> node, open addressing.
 //
-// Read first: DESIGN.md "Cost facts": a node-based std::unordered_map of 100k
+// Read first: docs/design.md "Cost facts": a node-based std::unordered_map of 100k
 // connections costs its cache misses on every frame. This table is one flat
 // array of 16-byte slots (the owning NodeRef and the key's hash), linear
 // probing, and backward-shift deletion (no tombstones), kept at most half

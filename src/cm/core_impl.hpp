@@ -1,7 +1,7 @@
 // The inside of iwcm::Core: tables, timers, queues, and the handlers.
 //
-// Read first: include/iwcm/core.hpp (the contract), DESIGN.md ("Connection
-// node states"), RFC 9293 section 3.10 (segment arrival), RFC 5961 (RST and
+// Read first: include/iwcm/core.hpp (the contract), docs/design.md ("Node
+// states"), RFC 9293 section 3.10 (segment arrival), RFC 5961 (RST and
 // SYN checks), RFC 5044 section 7.1 and RFC 6581 (MPA). The handlers live in
 //   core.cpp  commands and the public surface,
 //   tcp.cpp   segment arrival, per state, and segment output,

@@ -4,7 +4,7 @@
 // Read first: RFC 5044 section 7.1 (connection setup: request, reply, the M,
 // C and R bits, revision), RFC 6581 sections 5-9 (Enhanced MPA: the IRD/ORD
 // word, peer-to-peer mode and its RTR types, the TERMINATE error codes), and
-// DESIGN.md "MPA facts". The driver (irdma_parse_mpa,
+// docs/design.md "MPA facts". The driver (irdma_parse_mpa,
 // irdma_negotiate_mpa_v2_ird_ord) can neither reassemble a frame split across
 // segments nor keep bytes that follow a frame; this code reads MPA frames from
 // the node's rx byte stream, so it does both.

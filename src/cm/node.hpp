@@ -1,7 +1,7 @@
 // Connection nodes and their lifetime.
 //
-// Read first: DESIGN.md "What the timer must do" (protection) and STYLE.md
-// "Lifetimes". The irdma driver keeps a node alive with a manual reference
+// Read first: docs/design.md "Timers" (protection) and "Code style"
+// ("Lifetimes"). The irdma driver keeps a node alive with a manual reference
 // count bumped and dropped around every call (irdma_rem_ref_cm_node). Here a
 // node lives exactly as long as a NodeRef names it: the connection table, an
 // armed timer entry, a queued event and the application's handle each hold

@@ -1,6 +1,6 @@
 // Deterministic random numbers for the simulator, identical on every standard library.
 //
-// Read first: STYLE.md "Time and chance" and DESIGN.md "Architecture". A seed must
+// Read first: docs/design.md "Code style" ("Time and chance") and "Parts". A seed must
 // replay a simulation bit for bit on any machine, so nothing here uses the
 // standard's distributions (libstdc++ and libc++ map the same engine output to
 // different values). The engine is xoshiro256** (Blackman and Vigna, 2018); its

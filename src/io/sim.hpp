@@ -1,8 +1,8 @@
 // A simulated Ethernet segment with a virtual clock, for deterministic tests.
 //
-// Read first: STYLE.md (the TigerBeetle row: "everything non-deterministic
-// injected; seeds replay bugs; a limit on everything") and DESIGN.md
-// "Architecture". Several sans-I/O hosts (normally iwcm::Core through
+// Read first: docs/design.md "Code style" ("Time and chance": everything
+// non-deterministic injected, seeds replay bugs, a limit on everything) and
+// "Parts". Several sans-I/O hosts (normally iwcm::Core through
 // CoreHost, in tests small fake hosts) share one segment. The network owns the
 // only clock, a virtual one, and the only randomness, an Rng seeded once; so a
 // seed replays the same frames, byte for byte, at the same virtual instants.

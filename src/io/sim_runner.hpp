@@ -2,8 +2,8 @@
 // on the simulated network, under faults and random application behaviour,
 // with invariants checked once everything has drained.
 //
-// Read first: src/io/sim.hpp (the network and its fault model), STYLE.md (the
-// TigerBeetle row: a seed replays a run exactly), include/iwcm/events.hpp (the
+// Read first: src/io/sim.hpp (the network and its fault model), docs/design.md ("Code
+// style", "Time and chance": a seed replays a run exactly), include/iwcm/events.hpp (the
 // event contract this checks). Shared by tests/sim/ and `iwarp-cm sim`.
 //
 // One scenario, from its seed alone:

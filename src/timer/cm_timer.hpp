@@ -1,6 +1,6 @@
 // The connection manager's send and close timers: irdma_schedule_cm_timer on a timing wheel.
 //
-// Read first: DESIGN.md "What the timer must do"; then, in the Linux irdma driver
+// Read first: docs/design.md "Timers"; then, in the Linux irdma driver
 // (drivers/infiniband/hw/irdma/cm.c), irdma_schedule_cm_timer, irdma_cm_timer_tick,
 // irdma_retrans_expired and irdma_handle_close_entry; then wheel.hpp for the wheel itself.
 //

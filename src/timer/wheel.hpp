@@ -1,6 +1,6 @@
 // A hierarchical timing wheel: O(1) schedule and cancel, a tick that costs only what expires.
 //
-// Read first: DESIGN.md "What the timer must do", then this essay, then cm_timer.hpp, which
+// Read first: docs/design.md "Timers", then this essay, then cm_timer.hpp, which
 // puts the irdma send/close entry semantics on top of this wheel.
 //
 // Why a wheel. The irdma driver keeps one kernel timer per device and, on every tick, walks

@@ -1,8 +1,9 @@
 // Byte spans, big-endian loads and stores, and the parse error of every wire format.
 //
-// Read first: STYLE.md "Wire" (checked views, plain Repr values) and RFC 1700's
-// "network byte order" convention: every multi-byte field on the wire is big-endian
-// unless a format says otherwise (the MPA CRC is the one exception, see fpdu.hpp).
+// Read first: docs/design.md "Code style" ("Wire": checked views, plain Repr
+// values) and RFC 1700's "network byte order" convention: every multi-byte field
+// on the wire is big-endian unless a format says otherwise (the MPA CRC is the
+// one exception, see fpdu.hpp).
 #pragma once
 
 #include <bit>

@@ -5,7 +5,7 @@
 // pad to 4 bytes, CRC32c over all of that), RFC 5041 section 4 (DDP tagged and
 // untagged headers), RFC 5040 sections 4 and 4.8 (RDMAP headers, the Terminate
 // header), RFC 6581 sections 6 and 9 (RTR messages; the MPA-layer error codes),
-// and DESIGN.md "MPA facts". Facts this file relies on:
+// and docs/design.md "MPA facts". Facts this file relies on:
 //  * The CRC is carried least-significant byte first (as in iSCSI); with CRC
 //    not negotiated the 4 bytes are still there and zero.
 //  * RTR ULPDUs, every field big-endian:

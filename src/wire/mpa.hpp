@@ -4,7 +4,7 @@
 // M C R and reserved bits, revision, 16-bit private data length, private data
 // of at most 512 bytes), RFC 6581 sections 5 to 9 (revision 2: the IRD/ORD word
 // that opens the private data, the peer-to-peer bit and the RTR choices), and
-// DESIGN.md "MPA facts" (the 0x10 "enhanced" flag Linux sets with revision 2).
+// docs/design.md "MPA facts" (the 0x10 "enhanced" flag Linux sets with revision 2).
 //
 // Layout (all big-endian):
 //   0  key "MPA ID Req Frame" or "MPA ID Rep Frame"

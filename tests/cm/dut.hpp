@@ -1,5 +1,5 @@
 // A core under test and a hand-driven peer: build exact frames, feed them,
-// check the exact frames and events that come out (STYLE.md "Tests").
+// check the exact frames and events that come out (docs/design.md "Code style", "Tests").
 //
 // The DUT is 10.0.0.2 (MAC ...:0b); the peer is 10.0.0.1:5000 (MAC ...:0a).
 #pragma once

@@ -2,7 +2,7 @@
 """A small MPA peer over kernel TCP sockets, for the interop tests.
 
 Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
-5-7 (revision 2: the IRD/ORD word, peer-to-peer, RTR), DESIGN.md "MPA facts"
+5-7 (revision 2: the IRD/ORD word, peer-to-peer, RTR), docs/design.md "MPA facts"
 (the 0x10 enhanced flag, the CRC32c least-significant byte first).
 
   mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p] [--crc] [--close graceful|rst]

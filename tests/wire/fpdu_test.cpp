@@ -1,7 +1,7 @@
-// FPDU framing, RTR messages and TERMINATE: DESIGN.md's bytes exactly, CRC byte
+// FPDU framing, RTR messages and TERMINATE: docs/design.md "MPA facts" bytes exactly, CRC byte
 // order, refusals.
 //
-// Read first: src/wire/fpdu.hpp, DESIGN.md "MPA facts".
+// Read first: src/wire/fpdu.hpp, docs/design.md "MPA facts".
 #include "wire/fpdu.hpp"
 
 #include <gtest/gtest.h>

@@ -2,7 +2,8 @@
 // that survive an emit and a second parse unchanged. Run under the sanitizer
 // build (IWCM_SANITIZE=ON) this also shows the parsers never read out of bounds.
 //
-// Read first: STYLE.md "Errors" (bad input is data), src/wire/frame.hpp, mpa.hpp, fpdu.hpp.
+// Read first: docs/design.md "Code style" ("Errors": bad input is data),
+// src/wire/frame.hpp, mpa.hpp, fpdu.hpp.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -1,7 +1,7 @@
 // Real iWARP frames from Linux soft-iWARP (siw): MPA v2 request, reply, reject,
 // and CRC-protected and unprotected FPDUs, parsed and emitted again.
 //
-// Read first: /work/shared/captures/siw/README.md (how the captures were made;
+// Read first: docs/fixtures.md "tests/fixtures/siw" (how the captures were made;
 // frames from 10.231.0.1 were captured before checksum offload and carry wrong
 // TCP checksums), src/wire/mpa.hpp, src/wire/fpdu.hpp.
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ const IpAddr kOffloadHost = Ipv4Addr{{10, 231, 0, 1}};
 constexpr std::size_t kTcpChecksumOffset = 14 + 20 + 16;
 
 std::string capture_path(const char* name) {
-    return std::string(IWCM_SHARED_DIR) + "/captures/siw/" + name;
+    return test::fixture_path(std::string("siw/") + name);
 }
 
 // One captured frame, parsed; `bytes` is the frame with its TCP checksum repaired

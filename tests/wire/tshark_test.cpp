@@ -2,7 +2,7 @@
 // replies (revision 1 and 2), an RTR and a TERMINATE, all built by src/wire,
 // decoded by tshark with checksum validation on.
 //
-// Read first: DESIGN.md "MPA facts" (Wireshark 4.0's MPA dissector is a TCP
+// Read first: docs/design.md "MPA facts" (Wireshark 4.0's MPA dissector is a TCP
 // heuristic that knows RFC 5044 only: revision 2 draws two warnings, about the
 // revision and the 0x10 bit it calls reserved), src/wire/frame.hpp, mpa.hpp, fpdu.hpp.
 #include <gtest/gtest.h>
