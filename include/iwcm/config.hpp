@@ -14,7 +14,7 @@ namespace iwcm {
 
 struct RetransmitConfig {
     // 8 retransmissions, the first 1 s after the send, each wait doubling,
-    // capped at 12 s (irdma: IRDMA_DEFAULT_RETRYS, IRDMA_RETRY_TIMEOUT,
+    // capped at 12 s (irdma: IRDMA_DEFAULT_RETRANS, IRDMA_RETRY_TIMEOUT,
     // IRDMA_MAX_TIMEOUT).
     std::uint8_t max_retrans = 8;
     Duration initial = std::chrono::seconds(1);
@@ -70,7 +70,7 @@ struct CoreConfig {
     std::uint8_t ttl = 64;
     std::uint8_t tos = 0;
     RetransmitConfig retransmit;
-    // TIME_WAIT and delayed close (irdma: IRDMA_SHORT_TIME, 100 ms).
+    // TIME_WAIT and delayed close (irdma: a CLOSE entry is due HZ / 10 later, 100 ms).
     Duration close_delay = std::chrono::milliseconds(100);
     Duration timer_granularity = std::chrono::milliseconds(1);
     std::uint32_t default_backlog = 256;

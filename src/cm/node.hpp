@@ -52,8 +52,8 @@ struct Node {
     bool counted_in_backlog = false;
     bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
-    bool wscale_ok = false;
-    bool ack_deferred = false;    // an ACK waits for the next poll_transmit()       // both SYNs carried the window-scale option (RFC 7323)
+    bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
+    bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
     std::uint16_t vlan = kNoVlan;
     Endpoint local;
     Endpoint remote;

@@ -476,7 +476,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     cancel_mpa_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
     node->release_buffers();
-    // TIME_WAIT is held by the close timer (irdma: IRDMA_SHORT_TIME, 100 ms).
+    // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
     (void)timers.schedule_close(node, now);
 }
 
