@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Command-line tests that need no root: `demo --json` against the schema of
-docs/json.md.
+docs/json.md, and the progress line of `sim` and `bench` on a terminal.
 
-Read first: docs/json.md.
+Read first: docs/json.md, tools/progress.hpp.
 
   cli_test.py --bin build/bin/iwarp-cm CASE      (CASE: see CASES below)
 """
@@ -110,6 +110,49 @@ def case_demo_json(c):
     check(objs[-1]["event"] == "demo_done" and objs[-1]["frames_lost"] > 0, "lossy run: %s" % objs[-1])
     check(not any(l.startswith("{") for l in run_plain([c.bin, "demo"])[1].splitlines()),
           "demo without --json printed JSON")
+
+
+def case_sim_progress(c):
+    """sim on a terminal: a progress line on stderr, redrawn with '\\r', at most
+    ten times a second, ended with a newline; on a pipe: nothing."""
+    argv = [c.bin, "sim", "--seeds", "300", "--conns", "4"]
+    code, out, term, secs = run_tty(argv)
+    check(code == 0, "sim exit %d: %s %s" % (code, out, term))
+    shown = SIM_PROGRESS.findall(term)
+    check(shown, "no progress line on the terminal: %r" % term[-300:])
+    check(shown[0][:2] == ("0", "300") and shown[-1] == ("300", "300", "0"), "first and last: %s" % shown)
+    done = [int(s[0]) for s in shown]
+    check(done == sorted(done), "seeds done went backwards: %s" % done)
+    check(term.count("\r") == len(shown), "each redraw starts with \\r: %r" % term[-300:])
+    check(term.endswith("\n"), "progress not ended with a newline: %r" % term[-80:])
+    check(len(shown) <= 10 * secs + 2, "%d redraws in %.2f s: more than 10 a second" % (len(shown), secs))
+    check("sim: 300 seeds" in out, "summary on stdout: %r" % out)
+    print("  %d redraws in %.2f s; last: %s" % (len(shown), secs, term.strip().split("\r")[-1]))
+
+    code, out, err = run_plain(argv)
+    check(code == 0 and "sim: 300 seeds" in out, "sim on a pipe: %d %r" % (code, out))
+    check(err == "", "stderr is not a terminal, yet sim wrote to it: %r" % err[:300])
+
+
+def case_bench_progress(c):
+    """bench on a terminal: the phase and its step; on a pipe: no progress text."""
+    argv = [c.bin, "bench", "--quick", "--reps", "2", "--seconds", "0.05", "--scale", "2000", "--skip-timer",
+            "--json"]
+    code, out, term, secs = run_tty(argv)
+    check(code == 0, "bench exit %d: %s" % (code, term[-500:]))
+    json.loads(out)  # stdout holds the results alone
+    steps = BENCH_PROGRESS.findall(term)
+    for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
+                 "bench: setup rate, kernel sockets, repetition (2/2)", "bench: scale N=2000, established (1/1)",
+                 "bench: scale N=2000, half-open (1/1)"):
+        check(text in term, "%r not on the terminal: %r" % (text, term[-500:]))
+    check(re.search(r"\rbench: done, [0-9.]+ s\s*\n$", term), "no final line: %r" % term[-200:])
+    print("  %d steps in %.2f s" % (len(steps), secs))
+
+    code, out, err = run_plain(argv)
+    check(code == 0, "bench on a pipe: exit %d" % code)
+    check("\r" not in err and not BENCH_PROGRESS.search(err) and "bench: done" not in err,
+          "stderr is not a terminal, yet bench drew progress: %r" % err[:300])
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
