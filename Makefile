@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps configure build demo test bench bench-docs clean
 
 all: build
 
@@ -33,10 +33,22 @@ test: build
 
 # Performance (README.md ("Performance")): the whole-system run (setup rate against the
 # kernel sockets, scale to 1M, timer tick), its plot, then the micro-benchmarks.
+# The plot goes into the build folder; `make bench UPDATE_DOCS=1` (or
+# `make bench-docs`) writes it over the README's docs/perf.svg instead.
+UPDATE_DOCS ?= 0
+ifeq ($(UPDATE_DOCS),1)
+PERF_SVG := docs/perf.svg
+else
+PERF_SVG := $(BUILD)/perf.svg
+endif
+
 bench: build
 	$(BUILD)/bin/iwarp-cm bench --json-out $(BUILD)/perf.json
-	python3 bench/plot.py $(BUILD)/perf.json docs/perf.svg
+	python3 bench/plot.py $(BUILD)/perf.json $(PERF_SVG)
 	$(BUILD)/bin/iwcm_bench --benchmark_min_time=0.2
+
+bench-docs:
+	$(MAKE) bench UPDATE_DOCS=1
 
 clean:
 	rm -rf $(BUILD)

@@ -13,7 +13,8 @@
 //   scale    N connections held (established, and half-open) in a fresh
 //            child process each: RSS growth / N, setup rate while holding N.
 //   timer    the timing wheel's tick against the driver's walk, at the same N.
-// The whole process is pinned to one CPU.
+// The whole process is pinned to one CPU. On a terminal, a progress line on
+// stderr names the phase and the step (tools/progress.hpp).
 #include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
@@ -44,6 +45,8 @@
 #include "bench/timer_workload.hpp"
 #include "cm/node.hpp"
 #include "tools/commands.hpp"
+#include "tools/json.hpp"
+#include "tools/progress.hpp"
 #include "wire/mpa.hpp"
 
 namespace iwcm::tools {
@@ -480,6 +483,28 @@ struct Report {
     }
 };
 
+// The progress line of the run: a phase, its step of the total, the time so far.
+class BenchProgress {
+public:
+    void step(const std::string& phase, std::size_t i, std::size_t n) {
+        if (!line_.enabled()) return;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "bench: %s (%zu/%zu), %.1f s", phase.c_str(), i, n,
+                      seconds_since(start_));
+        line_.show(buf);
+    }
+    void clear() { line_.clear(); }
+    void finish() {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "bench: done, %.1f s", seconds_since(start_));
+        line_.finish(buf);
+    }
+
+private:
+    Progress line_;
+    SteadyClock::time_point start_ = SteadyClock::now();
+};
+
 int pin_cpu(int cpu) {
     if (cpu < 0) cpu = sched_getcpu();
     cpu_set_t set;
@@ -490,16 +515,23 @@ int pin_cpu(int cpu) {
 
 // Setup rate and kernel baseline, interleaved repetition by repetition so
 // that both see the same machine.
-void run_rates(const BenchOptions& o, Report& r) {
+void run_rates(const BenchOptions& o, Report& r, BenchProgress& progress) {
     SetupPair p(o.pdata, o.pdata);
     churn(p, o.batch, 0.1, 100'000);  // warm-up: pools, tables and arenas reach size
     KernelBaseline kb(o.pdata, o.concurrency);
     bool kernel_ok = o.skip_kernel || kb.open();
     if (!o.skip_kernel && kernel_ok) kb.run(0.05, 2000);  // warm-up
+    const auto reps = static_cast<std::size_t>(o.reps);
     for (int i = 0; i < o.reps; ++i) {
+        const auto at = static_cast<std::size_t>(i) + 1;
+        progress.step("setup rate, iwarp-cm, repetition", at, reps);
         r.setup.push_back(churn(p, o.batch, o.seconds, UINT64_MAX));
-        if (!o.skip_kernel && kernel_ok) r.kernel.push_back(kb.run(o.seconds, UINT64_MAX));
+        if (!o.skip_kernel && kernel_ok) {
+            progress.step("setup rate, kernel sockets, repetition", at, reps);
+            r.kernel.push_back(kb.run(o.seconds, UINT64_MAX));
+        }
         if (!o.json) {
+            progress.clear();
             std::fprintf(stderr, "  rep %d: iwarp-cm %.0f setups/s", i + 1, r.setup.back().rate());
             if (!r.kernel.empty()) std::fprintf(stderr, ", kernel %.0f setups/s", r.kernel.back().rate());
             std::fprintf(stderr, "\n");
@@ -511,12 +543,17 @@ void run_rates(const BenchOptions& o, Report& r) {
     if (!o.skip_kernel && !kernel_ok) r.kernel.push_back(KernelSample{0, 0, 1});
 }
 
-void run_scale_and_timer(const BenchOptions& o, Report& r) {
+void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progress) {
+    const std::size_t points = o.scale.size();
     for (std::uint64_t n : o.scale) {
         if (o.skip_scale) break;
+        const std::string at = "N=" + std::to_string(n);
+        progress.step("scale " + at + ", established", r.established.size() + 1, points);
         r.established.push_back(scale_point(n, false, o));
+        progress.step("scale " + at + ", half-open", r.half_open.size() + 1, points);
         r.half_open.push_back(scale_point(n, true, o));
         if (!o.json) {
+            progress.clear();
             const ScaleSample& e = r.established.back();
             std::fprintf(stderr, "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held\n",
                          static_cast<unsigned long long>(n), e.bytes_per_conn(),
@@ -526,6 +563,7 @@ void run_scale_and_timer(const BenchOptions& o, Report& r) {
     auto budget = std::chrono::nanoseconds(static_cast<std::int64_t>(o.seconds * 1e9));
     for (std::uint64_t n : o.scale) {
         if (o.skip_timer) break;
+        progress.step("timer tick N=" + std::to_string(n), r.timer.size() + 1, points);
         TimerSample t;
         t.wheel = bench::wheel_tick(static_cast<std::size_t>(n), budget);
         t.walk = bench::walk_tick(static_cast<std::size_t>(n), budget);
@@ -589,7 +627,8 @@ std::string machine_cpu() {
 std::string to_json(const BenchOptions& o, const Report& r) {
     std::ostringstream j;
     j.precision(6);
-    j << "{\n  \"machine\": {\"cpu\": \"" << machine_cpu() << "\", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
+    j << "{\n  \"machine\": {\"cpu\": " << json_quote(machine_cpu())
+      << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
       << ", \"pinned_cpu\": " << r.cpu << "},\n";
     j << "  \"config\": {\"batch\": " << o.batch << ", \"pdata\": " << o.pdata << ", \"reps\": " << o.reps
       << ", \"seconds_per_rep\": " << o.seconds << ", \"kernel_concurrency\": " << o.concurrency
@@ -696,10 +735,13 @@ int run_bench(BenchOptions o) {
     }
     Report r;
     r.cpu = pin_cpu(o.cpu);
+    BenchProgress progress;
     if (!o.json) std::fprintf(stderr, "iwarp-cm bench: setup rate and kernel baseline\n");
-    run_rates(o, r);
+    run_rates(o, r, progress);
+    progress.clear();
     if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
-    run_scale_and_timer(o, r);
+    run_scale_and_timer(o, r, progress);
+    progress.finish();
     std::string json = to_json(o, r);
     if (o.json) std::fputs(json.c_str(), stdout);
     else print_table(r);

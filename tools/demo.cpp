@@ -2,7 +2,8 @@
 // with MPA revision 2, exchange private data both ways, negotiate IRD/ORD,
 // send the RTR, then disconnect gracefully. Prints both sides' events, a
 // ladder diagram of every frame on virtual time, the hand-off context and
-// the stats. Read first: src/io/sim.hpp, include/iwcm/core.hpp.
+// the stats. With --json: one JSON object per event and a last demo_done
+// line instead (docs/json.md). Read first: src/io/sim.hpp, include/iwcm/core.hpp.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "io/sim.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
+#include "tools/json.hpp"
+#include "tools/wire_cli.hpp"
 
 namespace iwcm::tools {
 
@@ -22,6 +25,14 @@ struct DemoOptions {
     std::uint64_t seed = 1;
     int mpa_rev = 2;
     bool quiet_ladder = false;
+    bool json = false;
+};
+
+// Where the demo's events go: human lines, or JSON lines with a "side" field.
+struct EventPrinter {
+    bool json;
+    Reporter rep{json, Instant{}};
+    void operator()(const char* side, Instant now, const Event& e) const;
 };
 
 std::vector<std::byte> to_bytes(std::string_view s) {
@@ -53,6 +64,13 @@ void print_event(const char* side, Instant now, const Event& e) {
     std::printf("\n");
 }
 
+void EventPrinter::operator()(const char* side, Instant now, const Event& e) const {
+    if (!json) return print_event(side, now, e);
+    Report r = Reporter::from_event(e);
+    r.extra.insert(r.extra.begin(), {"side", json_quote(side)});
+    rep.print(now, r);
+}
+
 void print_stats(const char* side, const Stats& s) {
     std::printf("  %s: nodes %llu/%llu created/destroyed, accepts %llu, rejects %llu, established %llu, "
                 "retransmissions %llu, connect errors %llu, frames in/out %llu/%llu, dropped %llu\n",
@@ -75,6 +93,23 @@ void print_handoff(const char* side, const HandoffContext& c) {
                 c.initiator ? "initiator" : "responder");
 }
 
+// The human report after the run: ladder, hand-off contexts, stats.
+using Contexts = std::vector<std::pair<const char*, HandoffContext>>;
+void print_summary(const std::vector<std::string>& ladder, const Contexts& contexts, const Core& a,
+                   const Core& b, const io::SimNetwork& net) {
+    std::printf("\nLadder (every frame, virtual time):\n");
+    for (auto& l : ladder) std::printf("%s\n", l.c_str());
+    std::printf("\nHand-off context (what the data path takes over):\n");
+    for (auto& [side, ctx] : contexts) print_handoff(side, ctx);
+    std::printf("\nStats:\n");
+    print_stats("A", a.stats());
+    print_stats("B", b.stats());
+    std::printf("  network: %llu frames sent, %llu lost\n", (unsigned long long)net.counters().sent,
+                (unsigned long long)net.counters().lost);
+    std::printf("  after drain: live nodes A %zu B %zu, timers A %zu B %zu\n", a.live_nodes(),
+                b.live_nodes(), a.pending_timers(), b.pending_timers());
+}
+
 int run_demo(const DemoOptions& opt) {
     CoreConfig ca;
     ca.mac = *MacAddr::parse("02:00:00:00:00:0a");
@@ -95,12 +130,13 @@ int run_demo(const DemoOptions& opt) {
     const auto rep_pd = to_bytes("welcome A, this is B");
     std::optional<ConnHandle> conn_a;
     std::optional<ConnHandle> conn_b;
+    const EventPrinter printer{opt.json};
     bool a_done = false, b_done = false, a_established = false, b_established = false;
     Instant established_at{};
 
     io::CoreHost host_a(a, [&](Instant now, Core& core) {
         while (auto e = core.poll_event()) {
-            print_event("A", now, *e);
+            printer("A", now, *e);
             if (e->type == EventType::kEstablished) {
                 a_established = true;
                 established_at = now;
@@ -110,7 +146,7 @@ int run_demo(const DemoOptions& opt) {
     });
     io::CoreHost host_b(b, [&](Instant now, Core& core) {
         while (auto e = core.poll_event()) {
-            print_event("B", now, *e);
+            printer("B", now, *e);
             if (e->type == EventType::kEstablished) b_established = true;
             if (e->type == EventType::kConnectRequest) {
                 conn_b = e->conn;
@@ -133,11 +169,14 @@ int run_demo(const DemoOptions& opt) {
     (void)ia;
     (void)ib;
 
-    std::printf("iwarp-cm demo: A %s (%s) connects to B %s:4791 (%s) over the simulated network\n",
-                ip_a.to_string().c_str(), ca.mac.to_string().c_str(), ip_b.to_string().c_str(),
-                cb.mac.to_string().c_str());
-    std::printf("  loss %.0f%%, seed %llu, latency 50 us, MPA revision %d\n\n", opt.loss * 100,
-                (unsigned long long)opt.seed, opt.mpa_rev);
+    if (!opt.json) {
+        std::printf("iwarp-cm demo: A %s (%s) connects to B %s:4791 (%s) "
+                    "over the simulated network\n",
+                    ip_a.to_string().c_str(), ca.mac.to_string().c_str(), ip_b.to_string().c_str(),
+                    cb.mac.to_string().c_str());
+        std::printf("  loss %.0f%%, seed %llu, latency 50 us, MPA revision %d\n\nEvents:\n",
+                    opt.loss * 100, (unsigned long long)opt.seed, opt.mpa_rev);
+    }
 
     std::vector<std::string> ladder;
     net.set_observer([&](const io::FrameRecord& r) {
@@ -152,7 +191,6 @@ int run_demo(const DemoOptions& opt) {
         ladder.emplace_back(line);
     });
 
-    std::printf("Events:\n");
     ConnectParams cp;
     cp.local = {ip_a, 0};
     cp.remote = {ip_b, 4791};
@@ -163,7 +201,8 @@ int run_demo(const DemoOptions& opt) {
     cp.mpa_revision = static_cast<std::uint8_t>(opt.mpa_rev);
     auto c = a.connect(net.now(), cp);
     if (!c) {
-        std::printf("connect failed: %s\n", std::string(to_string(c.error())).c_str());
+        std::fprintf(stderr, "iwarp-cm: connect failed: %s\n",
+                     std::string(to_string(c.error())).c_str());
         return 1;
     }
     conn_a = *c;
@@ -174,7 +213,7 @@ int run_demo(const DemoOptions& opt) {
         if (!net.step()) break;
     for (int i = 0; i < 1000000 && a.pending_timers() + b.pending_timers() > 0; ++i)
         if (!net.step()) break;
-    std::vector<std::pair<const char*, HandoffContext>> contexts;
+    Contexts contexts;
     if (a_established) {
         if (auto h = a.handoff(*conn_a)) contexts.emplace_back("A", *h);
         if (conn_b)
@@ -185,25 +224,24 @@ int run_demo(const DemoOptions& opt) {
     }
     net.run(1000000);
 
-    std::printf("\nLadder (every frame, virtual time):\n");
-    for (auto& l : ladder) std::printf("%s\n", l.c_str());
-    std::printf("\nHand-off context (what the data path takes over):\n");
-    for (auto& [side, ctx] : contexts) print_handoff(side, ctx);
-    std::printf("\nStats:\n");
-    print_stats("A", a.stats());
-    print_stats("B", b.stats());
-    std::printf("  network: %llu frames sent, %llu lost\n", (unsigned long long)net.counters().sent,
-                (unsigned long long)net.counters().lost);
-    bool clean = a.live_nodes() == 0 && b.live_nodes() == 0 && a.pending_timers() == 0 && b.pending_timers() == 0;
-    std::printf("  after drain: live nodes A %zu B %zu, timers A %zu B %zu\n", a.live_nodes(), b.live_nodes(),
-                a.pending_timers(), b.pending_timers());
-    if (!a_established) {
-        std::printf("\nresult: NOT connected\n");
-        return 1;
+    const bool clean = a.live_nodes() == 0 && b.live_nodes() == 0 && a.pending_timers() == 0 &&
+                       b.pending_timers() == 0;
+    if (opt.json) {
+        Report r;
+        r.event = "demo_done";
+        r.add_bool("connected", a_established && b_established);
+        r.add_bool("clean", clean);
+        r.add("frames_sent", std::uint64_t{net.counters().sent});
+        r.add("frames_lost", std::uint64_t{net.counters().lost});
+        printer.rep.print(net.now(), r);
+    } else {
+        print_summary(ladder, contexts, a, b, net);
+        if (!a_established) std::printf("\nresult: NOT connected\n");
+        else
+            std::printf("\nresult: connected, exchanged private data, disconnected%s\n",
+                        clean ? ", nothing leaked" : " (LEAK)");
     }
-    std::printf("\nresult: connected, exchanged private data, disconnected%s\n",
-                clean ? ", nothing leaked" : " (LEAK)");
-    return clean && a_done && b_done ? 0 : 1;
+    return a_established && clean && a_done && b_done ? 0 : 1;
 }
 
 }  // namespace
@@ -217,6 +255,8 @@ void add_demo(CLI::App& app) {
     cmd->add_option("--loss", opt->loss, "frame loss probability, 0 to 0.9")->check(CLI::Range(0.0, 0.9));
     cmd->add_option("--seed", opt->seed, "seed of the simulated network");
     cmd->add_option("--mpa-rev", opt->mpa_rev, "MPA revision of the initiator")->check(CLI::IsMember({1, 2}));
+    cmd->add_flag("--json", opt->json,
+                  "one JSON object per event and a last demo_done line (docs/json.md)");
     cmd->callback([opt] { set_exit_code(run_demo(*opt)); });
 }
 

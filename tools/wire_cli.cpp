@@ -32,6 +32,19 @@ std::string hex(const std::vector<std::byte>& b) {
 
 double seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
 
+// A set of rtr::k* as a JSON array of RtrType names, e.g. ["send","read"].
+std::string rtr_list(std::uint8_t types) {
+    std::string out;
+    const std::pair<std::uint8_t, RtrType> kinds[] = {
+        {rtr::kSend, RtrType::kSend}, {rtr::kWrite, RtrType::kWrite}, {rtr::kRead, RtrType::kRead}};
+    for (const auto& [bit, type] : kinds) {
+        if ((types & bit) == 0) continue;
+        out += out.empty() ? "" : ",";
+        out += json_quote(to_string(type));
+    }
+    return "[" + out + "]";
+}
+
 }  // namespace
 
 void add_wire_options(CLI::App* cmd, WireOptions& o) {
@@ -139,9 +152,13 @@ Report Reporter::from_event(const Event& e) {
         r.mpa_rev = e.mpa.revision;
         r.ird = e.mpa.ird;
         r.ord = e.mpa.ord;
-        r.add("p2p", std::string(e.mpa.peer_to_peer ? "yes" : "no"));
-        r.add("rtr", std::string(to_string(e.mpa.rtr)));
-        r.add("crc", std::string(e.mpa.crc ? "yes" : "no"));
+        r.add_bool("p2p", e.mpa.peer_to_peer);
+        // A request carries the RTR types the peer offers; established, the one chosen.
+        if (e.type == EventType::kConnectRequest)
+            r.extra.emplace_back("rtr_offered", rtr_list(e.mpa.rtr_offered));
+        else
+            r.add("rtr", std::string(to_string(e.mpa.rtr)));
+        r.add_bool("crc", e.mpa.crc);
     }
     r.has_pdata = true;
     r.pdata.assign(e.private_data.begin(), e.private_data.end());

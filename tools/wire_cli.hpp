@@ -57,6 +57,7 @@ struct Interface {
 Expected<Interface, std::string> parse_interface(const WireOptions& o);
 
 // One line of output: human text by default, one JSON object with --json.
+// Every JSON field is in docs/json.md and docs/json-schema.json.
 struct Report {
     std::string event;
     std::optional<Endpoint> local;
@@ -71,6 +72,7 @@ struct Report {
     std::vector<std::pair<std::string, std::string>> extra;  // key, JSON literal
     void add(const std::string& key, std::uint64_t v) { extra.emplace_back(key, std::to_string(v)); }
     void add(const std::string& key, const std::string& v);
+    void add_bool(const std::string& key, bool v) { extra.emplace_back(key, v ? "true" : "false"); }
 };
 
 class Reporter {

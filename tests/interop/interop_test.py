@@ -19,6 +19,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "cli"))
+import json_lines  # noqa: E402  (docs/json.md: the schema of iwarp-cm's JSON lines)
+
 PEER = os.path.join(HERE, "mpa_peer.py")
 PORT = 4791
 
@@ -41,10 +44,12 @@ def sh(*argv, ns=None, ok=True):
 
 
 class Proc:
-    """A process in the namespace whose stdout lines are read by a thread."""
+    """A process in the namespace whose stdout lines are read by a thread.
+    With a schema, every line must be valid against it (iwarp-cm's lines)."""
 
-    def __init__(self, name, argv, ns):
+    def __init__(self, name, argv, ns, schema=None):
         self.name = name
+        self.schema = schema
         self.lines = []
         self.q = queue.Queue()
         self.p = subprocess.Popen(["ip", "netns", "exec", ns] + argv, stdout=subprocess.PIPE,
@@ -71,7 +76,7 @@ class Proc:
                 continue
             if line is None:
                 raise Failure("%s: exited before '%s'" % (self.name, event))
-            obj = json.loads(line)
+            obj = self._parse(line)
             self.lines.append(obj)
             if obj.get("event") == event:
                 return obj
@@ -86,12 +91,18 @@ class Proc:
             line = self.q.get(timeout=5)
             if line is None:
                 break
-            self.lines.append(json.loads(line))
+            self.lines.append(self._parse(line))
         err = self.p.stderr.read()
         if err.strip():
             print("    %s stderr| %s" % (self.name, err.strip()), flush=True)
         self.stderr = err
         return self.p.returncode
+
+    def _parse(self, line):
+        if self.schema is not None:
+            errs = json_lines.check_line(line, self.schema)
+            check(not errs, "%s: a line outside docs/json.md: %s" % (self.name, "; ".join(errs)))
+        return json.loads(line)
 
     def events(self, name):
         return [e for e in self.lines if e.get("event") == name]
@@ -139,8 +150,8 @@ class Net:
         sh("ip", "netns", "del", self.ns, ok=False)
         check(self.ns not in sh("ip", "netns", "list").stdout, "namespace %s not removed" % self.ns)
 
-    def start(self, name, argv):
-        p = Proc(name, argv, self.ns)
+    def start(self, name, argv, schema=None):
+        p = Proc(name, argv, self.ns, schema)
         self.procs.append(p)
         return p
 
@@ -166,10 +177,11 @@ class Case:
     def __init__(self, args):
         self.bin = args.bin
         self.tmp = args.tmp
+        self.schema = json_lines.load_schema()
 
     def cm(self, net, name, *argv, ip=None, tap="tap0"):
         ip = ip or "10.99.%d.2/24" % net.n
-        return net.start(name, [self.bin] + list(argv) + ["--tap", tap, "--ip", ip, "--json"])
+        return net.start(name, [self.bin] + list(argv) + ["--tap", tap, "--ip", ip, "--json"], self.schema)
 
     def peer(self, net, name, *argv):
         return net.start(name, ["python3", PEER] + list(argv))
@@ -218,10 +230,12 @@ def listen_case(c, subnet, rev, p2p):
         st = expect_exit(cm, 0)
         req = cm.events("connect_request")[0]
         check(req["pdata"] == "kernel client rev%d" % rev and req["mpa_rev"] == rev, "request: %s" % req)
+        # mpa_peer.py offers a SEND RTR with --p2p (RFC 6581), none otherwise.
+        check(req["p2p"] is p2p and req["rtr_offered"] == (["send"] if p2p else []), "request RTR: %s" % req)
         est = cm.events("established")[0]
         check(est["mpa_rev"] == rev, "established: %s" % est)
         if p2p:
-            check(est["rtr"] == "send" and est["crc"] == "yes", "p2p established: %s" % est)
+            check(est["rtr"] == "send" and est["crc"] is True, "p2p established: %s" % est)
         disc = cm.events("disconnected")[0]
         check(disc["status"] == 0, "disconnect: %s" % disc)
         check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)

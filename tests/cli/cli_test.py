@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Command-line tests that need no root: `demo --json` against the schema of
+docs/json.md, and the progress line of `sim` and `bench` on a terminal.
+
+Read first: docs/json.md, tools/progress.hpp.
+
+  cli_test.py --bin build/bin/iwarp-cm CASE      (CASE: see CASES below)
+"""
+import argparse
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+import tty
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json_lines  # noqa: E402
+
+TIMEOUT = 120
+# The sim's progress text, e.g. "sim: 120/1000 seeds, 950 seeds/s, 0 failed".
+SIM_PROGRESS = re.compile(r"sim: (\d+)/(\d+) seeds, \d+ seeds/s, (\d+) failed")
+BENCH_PROGRESS = re.compile(r"bench: [^\r\n]*\((\d+)/(\d+)\), [0-9.]+ s")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def run_plain(argv):
+    """Runs argv with stdout and stderr on pipes: (exit code, stdout, stderr)."""
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    return r.returncode, r.stdout, r.stderr
+
+
+def run_tty(argv):
+    """Runs argv with stderr on a pseudo-terminal and stdout on a pipe:
+    (exit code, stdout, what the terminal received, seconds)."""
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # bytes as written: no '\n' -> '\r\n'
+    start = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    term = b""
+    end = start + TIMEOUT
+    while time.monotonic() < end:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if not ready:
+            if p.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: every writer closed its end
+            break
+        if not chunk:
+            break
+        term += chunk
+    os.close(master)
+    out, _ = p.communicate(timeout=10)
+    return p.returncode, out.decode(), term.decode(), time.monotonic() - start
+
+
+def check_lines(text, what):
+    """Every line of text is valid against the schema; the lines as objects."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    check(lines, "%s printed no line" % what)
+    schema = json_lines.load_schema()
+    for l in lines:
+        errs = json_lines.check_line(l, schema)
+        check(not errs, "%s: %s" % (what, "; ".join(errs)))
+    return [json.loads(l) for l in lines]
+
+
+# ---------------------------------------------------------------- cases
+
+def case_demo_json(c):
+    """demo --json, revision 2 and 1 and with loss: every line valid; the
+    request shows the RTR types offered, booleans are booleans."""
+    code, out, err = run_plain([c.bin, "demo", "--json"])
+    check(code == 0, "demo --json exit %d: %s" % (code, err))
+    objs = check_lines(out, "demo --json")
+    req = [o for o in objs if o["event"] == "connect_request"]
+    check(len(req) == 1 and req[0]["side"] == "B", "one request, at B: %s" % req)
+    check(req[0]["p2p"] is True and req[0]["rtr_offered"] == ["send", "write", "read"] and req[0]["mpa_rev"] == 2,
+          "revision-2 request: %s" % req[0])
+    est = [o for o in objs if o["event"] == "established"]
+    check(len(est) == 2 and all(e["rtr"] in ("send", "write", "read") and e["p2p"] is True for e in est),
+          "established on both sides with an RTR: %s" % est)
+    check(objs[-1]["event"] == "demo_done" and objs[-1]["connected"] is True and objs[-1]["clean"] is True,
+          "last line: %s" % objs[-1])
+
+    code, out, err = run_plain([c.bin, "demo", "--json", "--mpa-rev", "1"])
+    check(code == 0, "demo --json --mpa-rev 1 exit %d: %s" % (code, err))
+    objs = check_lines(out, "demo --json --mpa-rev 1")
+    req = [o for o in objs if o["event"] == "connect_request"][0]
+    check(req["mpa_rev"] == 1 and req["p2p"] is False and req["rtr_offered"] == [] and req["crc"] is False,
+          "revision-1 request: %s" % req)
+
+    code, out, err = run_plain([c.bin, "demo", "--json", "--loss", "0.3", "--seed", "7"])
+    objs = check_lines(out, "demo --json --loss 0.3")
+    check(objs[-1]["event"] == "demo_done" and objs[-1]["frames_lost"] > 0, "lossy run: %s" % objs[-1])
+    check(not any(l.startswith("{") for l in run_plain([c.bin, "demo"])[1].splitlines()),
+          "demo without --json printed JSON")
+
+
+def case_sim_progress(c):
+    """sim on a terminal: a progress line on stderr, redrawn with '\\r', at most
+    ten times a second, ended with a newline; on a pipe: nothing."""
+    argv = [c.bin, "sim", "--seeds", "300", "--conns", "4"]
+    code, out, term, secs = run_tty(argv)
+    check(code == 0, "sim exit %d: %s %s" % (code, out, term))
+    shown = SIM_PROGRESS.findall(term)
+    check(shown, "no progress line on the terminal: %r" % term[-300:])
+    check(shown[0][:2] == ("0", "300") and shown[-1] == ("300", "300", "0"), "first and last: %s" % shown)
+    done = [int(s[0]) for s in shown]
+    check(done == sorted(done), "seeds done went backwards: %s" % done)
+    check(term.count("\r") == len(shown), "each redraw starts with \\r: %r" % term[-300:])
+    check(term.endswith("\n"), "progress not ended with a newline: %r" % term[-80:])
+    check(len(shown) <= 10 * secs + 2, "%d redraws in %.2f s: more than 10 a second" % (len(shown), secs))
+    check("sim: 300 seeds" in out, "summary on stdout: %r" % out)
+    print("  %d redraws in %.2f s; last: %s" % (len(shown), secs, term.strip().split("\r")[-1]))
+
+    code, out, err = run_plain(argv)
+    check(code == 0 and "sim: 300 seeds" in out, "sim on a pipe: %d %r" % (code, out))
+    check(err == "", "stderr is not a terminal, yet sim wrote to it: %r" % err[:300])
+
+
+def case_bench_progress(c):
+    """bench on a terminal: the phase and its step; on a pipe: no progress text."""
+    argv = [c.bin, "bench", "--quick", "--reps", "2", "--seconds", "0.05", "--scale", "2000", "--skip-timer",
+            "--json"]
+    code, out, term, secs = run_tty(argv)
+    check(code == 0, "bench exit %d: %s" % (code, term[-500:]))
+    json.loads(out)  # stdout holds the results alone
+    steps = BENCH_PROGRESS.findall(term)
+    for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
+                 "bench: setup rate, kernel sockets, repetition (2/2)", "bench: scale N=2000, established (1/1)",
+                 "bench: scale N=2000, half-open (1/1)"):
+        check(text in term, "%r not on the terminal: %r" % (text, term[-500:]))
+    check(re.search(r"\rbench: done, [0-9.]+ s\s*\n$", term), "no final line: %r" % term[-200:])
+    print("  %d steps in %.2f s" % (len(steps), secs))
+
+    code, out, err = run_plain(argv)
+    check(code == 0, "bench on a pipe: exit %d" % code)
+    check("\r" not in err and not BENCH_PROGRESS.search(err) and "bench: done" not in err,
+          "stderr is not a terminal, yet bench drew progress: %r" % err[:300])
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+class Args:
+    def __init__(self, a):
+        self.bin = a.bin
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", required=True)
+    p.add_argument("case", choices=sorted(CASES))
+    a = p.parse_args()
+    try:
+        CASES[a.case](Args(a))
+    except (Failure, subprocess.TimeoutExpired) as e:
+        print("FAIL %s: %s" % (a.case, e), flush=True)
+        return 1
+    print("PASS %s" % a.case, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
