@@ -16,6 +16,7 @@ std::string_view to_string(ApiError e) noexcept {
         case ApiError::kFamilyMismatch: return "local and remote addresses are of different families";
         case ApiError::kTooManyConnections: return "too many connections (CoreConfig::max_connections)";
         case ApiError::kNoPorts: return "no free ephemeral port";
+        case ApiError::kEventQueueFull: return "event queue full (CoreConfig::max_events): poll events first";
     }
     return "?";
 }
@@ -57,6 +58,7 @@ std::string_view to_string(DropReason r) noexcept {
         case DropReason::kBadMpa: return "bad_mpa";
         case DropReason::kDataAfterHandoff: return "data_after_handoff";
         case DropReason::kTooManyConnections: return "too_many_connections";
+        case DropReason::kEventQueueFull: return "event_queue_full";
         case DropReason::kCount: break;
     }
     return "?";

@@ -40,8 +40,13 @@ struct MpaConfig {
     bool peer_to_peer = true;
     // RTR types offered (initiator) or accepted (responder): a set of rtr::k*.
     std::uint8_t rtr_types = rtr::kAll;
-    // The most IRD / ORD this side can honour (RFC 6581 relaxed negotiation
-    // raises our IRD toward the peer's ORD up to this limit).
+    // The most IRD / ORD this side can honour (irdma's max_hw_ird / max_hw_ord).
+    // The IRD/ORD given to connect() and accept() is clamped to them (0x3FFF,
+    // "no value", passes), and relaxed negotiation raises our IRD toward the
+    // peer's ORD up to max_ird. A READ RTR needs one read each way: a responder
+    // that picks it says IRD >= 1, an initiator that gets it uses ORD >= 1; with
+    // max_ird 0 a responder never picks it, with max_ord 0 an initiator never
+    // offers it.
     std::uint16_t max_ird = 128;
     std::uint16_t max_ord = 128;
     // Fail the negotiation instead of adjusting IRD/ORD (RFC 6581 section 7).
@@ -75,6 +80,10 @@ struct CoreConfig {
     Duration timer_granularity = std::chrono::milliseconds(1);
     std::uint32_t default_backlog = 256;
     std::uint32_t max_connections = 1u << 22;
+    // Events waiting to be polled before new connections are refused: a SYN
+    // to a listener is dropped (DropReason::kEventQueueFull) and connect()
+    // fails with ApiError::kEventQueueFull. Connections already known to the
+    // application still get their events past this limit (two at most each).
     std::size_t max_events = 1u << 20;
     // RFC 6528 initial sequence numbers: the key of the keyed hash.
     std::array<std::uint8_t, 16> isn_secret{};

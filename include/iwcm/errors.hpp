@@ -19,6 +19,7 @@ enum class ApiError : std::uint8_t {
     kFamilyMismatch,      // local and remote address of different families
     kTooManyConnections,  // CoreConfig::max_connections reached
     kNoPorts,             // no free ephemeral port for this local/remote pair
+    kEventQueueFull,      // CoreConfig::max_events events wait: poll_event() them first
 };
 
 std::string_view to_string(ApiError error) noexcept;

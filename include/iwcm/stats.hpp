@@ -22,6 +22,7 @@ enum class DropReason : std::uint8_t {
     kBadMpa,           // MPA frame that fails to parse
     kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
     kTooManyConnections,
+    kEventQueueFull,   // a new connection's SYN while max_events events wait unpolled
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
@@ -35,6 +36,9 @@ struct Stats {
     std::uint64_t loopback_connections = 0;
     std::uint64_t accepts = 0;
     std::uint64_t rejects = 0;
+    // Connections that closed without ever being established, counted once
+    // each when the node closes: ours (connect) and the peer's (passive). An
+    // application's reject() is not a passive error (see `rejects`).
     std::uint64_t connect_errors = 0;
     std::uint64_t passive_errors = 0;
     std::uint64_t retransmissions = 0;

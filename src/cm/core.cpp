@@ -206,12 +206,23 @@ void Core::Impl::close_node(const NodeRef& node) {
     cancel_mpa_timer(*node);
     node->release_buffers();
     set_state(*node, CmState::kClosed);
+    count_failure(*node);
     // Every close tells an application that still owns the node.
     if (node->app_owned) {
         end_for_app(node, node->mpa_done ? EventType::kDisconnected : EventType::kConnectError,
                     -ECONNABORTED);
     }
     NodeRef gone = table.erase(cm::key_of(*node));
+}
+
+// The one place failures are counted: a node that closes without ever being
+// established is one failure of its side, whatever ended it (reset, timeout,
+// TERMINATE, bad MPA, listener or address gone, cancel). An application's
+// own reject() is an answer, not a failure (it counts in `rejects`).
+void Core::Impl::count_failure(const Node& node) {
+    if (node.mpa_done) return;
+    if (node.initiator) ++stats.connect_errors;
+    else if (!node.app_rejected) ++stats.passive_errors;
 }
 
 void Core::Impl::end_for_app(const NodeRef& node, EventType type, int status,
@@ -233,7 +244,10 @@ void Core::Impl::abort_node(Instant now, const NodeRef& node, EventType type, in
 void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
                             std::span<const std::byte> pdata) {
     IWCM_ASSERT(node->app_owned);
-    IWCM_ASSERT(events.size() - event_head < cfg.max_events);
+    // No limit here: a connection the application knows always gets its
+    // events (at most an established and a terminal one). max_events gates new
+    // connections instead (events_full()), so an application that stops
+    // polling holds the queue to max_events plus two per connection it owns.
     cm::QueuedEvent q;
     q.event.type = type;
     q.event.conn = node->handle();
@@ -254,10 +268,6 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
     q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
     q.pdata_len = static_cast<std::uint32_t>(pdata.size());
     event_pdata.insert(event_pdata.end(), pdata.begin(), pdata.end());
-    if (type == EventType::kConnectError || type == EventType::kRejected ||
-        type == EventType::kUnreachable) {
-        if (node->initiator) ++stats.connect_errors; else ++stats.passive_errors;
-    }
     events.push_back(std::move(q));
 }
 
@@ -381,6 +391,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     if (p.private_data.size() > pdata_limit(rev)) return fail(ApiError::kPrivateDataTooLong);
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
     if (table.size() >= cfg.max_connections) return fail(ApiError::kTooManyConnections);
+    if (events_full()) return fail(ApiError::kEventQueueFull);
     Endpoint local = p.local;
     if (local.port == 0) {
         auto port = pick_port(local.addr, p.remote, p.vlan);
@@ -404,10 +415,11 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
         ++stats.loopback_connections;
     }
     node->mpa_rev = rev;
-    node->ird = p.ird;
-    node->ord = p.ord;
+    record_ird_ord(*node, p.ird, p.ord);
     node->peer_to_peer = rev == 2 && cfg.mpa.peer_to_peer;
     node->rtr_offered = node->peer_to_peer ? cfg.mpa.rtr_types : 0;
+    // A READ RTR is a read we issue: not offered without ORD to issue it.
+    if (cfg.mpa.max_ord == 0) node->rtr_offered &= static_cast<std::uint8_t>(~rtr::kRead);
     node->crc = cfg.mpa.crc;
     node->buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now));
@@ -440,8 +452,7 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     if (!n) return fail(n.error());
     Node& node = **n;
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
-    node.ird = p.ird;
-    node.ord = p.ord;
+    record_ird_ord(node, p.ird, p.ord);
     node.buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     ++stats.accepts;
     release_backlog(node);
@@ -457,6 +468,7 @@ Result<void> Core::Impl::reject(Instant now, ConnHandle conn, std::span<const st
     if (!n) return fail(n.error());
     Node& node = **n;
     ++stats.rejects;
+    node.app_rejected = true;
     release_backlog(node);
     NodeRef ref(&node);
     reject_request(now, ref, pdata);

@@ -162,6 +162,9 @@ struct Core::Impl {
     void cancel_mpa_timer(cm::Node& node);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
     MpaInfo negotiated(const cm::Node& node) const;
+    void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
+    void count_failure(const cm::Node& node);
+    bool events_full() const { return events.size() - event_head >= cfg.max_events; }
 
     // ---- lifetime and events (core.cpp) ----
     void set_state(cm::Node& node, CmState to);

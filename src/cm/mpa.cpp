@@ -81,6 +81,14 @@ bool negotiate_ird_ord(Node& node, const MpaConfig& cfg) {
 
 }  // namespace
 
+// irdma_record_ird_ord: what the application asks for is clamped to what this
+// side can honour. 0x3FFF ("no value", RFC 6581 section 7) passes unchanged.
+void Core::Impl::record_ird_ord(Node& node, std::uint16_t ird, std::uint16_t ord) const {
+    constexpr std::uint16_t none = wire::kIrdOrdNone;
+    node.ird = ird == none ? ird : std::min(ird, cfg.mpa.max_ird);
+    node.ord = ord == none ? ord : std::min(ord, cfg.mpa.max_ord);
+}
+
 MpaInfo Core::Impl::negotiated(const Node& node) const {
     MpaInfo m;
     m.revision = node.mpa_rev;
@@ -168,7 +176,6 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
         // Not an MPA request (a reply, a bad key, revision 0 or 3, a length
         // over 512): the connection is not iWARP. Reset it, as the driver does.
         drop(now, DropReason::kBadMpa, node.get(), {});
-        ++stats.passive_errors;
         send_reset(*node);
         close_node(node);
         return;
@@ -189,7 +196,6 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     if (req.markers) {
         // Markers are not supported: refuse with a reject reply, then close.
         consume(*node, len);
-        ++stats.passive_errors;
         reject_request(now, node, {});
         return;
     }
@@ -213,16 +219,23 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     if (node->mpa_rev == 2 && enhanced) {
         if (!negotiate_ird_ord(*node, cfg.mpa)) failure = wire::TermError::kInsufficientIrd;
         wire::MpaV2Params v2;
-        v2.ird = node->ird;
-        v2.ord = node->ord;
         if (node->peer_to_peer) {
             v2.peer_to_peer = true;
-            node->rtr = pick_rtr(node->rtr_offered & cfg.mpa.rtr_types);
+            // A READ RTR is a read we must serve: without IRD to spare it is
+            // not ours to pick.
+            std::uint8_t usable = node->rtr_offered & cfg.mpa.rtr_types;
+            if (cfg.mpa.max_ird == 0) usable &= static_cast<std::uint8_t>(~rtr::kRead);
+            node->rtr = pick_rtr(usable);
             if (node->rtr == RtrType::kNone && !failure) failure = wire::TermError::kNoMatchingRtr;
+            // irdma_negotiate_mpa_v2_ird_ord: a reply never says IRD 0 with a
+            // READ RTR, whatever the peer's ORD (its RTR is that one read).
+            if (node->rtr == RtrType::kRead && node->ird == 0) node->ird = 1;
             v2.rtr_send = node->rtr == RtrType::kSend;
             v2.rtr_write = node->rtr == RtrType::kWrite;
             v2.rtr_read = node->rtr == RtrType::kRead;
         }
+        v2.ird = node->ird;
+        v2.ord = node->ord;
         rep.v2 = v2;
     } else {
         node->peer_to_peer = false;
@@ -321,6 +334,13 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
             } else {
                 node->rtr = pick_rtr(chosen);
             }
+            // The READ RTR is one read we issue (irdma_record_ird_ord: ORD at
+            // least 1) and the responder must serve (irdma_negotiate_mpa_v2_ird_ord:
+            // a responder IRD of 0 cannot).
+            if (node->rtr == RtrType::kRead) {
+                if (node->peer_ird == 0 && !failure) failure = wire::TermError::kInsufficientIrd;
+                if (node->ord == 0) node->ord = 1;
+            }
         } else {
             node->peer_to_peer = false;
         }
@@ -397,7 +417,6 @@ void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {
                                     CmState::kOneSideEstablished;
     if (node->state == CmState::kEstablished && !node->mpa_done) {
         // A peer that connected and never sent its request.
-        ++stats.passive_errors;
         send_reset(*node);
         close_node(node);
     } else if (kWaiting.contains(node->state)) {

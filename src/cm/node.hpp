@@ -54,6 +54,7 @@ struct Node {
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
     bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
+    bool app_rejected = false;    // the application answered the request with reject()
     std::uint16_t vlan = kNoVlan;
     Endpoint local;
     Endpoint remote;

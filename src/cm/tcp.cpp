@@ -111,6 +111,12 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         return;
     }
     ++stats.syns_received;
+    // An application that does not poll its events gets no new connections
+    // until it does: the SYN goes unanswered (the peer retransmits it).
+    if (events_full()) {
+        drop(now, DropReason::kEventQueueFull, nullptr, {});
+        return;
+    }
     // Backlog: connections not yet accepted. Over it, the SYN is dropped
     // without an answer, as the driver does (the peer's SYN retransmission
     // retries later).
@@ -370,7 +376,6 @@ void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
     } else {
         end_for_app(node, EventType::kConnectError, -ECONNRESET);
     }
-    if (!node->initiator && !node->mpa_done && !node->app_owned) ++stats.passive_errors;
     close_node(node);
 }
 

@@ -786,10 +786,13 @@ void Runner::check_attempt(const Attempt& a) {
         bool fallback = a.rev == 2 && p->req.revision == 1;
         if (p->req.revision != a.rev && !fallback)
             fail(fmt("connect #%zu: request revision %u, sent %u", a.id, p->req.revision, a.rev));
-        if (p->req.revision == 2 && (p->req.ird != a.ird || p->req.ord != a.ord || p->req.peer_to_peer != a.p2p ||
+        // What the initiator asked for, clamped to what it can honour (irdma_record_ird_ord).
+        const std::uint16_t ird = std::min(a.ird, cfgs_[a.from].mpa.max_ird);
+        const std::uint16_t ord = std::min(a.ord, cfgs_[a.from].mpa.max_ord);
+        if (p->req.revision == 2 && (p->req.ird != ird || p->req.ord != ord || p->req.peer_to_peer != a.p2p ||
                                       p->req.rtr_offered != a.rtr_offered))
             fail(fmt("connect #%zu: request IRD/ORD/p2p/RTR %u/%u/%d/%u, sent %u/%u/%d/%u", a.id, p->req.ird,
-                     p->req.ord, p->req.peer_to_peer, p->req.rtr_offered, a.ird, a.ord, a.p2p, a.rtr_offered));
+                     p->req.ord, p->req.peer_to_peer, p->req.rtr_offered, ird, ord, a.p2p, a.rtr_offered));
         // RFC 6581 section 6: with the peer-to-peer bit the responder is
         // established only on the initiator's RTR, sent once it is established.
         if (p->log.established && p->log.est.peer_to_peer && !i.established)
@@ -818,9 +821,17 @@ void Runner::check_attempt(const Attempt& a) {
             fail(fmt("connect #%zu: peer-to-peer without an RTR type", a.id));
         if (x.revision == 2) {
             // RFC 6581 section 7 (relaxed): each side's ORD within the other's IRD;
-            // the initiator keeps its IRD, the responder's ORD is cut to it.
-            if (y.ord > x.ird || x.ord > y.ird || x.ird != a.ird ||
-                y.ord != std::min(accepted->acc_ord, a.ird) || x.ord != std::min(a.ord, y.ird))
+            // the initiator keeps its IRD, the responder's ORD is cut to it. Both
+            // start from their requests clamped to their maxima; a READ RTR is one
+            // read each way (initiator ORD >= 1, responder IRD >= 1).
+            const std::uint16_t ird = std::min(a.ird, cfgs_[a.from].mpa.max_ird);
+            const std::uint16_t ord = std::min(a.ord, cfgs_[a.from].mpa.max_ord);
+            const std::uint16_t acc_ord = std::min(accepted->acc_ord, cfgs_[a.to].mpa.max_ord);
+            std::uint16_t want_x_ord = std::min(ord, y.ird);
+            if (x.rtr == RtrType::kRead) want_x_ord = std::max<std::uint16_t>(want_x_ord, 1);
+            bool read_ok = x.rtr != RtrType::kRead || y.ird >= 1;
+            if (y.ord > x.ird || x.ord > y.ird || x.ird != ird || y.ord != std::min(acc_ord, ird) ||
+                x.ord != want_x_ord || !read_ok)
                 fail(fmt("connect #%zu: IRD/ORD initiator %u/%u responder %u/%u (asked %u/%u, accepted %u/%u)", a.id,
                          x.ird, x.ord, y.ird, y.ord, a.ird, a.ord, accepted->acc_ird, accepted->acc_ord));
         }

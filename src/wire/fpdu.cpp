@@ -128,10 +128,10 @@ ParseResult<RtrType> check_untagged_rtr(Bytes u, RtrType type) {
 ParseResult<RtrType> check_read_rtr(Bytes u) {
     if (u.size() != kReadRequestLen)
         return parse_fail(kRtrLayer, "ulpdu_length", 0, "READ request RTR is not 46 bytes");
+    // The STags and offsets are not checked, as for the WRITE RTR: a
+    // zero-length read moves nothing.
     if (load_be32(u, kReadSizeOff) != 0)
         return parse_fail(kRtrLayer, "read_size", kReadSizeOff, "READ RTR is not zero-length");
-    if (load_be32(u, kSinkStagOff) == 0 || load_be32(u, kSourceStagOff) == 0)
-        return parse_fail(kRtrLayer, "stag", kSinkStagOff, "zero STag");
     return check_untagged_rtr(u, RtrType::kRead);
 }
 
@@ -182,10 +182,10 @@ ParseResult<RtrType> parse_rtr(Bytes u) {
     const std::uint8_t ddp = load_u8(u, kDdpCtrlOff);
     const std::uint8_t rdmap = load_u8(u, kRdmapCtrlOff);
     if (ddp == kDdpTaggedLast && rdmap == (kRdmapV1 | kOpWrite)) {
+        // Any STag and tagged offset: RFC 6581 asks the responder to check
+        // neither (siw sends STag 1, other peers 0), and nothing is placed.
         if (u.size() != kTaggedHeaderLen)
             return parse_fail(kRtrLayer, "ulpdu_length", 0, "WRITE RTR is not zero-length");
-        if (load_be32(u, kStagOff) == 0)
-            return parse_fail(kRtrLayer, "stag", kStagOff, "zero STag");
         return RtrType::kWrite;
     }
     if (untagged_is(u, kOpSend, kQnSend)) {

@@ -102,6 +102,8 @@ TEST(Negotiation, EveryCombination) {
         {8, 1, 1, 8, "responder covers everything"},
         {1, 32, 1, 1, "initiator ORD above the responder's max IRD (16)"},
         {none, none, 4, 4, "initiator gives no values"},
+        {0, 0, 0, 0, "no reads either way (a READ RTR still needs one)"},
+        {200, 300, 400, 500, "above both sides' maxima (clamped to 16 / 128)"},
     };
     for (std::uint8_t irev : {1, 2})
     for (std::uint8_t rrev : {1, 2})
@@ -124,7 +126,9 @@ TEST(Negotiation, EveryCombination) {
         bool rtr_ok = !uses_p2p || (offered & accepted) != 0;
         bool ird_ok = true;
         if (uses_v2 && strict && io.i_ird != none) {
-            ird_ok = io.r_ord <= io.i_ird && io.r_ird >= io.i_ord;
+            // After clamping: the responder's max_ird is 16, every other maximum 128.
+            auto cl = [](std::uint16_t v, std::uint16_t max) { return std::min(v, max); };
+            ird_ok = cl(io.r_ord, 128) <= cl(io.i_ird, 128) && cl(io.r_ird, 16) >= cl(io.i_ord, 128);
         }
         bool expect_ok = rtr_ok && ird_ok;
         EXPECT_EQ(o.established_a, expect_ok);
@@ -145,6 +149,13 @@ TEST(Negotiation, EveryCombination) {
         EXPECT_EQ(o.a.mpa.rtr, o.b.mpa.rtr);
         if (uses_p2p) {
             EXPECT_NE(o.a.mpa.rtr, RtrType::kNone);
+        }
+        // irdma_record_ird_ord: nothing above what each side can honour.
+        EXPECT_LE(o.b.mpa.ird, 16);
+        if (o.a.mpa.rtr == RtrType::kRead) {
+            // The READ RTR is one read: the responder serves it, the initiator issues it.
+            EXPECT_GE(o.b.mpa.ird, 1);
+            EXPECT_GE(o.a.mpa.ord, 1);
         }
         if (uses_v2 && io.i_ird != none) {
             // No side may issue more reads than the other accepts.
