@@ -30,8 +30,8 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -695,9 +695,11 @@ std::FILE* check_machine(const BenchOptions& o) {
     if (o.cpu >= 0) {
         cpu_set_t allowed;
         CPU_ZERO(&allowed);
-        if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) throw UsageError{"--cpu: sched_getaffinity failed"};
+        if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+            throw UsageError{"--cpu: sched_getaffinity failed"};
         if (!CPU_ISSET(o.cpu, &allowed))
-            throw UsageError{"--cpu " + std::to_string(o.cpu) + ": not a CPU this process may run on (" +
+            throw UsageError{"--cpu " + std::to_string(o.cpu) +
+                             ": not a CPU this process may run on (" +
                              std::to_string(CPU_COUNT(&allowed)) + " allowed of " +
                              std::to_string(std::thread::hardware_concurrency()) + ")"};
     }
@@ -730,7 +732,8 @@ int run_bench(BenchOptions o) {
     if (json_out != nullptr) {
         const bool written = std::fputs(json.c_str(), json_out) >= 0;
         if (std::fclose(json_out) != 0 || !written) {
-            std::fprintf(stderr, "iwarp-cm: --json-out %s: %s\n", o.json_out.c_str(), std::strerror(errno));
+            std::fprintf(stderr, "iwarp-cm: --json-out %s: %s\n", o.json_out.c_str(),
+                         std::strerror(errno));
             return 1;
         }
     }
@@ -743,18 +746,25 @@ void add_bench(CLI::App& app) {
     auto opt = std::make_shared<BenchOptions>();
     CLI::App* cmd = app.add_subcommand("bench", "setup rate, scale, memory and timer tick vs the kernel-socket way");
     cmd->add_flag("--json", opt->json, "print the results as one JSON object");
-    cmd->add_option("--json-out", opt->json_out, "also write the JSON to this file (opened before the run)");
+    cmd->add_option("--json-out", opt->json_out,
+                    "also write the JSON to this file (opened before the run)");
     cmd->add_flag("--quick", opt->quick, "a short run: 3 repetitions of 0.15 s, N up to 100000");
-    CLI::Option* scale = cmd->add_option("--scale", opt->scale, "N connections held, comma-separated "
+    CLI::Option* scale = cmd->add_option("--scale", opt->scale,
+                                         "N connections held, comma-separated "
                                          "(with --quick 10000,100000)");
     scale->delimiter(',')->check(bounded(1, 10'000'000, true));
-    cmd->add_option("--batch", opt->batch, "setups in flight per round")->check(bounded(1, 65536, true));
-    cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")->check(bounded(0, 508, true));
-    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")->check(bounded(1, 100, true));
-    cmd->add_option("--seconds", opt->seconds, "seconds per repetition")->check(bounded(0.01, 60, false));
+    cmd->add_option("--batch", opt->batch, "setups in flight per round")
+        ->check(bounded(1, 65536, true));
+    cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")
+        ->check(bounded(0, 508, true));
+    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")
+        ->check(bounded(1, 100, true));
+    cmd->add_option("--seconds", opt->seconds, "seconds per repetition")
+        ->check(bounded(0.01, 60, false));
     cmd->add_option("--concurrency", opt->concurrency, "kernel baseline: connections in flight")
         ->check(bounded(1, 4096, true));
-    cmd->add_option("--cpu", opt->cpu, "pin to this CPU, one this process may run on (-1: the current one)")
+    cmd->add_option("--cpu", opt->cpu,
+                    "pin to this CPU, one this process may run on (-1: the current one)")
         ->check(bounded(-1, CPU_SETSIZE - 1, true));
     cmd->add_option("--profile-setups", opt->profile_setups,
                     "callgrind mode: collect only this many setups (run with --collect-atstart=no)")

@@ -11,7 +11,9 @@
 
 namespace iwcm::tools {
 
-int interrupted_code(int signo) { return signo == SIGTERM ? exit_codes::kSigterm : exit_codes::kSigint; }
+int interrupted_code(int signo) {
+    return signo == SIGTERM ? exit_codes::kSigterm : exit_codes::kSigint;
+}
 
 std::string exit_code_table() {
     return "Exit codes:\n"
@@ -58,14 +60,15 @@ CLI::Validator bounded(double lo, double hi, bool integer) {
     const std::string desc = std::string(integer ? "INT" : "NUMBER") + " in " + range;
     return CLI::Validator(
         [lo, hi, integer, range](std::string& in) -> std::string {
-            const std::string bad = "'" + in + "' is not " + (integer ? "a whole number" : "a number") +
-                                    " in " + range;
+            const std::string bad =
+                "'" + in + "' is not " + (integer ? "a whole number" : "a number") + " in " + range;
             if (integer && !whole_number(in, lo < 0)) return bad;
             if (!integer && (in.empty() || (lo >= 0 && in[0] == '-'))) return bad;
             char* end = nullptr;
             errno = 0;
             const double v = std::strtod(in.c_str(), &end);
-            if (end != in.c_str() + in.size() || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
+            if (end != in.c_str() + in.size() || errno == ERANGE || !std::isfinite(v) || v < lo ||
+                v > hi)
                 return bad;
             return {};
         },

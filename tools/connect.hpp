@@ -27,7 +27,8 @@ struct ConnectTarget {
 
 // `--count N [--parallel K]`: opens N connections, at most K in flight, closes
 // each once established, and prints the distribution of each phase's time.
-int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s, const Reporter& rep);
+int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
+                     const Reporter& rep);
 
 // The core's words for an initiator's failure: the exit code and the reason.
 // A reset before any MPA reply is "connection refused (reset by peer)"; only

@@ -26,7 +26,8 @@ namespace iwcm::tools {
 namespace {
 
 enum Phase : std::size_t { kResolve, kTcp, kMpa, kEstablished, kClose, kPhases };
-constexpr const char* kPhaseNames[kPhases] = {"resolve", "tcp_handshake", "mpa_exchange", "established", "close"};
+constexpr const char* kPhaseNames[kPhases] = {"resolve", "tcp_handshake", "mpa_exchange",
+                                              "established", "close"};
 
 struct Attempt {
     Instant start{};
@@ -37,7 +38,9 @@ struct Attempt {
     Instant close_sent{};
 };
 
-double ms(Duration d) { return static_cast<double>(d.count()) / 1e6; }
+double ms(Duration d) {
+    return static_cast<double>(d.count()) / 1e6;
+}
 
 struct Spread {
     double min = 0, median = 0, p99 = 0, max = 0;
@@ -75,8 +78,8 @@ private:
     const ConnectTarget& t_;
     Session& s_;
     const Reporter& rep_;
-    std::vector<Instant> resolving_;              // slots waiting for the peer's MAC
-    std::map<std::uint64_t, Attempt> open_;       // by handle
+    std::vector<Instant> resolving_;         // slots waiting for the peer's MAC
+    std::map<std::uint64_t, Attempt> open_;  // by handle
     std::map<std::uint64_t, ConnHandle> handles_;
     std::vector<double> phase_ms_[kPhases];
     unsigned started_ = 0;
@@ -174,12 +177,14 @@ bool Many::connect_resolved(Instant now) {
 
 int Many::run() {
     s_.core->set_trace([this](const TraceRecord& r) { on_trace(r); });
-    const auto limit = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
+    const auto limit =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
     Instant progress = io::TapHost::now();
     bool interrupted = false;
     while (completed_ + failed_ < o_.count) {
         Instant now = io::TapHost::now();
-        while (started_ < o_.count && started_ - completed_ - failed_ < o_.parallel) start_slot(now);
+        while (started_ < o_.count && started_ - completed_ - failed_ < o_.parallel)
+            start_slot(now);
         if (!connect_resolved(now)) break;
         if (now - progress > limit) {
             code_ = exit_codes::kTimeout;
@@ -204,26 +209,28 @@ int Many::run() {
     if (interrupted || !left.empty()) close_all(s_, rep_, left, print);
     if (interrupted) {
         code_ = interrupted_code(s_.host->last_signal());
-        reason_ = "interrupted after " + std::to_string(completed_) + " of " + std::to_string(o_.count);
+        reason_ =
+            "interrupted after " + std::to_string(completed_) + " of " + std::to_string(o_.count);
     }
     s_.core->set_trace({});
     (void)drain(*s_.host, io::TapHost::now() + std::chrono::seconds(2), print);
     summary(io::TapHost::now());
-    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, code_ == exit_codes::kOk ? "ok" : "failed", reason_,
-               std::nullopt);
+    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, code_ == exit_codes::kOk ? "ok" : "failed",
+               reason_, std::nullopt);
     if (code_ != exit_codes::kOk) rep_.fail(reason_);
     return code_;
 }
 
 void Many::summary(Instant now) {
     if (!o_.wire.json) {
-        std::printf("%u connections to %s, %u in flight at most: %u completed, %u failed\n", o_.count,
-                    t_.to.to_string().c_str(), o_.parallel, completed_, failed_);
+        std::printf("%u connections to %s, %u in flight at most: %u completed, %u failed\n",
+                    o_.count, t_.to.to_string().c_str(), o_.parallel, completed_, failed_);
         std::printf("%-14s %10s %10s %10s %10s  (ms)\n", "phase", "min", "median", "p99", "max");
         for (std::size_t p = 0; p < kPhases; ++p) {
             if (phase_ms_[p].empty()) continue;
             const Spread sp = spread(phase_ms_[p]);
-            std::printf("%-14s %10.3f %10.3f %10.3f %10.3f\n", kPhaseNames[p], sp.min, sp.median, sp.p99, sp.max);
+            std::printf("%-14s %10.3f %10.3f %10.3f %10.3f\n", kPhaseNames[p], sp.min, sp.median,
+                        sp.p99, sp.max);
         }
         std::fflush(stdout);
         return;
@@ -250,7 +257,8 @@ void Many::summary(Instant now) {
 
 }  // namespace
 
-int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s, const Reporter& rep) {
+int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
+                     const Reporter& rep) {
     IWCM_ASSERT(o.count > 0 && o.parallel > 0);
     Many m(o, t, s, rep);
     return m.run();

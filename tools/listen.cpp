@@ -1,8 +1,8 @@
 // iwarp-cm listen: accept (or reject) iWARP connections on a TAP device.
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 
@@ -74,7 +74,8 @@ void on_request(Instant now, const Event& e, const ListenOptions& o, const std::
     auto res = s.core->accept(now, e.conn, ap);
     r.event = "accept_sent";
     if (!res) r.error = std::string(to_string(res.error()));
-    else t.open.push_back(e.conn);
+    else
+        t.open.push_back(e.conn);
     rep.print(now, r);
 }
 
@@ -143,8 +144,9 @@ int run_listen(const ListenOptions& o) {
         close_all(s, rep, tally.open, print);
         drain(*s.host, io::TapHost::now() + std::chrono::seconds(2), print);
         const int sig = s.host->last_signal();
-        tally.failed(interrupted_code(sig), std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
-                                                " after " + std::to_string(tally.completed) + " connections");
+        tally.failed(interrupted_code(sig),
+                     std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                         " after " + std::to_string(tally.completed) + " connections");
     }
     s.host->flush();
     const Instant end = io::TapHost::now();
@@ -161,13 +163,19 @@ void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
     CLI::App* cmd = app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
     add_wire_options(cmd, opt->wire);
-    cmd->add_option("--port", opt->port, "TCP port to listen on")->required()->check(bounded(1, 65535, true));
-    cmd->add_option("--backlog", opt->backlog, "connections not yet accepted (0: the core's default)")
+    cmd->add_option("--port", opt->port, "TCP port to listen on")
+        ->required()
+        ->check(bounded(1, 65535, true));
+    cmd->add_option("--backlog", opt->backlog,
+                    "connections not yet accepted (0: the core's default)")
         ->check(bounded(0, 65535, true));
-    cmd->add_flag("--reject", opt->reject, "answer every request with an MPA reject (and its private data)");
-    cmd->add_option("--count", opt->count, "exit after this many connections completed and closed (0: never)")
+    cmd->add_flag("--reject", opt->reject,
+                  "answer every request with an MPA reject (and its private data)");
+    cmd->add_option("--count", opt->count,
+                    "exit after this many connections completed and closed (0: never)")
         ->check(bounded(0, 1000000, true));
-    cmd->footer(help_footer("iwarp-cm listen --tap tap0 --ip 10.99.1.2/24 --port 4791 --pdata hello --count 1"));
+    cmd->footer(help_footer(
+        "iwarp-cm listen --tap tap0 --ip 10.99.1.2/24 --port 4791 --pdata hello --count 1"));
     cmd->callback([opt] { set_exit_code(run_listen(*opt)); });
 }
 

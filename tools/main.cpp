@@ -37,12 +37,15 @@ void add_help(CLI::App& app) {
     cmd->footer(help_footer("iwarp-cm help connect"));
     cmd->callback([&app, name] {
         if (name->empty()) {
-            std::fputs(app.help().c_str(), stdout);
+            std::fputs(app.get_formatter()
+                           ->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal)
+                           .c_str(),
+                       stdout);
             return;
         }
         CLI::App* sub = find_command(app, *name);
         if (sub == nullptr) throw UsageError{"unknown command '" + *name + "'"};
-        std::fputs(sub->help().c_str(), stdout);
+        std::fputs(sub->help(app.get_name()).c_str(), stdout);
     });
 }
 
@@ -75,7 +78,9 @@ int main(int argc, char** argv) {
     add_bench(app);
     add_help(app);
     if (argc > 1 && argv[1][0] != '-' && find_command(app, argv[1]) == nullptr)
-        return usage("unknown command '" + std::string(argv[1]) + "' (commands: " + command_names(app) + ")", "");
+        return usage(
+            "unknown command '" + std::string(argv[1]) + "' (commands: " + command_names(app) + ")",
+            "");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -86,7 +91,9 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::RequiredError& e) {
         const std::string cmd = current_command(app);
-        return usage(cmd.empty() ? "a command is required (commands: " + command_names(app) + ")" : e.what(), cmd);
+        return usage(
+            cmd.empty() ? "a command is required (commands: " + command_names(app) + ")" : e.what(),
+            cmd);
     } catch (const CLI::ParseError& e) {
         return usage(e.what(), current_command(app));
     } catch (const UsageError& e) {

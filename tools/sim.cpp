@@ -78,9 +78,11 @@ void add_sim(CLI::App& app) {
     cmd->add_option("--seed", opt->seed, "replay this one seed (deterministic)")
         ->check(bounded(0, 1e18, true))
         ->each([opt](const std::string&) { opt->replay = true; });
-    cmd->add_option("--conns", opt->conns, "connection attempts per seed (K)")->check(bounded(1, 10000, true));
+    cmd->add_option("--conns", opt->conns, "connection attempts per seed (K)")
+        ->check(bounded(1, 10000, true));
     cmd->add_option("--cores", opt->cores, "cores on the segment")->check(bounded(2, 4, true));
-    cmd->add_option("--loss", opt->loss, "highest loss probability of a link")->check(bounded(0, 0.9, false));
+    cmd->add_option("--loss", opt->loss, "highest loss probability of a link")
+        ->check(bounded(0, 0.9, false));
     cmd->add_flag("--no-faults", opt->no_faults, "no loss, duplication, reordering or corruption");
     cmd->add_flag("--no-disruptions", opt->no_disruptions, "no destroy_listen or address down");
     cmd->add_flag("--log", opt->log, "with --seed: print every event and command");

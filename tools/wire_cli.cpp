@@ -1,9 +1,9 @@
 // Shared parts of `iwarp-cm listen` and `iwarp-cm connect`. Read first: wire_cli.hpp.
 #include "tools/wire_cli.hpp"
 
-#include <cstdio>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -38,14 +38,18 @@ double seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
 
 void add_wire_options(CLI::App* cmd, WireOptions& o) {
     cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")->required();
-    cmd->add_option("--ip", o.ip, "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
+    cmd->add_option("--ip", o.ip,
+                    "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
         ->required();
     cmd->add_option("--mac", o.mac, "the CM's own MAC (default 02:00 and the last 4 address bytes)");
     cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
         ->check(bounded(-1, 4094, true));
-    auto* text = cmd->add_option("--pdata", o.pdata, "private data to send (request, reply or reject), as text");
-    auto* hex = cmd->add_option("--pdata-hex", o.pdata_hex, "the private data as hex digits, e.g. 00ff10");
-    auto* file = cmd->add_option("--pdata-file", o.pdata_file, "the private data: the bytes of this file");
+    auto* text = cmd->add_option("--pdata", o.pdata,
+                                 "private data to send (request, reply or reject), as text");
+    auto* hex =
+        cmd->add_option("--pdata-hex", o.pdata_hex, "the private data as hex digits, e.g. 00ff10");
+    auto* file =
+        cmd->add_option("--pdata-file", o.pdata_file, "the private data: the bytes of this file");
     text->excludes(hex)->excludes(file);
     hex->excludes(text)->excludes(file);
     file->excludes(text)->excludes(hex);
@@ -109,8 +113,9 @@ std::vector<std::byte> private_data(const WireOptions& o) {
         pd = to_bytes(o.pdata);
     }
     if (pd.size() > limit)
-        throw UsageError{from + ": more than " + std::to_string(limit) + " bytes of private data (MPA revision " +
-                         std::to_string(o.mpa_rev) + " allows at most " + std::to_string(limit) + ")"};
+        throw UsageError{from + ": more than " + std::to_string(limit) +
+                         " bytes of private data (MPA revision " + std::to_string(o.mpa_rev) +
+                         " allows at most " + std::to_string(limit) + ")"};
     return pd;
 }
 
