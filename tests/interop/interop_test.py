@@ -381,6 +381,27 @@ def case_connect_mpa_reject(c):
         check(cm.events("rejected")[0]["pdata"] == "no thanks", "reject event: %s" % cm.events("rejected"))
 
 
+def case_pdata_binary(c):
+    """Binary private data both ways: --pdata-file on listen, --pdata-hex on connect (two CMs)."""
+    with Net("pdata-binary", 38, taps=("tap0", "tap1")) as net:
+        path = os.path.join(c.tmp, "pdata-%d.bin" % os.getpid())
+        with open(path, "wb") as f:
+            f.write(bytes([0, 255, 16, 10, 13, 127]))
+        lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--pdata-file", path,
+                   ip="10.99.38.3/24", tap="tap1")
+        lst.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        con = c.cm(net, "cm-connect", "connect", "--to", "10.99.38.3:%d" % PORT, "--pdata-hex", "00ff7f80",
+                   "--hold", "0.1")
+        est = con.wait_for("established")
+        check(est["pdata_hex"] == "00ff100a0d7f" and est["pdata"] is None, "reply bytes: %s" % est)
+        expect_exit(con, 0)
+        expect_exit(lst, 0)
+        req = lst.events("connect_request")[0]
+        check(req["pdata_hex"] == "00ff7f80", "request bytes: %s" % req)
+        os.remove(path)
+
+
 def case_connect_count(c):
     """cmtime-style: 20 connections, 4 in flight, against a kernel-socket MPA server."""
     with Net("connect-count", 37) as net:
