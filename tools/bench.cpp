@@ -32,6 +32,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -726,8 +727,33 @@ int run_profile(const BenchOptions& o) {
     return s.errors == 0 ? 0 : 1;
 }
 
+// Checks what the options name on this machine before any work: --cpu must
+// be one this process may run on, --json-out a file it can write (opened
+// now, written at the end). Throws UsageError.
+std::FILE* check_machine(const BenchOptions& o) {
+    if (o.cpu >= 0) {
+        cpu_set_t allowed;
+        CPU_ZERO(&allowed);
+        if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+            throw UsageError{"--cpu: sched_getaffinity failed"};
+        if (!CPU_ISSET(o.cpu, &allowed))
+            throw UsageError{"--cpu " + std::to_string(o.cpu) +
+                             ": not a CPU this process may run on (" +
+                             std::to_string(CPU_COUNT(&allowed)) + " allowed of " +
+                             std::to_string(std::thread::hardware_concurrency()) + ")"};
+    }
+    if (o.json_out.empty()) return nullptr;
+    std::FILE* f = std::fopen(o.json_out.c_str(), "w");
+    if (f == nullptr) throw UsageError{"--json-out " + o.json_out + ": " + std::strerror(errno)};
+    return f;
+}
+
 int run_bench(BenchOptions o) {
-    if (o.profile_setups > 0) return run_profile(o);
+    std::FILE* json_out = check_machine(o);
+    if (o.profile_setups > 0) {
+        if (json_out != nullptr) std::fclose(json_out);
+        return run_profile(o);
+    }
     if (o.quick) {
         o.reps = std::min(o.reps, 3);
         o.seconds = std::min(o.seconds, 0.15);
@@ -745,11 +771,13 @@ int run_bench(BenchOptions o) {
     std::string json = to_json(o, r);
     if (o.json) std::fputs(json.c_str(), stdout);
     else print_table(r);
-    if (!o.json_out.empty()) {
-        std::FILE* f = std::fopen(o.json_out.c_str(), "w");
-        if (f == nullptr) return 2;
-        std::fputs(json.c_str(), f);
-        std::fclose(f);
+    if (json_out != nullptr) {
+        const bool written = std::fputs(json.c_str(), json_out) >= 0;
+        if (std::fclose(json_out) != 0 || !written) {
+            std::fprintf(stderr, "iwarp-cm: --json-out %s: %s\n", o.json_out.c_str(),
+                         std::strerror(errno));
+            return 1;
+        }
     }
     return r.errors() == 0 ? 0 : 1;
 }
@@ -760,23 +788,33 @@ void add_bench(CLI::App& app) {
     auto opt = std::make_shared<BenchOptions>();
     CLI::App* cmd = app.add_subcommand("bench", "setup rate, scale, memory and timer tick vs the kernel-socket way");
     cmd->add_flag("--json", opt->json, "print the results as one JSON object");
-    cmd->add_option("--json-out", opt->json_out, "also write the JSON to this file");
+    cmd->add_option("--json-out", opt->json_out,
+                    "also write the JSON to this file (opened before the run)");
     cmd->add_flag("--quick", opt->quick, "a short run: 3 repetitions of 0.15 s, N up to 100000");
-    CLI::Option* scale = cmd->add_option("--scale", opt->scale, "N connections held, comma-separated "
-                                         "(default 10000,100000,1000000; with --quick 10000,100000)");
-    scale->delimiter(',');
-    cmd->add_option("--batch", opt->batch, "setups in flight per round")->check(CLI::Range(1, 65536));
-    cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")->check(CLI::Range(0, 508));
-    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")->check(CLI::Range(1, 100));
-    cmd->add_option("--seconds", opt->seconds, "seconds per repetition")->check(CLI::Range(0.01, 60.0));
+    CLI::Option* scale = cmd->add_option("--scale", opt->scale,
+                                         "N connections held, comma-separated "
+                                         "(with --quick 10000,100000)");
+    scale->delimiter(',')->check(bounded(1, 10'000'000, true));
+    cmd->add_option("--batch", opt->batch, "setups in flight per round")
+        ->check(bounded(1, 65536, true));
+    cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")
+        ->check(bounded(0, 508, true));
+    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")
+        ->check(bounded(1, 100, true));
+    cmd->add_option("--seconds", opt->seconds, "seconds per repetition")
+        ->check(bounded(0.01, 60, false));
     cmd->add_option("--concurrency", opt->concurrency, "kernel baseline: connections in flight")
-        ->check(CLI::Range(1, 4096));
-    cmd->add_option("--cpu", opt->cpu, "pin to this CPU (default: the current one)");
+        ->check(bounded(1, 4096, true));
+    cmd->add_option("--cpu", opt->cpu,
+                    "pin to this CPU, one this process may run on (-1: the current one)")
+        ->check(bounded(-1, CPU_SETSIZE - 1, true));
     cmd->add_option("--profile-setups", opt->profile_setups,
-                    "callgrind mode: collect only this many setups (run with --collect-atstart=no)");
+                    "callgrind mode: collect only this many setups (run with --collect-atstart=no)")
+        ->check(bounded(0, 1e12, true));
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
     cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
+    cmd->footer(help_footer("iwarp-cm bench --quick --json-out perf.json"));
     cmd->callback([opt, scale] {
         opt->scale_given = scale->count() > 0;
         set_exit_code(run_bench(*opt));

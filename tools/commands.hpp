@@ -1,4 +1,5 @@
-// The iwarp-cm subcommands. Read first: README.md "Command line".
+// The iwarp-cm subcommands and what they share: exit codes, usage errors,
+// number validators, help footers. Read first: README.md "Command line".
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,10 +8,45 @@
 
 namespace iwcm::tools {
 
+// Exit codes of every subcommand (README "Command line"; printed at the end
+// of every --help by exit_code_table()).
+namespace exit_codes {
+constexpr int kOk = 0;
+constexpr int kSetup = 1;       // the device, capture file or address could not be set up
+constexpr int kUsage = 2;       // bad or missing arguments (the parser's or our own checks)
+constexpr int kReset = 3;       // reset by the peer (a refused connection included)
+constexpr int kRejected = 4;    // the peer answered with an MPA reject
+constexpr int kTimeout = 5;     // no answer in time
+constexpr int kError = 6;       // any other failure (demo, sim and bench: a failed check)
+constexpr int kResolution = 7;  // no ARP / ND answer for the peer
+constexpr int kSigint = 130;    // interrupted by SIGINT (128 + 2)
+constexpr int kSigterm = 143;   // interrupted by SIGTERM (128 + 15)
+}  // namespace exit_codes
+
+// The exit code for "interrupted by signal `signo`".
+int interrupted_code(int signo);
+
+// A usage error found by our own checks: main() prints "iwarp-cm: <what>"
+// on stderr and exits with exit_codes::kUsage.
+struct UsageError {
+    std::string what;
+};
+
+// The text that ends every --help: the subcommand's example (if any) and the
+// exit-code table.
+std::string help_footer(const std::string& example);
+std::string exit_code_table();
+
+// A number option's check: a finite value in [lo, hi]; rejects NaN, infinity,
+// a sign on an unsigned range, and text that is not a whole number when
+// `integer` is set. Its description shows the limits in --help.
+CLI::Validator bounded(double lo, double hi, bool integer);
+
 void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);  // tools/bench.cpp
-void add_sim(CLI::App& app);  // tools/sim.cpp
-void add_listen(CLI::App& app); void add_connect(CLI::App& app);  // tools/listen.cpp, tools/connect.cpp
+void add_sim(CLI::App& app);    // tools/sim.cpp
+void add_listen(CLI::App& app);
+void add_connect(CLI::App& app);  // tools/listen.cpp, tools/connect.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();
 void set_exit_code(int code);

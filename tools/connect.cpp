@@ -1,25 +1,20 @@
 // iwarp-cm connect: resolve the peer, connect with MPA, hold, close.
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
+#include "tools/connect.hpp"
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <memory>
 
+#include "iwcm/assert.hpp"
 #include "tools/commands.hpp"
-#include "tools/wire_cli.hpp"
 
 namespace iwcm::tools {
 
 namespace {
-
-struct ConnectOptions {
-    WireOptions wire;
-    std::string to;
-    double timeout_s = 10;
-    double hold_s = 0;
-    bool abort = false;
-};
 
 // How long a graceful or abortive close may take before we give up on it.
 constexpr auto kCloseLimit = std::chrono::seconds(10);
@@ -38,8 +33,8 @@ struct Outcome {
 
 class Connector {
 public:
-    Connector(const ConnectOptions& o, Session& s, const Reporter& rep, Endpoint to)
-        : o_(o), s_(s), rep_(rep), to_(to), pdata_(to_bytes(o.wire.pdata)) {}
+    Connector(const ConnectOptions& o, Session& s, const Reporter& rep, const ConnectTarget& t)
+        : o_(o), s_(s), rep_(rep), to_(t.to), pdata_(t.pdata) {}
 
     int run();
 
@@ -87,25 +82,9 @@ void Connector::on_event(Instant now, const Event& e) {
     }
     if (!e.terminal()) return;
     ended_ = true;
-    const std::string peer = e.remote.to_string();
-    switch (e.type) {
-        case EventType::kDisconnected:
-            if (e.status == -ECONNRESET) out_.set(exit_codes::kReset, "connection to " + peer + " reset by peer");
-            return;
-        case EventType::kRejected:
-            out_.set(exit_codes::kRejected, e.status == -ECONNREFUSED
-                                                ? "connection to " + peer + " rejected by peer (MPA reject)"
-                                                : "connection to " + peer + " reset by peer while connecting");
-            return;
-        case EventType::kUnreachable:
-            out_.set(exit_codes::kTimeout, "connection to " + peer + " timed out (no answer)");
-            return;
-        case EventType::kConnectError:
-            out_.set(exit_codes::kError, "connection to " + peer + " failed: " + std::strerror(-e.status));
-            return;
-        case EventType::kConnectRequest:
-        case EventType::kEstablished: return;
-    }
+    if (e.type == EventType::kDisconnected && e.status == 0) return;
+    auto [code, why] = connect_failure(e);
+    out_.set(code, why);
 }
 
 bool Connector::resolve(Instant deadline) {
@@ -188,62 +167,120 @@ int Connector::run() {
     const Instant deadline = io::TapHost::now() + seconds(o_.timeout_s);
     bool ok = resolve(deadline) && establish(deadline) && hold() && close();
     (void)ok;
-    if (interrupted_ && conn_.valid() && !ended_) {
-        (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kGraceful);
-        if (!established_) out_.set(exit_codes::kInterrupted, "interrupted before the connection was established");
-    } else if (interrupted_ && !conn_.valid()) {
-        out_.set(exit_codes::kInterrupted, "interrupted while resolving " + to_.addr.to_string());
+    const auto print = [&](const Event& e) {
+        rep_.print(io::TapHost::now(), Reporter::from_event(e));
+    };
+    if (interrupted_) {
+        // A FIN on the open connection, a reset if it does not close in time.
+        std::vector<ConnHandle> open;
+        if (conn_.valid() && !ended_) open.push_back(conn_);
+        close_all(s_, rep_, open, print);
+        out_.set(interrupted_code(s_.host->last_signal()),
+                 std::string("interrupted by ") +
+                     (s_.host->last_signal() == SIGTERM ? "SIGTERM" : "SIGINT"));
     }
     // Let the last frames of the close (final ACK, TIME_WAIT) go out.
-    const auto print = [&](const Event& e) { rep_.print(io::TapHost::now(), Reporter::from_event(e)); };
-    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5), print)) interrupted_ = true;
+    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5), print) &&
+        !interrupted_)
+        out_.set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host, out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason,
                connect_time_);
     if (out_.code != exit_codes::kOk) rep_.fail(out_.reason);
     return out_.code;
 }
 
+// Every check of the arguments, before any device or socket is touched.
+ConnectTarget check_args(const ConnectOptions& o, const Interface& iface) {
+    ConnectTarget t;
+    auto to = Endpoint::parse(o.to);
+    if (!to || to->port == 0)
+        throw UsageError{"--to " + o.to + ": expected ADDR:PORT or [ADDR]:PORT"};
+    if (const std::string why = not_unicast(to->addr, iface); !why.empty())
+        throw UsageError{"--to " + o.to + ": " + why + " cannot be a peer"};
+    if (to->addr == iface.addr)
+        throw UsageError{"--to " + o.to + ": that is our own address (--ip)"};
+    if (!iface.in_subnet(to->addr))
+        throw UsageError{"--to " + o.to + ": not in the subnet of --ip " + o.wire.ip +
+                         " (no routing: the peer must be on-link)"};
+    t.to = *to;
+    t.pdata = private_data(o.wire);
+    return t;
+}
+
 int run_connect(const ConnectOptions& o) {
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
-    if (!iface) {
-        rep.fail(iface.error());
-        return exit_codes::kSetup;
-    }
-    auto to = Endpoint::parse(o.to);
-    if (!to || to->port == 0) {
-        rep.fail("--to " + o.to + ": expected ADDR:PORT or [ADDR]:PORT");
-        return exit_codes::kSetup;
-    }
-    if (!iface->in_subnet(to->addr)) {
-        rep.fail("--to " + o.to + ": not in the subnet of --ip " + o.wire.ip + " (no routing: the peer must be on-link)");
-        return exit_codes::kSetup;
-    }
-    if (!std::isfinite(o.timeout_s) || !std::isfinite(o.hold_s)) {
-        rep.fail("--timeout and --hold take a number of seconds");
-        return exit_codes::kSetup;
-    }
+    if (!iface) throw UsageError{iface.error()};
+    const ConnectTarget target = check_args(o, *iface);
     auto session = open_session(o.wire, *iface);
     if (!session) {
         rep.fail(session.error());
         return exit_codes::kSetup;
     }
-    Connector c(o, *session, rep, *to);
+    if (o.count > 0) return run_connect_many(o, target, *session, rep);
+    Connector c(o, *session, rep, target);
     return c.run();
 }
 
 }  // namespace
 
+std::pair<int, std::string> connect_failure(const Event& e) {
+    const std::string peer = e.remote.to_string();
+    switch (e.type) {
+        case EventType::kDisconnected:
+            if (e.status == -ECONNRESET)
+                return {exit_codes::kReset, "connection to " + peer + " reset by peer"};
+            return {exit_codes::kError,
+                    "connection to " + peer + " ended: " + std::strerror(-e.status)};
+        case EventType::kRejected:
+            // Only MPA_REJ_RCVD carries the peer's MPA reject; in SYN_SENT
+            // (-ECONNREFUSED) or MPA_REQ_SENT (-ECONNRESET) a reset came first.
+            if (e.state == CmState::kMpaRejRcvd)
+                return {exit_codes::kRejected,
+                        "connection to " + peer + " rejected by peer (MPA reject)"};
+            if (e.state == CmState::kSynSent || e.state == CmState::kMpaReqSent)
+                return {exit_codes::kReset, "connection to " + peer + " refused (reset by peer)"};
+            return {exit_codes::kError,
+                    "connection to " + peer + " closed by peer before any MPA reply"};
+        case EventType::kUnreachable:
+            return {exit_codes::kTimeout, "connection to " + peer + " timed out (no answer)"};
+        case EventType::kConnectError:
+            return {exit_codes::kError,
+                    "connection to " + peer + " failed: " + std::strerror(-e.status)};
+        case EventType::kConnectRequest:
+        case EventType::kEstablished:
+            break;
+    }
+    IWCM_ASSERT(e.terminal());
+    return {exit_codes::kError, "unexpected event"};
+}
+
 void add_connect(CLI::App& app) {
     auto opt = std::make_shared<ConnectOptions>();
     CLI::App* cmd = app.add_subcommand("connect", "connect to an iWARP peer over a TAP device, hold, close");
     add_wire_options(cmd, opt->wire);
-    cmd->add_option("--to", opt->to, "the peer, ADDR:PORT or [ADDR]:PORT (on-link)")->required();
-    cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")->check(CLI::Range(0.1, 3600.0));
-    cmd->add_option("--hold", opt->hold_s, "seconds to hold the connection before closing")
-        ->check(CLI::Range(0.0, 86400.0));
-    cmd->add_flag("--abort", opt->abort, "close with a reset instead of a FIN");
+    cmd->add_option("--to", opt->to,
+                    "the peer, ADDR:PORT or [ADDR]:PORT (on-link, unicast, not --ip)")
+        ->required();
+    cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")
+        ->check(bounded(0.1, 3600, false));
+    auto* hold =
+        cmd->add_option("--hold", opt->hold_s, "seconds to hold the connection before closing")
+            ->check(bounded(0, 86400, false));
+    auto* abort = cmd->add_flag("--abort", opt->abort, "close with a reset instead of a FIN");
+    auto* count =
+        cmd->add_option("--count", opt->count,
+                        "open N connections, close each once established, print the setup time "
+                        "per phase (min, median, p99, max); 0: one connection, held for --hold")
+            ->check(bounded(0, 100000, true));
+    cmd->add_option("--parallel", opt->parallel, "with --count: connections in flight at most")
+        ->check(bounded(1, 1024, true))
+        ->needs(count);
+    count->excludes(hold)->excludes(abort);
+    cmd->footer(
+        help_footer("iwarp-cm connect --tap tap0 --ip 10.99.1.2/24 --to 10.99.1.1:4791 "
+                    "--pdata-hex 00ff --hold 1"));
     cmd->callback([opt] { set_exit_code(run_connect(*opt)); });
 }
 

@@ -124,7 +124,7 @@ int run_demo(const DemoOptions& opt) {
     (void)a.add_address(ip_a);
     (void)b.add_address(ip_b);
     auto listener = b.listen({{ip_b, 4791}, 0});
-    if (!listener) return 2;
+    if (!listener) return 1;
 
     const auto req_pd = to_bytes("hello from A: may I connect?");
     const auto rep_pd = to_bytes("welcome A, this is B");
@@ -252,11 +252,13 @@ void set_exit_code(int code) { g_exit_code = code; }
 void add_demo(CLI::App& app) {
     auto opt = std::make_shared<DemoOptions>();
     CLI::App* cmd = app.add_subcommand("demo", "two connection managers connect over the simulated network");
-    cmd->add_option("--loss", opt->loss, "frame loss probability, 0 to 0.9")->check(CLI::Range(0.0, 0.9));
-    cmd->add_option("--seed", opt->seed, "seed of the simulated network");
+    cmd->add_option("--loss", opt->loss, "frame loss probability")->check(bounded(0, 0.9, false));
+    cmd->add_option("--seed", opt->seed, "seed of the simulated network")
+        ->check(bounded(0, 1e18, true));
     cmd->add_option("--mpa-rev", opt->mpa_rev, "MPA revision of the initiator")->check(CLI::IsMember({1, 2}));
     cmd->add_flag("--json", opt->json,
                   "one JSON object per event and a last demo_done line (docs/json.md)");
+    cmd->footer(help_footer("iwarp-cm demo --loss 0.3 --seed 7"));
     cmd->callback([opt] { set_exit_code(run_demo(*opt)); });
 }
 

@@ -2,6 +2,7 @@
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 
@@ -26,6 +27,7 @@ constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 struct Tally {
     unsigned completed = 0;
+    std::vector<ConnHandle> open;  // accepted, no terminal event yet
     int code = exit_codes::kOk;
     std::string reason;
     void failed(int c, const std::string& why) {
@@ -37,6 +39,7 @@ struct Tally {
 // A connection's terminal event: counts it and records a failure.
 void on_terminal(const Event& e, Tally& t) {
     ++t.completed;
+    std::erase(t.open, e.conn);
     if (e.type == EventType::kDisconnected) {
         if (e.status == -ECONNRESET) t.failed(exit_codes::kReset, "connection from " + e.remote.to_string() + " reset by peer");
         return;
@@ -71,6 +74,8 @@ void on_request(Instant now, const Event& e, const ListenOptions& o, const std::
     auto res = s.core->accept(now, e.conn, ap);
     r.event = "accept_sent";
     if (!res) r.error = std::string(to_string(res.error()));
+    else
+        t.open.push_back(e.conn);
     rep.print(now, r);
 }
 
@@ -78,10 +83,8 @@ int run_listen(const ListenOptions& o) {
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
-    if (!iface) {
-        rep.fail(iface.error());
-        return exit_codes::kSetup;
-    }
+    if (!iface) throw UsageError{iface.error()};
+    const auto pdata = private_data(o.wire);
     auto session = open_session(o.wire, *iface);
     if (!session) {
         rep.fail(session.error());
@@ -105,7 +108,6 @@ int run_listen(const ListenOptions& o) {
     if (iface->vlan != kNoVlan) r.add("vlan", std::uint64_t{iface->vlan});
     rep.print(start, r);
 
-    const auto pdata = to_bytes(o.wire.pdata);
     Tally tally;
     bool interrupted = false;
     std::optional<Instant> done_at;
@@ -130,20 +132,27 @@ int run_listen(const ListenOptions& o) {
             break;
         }
     }
+    const auto print = [&](const Event& e) {
+        rep.print(io::TapHost::now(), Reporter::from_event(e));
+        if (e.terminal()) std::erase(tally.open, e.conn);
+    };
     if (interrupted) {
-        // Stop cleanly: the listener goes, open connections are closed.
+        // Stop cleanly: the listener goes (resetting requests not yet
+        // answered), every open connection gets a FIN, a reset if it does
+        // not close within kGraceLimit.
         (void)s.core->destroy_listen(io::TapHost::now(), *listener);
-        drain(*s.host, io::TapHost::now() + std::chrono::seconds(2),
-              [&](const Event& e) { rep.print(io::TapHost::now(), Reporter::from_event(e)); });
+        close_all(s, rep, tally.open, print);
+        drain(*s.host, io::TapHost::now() + std::chrono::seconds(2), print);
+        const int sig = s.host->last_signal();
+        tally.failed(interrupted_code(sig),
+                     std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                         " after " + std::to_string(tally.completed) + " connections");
     }
     s.host->flush();
     const Instant end = io::TapHost::now();
     std::string result = tally.code == exit_codes::kOk ? "ok" : "failed";
     if (interrupted) result = "interrupted";
     rep.stats(end, *s.core, *s.host, result, tally.reason, std::nullopt);
-    if (interrupted && tally.code == exit_codes::kOk && o.count > 0 && tally.completed < o.count)
-        tally.failed(exit_codes::kInterrupted, "interrupted after " + std::to_string(tally.completed) + " of " +
-                                                   std::to_string(o.count) + " connections");
     if (tally.code != exit_codes::kOk) rep.fail(tally.reason);
     return tally.code;
 }
@@ -154,10 +163,19 @@ void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
     CLI::App* cmd = app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
     add_wire_options(cmd, opt->wire);
-    cmd->add_option("--port", opt->port, "TCP port to listen on")->required()->check(CLI::Range(1, 65535));
-    cmd->add_option("--backlog", opt->backlog, "connections not yet accepted (0: the core's default)");
-    cmd->add_flag("--reject", opt->reject, "answer every request with an MPA reject (and --pdata)");
-    cmd->add_option("--count", opt->count, "exit after this many connections completed and closed (0: never)");
+    cmd->add_option("--port", opt->port, "TCP port to listen on")
+        ->required()
+        ->check(bounded(1, 65535, true));
+    cmd->add_option("--backlog", opt->backlog,
+                    "connections not yet accepted (0: the core's default)")
+        ->check(bounded(0, 65535, true));
+    cmd->add_flag("--reject", opt->reject,
+                  "answer every request with an MPA reject (and its private data)");
+    cmd->add_option("--count", opt->count,
+                    "exit after this many connections completed and closed (0: never)")
+        ->check(bounded(0, 1000000, true));
+    cmd->footer(help_footer(
+        "iwarp-cm listen --tap tap0 --ip 10.99.1.2/24 --port 4791 --pdata hello --count 1"));
     cmd->callback([opt] { set_exit_code(run_listen(*opt)); });
 }
 

@@ -1,6 +1,8 @@
 // Shared parts of `iwarp-cm listen` and `iwarp-cm connect`. Read first: wire_cli.hpp.
 #include "tools/wire_cli.hpp"
 
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -49,19 +51,99 @@ std::string rtr_list(std::uint8_t types) {
 
 void add_wire_options(CLI::App* cmd, WireOptions& o) {
     cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")->required();
-    cmd->add_option("--ip", o.ip, "the CM's own address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
+    cmd->add_option("--ip", o.ip,
+                    "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
         ->required();
     cmd->add_option("--mac", o.mac, "the CM's own MAC (default 02:00 and the last 4 address bytes)");
-    cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways")->check(CLI::Range(0, 4094));
-    cmd->add_option("--pdata", o.pdata, "private data to send (request, reply or reject)");
-    cmd->add_option("--ird", o.ird, "responder resources (IRD)")->check(CLI::Range(0, 0x3FFE));
-    cmd->add_option("--ord", o.ord, "initiator depth (ORD)")->check(CLI::Range(0, 0x3FFE));
-    cmd->add_option("--mpa-rev", o.mpa_rev, "MPA revision: 1 (RFC 5044) or 2 (RFC 6581)")
+    cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
+        ->check(bounded(-1, 4094, true));
+    auto* text = cmd->add_option("--pdata", o.pdata,
+                                 "private data to send (request, reply or reject), as text");
+    auto* hex =
+        cmd->add_option("--pdata-hex", o.pdata_hex, "the private data as hex digits, e.g. 00ff10");
+    auto* file =
+        cmd->add_option("--pdata-file", o.pdata_file, "the private data: the bytes of this file");
+    text->excludes(hex)->excludes(file);
+    hex->excludes(text)->excludes(file);
+    file->excludes(text)->excludes(hex);
+    cmd->add_option("--ird", o.ird, "responder resources (IRD)")->check(bounded(0, 0x3FFE, true));
+    cmd->add_option("--ord", o.ord, "initiator depth (ORD)")->check(bounded(0, 0x3FFE, true));
+    cmd->add_option("--mpa-rev", o.mpa_rev,
+                    "MPA revision: connect sends this revision; listen rejects requests above it. "
+                    "Private data at most 512 bytes at 1, 508 at 2")
         ->check(CLI::IsMember({1, 2}));
     cmd->add_option("--pcap", o.pcap, "write every frame in and out to this pcap file");
     cmd->add_flag("--json", o.json, "one JSON object per line per event");
     cmd->add_flag("--crc", o.crc, "ask for CRC32c on FPDUs (MPA C flag)");
     cmd->add_flag("--no-p2p", o.no_p2p, "revision 2: do not offer peer-to-peer mode (no RTR)");
+}
+
+namespace {
+
+std::vector<std::byte> parse_hex(const std::string& text) {
+    std::string digits = text;
+    if (digits.rfind("0x", 0) == 0 || digits.rfind("0X", 0) == 0) digits.erase(0, 2);
+    if (digits.size() % 2 != 0) throw UsageError{"--pdata-hex: an odd number of hex digits"};
+    std::vector<std::byte> out;
+    for (std::size_t i = 0; i < digits.size(); i += 2) {
+        unsigned byte = 0;
+        const char* first = digits.data() + i;
+        const auto [end, ec] = std::from_chars(first, first + 2, byte, 16);
+        if (ec != std::errc{} || end != first + 2)
+            throw UsageError{"--pdata-hex: '" + digits.substr(i, 2) + "' is not a hex byte"};
+        out.push_back(static_cast<std::byte>(byte));
+    }
+    return out;
+}
+
+// Reads at most `limit` + 1 bytes: enough to tell that a file is too long.
+std::vector<std::byte> read_file(const std::string& path, std::size_t limit) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) throw UsageError{"--pdata-file " + path + ": " + std::strerror(errno)};
+    std::vector<std::byte> out(limit + 1);
+    const std::size_t n = std::fread(out.data(), 1, out.size(), f);
+    const bool failed = std::ferror(f) != 0;
+    const int err = errno;
+    std::fclose(f);
+    if (failed) throw UsageError{"--pdata-file " + path + ": " + std::strerror(err)};
+    out.resize(n);
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::byte> private_data(const WireOptions& o) {
+    const std::size_t limit = o.mpa_rev == 1 ? 512 : 508;
+    std::vector<std::byte> pd;
+    std::string from = "--pdata";
+    if (!o.pdata_hex.empty()) {
+        pd = parse_hex(o.pdata_hex);
+        from = "--pdata-hex";
+    } else if (!o.pdata_file.empty()) {
+        pd = read_file(o.pdata_file, limit);
+        from = "--pdata-file " + o.pdata_file;
+    } else {
+        pd = to_bytes(o.pdata);
+    }
+    if (pd.size() > limit)
+        throw UsageError{from + ": more than " + std::to_string(limit) +
+                         " bytes of private data (MPA revision " + std::to_string(o.mpa_rev) +
+                         " allows at most " + std::to_string(limit) + ")"};
+    return pd;
+}
+
+std::string not_unicast(const IpAddr& addr, const Interface& iface) {
+    const auto& r = addr.raw();
+    if (addr.is_v6()) return r[0] == 0xFF ? "a multicast address" : "";
+    if ((r[0] & 0xF0) == 0xE0) return "a multicast address";
+    if (r[0] == 255 && r[1] == 255 && r[2] == 255 && r[3] == 255) return "the broadcast address";
+    if (iface.prefix <= 30 && iface.in_subnet(addr)) {
+        bool all_ones = true;
+        for (unsigned bit = iface.prefix; bit < 32; ++bit)
+            all_ones = all_ones && (r[bit / 8] & (0x80u >> (bit % 8))) != 0;
+        if (all_ones) return "the subnet's broadcast address";
+    }
+    return "";
 }
 
 bool Interface::in_subnet(const IpAddr& other) const {
@@ -88,6 +170,8 @@ Expected<Interface, std::string> parse_interface(const WireOptions& o) {
         std::stoul(p) > max)
         return fail("--ip " + o.ip + ": prefix must be 0 to " + std::to_string(max));
     i.prefix = static_cast<unsigned>(std::stoul(p));
+    if (const std::string why = not_unicast(i.addr, i); !why.empty())
+        return fail("--ip " + o.ip + ": " + why + " cannot be our own");
     if (o.mac.empty()) {
         const auto& r = i.addr.raw();
         const std::size_t at = i.addr.is_v4() ? 0 : 12;
@@ -138,6 +222,32 @@ bool drain(io::TapHost& host, Instant limit, const std::function<void(const Even
     }
     host.flush();
     return true;
+}
+
+std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHandle>& open,
+                      const std::function<void(const Event&)>& on_event) {
+    Core& core = *s.core;
+    for (ConnHandle h : open)
+        if (h.valid()) (void)core.disconnect(io::TapHost::now(), h, DisconnectMode::kGraceful);
+    const Instant limit = io::TapHost::now() + kGraceLimit;
+    bool cut = false;
+    while (!cut && core.live_nodes() > 0 && io::TapHost::now() < limit) {
+        const io::Wake w = s.host->step(limit);
+        while (auto e = core.poll_event()) on_event(*e);
+        cut = w != io::Wake::kOk;
+    }
+    std::size_t reset = 0;
+    if (core.live_nodes() > 0) {
+        reset = core.teardown_connections(io::TapHost::now(), s.iface.addr);
+        while (auto e = core.poll_event()) on_event(*e);
+        Report r;
+        r.event = "reset_sent";
+        r.add("connections", std::uint64_t{reset});
+        r.add("why", std::string(cut ? "second signal" : "not closed within the grace limit"));
+        rep.print(io::TapHost::now(), r);
+    }
+    s.host->flush();
+    return reset;
 }
 
 void Report::add(const std::string& key, const std::string& v) { extra.emplace_back(key, json_quote(v)); }

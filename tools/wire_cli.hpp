@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,27 +14,18 @@
 
 #include "io/event_loop.hpp"
 #include "iwcm/core.hpp"
+#include "tools/commands.hpp"
 
 namespace iwcm::tools {
-
-// Exit codes of listen and connect.
-namespace exit_codes {
-constexpr int kOk = 0;
-constexpr int kSetup = 1;         // bad arguments, TAP, pcap, address
-constexpr int kResolution = 2;    // no ARP / ND answer for the peer
-constexpr int kReset = 3;         // reset by the peer
-constexpr int kRejected = 4;      // MPA reject (or reset while connecting)
-constexpr int kTimeout = 5;       // no answer in time
-constexpr int kError = 6;         // any other failure
-constexpr int kInterrupted = 130; // SIGINT / SIGTERM before the work was done
-}  // namespace exit_codes
 
 struct WireOptions {
     std::string tap;
     std::string ip;  // ADDR/PREFIX
     std::string mac;
     int vlan = -1;
-    std::string pdata;
+    std::string pdata;       // --pdata TEXT
+    std::string pdata_hex;   // --pdata-hex HEX
+    std::string pdata_file;  // --pdata-file FILE
     std::uint16_t ird = 1;
     std::uint16_t ord = 1;
     int mpa_rev = 2;
@@ -45,6 +37,11 @@ struct WireOptions {
 
 void add_wire_options(CLI::App* cmd, WireOptions& o);
 
+// The private data of --pdata, --pdata-hex or --pdata-file, checked against
+// the limit of --mpa-rev (512 bytes at revision 1, 508 at revision 2 whose
+// IRD/ORD word counts). Throws UsageError.
+std::vector<std::byte> private_data(const WireOptions& o);
+
 struct Interface {
     IpAddr addr;
     unsigned prefix = 0;
@@ -55,6 +52,9 @@ struct Interface {
 
 // Parses --ip, --mac, --vlan; the error is the one-line reason.
 Expected<Interface, std::string> parse_interface(const WireOptions& o);
+// Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
+// or an empty string.
+std::string not_unicast(const IpAddr& addr, const Interface& iface);
 
 // One line of output: human text by default, one JSON object with --json.
 // Every JSON field is in docs/json.md and docs/json-schema.json.
@@ -106,5 +106,17 @@ std::vector<std::byte> to_bytes(const std::string& s);
 // arrives (then returns false). Events are handed to on_event as they come
 // (a queued event holds its node alive until it is polled).
 bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event);
+
+// How long open connections get to close gracefully after SIGINT / SIGTERM
+// before those left are reset (README "Command line").
+constexpr auto kGraceLimit = std::chrono::seconds(2);
+
+// After a signal: a FIN on every connection in `open` (stale handles are
+// skipped), then the loop runs until the core holds no node or kGraceLimit
+// passes (a second signal cuts it short); every node still there is then
+// reset (Core::teardown_connections: RST, TIME_WAIT nodes just go). Prints a
+// "reset_sent" line when it resets any. Returns how many nodes were reset.
+std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHandle>& open,
+                      const std::function<void(const Event&)>& on_event);
 
 }  // namespace iwcm::tools

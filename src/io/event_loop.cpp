@@ -195,7 +195,10 @@ Wake TapHost::step(Instant until) {
             (void)!::read(timer_fd_, &expirations, sizeof expirations);
         } else if (events[i].data.u64 == kSignalTag) {
             signalfd_siginfo info{};
-            while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) result = Wake::kSignal;
+            while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+                result = Wake::kSignal;
+                last_signal_ = static_cast<int>(info.ssi_signo);
+            }
         }
     }
     fire_timers(now());

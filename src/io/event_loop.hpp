@@ -75,6 +75,8 @@ public:
     Core& core() { return core_; }
     const TapHostCounters& counters() const { return counters_; }
     const std::string& error() const { return error_; }
+    // The signal (SIGINT or SIGTERM) of the last kSignal wake, 0 before any.
+    int last_signal() const { return last_signal_; }
     const TapDevice& tap() const { return tap_; }
 
 private:
@@ -98,6 +100,7 @@ private:
     std::vector<std::byte> rx_buf_;
     TapHostCounters counters_;
     std::string error_;
+    int last_signal_ = 0;
 };
 
 }  // namespace iwcm::io

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -308,18 +309,134 @@ def case_connect_rst_by_kernel(c):
     check("reset by peer" in cm.stderr, "reason line: %r" % cm.stderr)
 
 
-def case_sigterm(c):
-    """SIGTERM while a connection is held: the CM closes it gracefully and exits 0."""
-    with Net("sigterm", 30) as net:
-        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--close", "wait")
+def connect_signal_case(c, name, subnet, sig, code, close="wait"):
+    """A signal while `connect` holds a connection: the kernel server sees the
+    CM's FIN (or, with close=linger, the reset after the grace limit) and the
+    exit code names the signal."""
+    with Net(name, subnet) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--close", close)
         srv.wait_for("listening")
         cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--no-p2p", "--hold", "60")
         cm.wait_for("established")
-        cm.p.terminate()
-        check(srv.wait_for("closed", timeout=5)["peer_eof"], "server saw no FIN")
+        cm.p.send_signal(sig)
+        closed = srv.wait_for("closed", timeout=10)
+        check(closed["peer_eof"], "server saw no FIN: %s" % closed)
         check(srv.finish() == 0, "server failed")
-        st = expect_exit(cm, 0, timeout=5)
-        check(st["live_nodes"] == 0 and cm.events("disconnected")[0]["status"] == 0, "stats: %s" % st)
+        st = expect_exit(cm, code, timeout=10)
+        check(st["live_nodes"] == 0 and st["result"] == "failed", "stats: %s" % st)
+        check(("SIGTERM" if sig == signal.SIGTERM else "SIGINT") in cm.stderr, "reason: %r" % cm.stderr)
+        return cm, closed, st
+
+
+def case_sigterm(c):
+    cm, closed, _ = connect_signal_case(c, "sigterm", 30, signal.SIGTERM, 143)
+    check(not closed["reset_by_peer"] and cm.events("disconnected")[0]["status"] == 0, "not graceful")
+    check(not cm.events("reset_sent"), "reset although the close completed")
+
+
+def case_connect_sigint(c):
+    cm, closed, _ = connect_signal_case(c, "connect-sigint", 31, signal.SIGINT, 130)
+    check(not closed["reset_by_peer"] and cm.events("disconnected")[0]["status"] == 0, "not graceful")
+
+
+def case_connect_sigint_linger(c):
+    """The kernel never closes its side: after the grace limit the CM resets."""
+    cm, closed, st = connect_signal_case(c, "connect-linger", 32, signal.SIGINT, 130, close="linger")
+    check(closed["reset_by_peer"], "server saw no reset after the grace limit: %s" % closed)
+    check(len(cm.events("reset_sent")) == 1 and st["resets_sent"] >= 1, "no reset_sent: %s" % st)
+
+
+def listen_signal_case(c, name, subnet, sig, code):
+    """A signal while `listen` holds an accepted connection: the kernel client
+    sees the CM's FIN, and the exit code names the signal."""
+    with Net(name, subnet) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+        cm.wait_for("listening")
+        net.wait_link_up()
+        cli = c.peer(net, "client", "client", "--to", "10.99.%d.2:%d" % (subnet, PORT), "--close", "wait")
+        check(not cli.wait_for("reply")["reject"], "rejected")
+        cm.wait_for("established")
+        cm.p.send_signal(sig)
+        closed = cli.wait_for("closed", timeout=10)
+        check(closed["peer_eof"] and not closed["reset_by_peer"], "client saw no FIN: %s" % closed)
+        check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, code, timeout=10)
+        check(st["live_nodes"] == 0 and st["result"] == "interrupted", "stats: %s" % st)
+        check(cm.events("disconnected")[0]["status"] == 0 and not cm.events("reset_sent"), "not graceful")
+
+
+def case_listen_sigint(c):
+    listen_signal_case(c, "listen-sigint", 33, signal.SIGINT, 130)
+
+
+def case_listen_sigterm(c):
+    listen_signal_case(c, "listen-sigterm", 34, signal.SIGTERM, 143)
+
+
+def case_connect_refused(c):
+    """Nobody listens on the kernel's port: its RST to our SYN is a refusal, not an MPA reject."""
+    with Net("connect-refused", 35) as net:
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT))
+        st = expect_exit(cm, 3)
+        check("refused (reset by peer)" in cm.stderr and "MPA reject" not in cm.stderr, "reason: %r" % cm.stderr)
+        check(st["resets_received"] == 1, "stats: %s" % st)
+
+
+def case_connect_mpa_reject(c):
+    """The kernel peer answers with an MPA reject: exit 4, named as such."""
+    with Net("connect-reject", 36) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--reject",
+                     "--pdata", "no thanks")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT))
+        check(srv.finish() == 0, "server failed")
+        expect_exit(cm, 4)
+        check("rejected by peer (MPA reject)" in cm.stderr, "reason: %r" % cm.stderr)
+        check(cm.events("rejected")[0]["pdata"] == "no thanks", "reject event: %s" % cm.events("rejected"))
+
+
+def case_pdata_binary(c):
+    """Binary private data both ways: --pdata-file on listen, --pdata-hex on connect (two CMs)."""
+    with Net("pdata-binary", 38, taps=("tap0", "tap1")) as net:
+        path = os.path.join(c.tmp, "pdata-%d.bin" % os.getpid())
+        with open(path, "wb") as f:
+            f.write(bytes([0, 255, 16, 10, 13, 127]))
+        lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--pdata-file", path,
+                   ip="10.99.38.3/24", tap="tap1")
+        lst.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        con = c.cm(net, "cm-connect", "connect", "--to", "10.99.38.3:%d" % PORT, "--pdata-hex", "00ff7f80",
+                   "--hold", "0.1")
+        est = con.wait_for("established")
+        check(est["pdata_hex"] == "00ff100a0d7f" and est["pdata"] is None, "reply bytes: %s" % est)
+        expect_exit(con, 0)
+        expect_exit(lst, 0)
+        req = lst.events("connect_request")[0]
+        check(req["pdata_hex"] == "00ff7f80", "request bytes: %s" % req)
+        os.remove(path)
+
+
+def case_connect_count(c):
+    """cmtime-style: 20 connections, 4 in flight, against a kernel-socket MPA server."""
+    with Net("connect-count", 37) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--close", "wait",
+                     "--count", "20")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--no-p2p", "--count", "20",
+                  "--parallel", "4", "--timeout", "30")
+        st = expect_exit(cm, 0, timeout=90)
+        check(srv.finish() == 0, "server failed")
+        check(len(srv.events("closed")) == 20 and all(e["peer_eof"] for e in srv.events("closed")),
+              "server closes: %s" % srv.events("closed"))
+        t = cm.events("cmtime")
+        check(len(t) == 1, "expected one cmtime line, got %d" % len(t))
+        t = t[0]
+        check(t["completed"] == 20 and t["failed"] == 0 and st["established"] == 20, "cmtime: %s" % t)
+        for phase in ("resolve", "tcp_handshake", "mpa_exchange", "established", "close"):
+            f = t[phase + "_ms"]
+            check(0 <= f["min"] <= f["median"] <= f["p99"] <= f["max"], "%s not ordered: %s" % (phase, f))
+        check(t["established_ms"]["min"] >= t["mpa_exchange_ms"]["min"], "phases: %s" % t)
+        print("  cmtime: %s" % {k: v for k, v in t.items() if k.endswith("_ms")}, flush=True)
 
 
 def case_ipv6(c):
@@ -449,10 +566,10 @@ def case_pcap(c):
 
 
 def case_resolve_fail(c):
-    """connect to an address nobody answers: a clear resolution error, exit 2."""
+    """connect to an address nobody answers: a clear resolution error, exit 7."""
     with Net("resolve-fail", 29) as net:
         cm = c.cm(net, "cm", "connect", "--to", "10.99.29.77:%d" % PORT, "--timeout", "10")
-        st = expect_exit(cm, 2)
+        st = expect_exit(cm, 7)
         check("cannot resolve 10.99.29.77" in cm.stderr and st["arp_requests_sent"] == 3, "resolution: %s" % st)
 
 

@@ -7,7 +7,7 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 
   mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p] [--crc] [--close graceful|rst]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
-                     [--close graceful|rst|wait] [--count N]
+                     [--close graceful|rst|wait|linger] [--count N]
 
 Every step prints one JSON object per line; errors end with exit code 1.
 """
@@ -16,6 +16,7 @@ import json
 import socket
 import struct
 import sys
+import time
 
 REQ_KEY = b"MPA ID Req Frame"
 REP_KEY = b"MPA ID Rep Frame"
@@ -104,8 +105,22 @@ def read_rtr(sock, crc):
     return {"type": kind, "crc_ok": (got == crc32c(fpdu)) if crc else (got == 0)}
 
 
+TCP_CLOSE = 7  # tcp_states.h; the first byte of struct tcp_info is the state
+
+
+def wait_tcp_close(sock, timeout=15):
+    """Polls the socket's TCP state until a reset has closed it (bounded)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == TCP_CLOSE:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def finish(sock, how):
-    """graceful: our FIN first, then the peer's; rst: abort; wait: the peer's FIN first."""
+    """graceful: our FIN first, then the peer's; rst: abort; wait: the peer's FIN first;
+    linger: the peer's FIN, then wait (without closing) for the peer's reset."""
     result = {"how": how, "peer_eof": False, "reset_by_peer": False}
     try:
         if how == "rst":
@@ -113,6 +128,10 @@ def finish(sock, how):
         elif how == "graceful":
             sock.shutdown(socket.SHUT_WR)
             result["peer_eof"] = sock.recv(1) == b""
+        elif how == "linger":
+            # The peer's FIN, then no close from us: only a reset ends it.
+            result["peer_eof"] = sock.recv(1) == b""
+            result["reset_by_peer"] = wait_tcp_close(sock)
         else:
             result["peer_eof"] = sock.recv(1) == b""
     except ConnectionResetError:
@@ -179,7 +198,7 @@ def main():
         s.add_argument("--ird", type=int, default=1)
         s.add_argument("--ord", type=int, default=1)
         s.add_argument("--timeout", type=float, default=20)
-        s.add_argument("--close", default="graceful", choices=("graceful", "rst", "wait"))
+        s.add_argument("--close", default="graceful", choices=("graceful", "rst", "wait", "linger"))
     sub.choices["client"].add_argument("--to", required=True)
     sub.choices["server"].add_argument("--bind", required=True)
     sub.choices["server"].add_argument("--reject", action="store_true")

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Command-line tests of iwarp-cm: bad inputs, --help, --version, the README tables.
+
+Read first: README.md "Command line", bad_inputs.txt (the rows, one ctest each).
+
+  usage_test.py --bin BIN bad ID          one row of bad_inputs.txt
+  usage_test.py --bin BIN help COMMAND    COMMAND --help == help COMMAND; example and exit codes at the end
+  usage_test.py --bin BIN version VER     --version prints the project version
+  usage_test.py --bin BIN readme README   the README's tables agree with bad_inputs.txt and --help
+
+Every run has a timeout: an input that hangs fails. As root each bad input
+runs in a new, empty network namespace (unshare -n), so a check that slipped
+could not touch a device of this machine.
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT = 10
+
+
+def fail(what):
+    print("FAIL: " + what)
+    sys.exit(1)
+
+
+def rows():
+    out = {}
+    with open(os.path.join(HERE, "bad_inputs.txt")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            rid, args, message, code = [p.strip() for p in line.split("|")]
+            out[rid] = (args, message, int(code))
+    return out
+
+
+def expand(args):
+    return [re.sub(r"^X\*(\d+)$", lambda m: "X" * int(m.group(1)), a) for a in shlex.split(args)]
+
+
+def run(binary, argv, isolate=False):
+    cmd = [binary] + argv
+    if isolate and os.geteuid() == 0:
+        cmd = ["unshare", "-n"] + cmd
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        fail("%s did not exit within %d s" % (" ".join(argv)[:200], TIMEOUT))
+
+
+def case_bad(binary, rid):
+    args, message, code = rows()[rid]
+    r = run(binary, expand(args), isolate=True)
+    err = r.stderr.splitlines()
+    print("iwarp-cm %s\n  exit %d, stderr %r" % (args, r.returncode, r.stderr[:300]))
+    if r.returncode != code:
+        fail("exit code %d, expected %d" % (r.returncode, code))
+    if len(err) != 1 or not err[0].startswith("iwarp-cm: ") or message not in err[0]:
+        fail("expected one line 'iwarp-cm: ...%s...'" % message)
+    if r.stdout:
+        fail("stdout is not empty: %r" % r.stdout[:200])
+
+
+def help_text(binary, argv):
+    r = run(binary, argv)
+    if r.returncode != 0:
+        fail("%s: exit %d (%s)" % (" ".join(argv), r.returncode, r.stderr.strip()))
+    return r.stdout
+
+
+def case_help(binary, command):
+    a = help_text(binary, [command, "--help"])
+    b = help_text(binary, ["help", command])
+    if a != b:
+        fail("'%s --help' and 'help %s' differ" % (command, command))
+    tail = a[a.find("Example:"):]
+    if "Example:" not in a or not tail.splitlines()[1].strip().startswith("iwarp-cm " + command):
+        fail("no example of %s at the end:\n%s" % (command, a[-600:]))
+    if not a.rstrip().endswith("(open connections closed first)") or "  2  usage error" not in tail:
+        fail("the exit-code table does not end the help:\n%s" % a[-600:])
+    # Every option that takes a value shows its default or says it has none.
+    for line in a.splitlines():
+        m = re.match(r"\s+(--[a-z-]+) (UINT|INT|FLOAT)\b(.*)", line)
+        if m and "=" not in m.group(3):
+            fail("%s shows no default: %r" % (m.group(1), line))
+    print("help of %s: %d lines, example and exit codes at the end" % (command, len(a.splitlines())))
+
+
+def case_version(binary, version):
+    r = run(binary, ["--version"])
+    if r.returncode != 0 or r.stdout.strip() != "iwarp-cm " + version:
+        fail("--version: exit %d, %r (expected 'iwarp-cm %s')" % (r.returncode, r.stdout, version))
+    print(r.stdout.strip())
+
+
+def readme_section(path):
+    text = open(path).read()
+    start = text.find("\n## Command line\n")
+    if start < 0:
+        fail("README has no '## Command line' section")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def case_readme(binary, readme):
+    sec = readme_section(readme)
+    table = {}
+    for line in sec.splitlines():
+        m = re.match(r"\|\s*`iwarp-cm ?(.*?)`\s*\|\s*`?(.*?)`?\s*\|\s*(\d+)\s*\|$", line)
+        if m:
+            table[m.group(1).replace("\\|", "|")] = (m.group(2), int(m.group(3)))
+    want = {args: (message, code) for args, message, code in rows().values()}
+    if table != want:
+        missing = set(want.items()) - set(table.items())
+        extra = set(table.items()) - set(want.items())
+        fail("README table and bad_inputs.txt differ:\n  only in tests: %s\n  only in README: %s"
+             % (sorted(missing), sorted(extra)))
+    codes = help_text(binary, ["--help"]).split("Exit codes:")[1].strip().splitlines()
+    for line in codes:
+        code, what = line.strip().split(None, 1)
+        if not re.search(r"\|\s*%s\s*\|\s*%s\s*\|" % (re.escape(code), re.escape(what)), sec):
+            fail("README exit-code table lacks: %s  %s" % (code, what))
+    print("README: %d bad-input rows and %d exit codes agree" % (len(table), len(codes)))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", required=True)
+    p.add_argument("mode", choices=("bad", "help", "version", "readme"))
+    p.add_argument("arg")
+    a = p.parse_args()
+    {"bad": case_bad, "help": case_help, "version": case_version, "readme": case_readme}[a.mode](a.bin, a.arg)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
