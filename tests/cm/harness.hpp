@@ -88,7 +88,8 @@ struct Pair {
     // Drop filter: return true to lose a frame (from_a says who sent it).
     std::function<bool(bool from_a, const std::vector<std::byte>&)> lose;
 
-    Pair() {
+    Pair() : Pair(config_for(kMacA, 1), config_for(kMacB, 2)) {}
+    Pair(const CoreConfig& ca, const CoreConfig& cb) : a(ca), b(cb) {
         EXPECT_TRUE(a.add_address(ip_a()).has_value());
         EXPECT_TRUE(b.add_address(ip_b()).has_value());
     }
