@@ -184,7 +184,9 @@ private:
                 case EventType::kConnectRequest:
                 case EventType::kRejected:
                 case EventType::kUnreachable:
-                case EventType::kConnectError: ++c_.errors; break;
+                case EventType::kConnectError:
+                case EventType::kAddressDown:
+                case EventType::kAddressUp: ++c_.errors; break;
             }
         }
     }
@@ -201,7 +203,9 @@ private:
                 case EventType::kDisconnected: ++c_.disconnected_b; break;
                 case EventType::kRejected:
                 case EventType::kUnreachable:
-                case EventType::kConnectError: ++c_.errors; break;
+                case EventType::kConnectError:
+                case EventType::kAddressDown:
+                case EventType::kAddressUp: ++c_.errors; break;
             }
         }
     }

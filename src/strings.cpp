@@ -29,6 +29,8 @@ std::string_view to_string(EventType t) noexcept {
         case EventType::kUnreachable: return "unreachable";
         case EventType::kConnectError: return "connect_error";
         case EventType::kDisconnected: return "disconnected";
+        case EventType::kAddressDown: return "address_down";
+        case EventType::kAddressUp: return "address_up";
     }
     return "?";
 }

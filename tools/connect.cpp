@@ -250,6 +250,8 @@ std::pair<int, std::string> connect_failure(const Event& e) {
                     "connection to " + peer + " failed: " + std::strerror(-e.status)};
         case EventType::kConnectRequest:
         case EventType::kEstablished:
+        case EventType::kAddressDown:
+        case EventType::kAddressUp:
             break;
     }
     IWCM_ASSERT(e.terminal());

@@ -12,6 +12,13 @@
 
 namespace iwcm {
 
+// PCP = DSCP / 8: the class-selector rule (see CoreConfig::dscp_to_pcp).
+constexpr std::array<std::uint8_t, 64> default_dscp_to_pcp() {
+    std::array<std::uint8_t, 64> map{};
+    for (std::size_t dscp = 0; dscp < map.size(); ++dscp) map[dscp] = static_cast<std::uint8_t>(dscp / 8);
+    return map;
+}
+
 struct RetransmitConfig {
     // 8 retransmissions, the first 1 s after the send, each wait doubling,
     // capped at 12 s (irdma: IRDMA_DEFAULT_RETRANS, IRDMA_RETRY_TIMEOUT,
@@ -73,7 +80,13 @@ struct CoreConfig {
     std::uint32_t rcv_wnd = 64240;
     std::uint8_t rcv_wscale = 2;
     std::uint8_t ttl = 64;
+    // IP TOS of connections that name none (ConnectParams / ListenParams::tos).
     std::uint8_t tos = 0;
+    // 802.1Q priority (PCP) of a tagged connection's frames, by the DSCP of its
+    // TOS (tos >> 2), as irdma derives the user priority from the TOS. The
+    // default is the class-selector rule many switches use: PCP = DSCP / 8
+    // (CS0..CS7 -> 0..7; EF 46 -> 5; AF41 34 -> 4). Untagged frames carry none.
+    std::array<std::uint8_t, 64> dscp_to_pcp = default_dscp_to_pcp();
     RetransmitConfig retransmit;
     // TIME_WAIT and delayed close (irdma: a CLOSE entry is due HZ / 10 later, 100 ms).
     Duration close_delay = std::chrono::milliseconds(100);

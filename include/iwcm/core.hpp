@@ -41,14 +41,23 @@ struct ListenParams {
     // of that family.
     Endpoint local;
     std::uint32_t backlog = 0;  // 0: CoreConfig::default_backlog
+    // kNoVlan: as irdma_find_listener, a specific address's listener serves
+    // that address's VLAN and a wildcard one every local address, each on its
+    // own VLAN. Another id narrows the listener to that VLAN (for a specific
+    // address it must be the address's VLAN).
     std::uint16_t vlan = kNoVlan;
+    // IP TOS (DSCP << 2 | ECN) of the listener's connections; unset:
+    // CoreConfig::tos. A passive connection uses the larger of this and the
+    // TOS of the SYN that opened it (irdma_make_cm_node).
+    std::optional<std::uint8_t> tos{};
 };
 
 struct ConnectParams {
     Endpoint local;          // port 0: an ephemeral port is chosen
     Endpoint remote;
     MacAddr remote_mac;      // resolved by the I/O layer (ARP / ND) beforehand
-    std::uint16_t vlan = kNoVlan;
+    std::uint16_t vlan = kNoVlan;  // kNoVlan: the local address's VLAN; else it must be that one
+    std::optional<std::uint8_t> tos{};  // IP TOS of the connection; unset: CoreConfig::tos
     std::span<const std::byte> private_data;
     std::uint16_t ird = 1;   // responder resources
     std::uint16_t ord = 1;   // initiator depth
@@ -73,6 +82,7 @@ struct HandoffContext {
     std::uint16_t vlan = kNoVlan;
     std::uint8_t ttl = 0;
     std::uint8_t tos = 0;
+    std::uint8_t pcp = 0;             // 802.1Q priority the frames carry (with a VLAN)
     std::uint32_t snd_nxt = 0;
     std::uint32_t snd_una = 0;
     std::uint32_t rcv_nxt = 0;
@@ -118,10 +128,15 @@ public:
     std::optional<Event> poll_event();
 
     // ---- addresses (local-address up / down) ----
-    Result<void> add_address(IpAddr addr);
+    // An address lives on one VLAN (kNoVlan: untagged): frames to it on any
+    // other VLAN are not for us. Its listeners (if it was removed before)
+    // serve again, and each hears kAddressUp.
+    Result<void> add_address(IpAddr addr, std::uint16_t vlan = kNoVlan);
     // Address down: every connection of the address is reset (the peer gets
-    // an RST, the application kDisconnected or a connect failure) and its
-    // listeners are destroyed. Returns how many connections were torn down.
+    // an RST, the application kDisconnected or a connect failure). Its
+    // listeners stay (irdma_if_notify): each hears kAddressDown and serves
+    // again once the address is added back. Returns how many connections were
+    // torn down.
     Result<std::size_t> remove_address(Instant now, IpAddr addr);
     bool is_local(IpAddr addr) const;
 

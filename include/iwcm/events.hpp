@@ -61,6 +61,11 @@ enum class EventType : std::uint8_t {
     kUnreachable,     // no answer: retransmissions or an MPA timer ran out
     kConnectError,    // any other failure before established (TERMINATE, bad MPA, ...)
     kDisconnected,    // an established connection ended (FIN, RST, abort, address down)
+    // Listener events (conn is not valid; listener and local name it). As in
+    // the driver (irdma_if_notify), a listener outlives its address: it stops
+    // serving when the address goes and serves again when it comes back.
+    kAddressDown,     // a specific-address listener's address was removed (-ENETDOWN)
+    kAddressUp,       // ... and added again (0)
 };
 std::string_view to_string(EventType type) noexcept;
 
@@ -77,10 +82,12 @@ struct Event {
     // The peer's private data (MPA request, reply or reject), without the
     // revision-2 IRD/ORD word. Valid until the next poll_event().
     std::span<const std::byte> private_data;
-    // A terminal event (anything but kConnectRequest and kEstablished) ends
+    // A terminal event (a connection's failure or end: kRejected,
+    // kUnreachable, kConnectError, kDisconnected) ends
     // the application's handle: it is stale once the event is polled.
     constexpr bool terminal() const {
-        return type != EventType::kConnectRequest && type != EventType::kEstablished;
+        return type == EventType::kRejected || type == EventType::kUnreachable ||
+               type == EventType::kConnectError || type == EventType::kDisconnected;
     }
 };
 

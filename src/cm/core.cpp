@@ -320,10 +320,13 @@ cm::Listener* Core::Impl::find_listener(ListenHandle h) {
 }
 
 // A listener on the exact address wins over a wildcard one (irdma_find_listener).
+// The frame's VLAN is already its address's; a listener given a VLAN serves
+// only that one.
 cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vlan) {
     cm::Listener* wildcard = nullptr;
     for (cm::Listener& l : listeners) {
-        if (!l.in_use || l.local.port != local.port || l.vlan != vlan) continue;
+        if (!l.in_use || l.local.port != local.port) continue;
+        if (l.vlan != kNoVlan && l.vlan != vlan) continue;
         if (l.local.addr == local.addr) return &l;
         if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family()) wildcard = &l;
     }
@@ -332,7 +335,13 @@ cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vl
 
 Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     if (p.local.port == 0) return fail(ApiError::kInvalidArgument);
-    if (!p.local.addr.is_unspecified() && !is_local_addr(p.local.addr)) return fail(ApiError::kAddressNotLocal);
+    if (p.vlan != kNoVlan && p.vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
+    if (!p.local.addr.is_unspecified()) {
+        auto vlan = address_vlan(p.local.addr);
+        if (!vlan) return fail(ApiError::kAddressNotLocal);
+        // A specific address serves only where it lives (irdma_find_listener).
+        if (p.vlan != kNoVlan && p.vlan != *vlan) return fail(ApiError::kInvalidArgument);
+    }
     for (const cm::Listener& l : listeners)
         if (l.in_use && l.local == p.local && l.vlan == p.vlan) return fail(ApiError::kAddressInUse);
     std::size_t i = 0;
@@ -342,6 +351,7 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     l.in_use = true;
     l.local = p.local;
     l.vlan = p.vlan;
+    l.tos = p.tos.value_or(cfg.tos);
     l.backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
     l.pending = 0;
     ++stats.listeners_created;
@@ -385,7 +395,11 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     now_ = now;
     if (p.remote.port == 0) return fail(ApiError::kInvalidArgument);
     if (p.local.addr.family() != p.remote.addr.family()) return fail(ApiError::kFamilyMismatch);
-    if (!is_local_addr(p.local.addr)) return fail(ApiError::kAddressNotLocal);
+    const auto local_vlan = address_vlan(p.local.addr);
+    if (!local_vlan) return fail(ApiError::kAddressNotLocal);
+    // The connection lives on its local address's VLAN.
+    if (p.vlan != kNoVlan && p.vlan != *local_vlan) return fail(ApiError::kInvalidArgument);
+    const std::uint16_t vlan = *local_vlan;
     std::uint8_t rev = p.mpa_revision == 0 ? cfg.mpa.revision : p.mpa_revision;
     if (rev != 1 && rev != 2) return fail(ApiError::kInvalidArgument);
     if (p.private_data.size() > pdata_limit(rev)) return fail(ApiError::kPrivateDataTooLong);
@@ -394,10 +408,10 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     if (events_full()) return fail(ApiError::kEventQueueFull);
     Endpoint local = p.local;
     if (local.port == 0) {
-        auto port = pick_port(local.addr, p.remote, p.vlan);
+        auto port = pick_port(local.addr, p.remote, vlan);
         if (!port) return fail(port.error());
         local.port = *port;
-    } else if (table.find({local, p.remote, p.vlan}) != nullptr) {
+    } else if (table.find({local, p.remote, vlan}) != nullptr) {
         return fail(ApiError::kAddressInUse);
     }
     NodeRef node = pool.create();
@@ -408,7 +422,8 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     node->local = local;
     node->remote = p.remote;
     node->remote_mac = p.remote_mac;
-    node->vlan = p.vlan;
+    node->vlan = vlan;
+    node->tos = p.tos.value_or(cfg.tos);
     node->loopback = is_local_addr(p.remote.addr);
     if (node->loopback) {
         node->remote_mac = cfg.mac;
@@ -529,7 +544,8 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
     c.remote_mac = node.remote_mac;
     c.vlan = node.vlan;
     c.ttl = cfg.ttl;
-    c.tos = cfg.tos;
+    c.tos = node.tos;
+    c.pcp = node.vlan != kNoVlan ? pcp_of(node) : 0;
     c.snd_nxt = node.snd_nxt.value();
     c.snd_una = node.snd_una.value();
     c.rcv_nxt = node.rcv_nxt.value();
@@ -550,18 +566,35 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
     return c;
 }
 
-bool Core::Impl::is_local_addr(const IpAddr& addr) const {
+std::optional<std::uint16_t> Core::Impl::address_vlan(const IpAddr& addr) const {
     // Two 64-bit compares per address (the unused bytes of a v4 address are zero).
     std::uint64_t lo, hi;
     std::memcpy(&lo, addr.raw().data(), 8);
     std::memcpy(&hi, addr.raw().data() + 8, 8);
-    for (const IpAddr& a : addresses) {
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+        const IpAddr& a = addresses[i];
         std::uint64_t alo, ahi;
         std::memcpy(&alo, a.raw().data(), 8);
         std::memcpy(&ahi, a.raw().data() + 8, 8);
-        if (alo == lo && ahi == hi && a.family() == addr.family()) return true;
+        if (alo == lo && ahi == hi && a.family() == addr.family()) return address_vlans[i];
     }
-    return false;
+    return std::nullopt;
+}
+
+bool Core::Impl::is_local_addr(const IpAddr& addr) const { return address_vlan(addr).has_value(); }
+
+// A listener's own event: it holds no node, and the listener handle may be
+// stale by the time the application polls it.
+void Core::Impl::push_listener_event(std::size_t index, EventType type, int status) {
+    const cm::Listener& l = listeners[index];
+    cm::QueuedEvent q;
+    q.event.type = type;
+    q.event.listener = {static_cast<std::uint32_t>(index), l.generation};
+    q.event.status = status;
+    q.event.local = l.local;
+    q.event.vlan = l.vlan;
+    q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
+    events.push_back(std::move(q));
 }
 
 // ---------------------------------------------------------------- Core
@@ -575,22 +608,33 @@ std::optional<Instant> Core::next_deadline() const { return impl_->next_deadline
 std::optional<std::span<const std::byte>> Core::poll_transmit() { return impl_->poll_transmit(); }
 std::optional<Event> Core::poll_event() { return impl_->poll_event(); }
 
-Result<void> Core::add_address(IpAddr addr) {
+Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
     if (addr.is_unspecified()) return fail(ApiError::kInvalidArgument);
+    if (vlan != kNoVlan && vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
     if (impl_->is_local_addr(addr)) return fail(ApiError::kAddressInUse);
     impl_->addresses.push_back(addr);
+    impl_->address_vlans.push_back(vlan);
+    // The address's listeners serve again (irdma_if_notify, NETDEV_UP).
+    for (std::size_t i = 0; i < impl_->listeners.size(); ++i) {
+        const cm::Listener& l = impl_->listeners[i];
+        if (l.in_use && l.local.addr == addr) impl_->push_listener_event(i, EventType::kAddressUp, 0);
+    }
     return {};
 }
 
 Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
     if (!impl_->is_local_addr(addr)) return fail(ApiError::kAddressNotLocal);
     std::size_t n = impl_->teardown(now, addr);
+    const auto it = std::find(impl_->addresses.begin(), impl_->addresses.end(), addr);
+    IWCM_ASSERT(it != impl_->addresses.end());
+    impl_->address_vlans.erase(impl_->address_vlans.begin() + (it - impl_->addresses.begin()));
+    impl_->addresses.erase(it);
+    // Its listeners stay and are told (irdma_if_notify, NETDEV_DOWN tears
+    // down connections, not listeners); a frame to the address finds none.
     for (std::size_t i = 0; i < impl_->listeners.size(); ++i) {
-        cm::Listener& l = impl_->listeners[i];
-        if (l.in_use && l.local.addr == addr)
-            (void)impl_->destroy_listen(now, {static_cast<std::uint32_t>(i), l.generation});
+        const cm::Listener& l = impl_->listeners[i];
+        if (l.in_use && l.local.addr == addr) impl_->push_listener_event(i, EventType::kAddressDown, -ENETDOWN);
     }
-    std::erase(impl_->addresses, addr);
     return n;
 }
 

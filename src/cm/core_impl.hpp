@@ -63,7 +63,8 @@ struct Listener {
     bool in_use = false;
     std::uint32_t generation = 1;
     Endpoint local;
-    std::uint16_t vlan = kNoVlan;
+    std::uint16_t vlan = kNoVlan;  // kNoVlan: the address's (every address's for a wildcard)
+    std::uint8_t tos = 0;
     std::uint32_t backlog = 0;
     std::uint32_t pending = 0;   // connections not yet accepted or rejected
 };
@@ -165,6 +166,10 @@ struct Core::Impl {
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
     bool events_full() const { return events.size() - event_head >= cfg.max_events; }
+    // The VLAN a local address lives on; nullopt for an address not ours.
+    std::optional<std::uint16_t> address_vlan(const IpAddr& addr) const;
+    void push_listener_event(std::size_t listener, EventType type, int status);
+    std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
 
     // ---- lifetime and events (core.cpp) ----
     void set_state(cm::Node& node, CmState to);
@@ -197,6 +202,7 @@ struct Core::Impl {
     std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
     std::vector<cm::Listener> listeners;
     std::vector<IpAddr> addresses;
+    std::vector<std::uint16_t> address_vlans;   // the VLAN of addresses[i]
 
     // Frames out: one arena, a list of (offset, length).
     cm::ByteArena tx_arena;

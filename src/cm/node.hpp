@@ -56,6 +56,7 @@ struct Node {
     bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
     bool app_rejected = false;    // the application answered the request with reject()
     std::uint16_t vlan = kNoVlan;
+    std::uint8_t tos = 0;         // IP TOS of our frames (the PCP follows it)
     Endpoint local;
     Endpoint remote;
     MacAddr remote_mac;

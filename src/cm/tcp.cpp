@@ -54,7 +54,8 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
     }
     const wire::FrameRepr& fr = parsed->repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
-    if (fr.eth.dst != cfg.mac || !is_local_addr(fr.ip.dst)) {
+    // Ours: our MAC, and one of our addresses on the VLAN it lives on.
+    if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
         drop(now, DropReason::kNotForUs, nullptr, frame);
         return;
     }
@@ -137,6 +138,8 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
     node->remote = {fr.ip.src, fr.tcp.src_port};
     node->remote_mac = fr.eth.src;
     node->vlan = seg.vlan;
+    // irdma_make_cm_node: the larger of the listener's TOS and the SYN's.
+    node->tos = std::max(l->tos, fr.ip.tos);
     node->listener = {static_cast<std::uint32_t>(l - listeners.data()), l->generation};
     node->counted_in_backlog = true;
     ++l->pending;
@@ -542,11 +545,11 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
     wire::FrameRepr fr;
     fr.eth.dst = node.remote_mac;
     fr.eth.src = cfg.mac;
-    if (node.vlan != kNoVlan) fr.eth.vlan = wire::VlanTag{node.vlan, 0, false};
+    if (node.vlan != kNoVlan) fr.eth.vlan = wire::VlanTag{node.vlan, pcp_of(node), false};
     fr.ip.src = node.local.addr;
     fr.ip.dst = node.remote.addr;
     fr.ip.ttl = cfg.ttl;
-    fr.ip.tos = cfg.tos;
+    fr.ip.tos = node.tos;
     fr.tcp.src_port = node.local.port;
     fr.tcp.dst_port = node.remote.port;
     fr.tcp.seq = seq;

@@ -95,7 +95,7 @@ TapHost::~TapHost() {
 }
 
 Result<void> TapHost::add_address(IpAddr addr) {
-    auto r = core_.add_address(addr);
+    auto r = core_.add_address(addr, vlan_);
     if (!r) return r;
     neighbors_.add_address(addr);
     return {};

@@ -135,6 +135,9 @@ struct ListenerRec {
     ListenParams params;
     ListenHandle handle;
     bool live = false;
+    // kAddressDown / kAddressUp owed to this listener and not yet seen.
+    int owed_down = 0;
+    int owed_up = 0;
 };
 
 struct Action {
@@ -173,6 +176,8 @@ private:
     void do_destroy_listen(std::size_t l, bool relisten);
     void do_relisten(std::size_t l);
     void do_address_down(std::size_t core, bool v6);
+    void on_listener_event(std::size_t core, const Event& e);
+    void owe_address_events(std::size_t core, const IpAddr& a, bool down);
     void do_address_up(std::size_t core, bool v6);
     void close_everything();
     // ---- checks ----
@@ -434,6 +439,10 @@ void Runner::on_event(std::size_t core, Instant now, const Event& e) {
         on_request(core, now, e);
         return;
     }
+    if (e.type == EventType::kAddressDown || e.type == EventType::kAddressUp) {
+        on_listener_event(core, e);
+        return;
+    }
     auto it = handles_.find({core, e.conn.index, e.conn.generation});
     if (it == handles_.end()) {
         fail(fmt("core %zu: %s for a handle the application was never given", core,
@@ -691,6 +700,32 @@ void Runner::do_relisten(std::size_t l) {
     rec.live = true;
 }
 
+// A listener outlives its address (irdma_if_notify): each live listener on it
+// is owed exactly one kAddressDown when it goes and one kAddressUp when it
+// comes back, with -ENETDOWN and 0.
+void Runner::owe_address_events(std::size_t core, const IpAddr& a, bool down) {
+    for (ListenerRec& l : listeners_) {
+        if (l.core != core || !l.live || l.params.local.addr != a) continue;
+        ++(down ? l.owed_down : l.owed_up);
+    }
+}
+
+void Runner::on_listener_event(std::size_t core, const Event& e) {
+    const bool down = e.type == EventType::kAddressDown;
+    for (ListenerRec& l : listeners_) {
+        if (l.core != core || !l.live || l.handle != e.listener) continue;
+        int& owed = down ? l.owed_down : l.owed_up;
+        if (owed == 0) fail(fmt("core %zu: %s not owed to listener %s", core,
+                                std::string(to_string(e.type)).c_str(), l.params.local.to_string().c_str()));
+        --owed;
+        if (e.status != (down ? -ENETDOWN : 0) || e.local != l.params.local || e.conn.valid())
+            fail(fmt("core %zu: %s status %d local %s", core, std::string(to_string(e.type)).c_str(), e.status,
+                     e.local.to_string().c_str()));
+        return;
+    }
+    fail(fmt("core %zu: %s for no live listener", core, std::string(to_string(e.type)).c_str()));
+}
+
 void Runner::do_address_down(std::size_t core, bool v6) {
     Instant now = net_.now();
     IpAddr a = addr(core, v6);
@@ -699,9 +734,11 @@ void Runner::do_address_down(std::size_t core, bool v6) {
             r ? fmt("%zu torn down", *r).c_str() : std::string(to_string(r.error())).c_str()));
     if (r.has_value() != addr_up_[core][v6]) fail(fmt("core %zu: remove_address disagrees with the address table", core));
     addr_up_[core][v6] = false;
-    for (ListenerRec& l : listeners_)
-        if (l.core == core && l.params.local.addr == a) l.live = false;
+    if (r) owe_address_events(core, a, true);
     drain_events(core, now);
+    for (const ListenerRec& l : listeners_)
+        if (l.owed_down != 0) fail(fmt("core %zu: listener %s did not hear its address go", core,
+                                       l.params.local.to_string().c_str()));
 }
 
 void Runner::do_address_up(std::size_t core, bool v6) {
@@ -711,8 +748,14 @@ void Runner::do_address_up(std::size_t core, bool v6) {
     log(fmt("core %zu address up %s: %s", core, a.to_string().c_str(), r ? "ok" : std::string(to_string(r.error())).c_str()));
     if (!r) fail(fmt("core %zu: add_address refused", core));
     addr_up_[core][v6] = true;
-    for (std::size_t l = 0; l < listeners_.size(); ++l)
+    owe_address_events(core, a, false);
+    drain_events(core, net_.now());
+    for (std::size_t l = 0; l < listeners_.size(); ++l) {
+        if (listeners_[l].owed_up != 0) fail(fmt("core %zu: listener %s did not hear its address come back", core,
+                                                 listeners_[l].params.local.to_string().c_str()));
+        // A listener destroyed while the address was away comes back now.
         if (listeners_[l].core == core && listeners_[l].params.local.addr == a) do_relisten(l);
+    }
 }
 
 // At kCloseAt the applications close what they hold; late arrivals are

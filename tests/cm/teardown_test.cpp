@@ -232,31 +232,6 @@ TEST(Closing, RetriesExhaustedDropsQuietly) {
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 
-TEST(Vlan, ListenerPerVlanAndTaggedAnswers) {
-    Dut d;
-    ASSERT_TRUE(d.core.listen({d.self, 0, 100}).has_value());
-    auto syn = d.frame(tf::kSyn, wire::SeqNumber(1000), wire::SeqNumber(0));
-    d.feed(syn);  // untagged: no listener on VLAN "none"
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
-    EXPECT_FALSE(o[0].repr.eth.vlan.has_value());
-    syn.eth.vlan = wire::VlanTag{100, 0, false};
-    d.feed(syn);
-    o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kSyn | tf::kAck));
-    ASSERT_TRUE(o[0].repr.eth.vlan.has_value());
-    EXPECT_EQ(o[0].repr.eth.vlan->id, 100);
-    // The same 4-tuple on another VLAN is another connection.
-    syn.eth.vlan = wire::VlanTag{200, 0, false};
-    d.feed(syn);
-    o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
-    EXPECT_EQ(d.core.live_nodes(), 1u);
-}
-
 }  // namespace
 }  // namespace iwcm::test
 
