@@ -2,6 +2,8 @@
 // real traffic: two cores connect over IPv4, IPv6 and an 802.1Q VLAN at MPA
 // revisions 1 and 2 (with CRC, RTR types, rejects, private data), close and
 // reset; every frame is captured and cut into the layers each parser takes.
+// The first SYN of each family is also written with IPv4 options, IPv6
+// extension headers and as a fragment, the input those parsers skip or refuse.
 // Run by scripts/fuzz.sh --corpus; the output is committed.
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "fuzz/fuzz_util.hpp"
 #include "iwcm/core.hpp"
+#include "tests/wire/ip_extras.hpp"
 #include "wire/fpdu.hpp"
 #include "wire/frame.hpp"
 #include "wire/mpa.hpp"
@@ -97,6 +100,38 @@ void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool 
     pump();
 }
 
+// The frame (untagged) with IPv4 options or IPv6 extension headers, and as a
+// fragment: each to the frame, IP and core targets (core as a raw chunk).
+void write_ip_variants(const std::vector<std::byte>& f, std::vector<std::byte>& core_input) {
+    using wire::hex_bytes;
+    std::vector<std::vector<std::byte>> variants;
+    if (fuzz::be16(f, 12) == wire::kEtherTypeIpv4) {
+        variants.push_back(wire::test::with_ipv4_options(f, hex_bytes("94 04 00 00")));
+        variants.push_back(wire::test::with_ipv4_options(f, hex_bytes("01 01 94 04 00 00 00 00")));
+        variants.push_back(f);
+        fuzz::put16(variants.back(), 14 + 6, 0x2000);  // MF (fix_checksums repairs the sum)
+    } else {
+        const char* kChain =
+            "3c 00 05 02 00 00 01 00 2b 00 01 04 00 00 00 00"
+            "06 02 02 00 00 00 00 00 fd 00 00 00 00 00 00 00 00 00 00 00 00 00 00 09";
+        variants.push_back(wire::test::with_ipv6_extensions(f, 0, hex_bytes(kChain)));
+        variants.push_back(
+            wire::test::with_ipv6_extensions(f, 44, hex_bytes("06 00 00 00 00 00 00 00")));
+    }
+    for (auto& v : variants) {
+        fuzz::fix_checksums(v);
+        write("frame", 1, true, v);
+        const auto ip = std::span<const std::byte>(v).subspan(14);
+        if (fuzz::be16(f, 12) == wire::kEtherTypeIpv4)
+            write("ipv4", 0, true, ip);
+        else
+            write("ipv6", 0, false, ip);
+        core_input.push_back(std::byte{0});
+        core_input.push_back(static_cast<std::byte>(v.size()));
+        core_input.insert(core_input.end(), v.begin(), v.end());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +146,8 @@ int main(int argc, char** argv) {
     exchange(cap, true, kNoVlan, 1, false, rtr::kAll, true);
     std::size_t core_inputs = 0;
     std::vector<std::byte> core_input{std::byte{0x0f}};
+    std::vector<std::byte> variant_input{std::byte{0x0f}};
+    bool syn_seen[2] = {false, false};
     for (std::size_t i = 0; i < cap.frames.size(); ++i) {
         const auto& f = cap.frames[i];
         write("ethernet", 0, false, f);
@@ -121,8 +158,13 @@ int main(int argc, char** argv) {
         if (eth->repr.ethertype == wire::kEtherTypeIpv6) write("ipv6", 0, false, eth->payload);
         auto fr = wire::parse_tcp_frame(f);
         if (!fr) continue;
-        std::size_t ip_len = fr->repr.ip.src.is_v4() ? 20 : 40;
-        auto seg = eth->payload.subspan(ip_len);
+        const bool v6 = !fr->repr.ip.src.is_v4();
+        if (fr->repr.tcp.flags == wire::tcp_flags::kSyn && !eth->repr.vlan && !syn_seen[v6]) {
+            syn_seen[v6] = true;
+            write_ip_variants(f, variant_input);
+        }
+        const auto seg_start = fr->payload.data() - fr->repr.tcp.header_len();
+        auto seg = eth->payload.subspan(static_cast<std::size_t>(seg_start - eth->payload.data()));
         std::size_t tcp_len = fr->repr.tcp.header_len() + fr->payload.size();
         write("tcp", fr->repr.ip.src.is_v4() ? 0 : 2, true, seg.first(std::min(tcp_len, seg.size())));
         if (!fr->payload.empty()) {
@@ -137,7 +179,8 @@ int main(int argc, char** argv) {
         }
     }
     write("core", 0, false, core_input);
-    ++core_inputs;
+    write("core", 0, false, variant_input);
+    core_inputs += 2;
     // Core: template chunks (kind 1) carrying MPA frames and RTRs onto A's
     // connections in every state, with ACK+PSH flags.
     for (std::uint8_t mode : {0x0f, 0x06, 0x0c}) {

@@ -61,6 +61,7 @@ std::string_view to_string(DropReason r) noexcept {
         case DropReason::kDataAfterHandoff: return "data_after_handoff";
         case DropReason::kTooManyConnections: return "too_many_connections";
         case DropReason::kEventQueueFull: return "event_queue_full";
+        case DropReason::kFragment: return "fragment";
         case DropReason::kCount: break;
     }
     return "?";

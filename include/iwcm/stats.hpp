@@ -9,10 +9,10 @@
 namespace iwcm {
 
 enum class DropReason : std::uint8_t {
-    kMalformed,        // a layer failed to parse (truncated, bad length, bad option)
+    kMalformed,        // a layer failed to parse (truncated, bad length, bad option or value)
     kBadChecksum,      // IPv4 header or TCP checksum wrong
     kNotForUs,         // destination MAC or address not ours, wrong VLAN
-    kNotTcp,           // not IPv4/IPv6 TCP
+    kNotTcp,           // not IPv4/IPv6 TCP (also TCP behind IPsec AH or ESP)
     kOutOfWindow,      // sequence check failed (answered with an ACK where TCP says so)
     kBadAck,           // ACK of something never sent
     kBacklogFull,      // SYN over the listener's backlog
@@ -23,6 +23,7 @@ enum class DropReason : std::uint8_t {
     kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
     kTooManyConnections,
     kEventQueueFull,   // a new connection's SYN while max_events events wait unpolled
+    kFragment,         // an IPv4 fragment or IPv6 fragment header: a CM segment never is one
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <string_view>
 
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
@@ -25,15 +24,19 @@ namespace tf = wire::tcp_flags;
 
 namespace {
 
+// The drop reason of a frame that failed to parse, from the error's kind alone.
 DropReason classify(const wire::ParseError& e) {
-    std::string_view what = e.reason ? e.reason : "";
-    std::string_view field = e.field ? e.field : "";
-    if (what.find("checksum") != std::string_view::npos || field.find("checksum") != std::string_view::npos)
-        return DropReason::kBadChecksum;
-    if (what.find("not TCP") != std::string_view::npos || what.find("ethertype") != std::string_view::npos ||
-        field.find("ethertype") != std::string_view::npos || field.find("protocol") != std::string_view::npos ||
-        field.find("next_header") != std::string_view::npos)
-        return DropReason::kNotTcp;
+    using wire::ParseErrorKind;
+    switch (e.kind) {
+        case ParseErrorKind::kBadChecksum: return DropReason::kBadChecksum;
+        case ParseErrorKind::kNotIp:
+        case ParseErrorKind::kNotTcp: return DropReason::kNotTcp;
+        case ParseErrorKind::kFragment: return DropReason::kFragment;
+        case ParseErrorKind::kTruncated:
+        case ParseErrorKind::kBadLength:
+        case ParseErrorKind::kBadOption:
+        case ParseErrorKind::kBadValue: return DropReason::kMalformed;
+    }
     return DropReason::kMalformed;
 }
 

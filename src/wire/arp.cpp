@@ -5,6 +5,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 constexpr const char* kLayer = "arp";
@@ -56,15 +58,19 @@ void ArpRepr::emit(MutBytes out) const {
 }
 
 ParseResult<ArpRepr> parse_arp(Bytes packet) {
-    if (packet.size() < kArpLen) return parse_fail(kLayer, "packet", packet.size(), "truncated packet");
+    if (packet.size() < kArpLen)
+        return parse_fail(kTruncated, kLayer, "packet", packet.size(), "truncated packet");
     if (load_be16(packet, kHtypeOff) != kHtypeEthernet)
-        return parse_fail(kLayer, "htype", kHtypeOff, "hardware type is not Ethernet");
+        return parse_fail(kBadValue, kLayer, "htype", kHtypeOff, "hardware type is not Ethernet");
     if (load_be16(packet, kPtypeOff) != kEtherTypeIpv4)
-        return parse_fail(kLayer, "ptype", kPtypeOff, "protocol type is not IPv4");
-    if (load_u8(packet, kHlenOff) != 6) return parse_fail(kLayer, "hlen", kHlenOff, "hardware length is not 6");
-    if (load_u8(packet, kPlenOff) != 4) return parse_fail(kLayer, "plen", kPlenOff, "protocol length is not 4");
+        return parse_fail(kBadValue, kLayer, "ptype", kPtypeOff, "protocol type is not IPv4");
+    if (load_u8(packet, kHlenOff) != 6)
+        return parse_fail(kBadValue, kLayer, "hlen", kHlenOff, "hardware length is not 6");
+    if (load_u8(packet, kPlenOff) != 4)
+        return parse_fail(kBadValue, kLayer, "plen", kPlenOff, "protocol length is not 4");
     const std::uint16_t op = load_be16(packet, kOpOff);
-    if (op != 1 && op != 2) return parse_fail(kLayer, "opcode", kOpOff, "opcode is not request or reply");
+    if (op != 1 && op != 2)
+        return parse_fail(kBadValue, kLayer, "opcode", kOpOff, "opcode is not request or reply");
     ArpRepr r;
     r.op = static_cast<ArpOp>(op);
     r.sender_mac = load_mac(packet, kSenderMacOff);

@@ -56,6 +56,20 @@ std::string to_hex(Bytes b) {
     return s;
 }
 
+std::string_view to_string(ParseErrorKind kind) noexcept {
+    switch (kind) {
+        case ParseErrorKind::kTruncated: return "truncated";
+        case ParseErrorKind::kBadLength: return "bad_length";
+        case ParseErrorKind::kBadChecksum: return "bad_checksum";
+        case ParseErrorKind::kNotIp: return "not_ip";
+        case ParseErrorKind::kNotTcp: return "not_tcp";
+        case ParseErrorKind::kBadOption: return "bad_option";
+        case ParseErrorKind::kBadValue: return "bad_value";
+        case ParseErrorKind::kFragment: return "fragment";
+    }
+    return "?";
+}
+
 std::string ParseError::to_string() const {
     std::string s;
     s.append(layer).append(": ").append(field).append(" at offset ");

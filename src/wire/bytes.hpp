@@ -108,16 +108,35 @@ std::vector<std::byte> hex_bytes(std::string_view hex);
 // Lower-case hex of some bytes, two digits a byte, no separators: for test messages.
 std::string to_hex(Bytes b);
 
-// Why a parser refused its input: the layer ("ipv4"), the field ("total_length"),
-// the byte offset of that field from the start of the buffer given to the parser
-// that failed (parse_tcp_frame adds the offsets of the outer layers), and a reason.
-// All strings are static.
+// What kind of refusal a parse error is: callers act on this (the engine maps it
+// to a drop reason with a switch), never on the error's text.
+enum class ParseErrorKind : std::uint8_t {
+    kTruncated,    // the buffer ends before a header, field or option does
+    kBadLength,    // a length field disagrees with the buffer or with another length
+    kBadChecksum,  // an IPv4 header, TCP or ICMPv6 checksum is wrong
+    kNotIp,        // an ethertype other than IPv4 or IPv6
+    kNotTcp,       // an IP packet that carries something else (ESP, AH, no next header...)
+    kBadOption,    // an IPv4 option, IPv6 extension-header option or TCP option is malformed
+                   // or one we refuse (source routes, unknown "discard" IPv6 options)
+    kBadValue,     // a field holds a value the format forbids or we do not handle
+    kFragment,     // an IPv4 fragment or an IPv6 fragment header
+};
+
+// A short name of the kind ("truncated", "bad_length", ...), for messages and tests.
+std::string_view to_string(ParseErrorKind kind) noexcept;
+
+// Why a parser refused its input: its kind, the layer ("ipv4"), the field
+// ("total_length"), the byte offset of that field from the start of the buffer
+// given to the parser that failed (parse_tcp_frame adds the offsets of the outer
+// layers), and a reason. All strings are static.
 struct ParseError {
+    ParseErrorKind kind = ParseErrorKind::kBadValue;
     const char* layer = "";
     const char* field = "";
     std::size_t offset = 0;
     const char* reason = "";
 
+    // "layer: field at offset N: reason"; the kind is not part of the text.
     std::string to_string() const;
 };
 
@@ -129,15 +148,48 @@ using ParseResult = iwcm::Expected<T, ParseError>;
 // parse_tcp_frame() copies no intermediate result.
 using DecodeStatus = std::optional<ParseError>;
 
-inline DecodeStatus decode_fail(const char* layer, const char* field, std::size_t offset,
-                                const char* reason) {
-    return ParseError{layer, field, offset, reason};
+inline DecodeStatus decode_fail(ParseErrorKind kind, const char* layer, const char* field,
+                                std::size_t offset, const char* reason) {
+    return ParseError{kind, layer, field, offset, reason};
+}
+
+// Walks an option list in the form IPv4 and TCP share (RFC 791 section 3.1,
+// RFC 9293 section 3.1): from h[off] on, End of Option List (type 0) ends the
+// list and what follows it is padding, not read; No-Operation (type 1) is one
+// byte; any other type has a length byte (counting type and length, at least 2)
+// and its data, all within h, else kBadOption. visit(off, type, len) sees each
+// of those and may refuse it with its own error. Offsets count from h's start.
+template <class Visit>
+DecodeStatus walk_type_length_options(Bytes h, std::size_t off, const char* layer, Visit&& visit) {
+    constexpr std::uint8_t kEol = 0;
+    constexpr std::uint8_t kNop = 1;
+    constexpr auto kBad = ParseErrorKind::kBadOption;
+    while (off < h.size()) {
+        const std::uint8_t type = load_u8(h, off);
+        if (type == kEol) break;
+        if (type == kNop) {
+            ++off;
+            continue;
+        }
+        if (off + 1 >= h.size())
+            return decode_fail(kBad, layer, "option_length", off, "option length byte missing");
+        const std::uint8_t len = load_u8(h, off + 1);
+        if (len < 2)
+            return decode_fail(kBad, layer, "option_length", off + 1, "option length below 2");
+        if (off + len > h.size())
+            return decode_fail(kBad, layer, "option_length", off + 1,
+                               "option runs past the header");
+        if (auto e = visit(off, type, len)) return e;
+        off += len;
+    }
+    return std::nullopt;
 }
 
 // Builds the error value of a parser, for `return parse_fail(...)`.
-inline iwcm::Unexpected<ParseError> parse_fail(const char* layer, const char* field,
-                                               std::size_t offset, const char* reason) {
-    return iwcm::fail(ParseError{layer, field, offset, reason});
+inline iwcm::Unexpected<ParseError> parse_fail(ParseErrorKind kind, const char* layer,
+                                               const char* field, std::size_t offset,
+                                               const char* reason) {
+    return iwcm::fail(ParseError{kind, layer, field, offset, reason});
 }
 
 }  // namespace iwcm::wire

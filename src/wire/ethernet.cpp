@@ -5,6 +5,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 constexpr const char* kLayer = "ethernet";
@@ -54,7 +56,8 @@ namespace detail {
 
 DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload) {
     if (frame.size() < kEthernetHeaderLen)
-        return decode_fail(kLayer, "header", frame.size(), "frame shorter than 14 bytes");
+        return decode_fail(kTruncated, kLayer, "header", frame.size(),
+                           "frame shorter than 14 bytes");
     repr.dst = load_mac(frame, kDstOff);
     repr.src = load_mac(frame, kSrcOff);
     const std::uint16_t type = load_be16(frame, kTypeOff);
@@ -65,7 +68,7 @@ DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload) {
         return std::nullopt;
     }
     if (frame.size() < kEthernetVlanHeaderLen)
-        return decode_fail(kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
+        return decode_fail(kTruncated, kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
     repr.vlan = decode_tci(load_be16(frame, kTciOff));
     repr.ethertype = load_be16(frame, kInnerTypeOff);
     payload = frame.subspan(kEthernetVlanHeaderLen);

@@ -8,6 +8,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 constexpr const char* kLayer = "fpdu";
@@ -121,17 +123,20 @@ bool untagged_is(Bytes u, std::uint8_t opcode, std::uint32_t qn) {
 
 ParseResult<RtrType> check_untagged_rtr(Bytes u, RtrType type) {
     if (load_be32(u, kMsnOff) != kFirstMsn || load_be32(u, kMoOff) != 0)
-        return parse_fail(kRtrLayer, "msn", kMsnOff, "RTR is not the first message (MSN 1, MO 0)");
+        return parse_fail(kBadValue, kRtrLayer, "msn", kMsnOff,
+                          "RTR is not the first message (MSN 1, MO 0)");
     return type;
 }
 
 ParseResult<RtrType> check_read_rtr(Bytes u) {
     if (u.size() != kReadRequestLen)
-        return parse_fail(kRtrLayer, "ulpdu_length", 0, "READ request RTR is not 46 bytes");
+        return parse_fail(kBadLength, kRtrLayer, "ulpdu_length", 0,
+                          "READ request RTR is not 46 bytes");
     // The STags and offsets are not checked, as for the WRITE RTR: a
     // zero-length read moves nothing.
     if (load_be32(u, kReadSizeOff) != 0)
-        return parse_fail(kRtrLayer, "read_size", kReadSizeOff, "READ RTR is not zero-length");
+        return parse_fail(kBadValue, kRtrLayer, "read_size", kReadSizeOff,
+                          "READ RTR is not zero-length");
     return check_untagged_rtr(u, RtrType::kRead);
 }
 
@@ -166,10 +171,12 @@ std::optional<std::size_t> fpdu_frame_len(Bytes prefix) {
 
 ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected) {
     if (buffer.size() < kFpduLengthLen)
-        return parse_fail(kLayer, "ulpdu_length", buffer.size(), "truncated length field");
+        return parse_fail(kTruncated, kLayer, "ulpdu_length", buffer.size(),
+                          "truncated length field");
     const std::size_t ulpdu_len = load_be16(buffer, 0);
     const std::size_t total = fpdu_len_for_ulpdu(ulpdu_len);
-    if (buffer.size() < total) return parse_fail(kLayer, "ulpdu", buffer.size(), "truncated FPDU");
+    if (buffer.size() < total)
+        return parse_fail(kTruncated, kLayer, "ulpdu", buffer.size(), "truncated FPDU");
     const std::size_t crc_off = total - kFpduCrcLen;
     Fpdu f{buffer.subspan(kFpduLengthLen, ulpdu_len), total, true};
     if (crc_expected) f.crc_ok = load_le32(buffer, crc_off) == crc32c(buffer.first(crc_off));
@@ -178,23 +185,25 @@ ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected) {
 
 ParseResult<RtrType> parse_rtr(Bytes u) {
     if (u.size() < kTaggedHeaderLen)
-        return parse_fail(kRtrLayer, "ulpdu_length", 0, "shorter than any DDP header");
+        return parse_fail(kTruncated, kRtrLayer, "ulpdu_length", 0, "shorter than any DDP header");
     const std::uint8_t ddp = load_u8(u, kDdpCtrlOff);
     const std::uint8_t rdmap = load_u8(u, kRdmapCtrlOff);
     if (ddp == kDdpTaggedLast && rdmap == (kRdmapV1 | kOpWrite)) {
         // Any STag and tagged offset: RFC 6581 asks the responder to check
         // neither (siw sends STag 1, other peers 0), and nothing is placed.
         if (u.size() != kTaggedHeaderLen)
-            return parse_fail(kRtrLayer, "ulpdu_length", 0, "WRITE RTR is not zero-length");
+            return parse_fail(kBadValue, kRtrLayer, "ulpdu_length", 0,
+                              "WRITE RTR is not zero-length");
         return RtrType::kWrite;
     }
     if (untagged_is(u, kOpSend, kQnSend)) {
         if (u.size() != kUntaggedHeaderLen)
-            return parse_fail(kRtrLayer, "ulpdu_length", 0, "SEND RTR is not zero-length");
+            return parse_fail(kBadValue, kRtrLayer, "ulpdu_length", 0,
+                              "SEND RTR is not zero-length");
         return check_untagged_rtr(u, RtrType::kSend);
     }
     if (untagged_is(u, kOpReadRequest, kQnReadRequest)) return check_read_rtr(u);
-    return parse_fail(kRtrLayer, "opcode", kRdmapCtrlOff, "not an RTR message");
+    return parse_fail(kBadValue, kRtrLayer, "opcode", kRdmapCtrlOff, "not an RTR message");
 }
 
 const char* to_string(TermError e) {
@@ -234,9 +243,10 @@ std::size_t emit_terminate_fpdu(TermError error, bool crc, MutBytes out) {
 
 ParseResult<TermHeader> parse_terminate_header(Bytes u) {
     if (u.size() < kTerminateLen)
-        return parse_fail(kTermLayer, "ulpdu_length", 0, "shorter than a TERMINATE");
+        return parse_fail(kTruncated, kTermLayer, "ulpdu_length", 0, "shorter than a TERMINATE");
     if (!untagged_is(u, kOpTerminate, kQnTerminate))
-        return parse_fail(kTermLayer, "opcode", kRdmapCtrlOff, "not a TERMINATE on queue 2");
+        return parse_fail(kBadValue, kTermLayer, "opcode", kRdmapCtrlOff,
+                          "not a TERMINATE on queue 2");
     const std::uint32_t ctrl = load_be32(u, kTermCtrlOff);
     TermHeader h;
     h.layer = static_cast<std::uint8_t>(ctrl >> 28);
@@ -252,11 +262,12 @@ ParseResult<TermError> parse_terminate(Bytes u) {
     auto h = parse_terminate_header(u);
     if (!h) return iwcm::fail(h.error());
     if (h->layer != kTermLayerLlp || h->etype != kTermEtypeMpa)
-        return parse_fail(kTermLayer, "layer", kTermCtrlOff, "not an MPA-layer error");
+        return parse_fail(kBadValue, kTermLayer, "layer", kTermCtrlOff, "not an MPA-layer error");
     const auto first = static_cast<std::uint8_t>(TermError::kTcpConnectionLost);
     const auto last = static_cast<std::uint8_t>(TermError::kNoMatchingRtr);
     if (h->code < first || h->code > last)
-        return parse_fail(kTermLayer, "error_code", kTermCtrlOff + 1, "unknown MPA error code");
+        return parse_fail(kBadValue, kTermLayer, "error_code", kTermCtrlOff + 1,
+                          "unknown MPA error code");
     return static_cast<TermError>(h->code);
 }
 

@@ -13,6 +13,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail()
+
 namespace {
 
 using detail::fold16;
@@ -63,7 +65,7 @@ void set_addrs(IpRepr& ip, const Addr& src, const Addr& dst) {
 DecodeStatus decode_ip_v4(Bytes packet, IpRepr& ip, Bytes& payload) {
     Ipv4Repr r;
     if (auto e = detail::decode_ipv4(packet, r, payload)) return e;
-    if (r.protocol != kIpProtoTcp) return decode_fail("ipv4", "protocol", 9, "not TCP");
+    if (r.protocol != kIpProtoTcp) return decode_fail(kNotTcp, "ipv4", "protocol", 9, "not TCP");
     set_addrs(ip, r.src, r.dst);
     ip.ttl = r.ttl;
     ip.tos = r.tos;
@@ -76,7 +78,10 @@ DecodeStatus decode_ip_v4(Bytes packet, IpRepr& ip, Bytes& payload) {
 DecodeStatus decode_ip_v6(Bytes packet, IpRepr& ip, Bytes& payload) {
     Ipv6Repr r;
     if (auto e = detail::decode_ipv6(packet, r, payload)) return e;
-    if (r.next_header != kIpProtoTcp) return decode_fail("ipv6", "next_header", 6, "not TCP");
+    // The offset names the IPv6 header's next header even when extension headers
+    // (ipv6.hpp) came between it and the protocol that is not TCP.
+    if (r.next_header != kIpProtoTcp)
+        return decode_fail(kNotTcp, "ipv6", "next_header", 6, "not TCP");
     set_addrs(ip, r.src, r.dst);
     ip.ttl = r.hop_limit;
     ip.tos = r.traffic_class;
@@ -109,7 +114,7 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
     } else if (type == kEtherTypeIpv6) {
         if (auto e = decode_ip_v6(ip_bytes, out.repr.ip, segment)) return shifted(e, ip_off);
     } else {
-        return decode_fail(kLayer, "ethertype", ip_off - 2, "not IP");
+        return decode_fail(kNotIp, kLayer, "ethertype", ip_off - 2, "not IP");
     }
     const std::size_t ip_header_len = static_cast<std::size_t>(segment.data() - ip_bytes.data());
     const std::uint32_t pseudo = pseudo_sum_from_header(ip_bytes, type, segment.size());

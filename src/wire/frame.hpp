@@ -43,8 +43,11 @@ struct TcpFrame {
     Bytes payload;
 };
 
-// Checks every layer; an ethertype other than IPv4/IPv6 or an IP protocol other
-// than TCP is refused with a reason. Error offsets count from the frame start.
+// Checks every layer; an ethertype other than IPv4/IPv6 (kind kNotIp) or an IP
+// protocol other than TCP (kNotTcp, also TCP behind AH or ESP) is refused with a
+// reason. IPv4 options and IPv6 extension headers are skipped as ipv4.hpp and
+// ipv6.hpp say, fragments refused (kFragment); the repr keeps neither, so the
+// frame emitted from it has none. Error offsets count from the frame start.
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame);
 
 // The length emit_tcp_frame() writes.

@@ -6,6 +6,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 constexpr const char* kLayer = "icmpv6";
@@ -54,17 +56,22 @@ void NdRepr::emit(const Ipv6Addr& src, const Ipv6Addr& dst, MutBytes out) const 
 }
 
 ParseResult<NdRepr> parse_nd(Bytes icmp, const Ipv6Addr& src, const Ipv6Addr& dst) {
-    if (icmp.size() < 4) return parse_fail(kLayer, "header", icmp.size(), "truncated header");
+    if (icmp.size() < 4)
+        return parse_fail(kTruncated, kLayer, "header", icmp.size(), "truncated header");
     const std::uint8_t type = load_u8(icmp, kTypeOff);
     if (type != kIcmpv6NeighborSolicit && type != kIcmpv6NeighborAdvert)
-        return parse_fail(kLayer, "type", kTypeOff, "not neighbour discovery");
-    if (icmp.size() < kNdMinLen) return parse_fail(kLayer, "length", icmp.size(), "shorter than 24 bytes");
-    if (icmp_checksum(icmp, src, dst) != 0) return parse_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
-    if (load_u8(icmp, kCodeOff) != 0) return parse_fail(kLayer, "code", kCodeOff, "code is not 0");
+        return parse_fail(kBadValue, kLayer, "type", kTypeOff, "not neighbour discovery");
+    if (icmp.size() < kNdMinLen)
+        return parse_fail(kTruncated, kLayer, "length", icmp.size(), "shorter than 24 bytes");
+    if (icmp_checksum(icmp, src, dst) != 0)
+        return parse_fail(kBadChecksum, kLayer, "checksum", kChecksumOff, "bad checksum");
+    if (load_u8(icmp, kCodeOff) != 0)
+        return parse_fail(kBadValue, kLayer, "code", kCodeOff, "code is not 0");
     NdRepr r;
     r.kind = type == kIcmpv6NeighborSolicit ? NdKind::kSolicitation : NdKind::kAdvertisement;
     for (std::size_t i = 0; i < 16; ++i) r.target.bytes[i] = load_u8(icmp, kTargetOff + i);
-    if (r.target.bytes[0] == 0xff) return parse_fail(kLayer, "target", kTargetOff, "multicast target");
+    if (r.target.bytes[0] == 0xff)
+        return parse_fail(kBadValue, kLayer, "target", kTargetOff, "multicast target");
     if (r.kind == NdKind::kAdvertisement) {
         const std::uint8_t f = load_u8(icmp, kFlagsOff);
         r.router = (f & kFlagRouter) != 0;
@@ -74,10 +81,13 @@ ParseResult<NdRepr> parse_nd(Bytes icmp, const Ipv6Addr& src, const Ipv6Addr& ds
     const std::uint8_t wanted = r.kind == NdKind::kSolicitation ? kOptSourceLl : kOptTargetLl;
     std::size_t off = kOptionsOff;
     while (off < icmp.size()) {
-        if (off + 2 > icmp.size()) return parse_fail(kLayer, "option", off, "truncated option");
+        if (off + 2 > icmp.size())
+            return parse_fail(kBadOption, kLayer, "option", off, "truncated option");
         const std::size_t olen = std::size_t{load_u8(icmp, off + 1)} * 8;
-        if (olen == 0) return parse_fail(kLayer, "option_length", off + 1, "option of length 0");
-        if (off + olen > icmp.size()) return parse_fail(kLayer, "option_length", off + 1, "option past the end");
+        if (olen == 0)
+            return parse_fail(kBadOption, kLayer, "option_length", off + 1, "option of length 0");
+        if (off + olen > icmp.size())
+            return parse_fail(kBadOption, kLayer, "option_length", off + 1, "option past the end");
         if (load_u8(icmp, off) == wanted && olen >= 8) {
             MacAddr m;
             for (std::size_t i = 0; i < 6; ++i) m.bytes[i] = load_u8(icmp, off + 2 + i);

@@ -7,6 +7,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 constexpr const char* kLayer = "mpa";
@@ -58,15 +60,16 @@ ParseResult<MpaKind> check_header(Bytes b) {
     if (key_is(b, kKeyReply))
         kind = MpaKind::kReply;
     else if (!key_is(b, kKeyRequest))
-        return parse_fail(kLayer, "key", 0, "bad key");
+        return parse_fail(kBadValue, kLayer, "key", 0, "bad key");
     const std::uint8_t rev = load_u8(b, kRevisionOff);
-    if (rev == 0) return parse_fail(kLayer, "revision", kRevisionOff, "revision 0 is not defined");
-    if (rev > 2) return parse_fail(kLayer, "revision", kRevisionOff, "revision above 2");
+    if (rev == 0)
+        return parse_fail(kBadValue, kLayer, "revision", kRevisionOff, "revision 0 is not defined");
+    if (rev > 2) return parse_fail(kBadValue, kLayer, "revision", kRevisionOff, "revision above 2");
     const std::uint8_t flags = load_u8(b, kFlagsOff);
     if ((flags & mpa_flags::kReject) != 0 && kind == MpaKind::kRequest)
-        return parse_fail(kLayer, "flags", kFlagsOff, "reject flag in a request");
+        return parse_fail(kBadValue, kLayer, "flags", kFlagsOff, "reject flag in a request");
     if ((flags & mpa_flags::kEnhanced) != 0 && rev != 2)
-        return parse_fail(kLayer, "flags", kFlagsOff, "enhanced flag needs revision 2");
+        return parse_fail(kBadValue, kLayer, "flags", kFlagsOff, "enhanced flag needs revision 2");
     return kind;
 }
 
@@ -103,14 +106,16 @@ std::optional<std::size_t> mpa_frame_len(Bytes prefix) {
 
 ParseResult<MpaRepr> parse_mpa(Bytes buffer) {
     if (buffer.size() < kMpaHeaderLen)
-        return parse_fail(kLayer, "header", buffer.size(), "truncated header");
+        return parse_fail(kTruncated, kLayer, "header", buffer.size(), "truncated header");
     auto kind = check_header(buffer);
     if (!kind) return iwcm::fail(kind.error());
     const std::size_t pd_len = load_be16(buffer, kPdLenOff);
     if (pd_len > kMpaMaxPrivateData)
-        return parse_fail(kLayer, "private_data_length", kPdLenOff, "private data above 512 bytes");
+        return parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
+                          "private data above 512 bytes");
     if (buffer.size() < kMpaHeaderLen + pd_len)
-        return parse_fail(kLayer, "private_data", buffer.size(), "truncated private data");
+        return parse_fail(kTruncated, kLayer, "private_data", buffer.size(),
+                          "truncated private data");
     const std::uint8_t flags = load_u8(buffer, kFlagsOff);
     MpaRepr r;
     r.kind = *kind;
@@ -121,7 +126,7 @@ ParseResult<MpaRepr> parse_mpa(Bytes buffer) {
     std::size_t pd_off = kMpaHeaderLen;
     if ((flags & mpa_flags::kEnhanced) != 0) {
         if (pd_len < kMpaV2ParamsLen)
-            return parse_fail(kLayer, "private_data_length", kPdLenOff,
+            return parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
                               "enhanced frame shorter than the IRD/ORD word");
         r.v2 = decode_v2(buffer);
         pd_off += kMpaV2ParamsLen;

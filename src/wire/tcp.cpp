@@ -9,6 +9,8 @@
 
 namespace iwcm::wire {
 
+using enum ParseErrorKind;  // the first argument of decode_fail() and parse_fail()
+
 namespace {
 
 using detail::fold16;
@@ -37,24 +39,25 @@ DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind, st
     switch (kind) {
         case tcp_option::kMss:
             if (len != kLenMss)
-                return decode_fail(kLayer, "option_mss", off + 1, "MSS length is not 4");
+                return decode_fail(kBadOption, kLayer, "option_mss", off + 1,
+                                   "MSS length is not 4");
             o.mss = load_be16(h, off + 2);
             return std::nullopt;
         case tcp_option::kWindowScale:
             if (len != kLenWindowScale)
-                return decode_fail(kLayer, "option_window_scale", off + 1,
+                return decode_fail(kBadOption, kLayer, "option_window_scale", off + 1,
                                    "window scale length is not 3");
             o.window_scale = load_u8(h, off + 2);
             return std::nullopt;
         case tcp_option::kSackPermitted:
             if (len != kLenSackPermitted)
-                return decode_fail(kLayer, "option_sack_permitted", off + 1,
+                return decode_fail(kBadOption, kLayer, "option_sack_permitted", off + 1,
                                    "SACK-permitted length is not 2");
             o.sack_permitted = true;
             return std::nullopt;
         case tcp_option::kTimestamps:
             if (len != kLenTimestamps)
-                return decode_fail(kLayer, "option_timestamps", off + 1,
+                return decode_fail(kBadOption, kLayer, "option_timestamps", off + 1,
                                    "timestamps length is not 10");
             o.timestamps = TcpTimestamps{load_be32(h, off + 2), load_be32(h, off + 6)};
             return std::nullopt;
@@ -66,24 +69,10 @@ DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind, st
 // Walks the options area h[20, header_len).
 DecodeStatus decode_options(Bytes h, TcpOptions& o) {
     o = TcpOptions{};
-    std::size_t off = kTcpHeaderLen;
-    while (off < h.size()) {
-        const std::uint8_t kind = load_u8(h, off);
-        if (kind == tcp_option::kEol) break;
-        if (kind == tcp_option::kNop) {
-            ++off;
-            continue;
-        }
-        if (off + 1 >= h.size())
-            return decode_fail(kLayer, "option_length", off, "option length byte missing");
-        const std::uint8_t len = load_u8(h, off + 1);
-        if (len < 2) return decode_fail(kLayer, "option_length", off + 1, "option length below 2");
-        if (off + len > h.size())
-            return decode_fail(kLayer, "option_length", off + 1, "option runs past the header");
-        if (auto e = decode_known_option(h, off, kind, len, o)) return e;
-        off += len;
-    }
-    return std::nullopt;
+    return walk_type_length_options(h, kTcpHeaderLen, kLayer,
+                                    [&](std::size_t off, std::uint8_t kind, std::uint8_t len) {
+                                        return decode_known_option(h, off, kind, len, o);
+                                    });
 }
 
 void decode_fixed(Bytes h, TcpRepr& r) {
@@ -161,17 +150,19 @@ bool decode_aligned_options(const std::byte* p, std::size_t len, TcpOptions& o) 
 DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
                                Bytes& payload) {
     if (segment.size() < kTcpHeaderLen)
-        return decode_fail(kLayer, "header", segment.size(), "truncated header");
+        return decode_fail(kTruncated, kLayer, "header", segment.size(), "truncated header");
     const std::size_t header_len =
         static_cast<std::size_t>(load_u8(segment, kDataOffsetOff) >> 4) * 4;
     if (header_len < kTcpHeaderLen)
-        return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset below 5");
+        return decode_fail(kBadLength, kLayer, "data_offset", kDataOffsetOff,
+                           "data offset below 5");
     if (header_len > segment.size())
-        return decode_fail(kLayer, "data_offset", kDataOffsetOff, "data offset beyond the segment");
+        return decode_fail(kBadLength, kLayer, "data_offset", kDataOffsetOff,
+                           "data offset beyond the segment");
     // A correct segment sums to 0xFFFF, which is its own byte-swapped image.
     const std::uint64_t start = __builtin_bswap16(static_cast<std::uint16_t>(fold16(pseudo_sum)));
     if (fold16(sum_native(segment.data(), segment.size(), start)) != 0xFFFFu)
-        return decode_fail(kLayer, "checksum", kChecksumOff, "bad checksum");
+        return decode_fail(kBadChecksum, kLayer, "checksum", kChecksumOff, "bad checksum");
     if (!decode_aligned_options(segment.data() + kTcpHeaderLen, header_len - kTcpHeaderLen,
                                 repr.options)) {
         if (auto e = decode_options(segment.first(header_len), repr.options)) return e;
@@ -183,7 +174,8 @@ DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr&
 
 DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload) {
     if (ph.src.family() != ph.dst.family())
-        return decode_fail(kLayer, "checksum", kChecksumOff, "pseudo-header families differ");
+        return decode_fail(kBadValue, kLayer, "checksum", kChecksumOff,
+                           "pseudo-header families differ");
     const auto len = static_cast<std::uint32_t>(segment.size());
     return decode_tcp_summed(segment, pseudo_header_sum(ph.src, ph.dst, kIpProtoTcp, len), repr,
                              payload);

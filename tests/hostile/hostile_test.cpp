@@ -18,7 +18,9 @@
 #include <cstdio>
 
 #include "cm/harness.hpp"
+#include "wire/checksum.hpp"
 #include "wire/fpdu.hpp"
+#include "wire/ip_extras.hpp"
 #include "wire/mpa.hpp"
 
 namespace iwcm::test {
@@ -212,6 +214,107 @@ TEST_F(Hostile, BadTcpChecksum) {
     }
     EXPECT_EQ(p.b.stats().drops(DropReason::kBadChecksum) - bad, frames.size());
     EXPECT_TRUE(drain(p.b).empty());
+    expect_bystander_ok();
+}
+
+// Every frame of a connection as an IPv4 fragment: the first (MF), a middle one
+// (MF and an offset) and the last (an offset): never reassembled, never answered.
+TEST_F(Hostile, FragmentsOfEveryFrame) {
+    auto frames = capture_connection();
+    const std::uint64_t before = p.b.stats().drops(DropReason::kFragment);
+    const std::uint16_t kFlags[] = {0x2000, 0x20b9, 0x00b9};
+    for (auto f : frames) {
+        for (std::uint16_t flags : kFlags) {
+            wire::MutBytes ip = wire::MutBytes(f).subspan(14);
+            wire::store_be16(ip, 6, flags);
+            wire::store_be16(ip, 10, 0);
+            wire::store_be16(ip, 10, wire::internet_checksum(ip.first(20)));
+            p.b.receive(p.now, f);
+        }
+    }
+    const std::uint64_t dropped = p.b.stats().drops(DropReason::kFragment) - before;
+    std::printf("fragments: %zu frames x 3 = %llu kFragment drops\n", frames.size(),
+                static_cast<unsigned long long>(dropped));
+    EXPECT_EQ(dropped, 3 * frames.size());
+    EXPECT_TRUE(drain(p.b).empty());
+    expect_bystander_ok();
+}
+
+// Every frame of a connection with a malformed or refused IPv4 option.
+TEST_F(Hostile, MalformedIpv4OptionsOnEveryFrame) {
+    auto frames = capture_connection();
+    const std::uint64_t before = p.b.stats().drops(DropReason::kMalformed);
+    const char* kOptions[] = {
+        "94 01 00 00",              // length below 2
+        "94 08 00 00",              // runs past the header
+        "01 01 01 94",              // length byte missing
+        "83 07 04 0a 00 00 09 00",  // loose source route (RFC 7126: dropped)
+        "89 07 04 0a 00 00 09 00",  // strict source route
+    };
+    for (const auto& f : frames)
+        for (const char* o : kOptions)
+            p.b.receive(p.now, wire::test::with_ipv4_options(f, wire::hex_bytes(o)));
+    const std::uint64_t dropped = p.b.stats().drops(DropReason::kMalformed) - before;
+    std::printf("bad IPv4 options: %zu frames x 5 = %llu kMalformed drops\n", frames.size(),
+                static_cast<unsigned long long>(dropped));
+    EXPECT_EQ(dropped, 5 * frames.size());
+    EXPECT_TRUE(drain(p.b).empty());
+    expect_bystander_ok();
+}
+
+// IPv6 SYNs behind abusive extension-header chains, 1,000 of each kind: each
+// dropped under its reason, nothing answered, nothing created.
+TEST_F(Hostile, Ipv6ExtensionHeaderAbuse) {
+    const IpAddr b6 = *IpAddr::parse("fd00::2");
+    ASSERT_TRUE(p.b.add_address(b6).has_value());
+    auto l6 = p.b.listen({{b6, 4791}, 0});
+    ASSERT_TRUE(l6.has_value());
+    wire::FrameRepr syn;
+    syn.eth.dst = kMacB;
+    syn.eth.src = kMacEvil;
+    syn.ip.src = *IpAddr::parse("fd00::9");
+    syn.ip.dst = b6;
+    syn.tcp.src_port = 30000;
+    syn.tcp.dst_port = 4791;
+    syn.tcp.flags = tf::kSyn;
+    std::vector<std::byte> plain(wire::tcp_frame_len(syn, 0));
+    wire::emit_tcp_frame(syn, {}, plain);
+    std::string nine;
+    for (int i = 0; i < 8; ++i) nine += "3c 00 01 04 00 00 00 00";
+    struct Abuse {
+        std::uint8_t first;
+        std::string exts;
+        DropReason reason;
+    };
+    const Abuse kAbuse[] = {
+        {60, nine + "06 00 01 04 00 00 00 00", DropReason::kMalformed},  // nine headers
+        {60, "06 ff 01 04 00 00 00 00", DropReason::kMalformed},         // 2048 bytes announced
+        {60, "00 00 01 04 00 00 00 00 06 00 01 04 00 00 00 00", DropReason::kMalformed},
+        {43, "06 00 00 01 00 00 00 00", DropReason::kMalformed},  // segments left 1
+        {0, "06 00 c2 04 00 01 00 00", DropReason::kMalformed},   // Jumbo Payload
+        {44, "06 00 00 00 00 00 00 01", DropReason::kFragment},
+        {51, "06 04 00 00 00 00 01 00 00 00 00 01" + std::string(24, '0'), DropReason::kNotTcp},
+    };
+    const Stats before = p.b.stats();
+    for (int round = 0; round < 1000; ++round)
+        for (const Abuse& a : kAbuse)
+            p.b.receive(p.now,
+                        wire::test::with_ipv6_extensions(plain, a.first, wire::hex_bytes(a.exts)));
+    EXPECT_EQ(p.b.stats().drops(DropReason::kMalformed) - before.drops(DropReason::kMalformed),
+              5000u);
+    EXPECT_EQ(p.b.stats().drops(DropReason::kFragment) - before.drops(DropReason::kFragment),
+              1000u);
+    EXPECT_EQ(p.b.stats().drops(DropReason::kNotTcp) - before.drops(DropReason::kNotTcp), 1000u);
+    EXPECT_EQ(p.b.stats().syns_received, before.syns_received);
+    EXPECT_TRUE(drain(p.b).empty());
+    // The same SYN without the abuse is answered: the listener was reachable all along.
+    p.b.receive(p.now, wire::test::with_ipv6_extensions(
+                           plain, 0, wire::hex_bytes("06 00 05 02 00 00 01 00")));
+    auto out = drain(p.b);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].flags(tf::kSyn | tf::kAck));
+    EXPECT_TRUE(p.b.destroy_listen(p.now, *l6).has_value());
+    drain(p.b);
     expect_bystander_ok();
 }
 

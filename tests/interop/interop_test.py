@@ -573,6 +573,51 @@ def case_resolve_fail(c):
         check("cannot resolve 10.99.29.77" in cm.stderr and st["arp_requests_sent"] == 3, "resolution: %s" % st)
 
 
+RAW_SYN = os.path.join(HERE, "raw_syn.py")
+
+
+def ip_options_listen(c, net, family, variants, refused):
+    """A listener of `family` gets raw_syn.py's crafted SYNs (the last one plain):
+    each one outside `refused` is answered with a SYN-ACK like the plain SYN's, no
+    IP options or extension headers in it; the refused ones (fragments) get
+    nothing and are the listener's only drops."""
+    cm_ip = "10.99.%d.2/24" % net.n if family == 4 else "fd99:0:0:%d::2/64" % net.n
+    cm = c.cm(net, "cm%d" % family, "listen", "--port", str(PORT), ip=cm_ip)
+    mac = cm.wait_for("listening")["mac"]
+    net.wait_link_up()
+    kernel = net.kernel4 if family == 4 else net.kernel6
+    raw = net.start("raw%d" % family, ["python3", RAW_SYN, "--dev", "br0", "--dst-mac", mac, "--src", kernel,
+                                       "--dst", cm_ip.split("/")[0], "--port", str(PORT)] + variants)
+    check(raw.finish(timeout=30) == 0, "raw_syn.py failed: %s" % raw.stderr)
+    answers = {a["variant"]: a for a in raw.events("answer")}
+    plain = answers["plain"]
+    check(plain["answered"] and plain["flags"] == 0x12 and plain["ack_ok"], "plain SYN: %s" % plain)
+    check(plain.get("ihl", 5) == 5 and plain.get("next_header", 6) == 6, "plain SYN-ACK: %s" % plain)
+    shape = ("flags", "window", "tcp_options", "ihl", "next_header", "ack_ok")
+    for v in variants:
+        a = answers[v]
+        if v in refused:
+            check(not a["answered"], "%s was answered: %s" % (v, a))
+        else:
+            check(a["answered"] and all(a.get(k) == plain.get(k) for k in shape),
+                  "%s: %s, plain: %s" % (v, a, plain))
+    cm.p.terminate()
+    st = expect_exit(cm, 0)
+    check(st["core_dropped"] == len(refused), "drops %s for %d refused SYNs" % (st["core_dropped"], len(refused)))
+    print("  IPv%d: %d crafted SYNs answered like the plain one, %d fragments dropped" %
+          (family, len(variants) - 1 - len(refused), st["core_dropped"]), flush=True)
+
+
+def case_ip_options(c):
+    """SYNs with an IPv4 Router Alert, NOP/EOL padding, an IPv6 hop-by-hop header
+    and a hop-by-hop, destination options and routing chain get the plain SYN's
+    answer; IPv4 and IPv6 fragments get none and are counted as drops."""
+    with Net("ip-options", 41) as net:
+        ip_options_listen(c, net, 4, ["router_alert", "nop_eol", "fragment", "fragment_offset", "plain"],
+                          {"fragment", "fragment_offset"})
+        ip_options_listen(c, net, 6, ["hop_by_hop", "chain", "fragment", "plain"], {"fragment"})
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

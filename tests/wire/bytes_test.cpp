@@ -35,8 +35,11 @@ TEST(Bytes, AsBytesHasNoTerminator) {
 }
 
 TEST(Bytes, ParseErrorText) {
-    const ParseError e{"ipv4", "total_length", 2, "total length beyond the buffer"};
+    const ParseError e{ParseErrorKind::kBadLength, "ipv4", "total_length", 2,
+                       "total length beyond the buffer"};
     EXPECT_EQ(e.to_string(), "ipv4: total_length at offset 2: total length beyond the buffer");
+    EXPECT_EQ(to_string(e.kind), "bad_length");
+    EXPECT_EQ(to_string(ParseErrorKind::kFragment), "fragment");
 }
 
 }  // namespace
