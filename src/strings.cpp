@@ -57,6 +57,7 @@ std::string_view to_string(DropReason r) noexcept {
         case DropReason::kBadMpa: return "bad_mpa";
         case DropReason::kDataAfterHandoff: return "data_after_handoff";
         case DropReason::kTooManyConnections: return "too_many_connections";
+        case DropReason::kBadCookie: return "bad_cookie";
         case DropReason::kCount: break;
     }
     return "?";

@@ -22,6 +22,7 @@ enum class DropReason : std::uint8_t {
     kBadMpa,           // MPA frame that fails to parse
     kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
     kTooManyConnections,
+    kBadCookie,        // an ACK for a listener whose SYN cookie is wrong or expired (answered with RST)
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
@@ -47,6 +48,11 @@ struct Stats {
     std::uint64_t frames_out = 0;
     std::uint64_t mpa_v1_fallbacks = 0;
     std::uint64_t terminates_sent = 0;
+    std::uint64_t syn_cookies_sent = 0;      // SYN-ACKs with a cookie (backlog full)
+    std::uint64_t syn_cookies_accepted = 0;  // ACKs with a valid cookie: a node made
+    std::uint64_t syn_cookies_failed = 0;    // ACKs with a wrong or expired cookie
+    std::uint64_t challenge_acks_sent = 0;   // RFC 5961 challenge ACKs sent
+    std::uint64_t challenge_acks_limited = 0;  // ... and not sent: over the per-second budget
     std::array<std::uint64_t, kDropReasonCount> dropped{};
 
     std::uint64_t drops(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
