@@ -22,7 +22,7 @@ enum class DropReason : std::uint8_t {
     kBadMpa,           // MPA frame that fails to parse
     kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
     kTooManyConnections,
-    kBadCookie,        // an ACK for a listener whose SYN cookie is wrong or expired (answered with RST)
+    kBadCookie,        // an ACK returning a wrong or expired SYN cookie (answered with RST)
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);

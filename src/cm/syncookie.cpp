@@ -41,7 +41,8 @@ std::uint32_t cookie_hash(const CookieKey& key, const CookieTuple& t, std::uint8
 
 }  // namespace
 
-CookieKey cookie_key(const CookieKey& cookie_secret, const CookieKey& isn_secret, std::uint64_t period) {
+CookieKey cookie_key(const CookieKey& cookie_secret, const CookieKey& isn_secret,
+                     std::uint64_t period) {
     // Two outputs of SipHash under the cookie secret, over the ISN secret, the
     // period and a counter, make the period's 128-bit key.
     std::uint8_t buf[25];
@@ -68,8 +69,8 @@ std::uint32_t make_cookie(const CookieKey& key, std::uint64_t period, const Cook
     return cookie_hash(key, t, data) | data;
 }
 
-std::optional<CookieData> check_cookie(const CookieKey& key, std::uint64_t period, const CookieTuple& t,
-                                       std::uint32_t cookie) {
+std::optional<CookieData> check_cookie(const CookieKey& key, std::uint64_t period,
+                                       const CookieTuple& t, std::uint32_t cookie) {
     auto data = static_cast<std::uint8_t>(cookie & 0xFF);
     if (cookie_parity(cookie) != static_cast<bool>(period & 1)) return std::nullopt;
     if (cookie_hash(key, t, data) != (cookie & 0xFFFFFF00u)) return std::nullopt;

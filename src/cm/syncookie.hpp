@@ -37,13 +37,14 @@ namespace iwcm::cm {
 // Effective MSS values a cookie can carry (ascending): Linux's TCP_MIN_MSS,
 // RFC 9293's IPv4 default, IPv6's minimum (1280 - 60), common tunnel and
 // Ethernet sizes, and a 9000-byte jumbo frame over IPv4.
-inline constexpr std::array<std::uint16_t, 8> kCookieMss{88, 536, 1220, 1300, 1420, 1440, 1460, 8960};
+inline constexpr std::array<std::uint16_t, 8> kCookieMss{88,   536,  1220, 1300,
+                                                         1420, 1440, 1460, 8960};
 inline constexpr std::uint8_t kCookieNoWscale = 15;
 
 // What the SYN told us that the node will need.
 struct CookieData {
-    std::uint16_t mss = 536;                // the effective MSS, rounded down to kCookieMss
-    std::optional<std::uint8_t> wscale;     // the peer's window shift, if it offered scaling
+    std::uint16_t mss = 536;             // the effective MSS, rounded down to kCookieMss
+    std::optional<std::uint8_t> wscale;  // the peer's window shift, if it offered scaling
     friend bool operator==(const CookieData&, const CookieData&) = default;
 };
 
@@ -57,7 +58,8 @@ struct CookieTuple {
 using CookieKey = std::array<std::uint8_t, 16>;
 
 // The key of one period: derived from both secrets and the period number.
-CookieKey cookie_key(const CookieKey& cookie_secret, const CookieKey& isn_secret, std::uint64_t period);
+CookieKey cookie_key(const CookieKey& cookie_secret, const CookieKey& isn_secret,
+                     std::uint64_t period);
 
 // The period `now` falls in.
 std::uint64_t cookie_period(Instant now, Duration period);
@@ -66,10 +68,12 @@ std::uint32_t make_cookie(const CookieKey& key, std::uint64_t period, const Cook
                           const CookieData& d);
 
 // The data of a cookie made in `period` (its parity must match), or nullopt.
-std::optional<CookieData> check_cookie(const CookieKey& key, std::uint64_t period, const CookieTuple& t,
-                                       std::uint32_t cookie);
+std::optional<CookieData> check_cookie(const CookieKey& key, std::uint64_t period,
+                                       const CookieTuple& t, std::uint32_t cookie);
 
 // The parity bit of a cookie: which of the two valid periods made it.
-inline bool cookie_parity(std::uint32_t cookie) { return (cookie >> 7) & 1; }
+inline bool cookie_parity(std::uint32_t cookie) {
+    return (cookie >> 7) & 1;
+}
 
 }  // namespace iwcm::cm

@@ -199,7 +199,9 @@ const std::array<std::uint8_t, 16>& Core::Impl::cookie_key_of(std::uint64_t peri
 // is kept. The options are those a node's SYN-ACK would carry.
 void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    cm::CookieTuple tuple{{seg.frame->ip.dst, t.dst_port}, {seg.frame->ip.src, t.src_port}, seg.vlan,
+    cm::CookieTuple tuple{{seg.frame->ip.dst, t.dst_port},
+                          {seg.frame->ip.src, t.src_port},
+                          seg.vlan,
                           t.seq.value()};
     cm::CookieData data{effective_mss(seg.frame->ip.dst, t.options.mss), t.options.window_scale};
     std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
@@ -226,7 +228,8 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     Endpoint local{seg.frame->ip.dst, t.dst_port};
     cm::Listener* l = match_listener(local, seg.vlan);
-    if (l == nullptr || !l->last_cookie || now - *l->last_cookie >= 2 * cfg.syn_cookie_period) return false;
+    if (l == nullptr || !l->last_cookie) return false;
+    if (now - *l->last_cookie >= 2 * cfg.syn_cookie_period) return false;
     std::uint32_t cookie = t.ack.value() - 1;
     cm::CookieTuple tuple{local, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value() - 1};
     std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
@@ -246,9 +249,9 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     if (l->queued() >= l->backlog || table.size() >= cfg.max_connections) {
         // No room even past the handshake: as Linux, drop; the peer
         // retransmits what it sent (its MPA request) and the cookie again.
-        ++stats.backlog_drops;
-        drop(now, l->queued() >= l->backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections,
-             nullptr, {});
+        bool backlog = l->queued() >= l->backlog;
+        if (backlog) ++stats.backlog_drops;
+        drop(now, backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections, nullptr, {});
         return true;
     }
     ++stats.syn_cookies_accepted;
@@ -651,7 +654,8 @@ void Core::Impl::send_challenge_ack(Instant now, Node& node) {
         if (second != challenge_second) {
             challenge_second = second;
             std::uint8_t buf[9] = {'C'};
-            for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(second) >> (8 * i));
+            auto bits = static_cast<std::uint64_t>(second);
+            for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<std::uint8_t>(bits >> (8 * i));
             std::uint32_t low = (limit + 1) / 2;
             std::uint64_t h = cm::siphash24(cfg.isn_secret, std::span<const std::uint8_t>(buf, sizeof buf));
             challenge_budget = low + static_cast<std::uint32_t>(h % (limit - low + 1));

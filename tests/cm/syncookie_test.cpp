@@ -2,10 +2,11 @@
 //
 // Read first: src/cm/syncookie.hpp (the cookie's bits and what it loses),
 // RFC 4987 section 3.6, RFC 9293 section 3.7.1 (MSS), RFC 5961 section 7.
+#include "cm/syncookie.hpp"
+
 #include <cerrno>
 
 #include "cm/dut.hpp"
-#include "cm/syncookie.hpp"
 
 namespace iwcm::test {
 namespace {
@@ -21,8 +22,9 @@ cm::CookieTuple tuple() {
 TEST(SynCookie, RoundTripKeepsMssAndWindowShift) {
     cm::CookieKey key = cm::cookie_key({1}, {2}, 7);
     for (std::uint16_t mss : {88, 536, 1000, 1460, 9000}) {
-        for (std::optional<std::uint8_t> ws : {std::optional<std::uint8_t>{}, std::optional<std::uint8_t>{0},
-                                               std::optional<std::uint8_t>{7}, std::optional<std::uint8_t>{14}}) {
+        for (std::optional<std::uint8_t> ws :
+             {std::optional<std::uint8_t>{}, std::optional<std::uint8_t>{0},
+              std::optional<std::uint8_t>{7}, std::optional<std::uint8_t>{14}}) {
             std::uint32_t c = cm::make_cookie(key, 7, tuple(), {mss, ws});
             auto d = cm::check_cookie(key, 7, tuple(), c);
             ASSERT_TRUE(d.has_value()) << mss;
@@ -73,7 +75,8 @@ ListenHandle fill_backlog(Dut& d, std::uint32_t n) {
 }
 
 // The peer's SYN (MSS, window shift 7) answered with a cookie; returns the SYN-ACK.
-Sent cookie_syn_ack(Dut& d, std::optional<std::uint16_t> mss = 1460, std::optional<std::uint8_t> ws = 7) {
+Sent cookie_syn_ack(Dut& d, std::optional<std::uint16_t> mss = 1460,
+                    std::optional<std::uint8_t> ws = 7) {
     auto syn = d.frame(tf::kSyn, wire::SeqNumber(d.peer_iss), wire::SeqNumber(0));
     syn.tcp.options.mss = mss;
     syn.tcp.options.window_scale = ws;
@@ -95,7 +98,7 @@ TEST(SynCookie, BacklogFullAnswersWithCookie) {
     EXPECT_EQ(sa.tcp().options.mss, 1460);
     EXPECT_EQ(sa.tcp().options.window_scale, 2);
     EXPECT_EQ(sa.tcp().window, 64240);
-    EXPECT_EQ(d.core.live_nodes(), live);  // nothing kept
+    EXPECT_EQ(d.core.live_nodes(), live);    // nothing kept
     EXPECT_EQ(d.core.pending_timers(), 2u);  // only the two half-open nodes' timers
     EXPECT_EQ(d.core.stats().syn_cookies_sent, 1u);
     EXPECT_EQ(d.core.stats().backlog_drops, 0u);
