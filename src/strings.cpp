@@ -62,6 +62,7 @@ std::string_view to_string(DropReason r) noexcept {
         case DropReason::kTooManyConnections: return "too_many_connections";
         case DropReason::kEventQueueFull: return "event_queue_full";
         case DropReason::kFragment: return "fragment";
+        case DropReason::kBadCookie: return "bad_cookie";
         case DropReason::kCount: break;
     }
     return "?";

@@ -193,6 +193,7 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
     cfg.mpa.peer_to_peer = !o.no_p2p;
     std::random_device rd;
     for (auto& b : cfg.isn_secret) b = static_cast<std::uint8_t>(rd());
+    for (auto& b : cfg.syn_cookie_secret) b = static_cast<std::uint8_t>(rd());
     Session s;
     s.iface = iface;
     s.core = std::make_unique<Core>(cfg);
@@ -350,6 +351,8 @@ void Reporter::stats(Instant now, const Core& core, const io::TapHost& host, con
     r.add("solicitations_sent", n.solicitations_sent);
     r.add("advertisements_sent", n.advertisements_sent);
     r.add("live_nodes", std::uint64_t{core.live_nodes()});
+    r.add("syn_cookies_sent", s.syn_cookies_sent);
+    r.add("syn_cookies_accepted", s.syn_cookies_accepted);
     if (connect_time) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.3f", seconds(*connect_time) * 1000);

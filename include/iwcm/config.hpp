@@ -100,6 +100,32 @@ struct CoreConfig {
     std::size_t max_events = 1u << 20;
     // RFC 6528 initial sequence numbers: the key of the keyed hash.
     std::array<std::uint8_t, 16> isn_secret{};
+    // The smallest MSS a peer may make us use. A SYN announcing less is
+    // raised to it; without the option the peer is assumed to take 536
+    // (IPv4) or 1220 (IPv6), RFC 9293 section 3.7.1. The effective MSS (the
+    // most we put in a segment, and HandoffContext::mss) is the smaller of
+    // ours (mtu - 40 or - 60) and the peer's after this floor. 536 (not
+    // Linux's TCP_MIN_MSS of 88): every IPv4 host must take a 576-byte
+    // datagram (RFC 1122 section 3.3.2), and a tiny MSS only multiplies the
+    // segments a data path has to send. Values below 88 act as 88.
+    std::uint16_t min_peer_mss = 536;
+    // SYN cookies (RFC 4987 section 3.6): a SYN for a listener whose backlog
+    // is full is answered statelessly; the node is made when the ACK returns
+    // a valid cookie. Off: such SYNs are dropped, as the irdma driver does.
+    bool syn_cookies = true;
+    // The cookie's key rotates every period; a cookie is taken during the
+    // period that made it and the next one (between 1 and 2 periods). Each
+    // period's key is SipHash-2-4 under this secret of isn_secret and the
+    // period's number, so either secret being random makes cookies unforgeable.
+    std::array<std::uint8_t, 16> syn_cookie_secret{};
+    Duration syn_cookie_period = std::chrono::seconds(64);
+    // RFC 5961 section 7: challenge ACKs (for an in-window RST not at
+    // rcv_nxt, or a SYN in a synchronised state) at most this many per second
+    // per core; the excess is not sent and is counted. The budget of each
+    // second is drawn between half the limit and the limit (keyed by
+    // isn_secret) so that it cannot serve as the side channel of
+    // CVE-2016-5696. Linux's tcp_challenge_ack_limit was 1000; 0: no limit.
+    std::uint32_t challenge_ack_limit = 1000;
     MpaConfig mpa;
 };
 

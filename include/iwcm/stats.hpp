@@ -24,6 +24,7 @@ enum class DropReason : std::uint8_t {
     kTooManyConnections,
     kEventQueueFull,   // a new connection's SYN while max_events events wait unpolled
     kFragment,         // an IPv4 fragment or IPv6 fragment header: a CM segment never is one
+    kBadCookie,        // an ACK returning a wrong or expired SYN cookie (answered with RST)
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
@@ -52,6 +53,11 @@ struct Stats {
     std::uint64_t frames_out = 0;
     std::uint64_t mpa_v1_fallbacks = 0;
     std::uint64_t terminates_sent = 0;
+    std::uint64_t syn_cookies_sent = 0;      // SYN-ACKs with a cookie (backlog full)
+    std::uint64_t syn_cookies_accepted = 0;  // ACKs with a valid cookie: a node made
+    std::uint64_t syn_cookies_failed = 0;    // ACKs with a wrong or expired cookie
+    std::uint64_t challenge_acks_sent = 0;   // RFC 5961 challenge ACKs sent
+    std::uint64_t challenge_acks_limited = 0;  // ... and not sent: over the per-second budget
     std::array<std::uint64_t, kDropReasonCount> dropped{};
 
     std::uint64_t drops(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }

@@ -191,6 +191,7 @@ void Core::Impl::set_state(Node& node, CmState to) {
 }
 
 void Core::Impl::release_backlog(Node& node) {
+    end_half_open(node);
     if (!node.counted_in_backlog) return;
     node.counted_in_backlog = false;
     if (cm::Listener* l = find_listener(node.listener)) {
@@ -354,6 +355,8 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     l.tos = p.tos.value_or(cfg.tos);
     l.backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
     l.pending = 0;
+    l.half_open = 0;
+    l.last_cookie.reset();
     ++stats.listeners_created;
     return ListenHandle{static_cast<std::uint32_t>(i), l.generation};
 }

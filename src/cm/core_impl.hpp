@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -67,6 +68,12 @@ struct Listener {
     std::uint8_t tos = 0;
     std::uint32_t backlog = 0;
     std::uint32_t pending = 0;   // connections not yet accepted or rejected
+    std::uint32_t half_open = 0; // of those, the ones still in SYN_RCVD
+    // The last SYN cookie sent: ACKs for no node are checked as cookies only
+    // while one sent may still be valid (two cookie periods).
+    std::optional<Instant> last_cookie;
+    // Past the handshake, not yet answered by the application.
+    std::uint32_t queued() const { return pending - half_open; }
 };
 
 // A segment as the handlers see it.
@@ -130,7 +137,16 @@ struct Core::Impl {
     void on_fin(Instant now, const cm::NodeRef& node);
     void retry_v1(Instant now, const cm::NodeRef& node);
     void on_listen_syn(Instant now, const cm::Segment& seg);
+    cm::NodeRef make_passive_node(cm::Listener& l, const cm::Segment& seg, wire::SeqNumber irs);
+    void send_cookie_syn_ack(Instant now, cm::Listener& l, const cm::Segment& seg);
+    // An ACK for no node on a listener's port: a SYN cookie's return?
+    bool on_listen_ack(Instant now, const cm::Segment& seg);
+    const std::array<std::uint8_t, 16>& cookie_key_of(std::uint64_t period);
+    void end_half_open(cm::Node& node);
+    wire::FrameRepr reply_frame(const cm::Segment& seg) const;
     void reply_no_connection(const cm::Segment& seg);
+    // RFC 5961 section 7: a challenge ACK, unless this second's budget is spent.
+    void send_challenge_ack(Instant now, cm::Node& node);
     void on_timer_action(Instant now, cm::Timers::Action&& action);
     void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
 
@@ -148,6 +164,9 @@ struct Core::Impl {
     // Queues a frame for the wire, or for ourselves when both ends are local.
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
+    // The smaller of ours and the peer's (raised to the floor, or the RFC
+    // default when the SYN had no MSS option).
+    std::uint16_t effective_mss(const IpAddr& local, std::optional<std::uint16_t> peer) const;
 
     // ---- MPA (mpa.cpp) ----
     void on_stream(Instant now, const cm::NodeRef& node);
@@ -225,6 +244,12 @@ struct Core::Impl {
     TraceHook trace;
     Instant now_{};                       // the instant of the call in progress (for traces)
     std::uint16_t next_port = 49152;
+    // SYN cookies: the keys of the last two periods used, by period parity.
+    std::array<std::optional<std::uint64_t>, 2> cookie_periods;
+    std::array<std::array<std::uint8_t, 16>, 2> cookie_keys{};
+    // Challenge ACKs: the second being counted and what is left of its budget.
+    std::int64_t challenge_second = -1;
+    std::uint32_t challenge_budget = 0;
     std::vector<std::byte> scratch;       // frame building
 };
 

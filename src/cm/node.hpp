@@ -50,6 +50,7 @@ struct Node {
     bool fin_acked = false;
     bool app_owned = false;       // the application holds a handle (or will, once told)
     bool counted_in_backlog = false;
+    bool half_open = false;       // counted in the listener's half_open (passive, SYN_RCVD)
     bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)

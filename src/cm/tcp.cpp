@@ -14,6 +14,7 @@
 
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
+#include "cm/syncookie.hpp"
 
 namespace iwcm {
 
@@ -74,16 +75,13 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
         on_listen_syn(now, seg);
         return;
     }
+    if (t.has(tf::kAck) && !t.has(tf::kSyn) && !t.has(tf::kRst) && on_listen_ack(now, seg)) return;
     drop(now, t.has(tf::kRst) ? DropReason::kRstIgnored : DropReason::kNoListener, nullptr, frame);
     reply_no_connection(seg);
 }
 
-// RFC 9293 section 3.10.7.1, CLOSED: an RST is dropped; a segment with ACK
-// gets <SEQ=SEG.ACK><CTL=RST>; any other gets
-// <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
-void Core::Impl::reply_no_connection(const Segment& seg) {
-    const wire::TcpRepr& t = *seg.tcp;
-    if (t.has(tf::kRst)) return;
+// The frame answering a segment for no node: addresses and ports swapped.
+wire::FrameRepr Core::Impl::reply_frame(const Segment& seg) const {
     wire::FrameRepr out;
     out.eth.dst = seg.frame->eth.src;
     out.eth.src = cfg.mac;
@@ -92,8 +90,18 @@ void Core::Impl::reply_no_connection(const Segment& seg) {
     out.ip.dst = seg.frame->ip.src;
     out.ip.ttl = cfg.ttl;
     out.ip.tos = cfg.tos;
-    out.tcp.src_port = t.dst_port;
-    out.tcp.dst_port = t.src_port;
+    out.tcp.src_port = seg.tcp->dst_port;
+    out.tcp.dst_port = seg.tcp->src_port;
+    return out;
+}
+
+// RFC 9293 section 3.10.7.1, CLOSED: an RST is dropped; a segment with ACK
+// gets <SEQ=SEG.ACK><CTL=RST>; any other gets
+// <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+void Core::Impl::reply_no_connection(const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.has(tf::kRst)) return;
+    wire::FrameRepr out = reply_frame(seg);
     if (t.has(tf::kAck)) {
         out.tcp.seq = t.ack;
         out.tcp.flags = tf::kRst;
@@ -121,10 +129,17 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         drop(now, DropReason::kEventQueueFull, nullptr, {});
         return;
     }
-    // Backlog: connections not yet accepted. Over it, the SYN is dropped
-    // without an answer, as the driver does (the peer's SYN retransmission
-    // retries later).
+    // Backlog: connections not yet accepted, half-open ones included. Over
+    // it, the SYN is answered with a SYN cookie and no node (RFC 4987, as
+    // Linux does when its SYN queue is full). When connections past the
+    // handshake alone fill the backlog, or cookies are off, the SYN is
+    // dropped without an answer, as the driver does (the peer's SYN
+    // retransmission retries later).
     if (l->pending >= l->backlog) {
+        if (cfg.syn_cookies && l->queued() < l->backlog) {
+            send_cookie_syn_ack(now, *l, seg);
+            return;
+        }
         ++stats.backlog_drops;
         drop(now, DropReason::kBacklogFull, nullptr, {});
         return;
@@ -133,23 +148,8 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         drop(now, DropReason::kTooManyConnections, nullptr, {});
         return;
     }
-    NodeRef node = pool.create();
-    ++stats.nodes_created;
-    if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
-    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
-    node->local = local;
-    node->remote = {fr.ip.src, fr.tcp.src_port};
-    node->remote_mac = fr.eth.src;
-    node->vlan = seg.vlan;
-    // irdma_make_cm_node: the larger of the listener's TOS and the SYN's.
-    node->tos = std::max(l->tos, fr.ip.tos);
-    node->listener = {static_cast<std::uint32_t>(l - listeners.data()), l->generation};
-    node->counted_in_backlog = true;
-    ++l->pending;
-    node->loopback = is_local_addr(node->remote.addr);
-    node->irs = fr.tcp.seq;
-    node->rcv_nxt = fr.tcp.seq + 1;
-    node->snd_mss = fr.tcp.options.mss.value_or(536);
+    NodeRef node = make_passive_node(*l, seg, fr.tcp.seq);
+    node->snd_mss = effective_mss(local.addr, fr.tcp.options.mss);
     if (fr.tcp.options.window_scale) {
         node->wscale_ok = true;
         node->snd_wscale = std::min<std::uint8_t>(*fr.tcp.options.window_scale, 14);
@@ -163,6 +163,125 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
     set_state(*node, CmState::kSynRcvd);
     send_syn(*node);
     arm_send(now, node);
+}
+
+// A passive node for listener l, counted in its backlog as half-open.
+NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire::SeqNumber irs) {
+    const wire::FrameRepr& fr = *seg.frame;
+    NodeRef node = pool.create();
+    ++stats.nodes_created;
+    if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
+    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
+    node->local = {fr.ip.dst, fr.tcp.dst_port};
+    node->remote = {fr.ip.src, fr.tcp.src_port};
+    node->remote_mac = fr.eth.src;
+    node->vlan = seg.vlan;
+    // irdma_make_cm_node: the larger of the listener's TOS and the SYN's (for
+    // a node made from a cookie, the returning ACK's).
+    node->tos = std::max(l.tos, fr.ip.tos);
+    node->listener = {static_cast<std::uint32_t>(&l - listeners.data()), l.generation};
+    node->counted_in_backlog = true;
+    node->half_open = true;
+    ++l.pending;
+    ++l.half_open;
+    node->loopback = is_local_addr(node->remote.addr);
+    node->irs = irs;
+    node->rcv_nxt = irs + 1;
+    return node;
+}
+
+void Core::Impl::end_half_open(Node& node) {
+    if (!node.half_open) return;
+    node.half_open = false;
+    if (cm::Listener* l = find_listener(node.listener)) {
+        IWCM_ASSERT(l->half_open > 0);
+        --l->half_open;
+    }
+}
+
+const std::array<std::uint8_t, 16>& Core::Impl::cookie_key_of(std::uint64_t period) {
+    std::size_t i = period & 1;
+    if (cookie_periods[i] != period) {
+        cookie_keys[i] = cm::cookie_key(cfg.syn_cookie_secret, cfg.isn_secret, period);
+        cookie_periods[i] = period;
+    }
+    return cookie_keys[i];
+}
+
+// RFC 4987 section 3.6: the SYN-ACK carries the cookie as our ISN; nothing
+// is kept. The options are those a node's SYN-ACK would carry.
+void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    cm::CookieTuple tuple{{seg.frame->ip.dst, t.dst_port},
+                          {seg.frame->ip.src, t.src_port},
+                          seg.vlan,
+                          t.seq.value()};
+    cm::CookieData data{effective_mss(seg.frame->ip.dst, t.options.mss), t.options.window_scale};
+    std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
+    wire::FrameRepr out = reply_frame(seg);
+    out.tcp.seq = wire::SeqNumber(cm::make_cookie(cookie_key_of(period), period, tuple, data));
+    out.tcp.ack = t.seq + 1;
+    out.tcp.flags = tf::kSyn | tf::kAck;
+    out.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.rcv_wnd, 65535));
+    out.tcp.options.mss = our_mss(out.ip.src);
+    if (t.options.window_scale) out.tcp.options.window_scale = cfg.rcv_wscale;
+    l.last_cookie = now;
+    ++stats.syn_cookies_sent;
+    emit_frame(out, {}, is_local_addr(out.ip.dst));
+}
+
+// An ACK (no SYN, no RST) for no node. If its listener sent cookies lately,
+// ACK - 1 must be a cookie for this tuple and SEQ - 1: then the node is made
+// in SYN_RCVD and the segment handled as that state would (to ESTABLISHED,
+// the MPA request timer armed, any MPA bytes it carries taken). A wrong or
+// expired cookie gets the RST an ACK to a listener gets (RFC 9293
+// 3.10.7.2; Linux does the same), counted as kBadCookie. Returns false when
+// no cookie can be in play (the caller answers as for no connection).
+bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
+    const wire::TcpRepr& t = *seg.tcp;
+    Endpoint local{seg.frame->ip.dst, t.dst_port};
+    cm::Listener* l = match_listener(local, seg.vlan);
+    if (l == nullptr || !l->last_cookie) return false;
+    if (now - *l->last_cookie >= 2 * cfg.syn_cookie_period) return false;
+    std::uint32_t cookie = t.ack.value() - 1;
+    cm::CookieTuple tuple{local, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value() - 1};
+    std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
+    // Valid in the period that made it and the next: the parity says which.
+    bool current = cm::cookie_parity(cookie) == static_cast<bool>(period & 1);
+    std::optional<cm::CookieData> data;
+    if (current || period > 0) {
+        std::uint64_t made = current ? period : period - 1;
+        data = cm::check_cookie(cookie_key_of(made), made, tuple, cookie);
+    }
+    if (!data) {
+        ++stats.syn_cookies_failed;
+        drop(now, DropReason::kBadCookie, nullptr, {});
+        reply_no_connection(seg);
+        return true;
+    }
+    if (l->queued() >= l->backlog || table.size() >= cfg.max_connections) {
+        // No room even past the handshake: as Linux, drop; the peer
+        // retransmits what it sent (its MPA request) and the cookie again.
+        bool backlog = l->queued() >= l->backlog;
+        if (backlog) ++stats.backlog_drops;
+        drop(now, backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections, nullptr, {});
+        return true;
+    }
+    ++stats.syn_cookies_accepted;
+    NodeRef node = make_passive_node(*l, seg, wire::SeqNumber(t.seq.value() - 1));
+    node->snd_mss = data->mss;
+    if (data->wscale) {
+        node->wscale_ok = true;
+        node->snd_wscale = *data->wscale;
+        node->rcv_wscale = cfg.rcv_wscale;
+    }
+    node->iss = wire::SeqNumber(cookie);
+    node->snd_una = node->iss;
+    node->snd_nxt = node->iss + 1;
+    table.insert(node);
+    set_state(*node, CmState::kSynRcvd);
+    on_syn_rcvd(now, node, seg);
+    return true;
 }
 
 void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg) {
@@ -231,7 +350,7 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
     node->irs = t.seq;
     node->rcv_nxt = t.seq + 1;
     node->snd_una = t.ack;
-    node->snd_mss = t.options.mss.value_or(536);
+    node->snd_mss = effective_mss(node->local.addr, t.options.mss);
     if (t.options.window_scale) {
         node->wscale_ok = true;
         node->snd_wscale = std::min<std::uint8_t>(*t.options.window_scale, 14);
@@ -276,6 +395,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     node->snd_una = t.ack;
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     timers.ack_send(node);
+    end_half_open(*node);
     set_state(*node, CmState::kEstablished);
     start_mpa(now, node);
     // The same segment may carry the MPA request, or a FIN.
@@ -308,7 +428,7 @@ void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment
     if (t.has(tf::kSyn)) {
         // RFC 5961 section 4.2: a SYN in a synchronised state gets a
         // challenge ACK, never a reset.
-        send_ack(*node);
+        send_challenge_ack(now, *node);
         drop(now, DropReason::kUnexpected, node.get(), {});
         return;
     }
@@ -365,7 +485,7 @@ void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment
 // the window draws a challenge ACK.
 void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
     if (seg.tcp->seq != node->rcv_nxt) {
-        send_ack(*node);
+        send_challenge_ack(now, *node);
         drop(now, DropReason::kRstIgnored, node.get(), {});
         return;
     }
@@ -525,6 +645,41 @@ void Core::Impl::on_retrans_exhausted(Instant now, const NodeRef& node) {
 
 std::uint16_t Core::Impl::our_mss(const IpAddr& addr) const {
     return static_cast<std::uint16_t>(cfg.mtu - (addr.is_v4() ? 40 : 60));
+}
+
+std::uint16_t Core::Impl::effective_mss(const IpAddr& local, std::optional<std::uint16_t> peer) const {
+    // RFC 9293 section 3.7.1 (MUST-15): without the option, 536 or 1220.
+    std::uint16_t floor = std::max(cfg.min_peer_mss, cm::kCookieMss[0]);
+    std::uint16_t rfc_default = local.is_v4() ? 536 : 1220;
+    std::uint16_t theirs = peer ? std::max(*peer, floor) : rfc_default;
+    return std::min(theirs, our_mss(local));
+}
+
+// RFC 5961 section 7: at most a budget of challenge ACKs per second. The
+// budget of each second is drawn in [limit / 2, limit] by a keyed hash of the
+// second, so that an off-path attacker cannot count our challenge ACKs to
+// learn a connection's sequence numbers (CVE-2016-5696, Linux's fixed global
+// limit); the excess is counted and not sent.
+void Core::Impl::send_challenge_ack(Instant now, Node& node) {
+    if (std::uint32_t limit = cfg.challenge_ack_limit; limit != 0) {
+        std::int64_t second = now.time_since_epoch() / std::chrono::seconds(1);
+        if (second != challenge_second) {
+            challenge_second = second;
+            std::uint8_t buf[9] = {'C'};
+            auto bits = static_cast<std::uint64_t>(second);
+            for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<std::uint8_t>(bits >> (8 * i));
+            std::uint32_t low = (limit + 1) / 2;
+            std::uint64_t h = cm::siphash24(cfg.isn_secret, std::span<const std::uint8_t>(buf, sizeof buf));
+            challenge_budget = low + static_cast<std::uint32_t>(h % (limit - low + 1));
+        }
+        if (challenge_budget == 0) {
+            ++stats.challenge_acks_limited;
+            return;
+        }
+        --challenge_budget;
+    }
+    ++stats.challenge_acks_sent;
+    send_ack(node);
 }
 
 void Core::Impl::defer_ack(Node& node) {

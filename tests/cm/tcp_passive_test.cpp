@@ -104,7 +104,10 @@ TEST(Listen, WildcardListenerAndSpecificOneWins) {
 }
 
 TEST(Listen, BacklogFullDropsSynAndCounts) {
-    Dut d;
+    // With SYN cookies off (tests/cm/syncookie_test.cpp: on).
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.syn_cookies = false;
+    Dut d(cfg);
     ASSERT_TRUE(d.core.listen({d.self, 2}).has_value());
     for (std::uint16_t i = 0; i < 4; ++i) {
         auto f = d.frame(tf::kSyn, wire::SeqNumber(1000u * i), wire::SeqNumber(0));

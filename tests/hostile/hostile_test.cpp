@@ -546,6 +546,38 @@ TEST_F(Hostile, FinStorm) {
     close_offloaded_bystander(*this);
 }
 
+TEST_F(Hostile, ChallengeAckRateLimit) {
+    // RFC 5961 section 7: 10,000 in-window RSTs (none at RCV.NXT) and 10,000
+    // SYNs in one virtual second draw at most challenge_ack_limit (1000)
+    // challenge ACKs, and at least half of it; the rest are counted. The next
+    // second has a fresh budget.
+    Tuple t = bystander_tuple(*this);
+    const Stats& st = p.b.stats();
+    std::size_t acks = 0;
+    Instant second = std::chrono::ceil<seconds>(p.now);  // one whole second, from its start
+    for (std::uint32_t i = 0; i < 10'000; ++i) {
+        p.now = second + std::chrono::microseconds(i * 99);
+        p.b.receive(p.now, RawPeer::build(as_a(t, tf::kRst, t.a_nxt + 1 + i % 60'000)));
+        p.b.receive(p.now, RawPeer::build(as_a(t, tf::kSyn, t.a_nxt + i)));
+        for (auto& s : drain(p.b)) {
+            EXPECT_TRUE(s.flags(tf::kAck));
+            ++acks;
+        }
+    }
+    std::printf("challenge ACKs for 20,000 RSTs and SYNs in one second: %zu (limit 1000)\n", acks);
+    EXPECT_LE(acks, 1000u);
+    EXPECT_GE(acks, 500u);
+    EXPECT_EQ(st.challenge_acks_sent, acks);
+    EXPECT_EQ(st.challenge_acks_limited, 20'000u - acks);
+    EXPECT_EQ(st.drops(DropReason::kRstIgnored), 10'000u);
+    p.now = second + seconds(1);
+    p.b.receive(p.now, RawPeer::build(as_a(t, tf::kRst, t.a_nxt + 1)));
+    EXPECT_EQ(drain(p.b).size(), 1u);
+    EXPECT_EQ(*p.b.state(b_conn), CmState::kEstablished);
+    for (auto& e : events(p.b)) ADD_FAILURE() << "event " << to_string(e.type);
+    close_offloaded_bystander(*this);
+}
+
 // ---------------------------------------------------------------- no connection
 
 TEST_F(Hostile, SegmentsForUnknownConnectionsGetRst) {
@@ -619,18 +651,24 @@ std::size_t flood(Hostile& h, std::uint32_t n, std::uint64_t* syn_acks) {
     return heap_in_use() - std::min(before, heap_in_use());
 }
 
-TEST_F(Hostile, SynFloodBeyondBacklog) {
-    ASSERT_TRUE(p.b.destroy_listen(p.now, listener).has_value());
-    auto l = p.b.listen({{ip_b(), 4791}, 128});
+void relisten(Hostile& h, std::uint32_t backlog) {
+    ASSERT_TRUE(h.p.b.destroy_listen(h.p.now, h.listener).has_value());
+    auto l = h.p.b.listen({{ip_b(), 4791}, backlog});
     ASSERT_TRUE(l.has_value());
-    listener = *l;
+    h.listener = *l;
+}
+
+TEST_F(Hostile, SynFloodBeyondBacklog) {
+    relisten(*this, 128);
     std::uint64_t drops = p.b.stats().backlog_drops;
     std::uint64_t syn_acks = 0;
     std::size_t grown = flood(*this, 100'000, &syn_acks);
-    // Only the backlog's worth get a node (and a SYN-ACK); the rest are dropped and counted.
-    EXPECT_EQ(syn_acks, 128u);
-    EXPECT_EQ(p.b.stats().backlog_drops - drops, 100'000u - 128u);
-    EXPECT_EQ(p.b.stats().drops(DropReason::kBacklogFull), 100'000u - 128u);
+    // Every SYN is answered: the backlog's worth by a node, the rest by a
+    // SYN cookie (RFC 4987) that keeps nothing. None is dropped.
+    EXPECT_EQ(syn_acks, 100'000u);
+    EXPECT_EQ(p.b.stats().syn_cookies_sent, 100'000u - 128u);
+    EXPECT_EQ(p.b.stats().backlog_drops - drops, 0u);
+    EXPECT_EQ(p.b.stats().drops(DropReason::kBacklogFull), 0u);
     EXPECT_EQ(p.b.live_nodes(), 1u + 128u);
     std::printf("SYN flood, backlog 128: %zu bytes of heap grown per 100k SYNs (%zu live nodes)\n", grown,
                 p.b.live_nodes());
@@ -641,12 +679,77 @@ TEST_F(Hostile, SynFloodBeyondBacklog) {
     expect_bystander_ok();
 }
 
+// A legitimate client amid a flood: its SYN-ACK comes back at once (a
+// cookie), its ACK makes the node, and the MPA exchange runs as usual.
+void connect_through_flood(Hostile& h, const char* pdata) {
+    RawPeer r = h.peer();
+    std::size_t live = h.p.b.live_nodes();
+    std::uint64_t cookies = h.p.b.stats().syn_cookies_sent;
+    r.handshake();  // one SYN-ACK for the SYN, nothing for the ACK
+    EXPECT_EQ(h.p.b.stats().syn_cookies_sent, cookies + 1);
+    EXPECT_EQ(h.p.b.live_nodes(), live + 1);
+    auto out = r.send(tf::kAck | tf::kPsh, mpa_request(2, bytes(pdata)));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].tcp().ack, r.snd_nxt);
+    auto eb = events(h.p.b);
+    ASSERT_EQ(eb.size(), 1u);
+    EXPECT_EQ(eb[0].type, EventType::kConnectRequest);
+    EXPECT_EQ(text(eb[0].pdata), pdata);
+    ASSERT_TRUE(h.p.b.accept(h.p.now, eb[0].conn, {}).has_value());
+    out = drain(h.p.b);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(wire::parse_mpa(out[0].payload).has_value());  // the reply
+    eb = events(h.p.b);
+    ASSERT_EQ(eb.size(), 1u);
+    EXPECT_EQ(eb[0].type, EventType::kEstablished);
+    ASSERT_TRUE(h.p.b.disconnect(h.p.now, eb[0].conn, DisconnectMode::kAbortive).has_value());
+    drain(h.p.b);
+    events(h.p.b);
+}
+
+TEST_F(Hostile, SynFloodLegitimateClientConnects) {
+    relisten(*this, 128);
+    std::uint64_t syn_acks = 0;
+    std::size_t grown = flood(*this, 50'000, &syn_acks);
+    connect_through_flood(*this, "during the flood");
+    grown += flood(*this, 50'000, &syn_acks);  // (same tuples again: half-open ones get their SYN-ACK again)
+    connect_through_flood(*this, "right after the flood");
+    EXPECT_EQ(p.b.stats().syn_cookies_accepted, 2u);
+    EXPECT_EQ(p.b.stats().syn_cookies_failed, 0u);
+    EXPECT_EQ(p.b.live_nodes(), 1u + 128u);
+    std::printf("SYN flood with 2 clients, backlog 128: %zu bytes of heap grown per 100k SYNs\n", grown);
+    p.advance(p.now + seconds(80));
+    EXPECT_EQ(p.b.live_nodes(), 1u);
+    expect_bystander_ok();
+}
+
+TEST_F(Hostile, SynFloodForgedCookieAcks) {
+    // ACKs guessing cookies during a flood: each answered with a reset
+    // (RFC 9293 3.10.7.2, as Linux does), counted; no node made.
+    relisten(*this, 128);
+    std::uint64_t syn_acks = 0;
+    flood(*this, 1'000, &syn_acks);
+    RawPeer r = peer();
+    std::size_t live = p.b.live_nodes();
+    std::uint64_t resets = p.b.stats().resets_sent;
+    for (std::uint32_t i = 0; i < 10'000; ++i) {
+        r.port = static_cast<std::uint16_t>(40000 + i % 20000);
+        r.rcv_nxt = wire::SeqNumber(i * 2654435761u);
+        auto out = r.send(tf::kAck);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_TRUE(out[0].flags(tf::kRst));
+    }
+    EXPECT_EQ(p.b.stats().syn_cookies_failed, 10'000u);
+    EXPECT_EQ(p.b.stats().drops(DropReason::kBadCookie), 10'000u);
+    EXPECT_EQ(p.b.stats().resets_sent - resets, 10'000u);
+    EXPECT_EQ(p.b.live_nodes(), live);
+    p.advance(p.now + seconds(80));
+    expect_bystander_ok();
+}
+
 TEST_F(Hostile, SynFloodWithinAHugeBacklog) {
     // What 100k half-open connections cost when the backlog admits them all.
-    ASSERT_TRUE(p.b.destroy_listen(p.now, listener).has_value());
-    auto l = p.b.listen({{ip_b(), 4791}, 200'000});
-    ASSERT_TRUE(l.has_value());
-    listener = *l;
+    relisten(*this, 200'000);
     std::uint64_t syn_acks = 0;
     std::size_t grown = flood(*this, 100'000, &syn_acks);
     EXPECT_EQ(syn_acks, 100'000u);

@@ -602,7 +602,7 @@ def ip_options_listen(c, net, family, variants, refused):
             check(a["answered"] and all(a.get(k) == plain.get(k) for k in shape),
                   "%s: %s, plain: %s" % (v, a, plain))
     cm.p.terminate()
-    st = expect_exit(cm, 0)
+    st = expect_exit(cm, 143)  # SIGTERM (README "Command line", exit codes)
     check(st["core_dropped"] == len(refused), "drops %s for %d refused SYNs" % (st["core_dropped"], len(refused)))
     print("  IPv%d: %d crafted SYNs answered like the plain one, %d fragments dropped" %
           (family, len(variants) - 1 - len(refused), st["core_dropped"]), flush=True)
@@ -616,6 +616,43 @@ def case_ip_options(c):
         ip_options_listen(c, net, 4, ["router_alert", "nop_eol", "fragment", "fragment_offset", "plain"],
                           {"fragment", "fragment_offset"})
         ip_options_listen(c, net, 6, ["hop_by_hop", "chain", "fragment", "plain"], {"fragment"})
+
+
+def case_syn_flood(c):
+    """A few thousand SYNs from a raw socket against `listen --backlog 4`
+    (random source ports and addresses of the namespace's /24): a kernel
+    client connecting during the flood gets its SYN-ACK (a SYN cookie) at
+    once, and its MPA exchange completes within 2 s."""
+    subnet = 31
+    with Net("syn-flood", subnet) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1", "--backlog", "4",
+                  "--pdata", "through the flood")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        flood = net.start("flood", ["python3", os.path.join(HERE, "syn_flood.py"), "--to",
+                                    "10.99.%d.2:%d" % (subnet, PORT), "--net", "10.99.%d" % subnet,
+                                    "--count", "20000"])
+        flood.wait_for("flooding")
+        start = time.monotonic()
+        cli = c.peer(net, "client", "client", "--to", "10.99.%d.2:%d" % (subnet, PORT), "--rev", "2",
+                     "--pdata", "kernel client mid-flood", "--timeout", "10")
+        rep = cli.wait_for("reply", timeout=10)
+        took = time.monotonic() - start
+        print("  connected and answered %.3f s after starting, mid-flood" % took, flush=True)
+        check(not rep["reject"] and rep["pdata"] == "through the flood", "reply: %s" % rep)
+        check(took < 2.0, "the MPA reply took %.2f s (a dropped SYN costs the kernel 1 s)" % took)
+        check(cli.wait_for("closed")["peer_eof"], "client close")
+        check(cli.finish() == 0, "client failed")
+        done = flood.wait_for("flood_done", timeout=60)
+        check(flood.finish() == 0, "flood failed")
+        st = expect_exit(cm, 0)
+        print("  flood: %d SYNs in %.2f s; CM: %d cookies sent, %d accepted, %d live nodes at exit"
+              % (done["sent"], done["seconds"], st["syn_cookies_sent"], st["syn_cookies_accepted"],
+                 st["live_nodes"]), flush=True)
+        check(st["established"] == 1 and st["accepts"] == 1, "stats: %s" % st)
+        # The client's SYN found the backlog full of half-open flood connections.
+        check(st["syn_cookies_accepted"] == 1 and st["syn_cookies_sent"] >= 1000, "cookies: %s" % st)
+        check(st["live_nodes"] <= 4, "more than the backlog held: %s" % st)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
