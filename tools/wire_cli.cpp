@@ -349,6 +349,7 @@ void Reporter::stats(Instant now, const Core& core, const io::TapHost& host, con
     r.add("arp_replies_sent", n.arp_replies_sent);
     r.add("solicitations_sent", n.solicitations_sent);
     r.add("advertisements_sent", n.advertisements_sent);
+    r.add("announcements_sent", n.announcements_sent);
     r.add("live_nodes", std::uint64_t{core.live_nodes()});
     if (connect_time) {
         char buf[32];
