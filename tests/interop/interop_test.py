@@ -573,6 +573,70 @@ def case_resolve_fail(c):
         check("cannot resolve 10.99.29.77" in cm.stderr and st["arp_requests_sent"] == 3, "resolution: %s" % st)
 
 
+def kernel_neigh(net, addr):
+    """The kernel's neighbour entry for addr on br0: (MAC or None, state line)."""
+    out = sh("ip", "-o", "neigh", "show", "to", addr, "dev", "br0", ns=net.ns).stdout.strip()
+    words = out.split()
+    return (words[words.index("lladdr") + 1] if "lladdr" in words else None), out
+
+
+def mac_change(c, net, family, fast=True):
+    """The kernel learns the CM's address with MAC A (one connection), the CM
+    restarts with MAC B: returns the seconds from B's start until the kernel's
+    entry shows B, and from the kernel client's start until its MPA reply."""
+    mac_a, mac_b = "02:00:00:00:a0:01", "02:00:00:00:b0:02"
+    addr = "10.99.%d.2" % net.n if family == 4 else "fd99:0:0:%d::2" % net.n
+    ip = addr + ("/24" if family == 4 else "/64")
+    to = "%s:%d" % (addr, PORT) if family == 4 else "[%s]:%d" % (addr, PORT)
+    cm = c.cm(net, "cm-a", "listen", "--port", str(PORT), "--count", "1", "--mac", mac_a, ip=ip)
+    cm.wait_for("listening")
+    net.wait_link_up()
+    cli = c.peer(net, "client-a", "client", "--to", to)
+    check(not cli.wait_for("reply")["reject"], "first connection rejected")
+    check(cli.finish() == 0, "first client failed")
+    expect_exit(cm, 0)
+    mac, line = kernel_neigh(net, addr)
+    check(mac == mac_a, "the kernel did not learn MAC A: %r" % line)
+    print("  kernel entry after the first run: %s" % line, flush=True)
+    start = time.monotonic()
+    cm = c.cm(net, "cm-b", "listen", "--port", str(PORT), "--count", "1", "--mac", mac_b, ip=ip)
+    cm.wait_for("listening")
+    learnt, end = None, time.monotonic() + (1.0 if fast else 60)
+    while learnt is None and time.monotonic() < end:
+        mac, line = kernel_neigh(net, addr)
+        if mac == mac_b:
+            learnt = time.monotonic() - start
+        else:
+            time.sleep(0.01)
+    if fast:
+        check(learnt is not None, "the kernel still holds %r 1 s after the restart" % line)
+    print("  kernel entry shows MAC B after %s s: %s" % (learnt and round(learnt, 3), line), flush=True)
+    t0 = time.monotonic()
+    cli = c.peer(net, "client-b", "client", "--to", to, "--timeout", "5" if fast else "60")
+    check(not cli.wait_for("reply", timeout=5 if fast else 70)["reject"], "second connection rejected")
+    reached = time.monotonic() - t0
+    check(cli.finish() == 0, "second client failed")
+    st = expect_exit(cm, 0)
+    print("  kernel client reached MAC B in %.3f s; announcements_sent %s"
+          % (reached, st.get("announcements_sent")), flush=True)
+    if fast:
+        check(reached < 1.0, "the kernel client took %.3f s" % reached)
+        check(st["announcements_sent"] >= 1, "stats: %s" % st)
+    return learnt, reached
+
+
+def case_announce_mac_change(c):
+    """RFC 5227 announcement: a kernel holding the CM's old MAC reaches the new one at once."""
+    with Net("announce-mac", 40) as net:
+        mac_change(c, net, 4)
+
+
+def case_announce_mac_change_ipv6(c):
+    """RFC 4861 7.2.6 unsolicited override NA: the same for IPv6."""
+    with Net("announce-mac6", 41) as net:
+        mac_change(c, net, 6)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
