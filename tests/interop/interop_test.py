@@ -637,6 +637,82 @@ def case_announce_mac_change_ipv6(c):
         mac_change(c, net, 6)
 
 
+def routed_peer(net, family):
+    """A second namespace behind the case's namespace, which routes: a veth
+    pair, 10.98.N.1/24 (fd98:0:0:N::1/64) on the router's side, 10.98.N.2
+    (fd98:0:0:N::2) on the peer's with a default route back. Returns the
+    peer's namespace and address; the caller removes the namespace."""
+    peer_ns = net.ns + "-p"
+    sh("ip", "netns", "add", peer_ns)
+    n = net.n
+    sh("ip", "link", "add", "vr0", "type", "veth", "peer", "name", "vp0", ns=net.ns)
+    sh("ip", "link", "set", "vp0", "netns", peer_ns, ns=net.ns)
+    sh("ip", "link", "set", "lo", "up", ns=peer_ns)
+    if family == 4:
+        sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=net.ns)
+        sh("ip", "addr", "add", "10.98.%d.1/24" % n, "dev", "vr0", ns=net.ns)
+        sh("ip", "addr", "add", "10.98.%d.2/24" % n, "dev", "vp0", ns=peer_ns)
+    else:
+        sh("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", ns=net.ns)
+        sh("ip", "-6", "addr", "add", "fd98:0:0:%d::1/64" % n, "dev", "vr0", "nodad", ns=net.ns)
+        sh("ip", "-6", "addr", "add", "fd98:0:0:%d::2/64" % n, "dev", "vp0", "nodad", ns=peer_ns)
+    sh("ip", "link", "set", "vr0", "up", ns=net.ns)
+    sh("ip", "link", "set", "vp0", "up", ns=peer_ns)
+    if family == 4:
+        sh("ip", "route", "add", "default", "via", "10.98.%d.1" % n, ns=peer_ns)
+        return peer_ns, "10.98.%d.2" % n
+    sh("ip", "-6", "route", "add", "default", "via", "fd98:0:0:%d::1" % n, ns=peer_ns)
+    return peer_ns, "fd98:0:0:%d::2" % n
+
+
+def gateway_case(c, name, subnet, family):
+    """iwarp-cm connect --gateway to a kernel MPA server in another subnet,
+    through the kernel's routing; then a kernel client from there to
+    iwarp-cm listen, answered to the MAC its SYN came from (the router's)."""
+    with Net(name, subnet) as net:
+        peer_ns, peer = routed_peer(net, family)
+        try:
+            gw = net.kernel4 if family == 4 else net.kernel6
+            ip = "10.99.%d.2/24" % subnet if family == 4 else "fd99:0:0:%d::2/64" % subnet
+            fmt = "%s:%d" if family == 4 else "[%s]:%d"
+            srv = Proc("server", ["python3", PEER, "server", "--bind", fmt % (peer, PORT), "--pdata",
+                                  "routed hi", "--close", "wait"], peer_ns)
+            net.procs.append(srv)
+            srv.wait_for("listening")
+            cm = c.cm(net, "cm", "connect", "--gateway", gw, "--to", fmt % (peer, PORT), "--no-p2p",
+                      "--hold", "0.2", ip=ip)
+            res = cm.wait_for("resolved")
+            router_mac = sh("cat", "/sys/class/net/br0/address", ns=net.ns).stdout.strip()
+            check(res["gateway"] == gw and res["mac"] == router_mac, "resolved: %s (br0 %s)" % (res, router_mac))
+            check(cm.wait_for("established")["pdata"] == "routed hi", "established through the router")
+            check(srv.wait_for("closed")["peer_eof"], "server saw no FIN")
+            check(srv.finish() == 0, "server failed")
+            st = expect_exit(cm, 0)
+            check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)
+            print("  connect through %s: %s ms" % (gw, st.get("connect_ms")), flush=True)
+            lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--gateway", gw,
+                       "--pdata", "to the other subnet", ip=ip)
+            lst.wait_for("listening")
+            net.wait_link_up()
+            cli = Proc("client", ["python3", PEER, "client", "--to", fmt % (ip.split("/")[0], PORT)], peer_ns)
+            net.procs.append(cli)
+            check(cli.wait_for("reply")["pdata"] == "to the other subnet", "reply through the router")
+            check(cli.finish() == 0, "client failed")
+            expect_exit(lst, 0)
+            check(lst.events("connect_request")[0]["remote"].startswith(fmt.split("%")[0] + peer),
+                  "request from %s" % lst.events("connect_request")[0]["remote"])
+        finally:
+            sh("ip", "netns", "del", peer_ns, ok=False)
+
+
+def case_gateway(c):
+    gateway_case(c, "gateway", 44, 4)
+
+
+def case_gateway_ipv6(c):
+    gateway_case(c, "gateway6", 45, 6)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
