@@ -34,7 +34,7 @@ struct Outcome {
 class Connector {
 public:
     Connector(const ConnectOptions& o, Session& s, const Reporter& rep, const ConnectTarget& t)
-        : o_(o), s_(s), rep_(rep), to_(t.to), pdata_(t.pdata) {}
+        : o_(o), s_(s), rep_(rep), to_(t.to), hop_(t.next_hop), pdata_(t.pdata) {}
 
     int run();
 
@@ -51,6 +51,7 @@ private:
     Session& s_;
     const Reporter& rep_;
     Endpoint to_;
+    IpAddr hop_;  // whose MAC the frames go to: the peer or the gateway
     std::vector<std::byte> pdata_;
     MacAddr remote_mac_;
     ConnHandle conn_;
@@ -92,21 +93,24 @@ bool Connector::resolve(Instant deadline) {
     Report r;
     r.event = "resolving";
     r.remote = to_;
+    const bool via = hop_ != to_.addr;
+    if (via) r.add("gateway", hop_.to_string());
     rep_.print(io::TapHost::now(), r);
-    nb.resolve(io::TapHost::now(), to_.addr, s_.iface.addr);
+    nb.resolve(io::TapHost::now(), hop_, s_.iface.addr);
+    const std::string what = (via ? "gateway " : "") + hop_.to_string();
     for (;;) {
         const Instant now = io::TapHost::now();
-        const auto st = nb.status(now, to_.addr);
+        const auto st = nb.status(now, hop_);
         if (st == io::NeighborStatus::kResolved) break;
-        const std::string proto = to_.addr.is_v4() ? "ARP reply" : "neighbour advertisement";
+        const std::string proto = hop_.is_v4() ? "ARP reply" : "neighbour advertisement";
         if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown)
-            return out_.set(exit_codes::kResolution, "cannot resolve " + to_.addr.to_string() + ": no " + proto);
+            return out_.set(exit_codes::kResolution, "cannot resolve " + what + ": no " + proto);
         if (now >= deadline)
             return out_.set(exit_codes::kResolution,
-                            "cannot resolve " + to_.addr.to_string() + ": no " + proto + " before --timeout");
+                            "cannot resolve " + what + ": no " + proto + " before --timeout");
         if (!step(deadline)) return false;
     }
-    remote_mac_ = *nb.lookup(io::TapHost::now(), to_.addr);
+    remote_mac_ = *nb.lookup(io::TapHost::now(), hop_);
     r.event = "resolved";
     r.add("mac", remote_mac_.to_string());
     rep_.print(io::TapHost::now(), r);
@@ -199,10 +203,12 @@ ConnectTarget check_args(const ConnectOptions& o, const Interface& iface) {
         throw UsageError{"--to " + o.to + ": " + why + " cannot be a peer"};
     if (to->addr == iface.addr)
         throw UsageError{"--to " + o.to + ": that is our own address (--ip)"};
-    if (!iface.in_subnet(to->addr))
+    const auto hop = iface.next_hop(to->addr);
+    if (!hop)
         throw UsageError{"--to " + o.to + ": not in the subnet of --ip " + o.wire.ip +
-                         " (no routing: the peer must be on-link)"};
+                         " (an off-link peer needs --gateway)"};
     t.to = *to;
+    t.next_hop = *hop;
     t.pdata = private_data(o.wire);
     return t;
 }
@@ -263,7 +269,8 @@ void add_connect(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("connect", "connect to an iWARP peer over a TAP device, hold, close");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--to", opt->to,
-                    "the peer, ADDR:PORT or [ADDR]:PORT (on-link, unicast, not --ip)")
+                    "the peer, ADDR:PORT or [ADDR]:PORT (unicast, not --ip; on-link unless "
+                    "--gateway)")
         ->required();
     cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")
         ->check(bounded(0.1, 3600, false));

@@ -19,9 +19,11 @@ struct ConnectOptions {
     unsigned parallel = 1;  // with --count: connections in flight at most
 };
 
-// The checked arguments: the peer and the private data.
+// The checked arguments: the peer, whose MAC to resolve (the peer's own, or
+// the gateway's when it is off-link) and the private data.
 struct ConnectTarget {
     Endpoint to;
+    IpAddr next_hop;
     std::vector<std::byte> pdata;
 };
 

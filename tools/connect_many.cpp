@@ -132,17 +132,17 @@ void Many::on_event(const Event& e) {
 void Many::start_slot(Instant now) {
     ++started_;
     resolving_.push_back(now);
-    s_.host->neighbors().resolve(now, t_.to.addr, s_.iface.addr);
+    s_.host->neighbors().resolve(now, t_.next_hop, s_.iface.addr);
 }
 
 // Slots whose peer MAC is now known connect; false when resolution failed.
 bool Many::connect_resolved(Instant now) {
     if (resolving_.empty()) return true;
     auto& nb = s_.host->neighbors();
-    const auto st = nb.status(now, t_.to.addr);
+    const auto st = nb.status(now, t_.next_hop);
     if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) {
         code_ = exit_codes::kResolution;
-        reason_ = "cannot resolve " + t_.to.addr.to_string();
+        reason_ = "cannot resolve " + t_.next_hop.to_string();
         return false;
     }
     if (st != io::NeighborStatus::kResolved) return true;
@@ -150,7 +150,7 @@ bool Many::connect_resolved(Instant now) {
         ConnectParams cp;
         cp.local = {s_.iface.addr, 0};
         cp.remote = t_.to;
-        cp.remote_mac = *nb.lookup(now, t_.to.addr);
+        cp.remote_mac = *nb.lookup(now, t_.next_hop);
         cp.vlan = s_.iface.vlan;
         cp.private_data = t_.pdata;
         cp.ird = o_.wire.ird;

@@ -55,6 +55,9 @@ void add_wire_options(CLI::App* cmd, WireOptions& o) {
                     "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
         ->required();
     cmd->add_option("--mac", o.mac, "the CM's own MAC (default 02:00 and the last 4 address bytes)");
+    cmd->add_option("--gateway", o.gateway,
+                    "router for peers outside the --ip prefix: its MAC is theirs (in the subnet, "
+                    "unicast, not --ip)");
     cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
         ->check(bounded(-1, 4094, true));
     auto* text = cmd->add_option("--pdata", o.pdata,
@@ -157,6 +160,29 @@ bool Interface::in_subnet(const IpAddr& other) const {
     return true;
 }
 
+std::optional<IpAddr> Interface::next_hop(const IpAddr& dest) const {
+    if (in_subnet(dest)) return dest;
+    return gateway;
+}
+
+namespace {
+
+// --gateway: an address in our subnet that is unicast and not our own.
+Expected<IpAddr, std::string> parse_gateway(const std::string& text, const Interface& i,
+                                            const std::string& ip) {
+    auto gw = IpAddr::parse(text);
+    if (!gw) return fail("--gateway " + text + ": not an IPv4 or IPv6 address");
+    if (gw->is_unspecified())
+        return fail("--gateway " + text + ": the unspecified address cannot be a gateway");
+    if (const std::string why = not_unicast(*gw, i); !why.empty())
+        return fail("--gateway " + text + ": " + why + " cannot be a gateway");
+    if (*gw == i.addr) return fail("--gateway " + text + ": that is our own address (--ip)");
+    if (!i.in_subnet(*gw)) return fail("--gateway " + text + ": not in the subnet of --ip " + ip);
+    return *gw;
+}
+
+}  // namespace
+
 Expected<Interface, std::string> parse_interface(const WireOptions& o) {
     Interface i;
     auto slash = o.ip.find('/');
@@ -182,6 +208,11 @@ Expected<Interface, std::string> parse_interface(const WireOptions& o) {
         i.mac = *m;
     }
     if (o.vlan >= 0) i.vlan = static_cast<std::uint16_t>(o.vlan);
+    if (!o.gateway.empty()) {
+        auto gw = parse_gateway(o.gateway, i, o.ip);
+        if (!gw) return fail(gw.error());
+        i.gateway = *gw;
+    }
     return i;
 }
 
@@ -350,6 +381,7 @@ void Reporter::stats(Instant now, const Core& core, const io::TapHost& host, con
     r.add("arp_replies_sent", n.arp_replies_sent);
     r.add("solicitations_sent", n.solicitations_sent);
     r.add("advertisements_sent", n.advertisements_sent);
+    r.add("announcements_sent", n.announcements_sent);
     r.add("live_nodes", std::uint64_t{core.live_nodes()});
     r.add("syn_cookies_sent", s.syn_cookies_sent);
     r.add("syn_cookies_accepted", s.syn_cookies_accepted);

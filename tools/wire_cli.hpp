@@ -22,6 +22,7 @@ struct WireOptions {
     std::string tap;
     std::string ip;  // ADDR/PREFIX
     std::string mac;
+    std::string gateway;  // ADDR: the router for off-link peers
     int vlan = -1;
     std::string pdata;       // --pdata TEXT
     std::string pdata_hex;   // --pdata-hex HEX
@@ -47,10 +48,15 @@ struct Interface {
     unsigned prefix = 0;
     MacAddr mac;
     std::uint16_t vlan = kNoVlan;
+    std::optional<IpAddr> gateway;
     bool in_subnet(const IpAddr& other) const;
+    // Whose MAC a frame to `dest` goes to: dest itself when on-link, else the
+    // gateway (none without --gateway).
+    std::optional<IpAddr> next_hop(const IpAddr& dest) const;
 };
 
-// Parses --ip, --mac, --vlan; the error is the one-line reason.
+// Parses --ip, --mac, --vlan, --gateway (in our subnet, unicast, not --ip);
+// the error is the one-line reason.
 Expected<Interface, std::string> parse_interface(const WireOptions& o);
 // Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
 // or an empty string.

@@ -98,6 +98,9 @@ Result<void> TapHost::add_address(IpAddr addr) {
     auto r = core_.add_address(addr, vlan_);
     if (!r) return r;
     neighbors_.add_address(addr);
+    // Tell the link at once (RFC 5227 section 2.3, RFC 4861 section 7.2.6):
+    // a peer that still holds another MAC for the address updates it.
+    neighbors_.announce(now(), addr);
     return {};
 }
 

@@ -62,7 +62,10 @@ public:
 
     // steady_clock now, as an Instant.
     static Instant now();
-    // Adds a local address to the core and to the neighbour table.
+    // Adds a local address to the core and to the neighbour table, and
+    // announces it: a gratuitous ARP or an unsolicited neighbour
+    // advertisement now and again from the timer (NeighborTable::announce),
+    // sent by the next step() or flush().
     Result<void> add_address(IpAddr addr);
 
     // One round of the loop (see the file comment); returns at the latest at

@@ -11,6 +11,13 @@
 
 namespace iwcm::io {
 
+namespace {
+
+// ff02::1, the link-local all-nodes group (RFC 4291 section 2.7.1).
+const Ipv6Addr kAllNodes{{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}};
+
+}  // namespace
+
 const char* to_string(NeighborStatus status) {
     switch (status) {
         case NeighborStatus::kUnknown: return "unknown";
@@ -103,8 +110,8 @@ bool NeighborTable::receive_icmpv6(Instant now, const MacAddr& eth_src, std::spa
     if (nd->lladdr && !src_unspecified) update(now, IpAddr(ip->repr.src), *nd->lladdr, true);
     if (src_unspecified) {
         // Duplicate address detection by someone else: tell all nodes.
-        const Ipv6Addr all_nodes{{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}};
-        send_nd(false, wire::ipv6_multicast_mac(all_nodes), nd->target, all_nodes, nd->target, false);
+        send_nd(false, wire::ipv6_multicast_mac(kAllNodes), nd->target, kAllNodes, nd->target,
+                false);
     } else {
         // A unicast solicitation (reachability probe) may carry no option:
         // answer the Ethernet source.
@@ -183,7 +190,36 @@ void NeighborTable::send_probe(const IpAddr& target, Entry& e) {
     }
 }
 
+// ---------------------------------------------------------------- announcements
+
+void NeighborTable::announce(Instant now, IpAddr addr) {
+    IWCM_ASSERT(is_local(addr));
+    if (config_.announce_count == 0) return;
+    std::erase_if(announcements_, [&](const Announcement& a) { return a.addr == addr; });
+    send_announcement(addr);
+    if (config_.announce_count > 1)
+        announcements_.push_back(
+            {addr, now + config_.announce_interval, config_.announce_count - 1});
+}
+
+// RFC 5227 section 2.3 (IPv4) and RFC 4861 section 7.2.6 (IPv6).
+void NeighborTable::send_announcement(const IpAddr& addr) {
+    if (addr.is_v4()) {
+        send_arp(true, MacAddr::broadcast(), addr.v4(), MacAddr{}, addr.v4());
+    } else {
+        send_nd(false, wire::ipv6_multicast_mac(kAllNodes), addr.v6(), kAllNodes, addr.v6(), false);
+    }
+    ++counters_.announcements_sent;
+}
+
 void NeighborTable::on_timer(Instant now) {
+    for (Announcement& a : announcements_) {
+        if (now < a.next) continue;
+        send_announcement(a.addr);
+        --a.left;
+        a.next = now + config_.announce_interval;
+    }
+    std::erase_if(announcements_, [](const Announcement& a) { return a.left == 0; });
     for (auto& [ip, e] : entries_) {
         if (e.status != NeighborStatus::kPending || now < e.next_probe) continue;
         if (e.probes >= config_.max_probes) {
@@ -199,6 +235,8 @@ void NeighborTable::on_timer(Instant now) {
 
 std::optional<Instant> NeighborTable::next_deadline() const {
     std::optional<Instant> next;
+    for (const Announcement& a : announcements_)
+        if (!next || a.next < *next) next = a.next;
     for (const auto& [ip, e] : entries_) {
         if (e.status != NeighborStatus::kPending) continue;
         if (!next || e.next_probe < *next) next = e.next_probe;

@@ -12,7 +12,14 @@
 //    every retry_interval, at most max_probes times, then kFailed;
 //  * learns mappings from replies, advertisements, and requests or
 //    solicitations aimed at us (the sender will talk to us next), and forgets
-//    them after `lifetime`.
+//    them after `lifetime`;
+//  * announces an address of ours on request (announce()): a gratuitous ARP
+//    (RFC 5227 section 2.3: an ARP request, broadcast, sender and target IP
+//    both our address, target MAC zero) or an unsolicited neighbour
+//    advertisement (RFC 4861 section 7.2.6: to all-nodes ff02::1, Override
+//    set, Solicited clear, our MAC in the target link-layer option), sent
+//    announce_count times, announce_interval apart, so that a peer holding a
+//    stale MAC for the address (the CM restarted with another MAC) updates it.
 // Frames not on our VLAN (kNoVlan: untagged only) are not consumed; frames
 // that are ARP or ICMPv6 ND are consumed whether or not they concern us.
 // Like iwcm::Core it reads no clock and does no I/O: receive(now, frame),
@@ -39,6 +46,9 @@ struct NeighborConfig {
     std::chrono::seconds lifetime{60};
     std::size_t max_entries = 1024;
     std::size_t max_queued_frames = 256;
+    // RFC 5227 section 1.1: ANNOUNCE_NUM 2, ANNOUNCE_INTERVAL 2 s.
+    unsigned announce_count = 2;
+    std::chrono::milliseconds announce_interval{2000};
 };
 
 enum class NeighborStatus : std::uint8_t { kUnknown, kPending, kResolved, kFailed };
@@ -48,7 +58,8 @@ struct NeighborCounters {
     std::uint64_t arp_requests_sent = 0;
     std::uint64_t arp_replies_sent = 0;
     std::uint64_t solicitations_sent = 0;
-    std::uint64_t advertisements_sent = 0;
+    std::uint64_t advertisements_sent = 0;  // answers to solicitations
+    std::uint64_t announcements_sent = 0;   // gratuitous ARPs, unsolicited advertisements
     std::uint64_t learned = 0;
     std::uint64_t failures = 0;
     std::uint64_t ignored = 0;  // ARP / ND frames not for us or malformed
@@ -71,6 +82,9 @@ public:
     // it is resolved or being resolved; a failed entry starts over.
     NeighborStatus resolve(Instant now, IpAddr target, IpAddr source);
     NeighborStatus status(Instant now, IpAddr target) const;
+    // Announces our address `addr` (added before): the first announcement
+    // now, the others from on_timer(). Announcing it again starts over.
+    void announce(Instant now, IpAddr addr);
     std::optional<MacAddr> lookup(Instant now, IpAddr target) const;
     // Records a mapping (for example one the core learnt from a SYN).
     void learn(Instant now, IpAddr ip, MacAddr mac);
@@ -93,6 +107,13 @@ private:
         unsigned probes = 0;
     };
 
+    struct Announcement {
+        IpAddr addr;
+        Instant next{};
+        unsigned left = 0;
+    };
+
+    void send_announcement(const IpAddr& addr);
     bool receive_arp(Instant now, std::span<const std::byte> payload);
     bool receive_icmpv6(Instant now, const MacAddr& eth_src, std::span<const std::byte> packet);
     void send_probe(const IpAddr& target, Entry& e);
@@ -110,6 +131,7 @@ private:
     NeighborConfig config_;
     std::vector<IpAddr> local_;
     std::map<IpAddr, Entry> entries_;
+    std::vector<Announcement> announcements_;  // with announcements left to send
     std::deque<std::vector<std::byte>> tx_;
     std::vector<std::byte> current_;
     NeighborCounters counters_;

@@ -655,6 +655,146 @@ def case_syn_flood(c):
         check(st["live_nodes"] <= 4, "more than the backlog held: %s" % st)
 
 
+def kernel_neigh(net, addr):
+    """The kernel's neighbour entry for addr on br0: (MAC or None, state line)."""
+    out = sh("ip", "-o", "neigh", "show", "to", addr, "dev", "br0", ns=net.ns).stdout.strip()
+    words = out.split()
+    return (words[words.index("lladdr") + 1] if "lladdr" in words else None), out
+
+
+def mac_change(c, net, family, fast=True):
+    """The kernel learns the CM's address with MAC A (one connection), the CM
+    restarts with MAC B: returns the seconds from B's start until the kernel's
+    entry shows B, and from the kernel client's start until its MPA reply."""
+    mac_a, mac_b = "02:00:00:00:a0:01", "02:00:00:00:b0:02"
+    addr = "10.99.%d.2" % net.n if family == 4 else "fd99:0:0:%d::2" % net.n
+    ip = addr + ("/24" if family == 4 else "/64")
+    to = "%s:%d" % (addr, PORT) if family == 4 else "[%s]:%d" % (addr, PORT)
+    cm = c.cm(net, "cm-a", "listen", "--port", str(PORT), "--count", "1", "--mac", mac_a, ip=ip)
+    cm.wait_for("listening")
+    net.wait_link_up()
+    cli = c.peer(net, "client-a", "client", "--to", to)
+    check(not cli.wait_for("reply")["reject"], "first connection rejected")
+    check(cli.finish() == 0, "first client failed")
+    expect_exit(cm, 0)
+    mac, line = kernel_neigh(net, addr)
+    check(mac == mac_a, "the kernel did not learn MAC A: %r" % line)
+    print("  kernel entry after the first run: %s" % line, flush=True)
+    start = time.monotonic()
+    cm = c.cm(net, "cm-b", "listen", "--port", str(PORT), "--count", "1", "--mac", mac_b, ip=ip)
+    cm.wait_for("listening")
+    learnt, end = None, time.monotonic() + (1.0 if fast else 60)
+    while learnt is None and time.monotonic() < end:
+        mac, line = kernel_neigh(net, addr)
+        if mac == mac_b:
+            learnt = time.monotonic() - start
+        else:
+            time.sleep(0.01)
+    if fast:
+        check(learnt is not None, "the kernel still holds %r 1 s after the restart" % line)
+    print("  kernel entry shows MAC B after %s s: %s" % (learnt and round(learnt, 3), line), flush=True)
+    t0 = time.monotonic()
+    cli = c.peer(net, "client-b", "client", "--to", to, "--timeout", "5" if fast else "60")
+    check(not cli.wait_for("reply", timeout=5 if fast else 70)["reject"], "second connection rejected")
+    reached = time.monotonic() - t0
+    check(cli.finish() == 0, "second client failed")
+    st = expect_exit(cm, 0)
+    print("  kernel client reached MAC B in %.3f s; announcements_sent %s"
+          % (reached, st.get("announcements_sent")), flush=True)
+    if fast:
+        check(reached < 1.0, "the kernel client took %.3f s" % reached)
+        check(st["announcements_sent"] >= 1, "stats: %s" % st)
+    return learnt, reached
+
+
+def case_announce_mac_change(c):
+    """RFC 5227 announcement: a kernel holding the CM's old MAC reaches the new one at once."""
+    with Net("announce-mac", 40) as net:
+        mac_change(c, net, 4)
+
+
+def case_announce_mac_change_ipv6(c):
+    """RFC 4861 7.2.6 unsolicited override NA: the same for IPv6."""
+    with Net("announce-mac6", 41) as net:
+        mac_change(c, net, 6)
+
+
+def routed_peer(net, family):
+    """A second namespace behind the case's namespace, which routes: a veth
+    pair, 10.98.N.1/24 (fd98:0:0:N::1/64) on the router's side, 10.98.N.2
+    (fd98:0:0:N::2) on the peer's with a default route back. Returns the
+    peer's namespace and address; the caller removes the namespace."""
+    peer_ns = net.ns + "-p"
+    sh("ip", "netns", "add", peer_ns)
+    n = net.n
+    sh("ip", "link", "add", "vr0", "type", "veth", "peer", "name", "vp0", ns=net.ns)
+    sh("ip", "link", "set", "vp0", "netns", peer_ns, ns=net.ns)
+    sh("ip", "link", "set", "lo", "up", ns=peer_ns)
+    if family == 4:
+        sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=net.ns)
+        sh("ip", "addr", "add", "10.98.%d.1/24" % n, "dev", "vr0", ns=net.ns)
+        sh("ip", "addr", "add", "10.98.%d.2/24" % n, "dev", "vp0", ns=peer_ns)
+    else:
+        sh("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", ns=net.ns)
+        sh("ip", "-6", "addr", "add", "fd98:0:0:%d::1/64" % n, "dev", "vr0", "nodad", ns=net.ns)
+        sh("ip", "-6", "addr", "add", "fd98:0:0:%d::2/64" % n, "dev", "vp0", "nodad", ns=peer_ns)
+    sh("ip", "link", "set", "vr0", "up", ns=net.ns)
+    sh("ip", "link", "set", "vp0", "up", ns=peer_ns)
+    if family == 4:
+        sh("ip", "route", "add", "default", "via", "10.98.%d.1" % n, ns=peer_ns)
+        return peer_ns, "10.98.%d.2" % n
+    sh("ip", "-6", "route", "add", "default", "via", "fd98:0:0:%d::1" % n, ns=peer_ns)
+    return peer_ns, "fd98:0:0:%d::2" % n
+
+
+def gateway_case(c, name, subnet, family):
+    """iwarp-cm connect --gateway to a kernel MPA server in another subnet,
+    through the kernel's routing; then a kernel client from there to
+    iwarp-cm listen, answered to the MAC its SYN came from (the router's)."""
+    with Net(name, subnet) as net:
+        peer_ns, peer = routed_peer(net, family)
+        try:
+            gw = net.kernel4 if family == 4 else net.kernel6
+            ip = "10.99.%d.2/24" % subnet if family == 4 else "fd99:0:0:%d::2/64" % subnet
+            fmt = "%s:%d" if family == 4 else "[%s]:%d"
+            srv = Proc("server", ["python3", PEER, "server", "--bind", fmt % (peer, PORT), "--pdata",
+                                  "routed hi", "--close", "wait"], peer_ns)
+            net.procs.append(srv)
+            srv.wait_for("listening")
+            cm = c.cm(net, "cm", "connect", "--gateway", gw, "--to", fmt % (peer, PORT), "--no-p2p",
+                      "--hold", "0.2", ip=ip)
+            res = cm.wait_for("resolved")
+            router_mac = sh("cat", "/sys/class/net/br0/address", ns=net.ns).stdout.strip()
+            check(res["gateway"] == gw and res["mac"] == router_mac, "resolved: %s (br0 %s)" % (res, router_mac))
+            check(cm.wait_for("established")["pdata"] == "routed hi", "established through the router")
+            check(srv.wait_for("closed")["peer_eof"], "server saw no FIN")
+            check(srv.finish() == 0, "server failed")
+            st = expect_exit(cm, 0)
+            check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)
+            print("  connect through %s: %s ms" % (gw, st.get("connect_ms")), flush=True)
+            lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--gateway", gw,
+                       "--pdata", "to the other subnet", ip=ip)
+            lst.wait_for("listening")
+            net.wait_link_up()
+            cli = Proc("client", ["python3", PEER, "client", "--to", fmt % (ip.split("/")[0], PORT)], peer_ns)
+            net.procs.append(cli)
+            check(cli.wait_for("reply")["pdata"] == "to the other subnet", "reply through the router")
+            check(cli.finish() == 0, "client failed")
+            expect_exit(lst, 0)
+            check(lst.events("connect_request")[0]["remote"].startswith(fmt.split("%")[0] + peer),
+                  "request from %s" % lst.events("connect_request")[0]["remote"])
+        finally:
+            sh("ip", "netns", "del", peer_ns, ok=False)
+
+
+def case_gateway(c):
+    gateway_case(c, "gateway", 44, 4)
+
+
+def case_gateway_ipv6(c):
+    gateway_case(c, "gateway6", 45, 6)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

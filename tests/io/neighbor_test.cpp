@@ -7,6 +7,7 @@
 
 #include "io/neighbor.hpp"
 #include "wire/arp.hpp"
+#include "wire/bytes.hpp"
 #include "wire/ethernet.hpp"
 #include "wire/icmpv6.hpp"
 #include "wire/ipv6.hpp"
@@ -220,6 +221,113 @@ TEST(Neighbor, VlanTaggedBothWays) {
     out = drain(t);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(wire::parse_ethernet(out[0])->repr.vlan->id, 100);
+}
+
+// RFC 5227 section 2.3: an ARP request, broadcast, sender and target IP both
+// 10.99.1.2, target MAC zero. Written out by hand, field by field.
+const char* kGratuitousArp =
+    "ff ff ff ff ff ff  02 00 0a 63 01 02  08 06"  // Ethernet: broadcast, from us, ARP
+    "00 01 08 00 06 04 00 01"                      // Ethernet / IPv4, request
+    "02 00 0a 63 01 02  0a 63 01 02"               // sender: our MAC, 10.99.1.2
+    "00 00 00 00 00 00  0a 63 01 02";              // target: zero MAC, 10.99.1.2
+
+// RFC 4861 section 7.2.6: from fd99::2 to all-nodes ff02::1 (33:33:00:00:00:01),
+// hop limit 255, Override set, Solicited and Router clear, the target
+// link-layer address option with our MAC. The checksum was computed apart
+// (RFC 4443 section 2.3 over the pseudo-header).
+const char* kUnsolicitedAdvert =
+    "33 33 00 00 00 01  02 00 0a 63 01 02  86 dd"      // Ethernet: all-nodes, IPv6
+    "60 00 00 00 00 20 3a ff"                          // 32 bytes of ICMPv6, hop 255
+    "fd 99 00 00 00 00 00 00 00 00 00 00 00 00 00 02"  // source fd99::2
+    "ff 02 00 00 00 00 00 00 00 00 00 00 00 00 00 01"  // destination ff02::1
+    "88 00 4e 03 20 00 00 00"                          // NA, checksum, O
+    "fd 99 00 00 00 00 00 00 00 00 00 00 00 00 00 02"  // target fd99::2
+    "02 01 02 00 0a 63 01 02";                         // target LL option
+
+TEST(Neighbor, AnnouncesIpv4TwiceTwoSecondsApart) {
+    auto t = make_table();
+    t.announce(at_ms(0), kOur4);
+    auto out = drain(t);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], wire::hex_bytes(kGratuitousArp));
+    EXPECT_EQ(t.next_deadline(), at_ms(2000));
+    t.on_timer(at_ms(1999));
+    EXPECT_TRUE(drain(t).empty());
+    t.on_timer(at_ms(2000));
+    out = drain(t);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], wire::hex_bytes(kGratuitousArp));
+    EXPECT_FALSE(t.next_deadline());  // ANNOUNCE_NUM is 2: done
+    t.on_timer(at_ms(10'000));
+    EXPECT_TRUE(drain(t).empty());
+    EXPECT_EQ(t.counters().announcements_sent, 2u);
+    EXPECT_EQ(t.counters().arp_requests_sent, 0u);  // not a resolution
+}
+
+TEST(Neighbor, AnnouncesIpv6WithUnsolicitedOverrideAdvertisement) {
+    auto t = make_table();
+    t.announce(at_ms(0), kOur6);
+    t.on_timer(at_ms(2000));
+    auto out = drain(t);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0], wire::hex_bytes(kUnsolicitedAdvert));
+    EXPECT_EQ(out[1], wire::hex_bytes(kUnsolicitedAdvert));
+    // Our own parser agrees with the hand-written bytes.
+    auto eth = wire::parse_ethernet(out[0]);
+    auto ip = wire::parse_ipv6(eth->payload);
+    auto na = wire::parse_nd(ip->payload, ip->repr.src, ip->repr.dst);
+    ASSERT_TRUE(na) << na.error().to_string();
+    EXPECT_TRUE(na->override_flag);
+    EXPECT_FALSE(na->solicited);
+    EXPECT_EQ(t.counters().announcements_sent, 2u);
+    EXPECT_EQ(t.counters().advertisements_sent, 0u);  // answers to solicitations only
+}
+
+TEST(Neighbor, AnnouncementsCarryTheVlanTag) {
+    auto t = make_table(100);
+    t.announce(at_ms(0), kOur4);
+    auto out = drain(t);
+    ASSERT_EQ(out.size(), 1u);
+    // The same frame with 802.1Q tag 100 (priority 0) after the source MAC.
+    auto golden = wire::hex_bytes(kGratuitousArp);
+    const auto tag = wire::hex_bytes("81 00 00 64");
+    golden.insert(golden.begin() + 12, tag.begin(), tag.end());
+    EXPECT_EQ(out[0], golden);
+}
+
+TEST(Neighbor, AnnouncingTwoAddressesAndAgainStartsOver) {
+    NeighborConfig cfg;
+    cfg.announce_count = 3;
+    cfg.announce_interval = std::chrono::milliseconds(500);
+    NeighborTable t(kOurMac, kNoVlan, cfg);
+    t.add_address(kOur4);
+    t.add_address(kOur6);
+    t.announce(at_ms(0), kOur4);
+    t.announce(at_ms(100), kOur6);
+    t.announce(at_ms(200), kOur4);  // again: three more from 200 ms, none left from the first
+    EXPECT_EQ(drain(t).size(), 3u);
+    EXPECT_EQ(t.next_deadline(), at_ms(600));
+    std::vector<Frame> sent;
+    for (int ms = 0; ms <= 5000; ms += 50) {
+        t.on_timer(at_ms(ms));
+        for (auto& f : drain(t)) sent.push_back(f);
+    }
+    // IPv6 at 600 and 1100, IPv4 at 700 and 1200.
+    ASSERT_EQ(sent.size(), 4u);
+    EXPECT_EQ(sent[0], wire::hex_bytes(kUnsolicitedAdvert));
+    EXPECT_EQ(sent[1], wire::hex_bytes(kGratuitousArp));
+    EXPECT_EQ(t.counters().announcements_sent, 7u);
+    EXPECT_FALSE(t.next_deadline());
+}
+
+TEST(Neighbor, NoAnnouncementWhenTheCountIsZero) {
+    NeighborConfig cfg;
+    cfg.announce_count = 0;
+    NeighborTable t(kOurMac, kNoVlan, cfg);
+    t.add_address(kOur4);
+    t.announce(at_ms(0), kOur4);
+    EXPECT_TRUE(drain(t).empty());
+    EXPECT_FALSE(t.next_deadline());
 }
 
 }  // namespace

@@ -3,12 +3,16 @@
 // test creates a TAP by name, gives the kernel side an address, and checks
 // that an ARP request written to the TAP draws the kernel's reply out of it.
 // Needs root, like the interop tests: without it the test fails, loudly.
+// A second test runs the whole TapHost there and captures, with a packet
+// socket on the TAP, the announcements it sends when an address is added.
 //
-// Read first: src/io/tap.hpp.
+// Read first: src/io/tap.hpp, src/io/event_loop.hpp.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <linux/if.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,8 +24,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "io/event_loop.hpp"
 #include "io/tap.hpp"
+#include "iwcm/core.hpp"
 #include "wire/arp.hpp"
+#include "wire/bytes.hpp"
 #include "wire/ethernet.hpp"
 
 namespace iwcm::io {
@@ -87,16 +94,109 @@ int child() {
     return 15;
 }
 
-TEST(Tap, CreatesDeviceAndExchangesFramesWithTheKernel) {
+// Runs `body` in a forked child and checks that it exits 0.
+void run_in_child(int (*body)()) {
     ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) ::_exit(child());
+    if (pid == 0) ::_exit(body());
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
 }
+
+TEST(Tap, CreatesDeviceAndExchangesFramesWithTheKernel) { run_in_child(child); }
+
+// A packet socket on `name` that sees every frame the TAP's writer injects.
+int capture_socket(const char* name) {
+    int s = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
+    if (s < 0) return -1;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    if (::ioctl(s, SIOCGIFINDEX, &ifr) == 0) sll.sll_ifindex = ifr.ifr_ifindex;
+    if (sll.sll_ifindex == 0 || ::bind(s, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
+        ::close(s);
+        return -1;
+    }
+    return s;
+}
+
+// The TapHost announces 10.99.201.2 (gratuitous ARP) and fd99:201::2
+// (unsolicited advertisement) when they are added, and each again
+// `kInterval` later from its own timer; the captured frames are compared
+// byte for byte with frames written out by hand.
+int announce_child() {
+    constexpr auto kInterval = std::chrono::milliseconds(300);
+    const char* name = "iwcmtap1";
+    if (::unshare(CLONE_NEWNET) != 0) {
+        std::perror("unshare(CLONE_NEWNET)");
+        return 20;
+    }
+    CoreConfig cfg;
+    cfg.mac = kOurMac;
+    Core core(cfg);
+    TapHostConfig hc;
+    hc.tap = name;
+    hc.handle_signals = false;
+    hc.neighbors.announce_interval = kInterval;
+    auto host = TapHost::open(hc, core, kNoVlan);
+    if (!host) {
+        std::fprintf(stderr, "%s\n", host.error().c_str());
+        return 21;
+    }
+    const int cap = capture_socket(name);
+    if (cap < 0) {
+        std::perror("packet socket");
+        return 22;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (!(*host)->add_address(*IpAddr::parse("10.99.201.2")) ||
+        !(*host)->add_address(*IpAddr::parse("fd99:201::2")))
+        return 23;
+    (*host)->flush();
+    const auto garp = wire::hex_bytes(
+        "ff ff ff ff ff ff 02 00 0a 63 c8 02 08 06 00 01 08 00 06 04 00 01"
+        "02 00 0a 63 c8 02 0a 63 c9 02 00 00 00 00 00 00 0a 63 c9 02");
+    // fd99:201::2 to ff02::1, hop limit 255, NA with O only, target option.
+    const auto na = wire::hex_bytes(
+        "33 33 00 00 00 01 02 00 0a 63 c8 02 86 dd 60 00 00 00 00 20 3a ff"
+        "fd 99 02 01 00 00 00 00 00 00 00 00 00 00 00 02"
+        "ff 02 00 00 00 00 00 00 00 00 00 00 00 00 00 01"
+        "88 00 83 00 20 00 00 00 fd 99 02 01 00 00 00 00 00 00 00 00 00 00 00 02"
+        "02 01 02 00 0a 63 c8 02");
+    std::vector<std::vector<std::byte>> got;
+    std::vector<std::chrono::steady_clock::duration> when;
+    const auto end = start + std::chrono::seconds(3);
+    while (std::chrono::steady_clock::now() < end && got.size() < 4) {
+        (*host)->step(TapHost::now() + std::chrono::milliseconds(20));
+        std::byte buf[TapDevice::kMaxFrame];
+        for (long n; (n = ::recv(cap, buf, sizeof buf, 0)) > 0;) {
+            std::vector<std::byte> f(buf, buf + n);
+            if (f == garp || f == na) {
+                got.push_back(f);
+                when.push_back(std::chrono::steady_clock::now() - start);
+            }
+        }
+    }
+    ::close(cap);
+    const auto& n = (*host)->neighbors().counters();
+    if (got.size() != 4 || got[0] != garp || got[1] != na || got[2] != garp || got[3] != na) {
+        std::fprintf(stderr, "captured %zu of the 4 announcements, in the wrong order or bytes\n",
+                     got.size());
+        return 24;
+    }
+    if (when[1] >= kInterval || when[2] < kInterval || n.announcements_sent != 4) {
+        std::fprintf(stderr, "announcements at the wrong times or not counted\n");
+        return 25;
+    }
+    return 0;
+}
+
+TEST(Tap, TapHostAnnouncesAddedAddressesTwice) { run_in_child(announce_child); }
 
 TEST(Tap, BadNameIsRefusedWithAReason) {
     auto t = TapDevice::open("a-name-that-is-far-too-long");
