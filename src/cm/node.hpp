@@ -50,14 +50,11 @@ struct Node {
     bool fin_acked = false;
     bool app_owned = false;       // the application holds a handle (or will, once told)
     bool counted_in_backlog = false;
-    bool half_open = false;       // counted in the listener's half_open (passive, SYN_RCVD)
     bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
     bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
-    bool app_rejected = false;    // the application answered the request with reject()
     std::uint16_t vlan = kNoVlan;
-    std::uint8_t tos = 0;         // IP TOS of our frames (the PCP follows it)
     Endpoint local;
     Endpoint remote;
     MacAddr remote_mac;
@@ -84,6 +81,10 @@ struct Node {
     bool peer_to_peer = false;
     std::uint8_t rtr_offered = 0;   // initiator: what we offered; responder: what the peer offered
     RtrType rtr = RtrType::kNone;
+    std::uint8_t tos = 0;           // IP TOS of our frames (the VLAN priority follows it)
+    // Kept here, in what would be padding, so the node stays at 168 bytes.
+    bool app_rejected = false;      // the application answered the request with reject()
+    bool half_open = false;         // counted in the listener's half_open (passive, SYN_RCVD)
     std::uint16_t ird = 0;          // ours (after negotiation)
     std::uint16_t ord = 0;
     std::uint16_t peer_ird = 0;
