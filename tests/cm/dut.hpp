@@ -121,13 +121,18 @@ struct Dut {
         seg(tf::kAck | tf::kPsh, b);
     }
 
+    // What to_syn_sent() connects with by default: DUT port 4791 to the peer.
+    ConnectParams connect_params() const {
+        ConnectParams p;
+        p.local = {self.addr, 4791};
+        p.remote = {peer.addr, 5000};
+        p.remote_mac = kMacA;
+        return p;
+    }
+
     // Active side: connect, SYN_SENT. Returns the SYN.
     Sent to_syn_sent(ConnectParams p = {}) {
-        if (p.remote.port == 0) {
-            p.local = {self.addr, 4791};
-            p.remote = {peer.addr, 5000};
-            p.remote_mac = kMacA;
-        }
+        if (p.remote.port == 0) p = connect_params();
         auto c = core.connect(now, p);
         EXPECT_TRUE(c.has_value());
         if (c) conn = *c;

@@ -292,10 +292,7 @@ TEST(MpaReqSent, ReplyWithTwoRtrTypesGetsTerminate) {
 
 TEST(MpaReqSent, RelaxedOrdFollowsResponderIrd) {
     Dut d;
-    ConnectParams p;
-    p.local = {d.self.addr, 4791};
-    p.remote = {d.peer.addr, 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     p.ird = 4;
     p.ord = 16;
     d.to_mpareq_sent(p);

@@ -95,10 +95,7 @@ TEST(SynSent, ConnectClampsIrdOrdToTheMaxima) {
     cfg.mpa.max_ird = 16;
     cfg.mpa.max_ord = 8;
     Dut d(cfg);
-    ConnectParams p;
-    p.local = {d.self.addr, 4791};
-    p.remote = {d.peer.addr, 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     p.ird = 100;
     p.ord = 50;
     auto req = d.to_mpareq_sent(p);
@@ -113,10 +110,7 @@ TEST(SynSent, NoValuePassesUnclamped) {
     cfg.mpa.max_ird = 16;
     cfg.mpa.max_ord = 8;
     Dut d(cfg);
-    ConnectParams p;
-    p.local = {d.self.addr, 4791};
-    p.remote = {d.peer.addr, 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     p.ird = wire::kIrdOrdNone;
     p.ord = wire::kIrdOrdNone;
     auto m = parse_mpa_or_fail(d.to_mpareq_sent(p).payload);
@@ -188,10 +182,7 @@ TEST(MpaReqRcvd, NoReadRtrPickedWithoutIrd) {
 
 TEST(MpaReqSent, ReadRtrRaisesOrdZeroToOne) {
     Dut d;
-    ConnectParams p;
-    p.local = {d.self.addr, 4791};
-    p.remote = {d.peer.addr, 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     p.ird = 0;
     p.ord = 0;
     d.to_mpareq_sent(p);

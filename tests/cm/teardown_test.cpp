@@ -9,10 +9,7 @@ namespace {
 
 // Initiator connected without peer-to-peer (no RTR): ESTABLISHED.
 void connect_active(Dut& d) {
-    ConnectParams p;
-    p.local = {d.self.addr, 4791};
-    p.remote = {d.peer.addr, 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     d.to_mpareq_sent(p);
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;

