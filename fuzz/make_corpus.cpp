@@ -54,9 +54,10 @@ void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool 
     Core a(ca), b(cb);
     IpAddr ia = *IpAddr::parse(v6 ? "fd00::1" : "10.0.0.1");
     IpAddr ib = *IpAddr::parse(v6 ? "fd00::2" : "10.0.0.2");
-    (void)a.add_address(ia);
-    (void)b.add_address(ib);
-    (void)b.listen({{ib, 4791}, 0, vlan});
+    // Both addresses live on `vlan`: the listener and the connection follow it.
+    (void)a.add_address(ia, vlan);
+    (void)b.add_address(ib, vlan);
+    (void)b.listen({{ib, 4791}, 0});
     Instant now{};
     auto pump = [&] {
         for (int i = 0; i < 50; ++i) {
@@ -86,7 +87,6 @@ void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool 
     p.local = {ia, 0};
     p.remote = {ib, 4791};
     p.remote_mac = cb.mac;
-    p.vlan = vlan;
     std::vector<std::byte> pd(20, std::byte{'q'});
     p.private_data = pd;
     p.mpa_revision = rev;
