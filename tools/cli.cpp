@@ -1,10 +1,12 @@
 // What every subcommand shares: the exit-code table, help footers, number
 // checks. Read first: tools/commands.hpp, README.md "Command line".
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "iwcm/assert.hpp"
 #include "tools/commands.hpp"
@@ -73,6 +75,24 @@ CLI::Validator bounded(double lo, double hi, bool integer) {
             return {};
         },
         desc);
+}
+
+CLI::Validator byte_value() {
+    return CLI::Validator(
+        [](std::string& in) -> std::string {
+            const std::string bad = "'" + in + "' is not a byte in [0 - 255] (decimal or 0x hex)";
+            const bool hex = in.size() > 2 && in[0] == '0' && (in[1] == 'x' || in[1] == 'X');
+            const std::string digits = hex ? in.substr(2) : in;
+            const char* first = digits.data();
+            const char* last = first + digits.size();
+            unsigned v = 0;
+            const auto [end, ec] = std::from_chars(first, last, v, hex ? 16 : 10);
+            if (digits.empty() || ec != std::errc{} || end != last || v > 255)
+                return bad;
+            in = std::to_string(v);
+            return {};
+        },
+        "INT in [0 - 255], decimal or 0x hex");
 }
 
 }  // namespace iwcm::tools

@@ -41,6 +41,9 @@ std::string exit_code_table();
 // a sign on an unsigned range, and text that is not a whole number when
 // `integer` is set. Its description shows the limits in --help.
 CLI::Validator bounded(double lo, double hi, bool integer);
+// A byte option's check (e.g. --tos): 0 to 255, decimal or 0x hex; a hex
+// value is rewritten in decimal for the option's integer parse.
+CLI::Validator byte_value();
 
 void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);  // tools/bench.cpp

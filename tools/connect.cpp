@@ -123,6 +123,7 @@ bool Connector::establish(Instant deadline) {
     cp.remote = to_;
     cp.remote_mac = remote_mac_;
     cp.vlan = s_.iface.vlan;
+    cp.tos = static_cast<std::uint8_t>(o_.wire.tos);
     cp.private_data = pdata_;
     cp.ird = o_.wire.ird;
     cp.ord = o_.wire.ord;

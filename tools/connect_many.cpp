@@ -152,6 +152,7 @@ bool Many::connect_resolved(Instant now) {
         cp.remote = t_.to;
         cp.remote_mac = *nb.lookup(now, t_.next_hop);
         cp.vlan = s_.iface.vlan;
+        cp.tos = static_cast<std::uint8_t>(o_.wire.tos);
         cp.private_data = t_.pdata;
         cp.ird = o_.wire.ird;
         cp.ord = o_.wire.ord;

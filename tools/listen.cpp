@@ -95,6 +95,7 @@ int run_listen(const ListenOptions& o) {
     lp.local = {iface->addr, o.port};
     lp.backlog = o.backlog;
     lp.vlan = iface->vlan;
+    lp.tos = static_cast<std::uint8_t>(o.wire.tos);
     auto listener = s.core->listen(lp);
     if (!listener) {
         rep.fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(listener.error())));

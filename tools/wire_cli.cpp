@@ -60,6 +60,11 @@ void add_wire_options(CLI::App* cmd, WireOptions& o) {
                     "unicast, not --ip)");
     cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
         ->check(bounded(-1, 4094, true));
+    cmd->add_option("--tos", o.tos,
+                    "IP TOS byte (DSCP << 2 | ECN) of our frames; with --vlan the 802.1Q priority "
+                    "follows it (PCP = DSCP / 8). listen: a connection takes the larger of this "
+                    "and its client's SYN's")
+        ->check(byte_value());
     auto* text = cmd->add_option("--pdata", o.pdata,
                                  "private data to send (request, reply or reject), as text");
     auto* hex =

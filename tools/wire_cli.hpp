@@ -24,6 +24,7 @@ struct WireOptions {
     std::string mac;
     std::string gateway;  // ADDR: the router for off-link peers
     int vlan = -1;
+    int tos = 0;  // --tos: the IP TOS byte of our frames (0 to 255)
     std::string pdata;       // --pdata TEXT
     std::string pdata_hex;   // --pdata-hex HEX
     std::string pdata_file;  // --pdata-file FILE

@@ -472,22 +472,30 @@ def case_loss(c):
         srv.kill()
 
 
+def vlan_pair(c, net, pcap, listen_args, connect_args):
+    """Two CMs on VLAN 100 through the bridge: `listen` at .3 on tap1, `connect`
+    (capturing to pcap) at .2 on tap0; both exit 0. Returns connect's established line."""
+    lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--vlan", "100",
+               *listen_args, ip="10.99.%d.3/24" % net.n, tap="tap1")
+    lst.wait_for("listening")
+    net.wait_link_up(taps=("tap1",))
+    con = c.cm(net, "cm-connect", "connect", "--to", "10.99.%d.3:%d" % (net.n, PORT), "--vlan", "100",
+               "--hold", "0.2", "--pcap", pcap, *connect_args)
+    est = con.wait_for("established")
+    check(est["vlan"] == 100, "not established on VLAN 100: %s" % est)
+    expect_exit(con, 0)
+    expect_exit(lst, 0)
+    return est
+
+
 def case_vlan(c):
     """VLAN 100 both ways: two CMs through the kernel's bridge (this kernel has
     no 802.1Q support for its own stack: CONFIG_VLAN_8021Q is off), checked in
     the capture: every IP and ARP frame carries tag 100."""
     with Net("vlan", 27, taps=("tap0", "tap1")) as net:
         pcap = c.pcap("vlan")
-        lst = c.cm(net, "cm-listen", "listen", "--port", str(PORT), "--count", "1", "--vlan", "100",
-                   "--pdata", "tagged reply", ip="10.99.27.3/24", tap="tap1")
-        lst.wait_for("listening")
-        net.wait_link_up(taps=("tap1",))
-        con = c.cm(net, "cm-connect", "connect", "--to", "10.99.27.3:%d" % PORT, "--vlan", "100",
-                   "--pdata", "tagged request", "--hold", "0.2", "--pcap", pcap)
-        est = con.wait_for("established")
-        check(est["pdata"] == "tagged reply" and est["vlan"] == 100, "established: %s" % est)
-        expect_exit(con, 0)
-        expect_exit(lst, 0)
+        est = vlan_pair(c, net, pcap, ["--pdata", "tagged reply"], ["--pdata", "tagged request"])
+        check(est["pdata"] == "tagged reply", "established: %s" % est)
         lines = tshark(pcap, "-T", "fields", "-e", "vlan.id", "-e", "_ws.col.Protocol",
                        "-Y", "arp or tcp").splitlines()
         check(len(lines) >= 8 and all(l.split("\t")[0] == "100" for l in lines), "untagged frames: %s" % lines)
@@ -793,6 +801,148 @@ def case_gateway(c):
 
 def case_gateway_ipv6(c):
     gateway_case(c, "gateway6", 45, 6)
+
+
+def tos_rows(pcap):
+    """Every IPv4 TCP frame of a capture: {src, tos, pcp (None untagged), flags, len}."""
+    out = tshark(pcap, "-Y", "ip and tcp", "-T", "fields", "-e", "ip.src", "-e", "ip.dsfield",
+                 "-e", "vlan.priority", "-e", "tcp.flags", "-e", "tcp.len")
+    rows = []
+    for line in out.splitlines():
+        src, tos, pcp, flags, length = line.split("\t")
+        rows.append({"src": src, "tos": int(tos, 0), "pcp": int(pcp) if pcp else None,
+                     "flags": int(flags, 0), "len": int(length)})
+    return rows
+
+
+def check_tos(rows, src, tos, who, pcp=None):
+    """Every frame from src carries `tos` (and with a VLAN, `pcp`); returns them."""
+    mine = [r for r in rows if r["src"] == src]
+    seen = sorted({(hex(r["tos"]), r["pcp"]) for r in mine})
+    print("  %s (%s): %d frames, (TOS, PCP) seen %s" % (who, src, len(mine), seen), flush=True)
+    check(len(mine) >= 4, "%s: only %d frames from %s" % (who, len(mine), src))
+    check(all(r["tos"] == tos for r in mine), "%s: TOS other than %#x: %s" % (who, tos, seen))
+    check(pcp is None or all(r["pcp"] == pcp for r in mine),
+          "%s: PCP other than %s: %s" % (who, pcp, seen))
+    return mine
+
+
+def case_tos_connect(c):
+    """connect --tos 0xb8 to a kernel MPA server: every frame the CM sends (SYN,
+    request, RTR, FIN) carries TOS 0xb8; the kernel answers with its own (0).
+    Then --vlan 100 both ways (two CMs through the bridge, as in `vlan`): the
+    connector's frames carry PCP 5 (DSCP 46 / 8); the listener, at --tos 0x20,
+    takes the SYN's larger 0xb8, so its frames carry 0xb8 and PCP 5 too."""
+    with Net("tos-connect", 46, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap("tos-connect")
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p",
+                     "--close", "wait")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--tos", "0xb8",
+                  "--hold", "0.2", "--pcap", pcap)
+        check(srv.wait_for("rtr")["type"] == "send", "no RTR at the kernel")
+        check(srv.finish() == 0, "server failed")
+        expect_exit(cm, 0)
+        rows = tos_rows(pcap)
+        ours = check_tos(rows, "10.99.46.2", 0xb8, "CM")
+        check(ours[0]["flags"] == 0x002 and sum(1 for r in ours if r["len"] > 0) == 2,
+              "SYN, request, RTR: %s" % ours)
+        check_tos(rows, net.kernel4, 0, "kernel")
+        # 802.1Q: two CMs, the listener at a smaller TOS.
+        pcap = c.pcap("tos-vlan")
+        vlan_pair(c, net, pcap, ["--tos", "0x20"], ["--tos", "184"])
+        rows = tos_rows(pcap)
+        check_tos(rows, "10.99.46.2", 0xb8, "connector", pcp=5)
+        check_tos(rows, "10.99.46.3", 0xb8, "listener", pcp=5)
+
+
+def tos_listen_run(c, net, cm_tos, client_tos, expect, tag):
+    """listen --tos cm_tos, a kernel client with IP_TOS client_tos: the CM's
+    frames from the SYN-ACK on carry `expect`, the kernel's its own TOS."""
+    pcap = c.pcap("tos-listen-" + tag)
+    cm = c.cm(net, "cm-" + tag, "listen", "--port", str(PORT), "--count", "1", "--tos", cm_tos,
+              "--pcap", pcap)
+    cm.wait_for("listening")
+    net.wait_link_up()
+    cli = c.peer(net, "client-" + tag, "client", "--to", "10.99.%d.2:%d" % (net.n, PORT), "--p2p",
+                 "--tos", client_tos)
+    check(not cli.wait_for("reply")["reject"], "rejected")
+    closed = cli.wait_for("closed")
+    check(closed["peer_eof"] and not closed["reset_by_peer"], "client close: %s" % closed)
+    check(cli.finish() == 0, "client failed")
+    st = expect_exit(cm, 0)
+    check(st["established"] == 1 and st["resets_sent"] == 0, "stats: %s" % st)
+    rows = tos_rows(pcap)
+    ours = check_tos(rows, "10.99.%d.2" % net.n, expect, "CM, listen --tos %s" % cm_tos)
+    check(ours[0]["flags"] == 0x012, "the CM's first frame is not its SYN-ACK: %s" % ours[0])
+    theirs = check_tos(rows, net.kernel4, int(client_tos, 0), "kernel, IP_TOS %s" % client_tos)
+    check(theirs[0]["flags"] == 0x002, "the kernel's first frame is not its SYN: %s" % theirs[0])
+
+
+def case_tos_listen(c):
+    """A passive connection takes the larger of the listener's TOS and the
+    SYN's (irdma_make_cm_node): a kernel client at IP_TOS 0x88 against
+    listen --tos 0x20 gets 0x88 back; one at 0 against --tos 0xb8 gets 0xb8."""
+    with Net("tos-listen", 47) as net:
+        tos_listen_run(c, net, "0x20", "0x88", 0x88, "a")
+        tos_listen_run(c, net, "0xb8", "0", 0xb8, "b")
+
+
+def rtr_stag_zero_run(c, net, kind):
+    """A kernel initiator offers only the `kind` RTR (RFC 6581 C or D bit),
+    then sends it with STag 0 and a nonzero tagged offset, CRC off."""
+    other = "read" if kind == "write" else "write"
+    pcap = c.pcap("rtr-" + kind)
+    cm = c.cm(net, "cm-" + kind, "listen", "--port", str(PORT), "--count", "1",
+              "--pdata", "rtr " + kind, "--pcap", pcap)
+    cm.wait_for("listening")
+    net.wait_link_up()
+    cli = c.peer(net, "client-" + kind, "client", "--to", "10.99.%d.2:%d" % (net.n, PORT), "--p2p",
+                 "--rtr", kind, "--rtr-stag", "0", "--rtr-to", "0x0123456789abcdef")
+    rep = cli.wait_for("reply")
+    check(rep["p2p"] and rep["rtr_" + kind] and not rep["rtr_send"] and not rep["rtr_" + other]
+          and not rep["crc"], "reply: %s" % rep)
+    sent = cli.wait_for("rtr_sent")
+    check(sent["type"] == kind and sent["stag"] == 0 and not sent["crc"], "rtr_sent: %s" % sent)
+    # Any byte from the CM before its FIN (a TERMINATE) makes peer_eof false.
+    closed = cli.wait_for("closed")
+    check(closed["peer_eof"] and not closed["reset_by_peer"], "client close: %s" % closed)
+    check(cli.finish() == 0, "client failed")
+    st = expect_exit(cm, 0)
+    req = cm.events("connect_request")[0]
+    check(req["p2p"] and req["rtr_offered"] == [kind], "request: %s" % req)
+    est = cm.events("established")
+    check(len(est) == 1 and est[0]["rtr"] == kind and est[0]["crc"] is False,
+          "established: %s" % est)
+    check(cm.events("disconnected")[0]["status"] == 0, "disconnect: %s" % cm.events("disconnected"))
+    check(st["established"] == 1 and st["resets_sent"] == 0 and st["resets_received"] == 0
+          and st["live_nodes"] == 0, "stats: %s" % st)
+    # The capture: the RTR as tshark reads it, and no payload from the CM but its reply.
+    check_capture(pcap)
+    fields = ("iwarp_ddp.stag", "iwarp_ddp.tagged_offset") if kind == "write" else \
+        ("iwarp_rdma.sinkstag", "iwarp_rdma.sinkto", "iwarp_rdma.srcstag", "iwarp_rdma.srcto")
+    args = ["-Y", "iwarp_mpa.fpdu", "-T", "fields", "-e", "iwarp_rdma.opcode"]
+    for f in fields:
+        args += ["-e", f]
+    rtr = [l.split("\t") for l in tshark(pcap, *args).splitlines()]
+    print("  %s RTR in the capture (opcode, STag, offset...): %s" % (kind, rtr), flush=True)
+    check(len(rtr) == 1 and int(rtr[0][0], 0) == (0 if kind == "write" else 1),
+          "RTR FPDU: %s" % rtr)
+    stags, offsets = rtr[0][1::2], rtr[0][2::2]
+    check(all(int(v, 0) == 0 for v in stags) and all(int(v, 0) == 0x0123456789abcdef for v in offsets),
+          "STag / offset: %s" % rtr)
+    ours = [r for r in tos_rows(pcap) if r["src"] == "10.99.%d.2" % net.n]
+    check(sum(1 for r in ours if r["len"] > 0) == 1 and not any(r["flags"] & 0x004 for r in ours),
+          "the CM sent more than its reply, or a reset: %s" % ours)
+
+
+def case_rtr_stag_zero(c):
+    """Lenient RTR (RFC 6581 asks no check of the STag): a kernel client's
+    zero-length RDMA WRITE, then READ RTR with STag 0 and tagged offset
+    0x0123456789abcdef establishes; no TERMINATE, no reset."""
+    with Net("rtr-stag-zero", 48) as net:
+        rtr_stag_zero_run(c, net, "write")
+        rtr_stag_zero_run(c, net, "read")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

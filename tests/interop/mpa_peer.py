@@ -5,9 +5,15 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 5-7 (revision 2: the IRD/ORD word, peer-to-peer, RTR), docs/design.md "MPA facts"
 (the 0x10 enhanced flag, the CRC32c least-significant byte first).
 
-  mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p] [--crc] [--close graceful|rst]
+  mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
+                     [--rtr-stag N] [--rtr-to N]] [--crc] [--tos N] [--close graceful|rst]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
-                     [--close graceful|rst|wait|linger] [--count N]
+                     [--tos N] [--close graceful|rst|wait|linger] [--count N]
+
+--rtr offers only that RTR type (RFC 6581: B for send in the IRD word, C for
+write and D for read in the ORD word) and sends it with --rtr-stag and
+--rtr-to as its STag(s) and tagged offset(s). --tos sets IP_TOS (IPv6:
+IPV6_TCLASS) on the socket before it connects or listens.
 
 Every step prints one JSON object per line; errors end with exit code 1.
 """
@@ -22,6 +28,7 @@ REQ_KEY = b"MPA ID Req Frame"
 REP_KEY = b"MPA ID Rep Frame"
 F_MARKERS, F_CRC, F_REJECT, F_ENHANCED = 0x80, 0x40, 0x20, 0x10
 A_P2P, B_SEND = 0x8000, 0x4000
+C_WRITE, D_READ = 0x8000, 0x4000  # the ORD word's RTR bits
 # Zero-length SEND RTR ULPDU (RFC 5041 untagged header): last + DDP v1,
 # RDMAP v1 Send, reserved, QN 0, MSN 1, MO 0.
 RTR_SEND = bytes([0x41, 0x43]) + struct.pack(">IIII", 0, 0, 1, 0)
@@ -83,14 +90,29 @@ def read_frame(sock, key):
            "p2p": False, "rtr_send": False, "ird": None, "ord": None}
     if flags & F_ENHANCED and length >= 4:
         ird, ord_ = struct.unpack(">HH", body[:4])
-        out.update(ird=ird & 0x3FFF, ord=ord_ & 0x3FFF, p2p=bool(ird & A_P2P), rtr_send=bool(ird & B_SEND))
+        out.update(ird=ird & 0x3FFF, ord=ord_ & 0x3FFF, p2p=bool(ird & A_P2P), rtr_send=bool(ird & B_SEND),
+                   rtr_write=bool(ord_ & C_WRITE), rtr_read=bool(ord_ & D_READ))
         body = body[4:]
     out["pdata"] = body.decode("latin-1")
     return out
 
 
-def send_rtr(sock, crc):
-    fpdu = struct.pack(">H", len(RTR_SEND)) + RTR_SEND
+def rtr_ulpdu(kind, stag, to):
+    """The zero-length RTR ULPDU of `kind` (RFC 5041 section 4, RFC 5040 section 4)."""
+    if kind == "write":
+        # Tagged header: tagged + last + DDP v1, RDMAP v1 Write, STag, tagged offset.
+        return bytes([0xC1, 0x40]) + struct.pack(">IQ", stag, to)
+    if kind == "read":
+        # Untagged header on queue 1 (MSN 1, MO 0), then sink STag and offset,
+        # read size 0, source STag and offset.
+        return bytes([0x41, 0x41]) + struct.pack(">IIII", 0, 1, 1, 0) + \
+            struct.pack(">IQIIQ", stag, to, 0, stag, to)
+    return RTR_SEND
+
+
+def send_rtr(sock, crc, kind="send", stag=1, to=0):
+    ulpdu = rtr_ulpdu(kind, stag, to)
+    fpdu = struct.pack(">H", len(ulpdu)) + ulpdu
     fpdu += b"\0" * (-len(fpdu) % 4)
     sock.sendall(fpdu + struct.pack("<I", crc32c(fpdu) if crc else 0))
 
@@ -140,14 +162,33 @@ def finish(sock, how):
     say(event="closed", **result)
 
 
+def set_tos(sock, family, tos):
+    if tos is None:
+        return
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tos)
+    else:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+
+
+def rtr_word_bits(a):
+    """The RTR bits of the IRD and ORD words the client offers."""
+    if not a.p2p:
+        return 0, 0
+    return A_P2P | (B_SEND if a.rtr == "send" else 0), \
+        {"write": C_WRITE, "read": D_READ}.get(a.rtr, 0)
+
+
 def client(a):
     family, addr = endpoint(a.to)
     sock = socket.socket(family, socket.SOCK_STREAM)
+    set_tos(sock, family, a.tos)
     sock.settimeout(a.timeout)
     sock.connect(addr)
     say(event="connected", local=str(sock.getsockname()), remote=a.to)
     flags = (F_CRC if a.crc else 0) | (F_ENHANCED if a.rev == 2 else 0)
-    word = ((a.ird | (A_P2P | B_SEND if a.p2p else 0)), a.ord) if a.rev == 2 else None
+    ird_bits, ord_bits = rtr_word_bits(a)
+    word = (a.ird | ird_bits, a.ord | ord_bits) if a.rev == 2 else None
     sock.sendall(build_frame(REQ_KEY, a.rev, flags, a.pdata.encode(), word))
     rep = read_frame(sock, REP_KEY)
     say(event="reply", **rep)
@@ -155,8 +196,8 @@ def client(a):
         finish(sock, "wait")
         return
     if a.p2p and rep["p2p"]:
-        send_rtr(sock, a.crc or rep["crc"])
-        say(event="rtr_sent", crc=a.crc or rep["crc"])
+        send_rtr(sock, a.crc or rep["crc"], a.rtr, a.rtr_stag, a.rtr_to)
+        say(event="rtr_sent", type=a.rtr, stag=a.rtr_stag, to=a.rtr_to, crc=a.crc or rep["crc"])
     finish(sock, a.close)
 
 
@@ -164,6 +205,7 @@ def server(a):
     family, addr = endpoint(a.bind)
     lsock = socket.socket(family, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    set_tos(lsock, family, a.tos)
     lsock.bind(addr)
     lsock.listen(8)
     lsock.settimeout(a.timeout)
@@ -199,7 +241,11 @@ def main():
         s.add_argument("--ord", type=int, default=1)
         s.add_argument("--timeout", type=float, default=20)
         s.add_argument("--close", default="graceful", choices=("graceful", "rst", "wait", "linger"))
+        s.add_argument("--tos", type=lambda v: int(v, 0), default=None)
     sub.choices["client"].add_argument("--to", required=True)
+    sub.choices["client"].add_argument("--rtr", default="send", choices=("send", "write", "read"))
+    sub.choices["client"].add_argument("--rtr-stag", type=lambda v: int(v, 0), default=1)
+    sub.choices["client"].add_argument("--rtr-to", type=lambda v: int(v, 0), default=0)
     sub.choices["server"].add_argument("--bind", required=True)
     sub.choices["server"].add_argument("--reject", action="store_true")
     sub.choices["server"].add_argument("--count", type=int, default=1)
