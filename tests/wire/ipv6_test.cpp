@@ -146,7 +146,8 @@ TEST(Ipv6, ExtensionHeaderChainSkipped) {
 
 TEST(Ipv6, UnknownSkippableOptionSkipped) {
     // Type 0x1e: high bits 00, "skip over this option".
-    auto r = parse_ipv6(packet_with(60, "06 00 1e 04 aa bb cc dd"));
+    const Buffer pkt = packet_with(60, "06 00 1e 04 aa bb cc dd");  // the result's views point into it
+    auto r = parse_ipv6(pkt);
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(to_hex(r->payload), "deadbeef");
 }
@@ -217,7 +218,8 @@ TEST(Ipv6, ExtensionHeaderPastThePayloadRefused) {
 TEST(Ipv6, AtMostEightExtensionHeaders) {
     std::string eight;
     for (int i = 0; i < 7; ++i) eight += "3c 00 01 04 00 00 00 00";
-    auto r = parse_ipv6(packet_with(60, eight + "06 00 01 04 00 00 00 00"));
+    const Buffer pkt = packet_with(60, eight + "06 00 01 04 00 00 00 00");
+    auto r = parse_ipv6(pkt);
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(r->extensions.size(), 64u);
     r = parse_ipv6(packet_with(60, eight + "3c 00 01 04 00 00 00 00 06 00 01 04 00 00 00 00"));
@@ -239,7 +241,8 @@ TEST(Ipv6, OtherNextHeadersEndTheWalk) {
         EXPECT_TRUE(r->extensions.empty());
     }
     // The same after a destination options header.
-    auto r = parse_ipv6(packet_with(60, "33 00 01 04 00 00 00 00"));
+    const Buffer pkt = packet_with(60, "33 00 01 04 00 00 00 00");
+    auto r = parse_ipv6(pkt);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->repr.next_header, 51);
     EXPECT_EQ(to_hex(r->payload), "deadbeef");
