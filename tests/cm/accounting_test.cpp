@@ -137,11 +137,7 @@ TEST(Accounting, RefusedConnectIsOneConnectError) {
 TEST(Accounting, EstablishedAndClosedCountsNoFailure) {
     Dut d;
     d.to_mpareq_sent();
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
-    d.send_mpa(rep);
+    d.send_mpa(reply_v2(1, 1, false, 0));
     ASSERT_EQ(d.out().size(), 1u);  // the ACK of the reply
     ASSERT_EQ(d.evs().size(), 1u);  // established
     ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());

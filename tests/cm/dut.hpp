@@ -186,6 +186,37 @@ inline wire::MpaRepr request_v1(std::span<const std::byte> pd) {
     return m;
 }
 
+inline wire::MpaRepr parse_mpa_or_fail(const std::vector<std::byte>& payload);
+
+// A revision-2 reply with this IRD/ORD word (rtr_bits: a set of rtr::k*).
+inline wire::MpaRepr reply_v2(std::uint16_t ird, std::uint16_t ord, bool p2p, std::uint8_t rtr_bits) {
+    wire::MpaRepr m;
+    m.kind = wire::MpaKind::kReply;
+    m.revision = 2;
+    m.v2 = wire::MpaV2Params{ird, ord, p2p, (rtr_bits & rtr::kSend) != 0, (rtr_bits & rtr::kWrite) != 0,
+                             (rtr_bits & rtr::kRead) != 0};
+    return m;
+}
+
+// The responder's reply to a request, after accept(); the peer's view of the
+// DUT's sequence moves past it. `frames`: how many frames accept() must send
+// (unset: at least the reply).
+inline wire::MpaRepr accept_and_take_reply(Dut& d, const Ev& req, AcceptParams ap = {},
+                                           std::optional<std::size_t> frames = std::nullopt) {
+    EXPECT_TRUE(d.core.accept(d.now, req.conn, ap).has_value());
+    auto o = d.out();
+    if (frames) {
+        EXPECT_EQ(o.size(), *frames);
+    } else {
+        EXPECT_GE(o.size(), 1u);
+    }
+    if (o.empty()) return {};
+    d.dut_nxt += static_cast<std::uint32_t>(o[0].payload.size());
+    static std::vector<std::byte> keep;
+    keep = o[0].payload;
+    return parse_mpa_or_fail(keep);
+}
+
 // The frame carries a TERMINATE FPDU (CRC off) with this error.
 inline void expect_terminate(const Sent& s, wire::TermError error) {
     auto fpdu = wire::parse_fpdu(s.payload, false);

@@ -7,27 +7,6 @@
 namespace iwcm::test {
 namespace {
 
-wire::MpaRepr reply_v2(std::uint16_t ird, std::uint16_t ord, bool p2p, std::uint8_t rtr_bits) {
-    wire::MpaRepr m;
-    m.kind = wire::MpaKind::kReply;
-    m.revision = 2;
-    m.v2 = wire::MpaV2Params{ird, ord, p2p, (rtr_bits & rtr::kSend) != 0, (rtr_bits & rtr::kWrite) != 0,
-                             (rtr_bits & rtr::kRead) != 0};
-    return m;
-}
-
-// The responder's reply to a request, after accept().
-wire::MpaRepr accept_and_take_reply(Dut& d, const Ev& req, AcceptParams ap = {}) {
-    EXPECT_TRUE(d.core.accept(d.now, req.conn, ap).has_value());
-    auto o = d.out();
-    EXPECT_GE(o.size(), 1u);
-    if (o.empty()) return {};
-    d.dut_nxt += static_cast<std::uint32_t>(o[0].payload.size());
-    static std::vector<std::byte> keep;
-    keep = o[0].payload;
-    return parse_mpa_or_fail(keep);
-}
-
 TEST(MpaReqRcvd, RequestRaisesConnectRequestWithPeerOffer) {
     Dut d;
     auto pd = bytes("req data");

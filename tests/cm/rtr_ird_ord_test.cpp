@@ -26,24 +26,12 @@ std::vector<std::byte> rtr_with_stag(wire::RtrType type, std::uint32_t stag, std
     return b;
 }
 
-// The reply to a request after accept(), parsed; the DUT's sequence moves past it.
-wire::MpaRepr accept_reply(Dut& d, const Ev& req, AcceptParams ap) {
-    EXPECT_TRUE(d.core.accept(d.now, req.conn, ap).has_value());
-    auto o = d.out();
-    EXPECT_EQ(o.size(), 1u);
-    if (o.empty()) return {};
-    d.dut_nxt += static_cast<std::uint32_t>(o[0].payload.size());
-    static std::vector<std::byte> keep;
-    keep = o[0].payload;
-    return parse_mpa_or_fail(keep);
-}
-
 void expect_rtr_establishes(wire::RtrType type, std::uint32_t stag) {
     SCOPED_TRACE(::testing::Message() << "STag " << stag);
     Dut d;
     const bool write = type == wire::RtrType::kWrite;
     Ev e = d.to_mpareq_rcvd(request_v2(bytes("x"), 1, 1, true, false, write, !write));
-    auto rep = accept_reply(d, e, {});
+    auto rep = accept_and_take_reply(d, e, {}, 1);
     ASSERT_TRUE(rep.v2.has_value());
     EXPECT_EQ(rep.v2->rtr_write, write);
     EXPECT_EQ(rep.v2->rtr_read, !write);
@@ -74,11 +62,7 @@ TEST(MpaReqSent, OurRtrCarriesStagOne) {
                               std::pair{rtr::kRead, wire::RtrType::kRead}}) {
         Dut d;
         d.to_mpareq_sent();
-        wire::MpaRepr rep;
-        rep.kind = wire::MpaKind::kReply;
-        rep.revision = 2;
-        rep.v2 = wire::MpaV2Params{1, 1, true, false, bits == rtr::kWrite, bits == rtr::kRead};
-        d.send_mpa(rep);
+        d.send_mpa(reply_v2(1, 1, true, bits));
         auto o = d.out();
         ASSERT_EQ(o.size(), 1u);
         std::vector<std::byte> expected(wire::rtr_fpdu_len(type));
@@ -141,7 +125,7 @@ TEST(MpaReqRcvd, AcceptClampsIrdOrdToTheMaxima) {
     AcceptParams ap;
     ap.ird = 500;
     ap.ord = 500;
-    auto rep = accept_reply(d, e, ap);
+    auto rep = accept_and_take_reply(d, e, ap, 1);
     ASSERT_TRUE(rep.v2.has_value());
     EXPECT_EQ(rep.v2->ird, 16);
     EXPECT_EQ(rep.v2->ord, 8);
@@ -154,7 +138,7 @@ TEST(MpaReqRcvd, ReplyWithReadRtrNeverSaysIrdZero) {
     AcceptParams ap;
     ap.ird = 0;
     ap.ord = 0;
-    auto rep = accept_reply(d, e, ap);
+    auto rep = accept_and_take_reply(d, e, ap, 1);
     ASSERT_TRUE(rep.v2.has_value());
     EXPECT_TRUE(rep.v2->rtr_read);
     EXPECT_EQ(rep.v2->ird, 1);
@@ -186,11 +170,7 @@ TEST(MpaReqSent, ReadRtrRaisesOrdZeroToOne) {
     p.ird = 0;
     p.ord = 0;
     d.to_mpareq_sent(p);
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{/*ird=*/1, /*ord=*/0, true, false, false, true};
-    d.send_mpa(rep);
+    d.send_mpa(reply_v2(/*ird=*/1, /*ord=*/0, true, rtr::kRead));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);
     auto fpdu = wire::parse_fpdu(o[0].payload, false);
@@ -205,11 +185,7 @@ TEST(MpaReqSent, ReadRtrRaisesOrdZeroToOne) {
 TEST(MpaReqSent, ReadRtrFromAResponderWithoutIrdGetsTerminate) {
     Dut d;
     d.to_mpareq_sent();
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{/*ird=*/0, /*ord=*/1, true, false, false, true};
-    d.send_mpa(rep);
+    d.send_mpa(reply_v2(/*ird=*/0, /*ord=*/1, true, rtr::kRead));
     auto o = d.out();
     ASSERT_EQ(o.size(), 2u);  // TERMINATE, FIN
     expect_terminate(o[0], wire::TermError::kInsufficientIrd);

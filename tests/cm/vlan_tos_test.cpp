@@ -192,10 +192,7 @@ TEST(Tos, PriorityMapIsOverridableAndHandedOff) {
     EXPECT_EQ(req[0].repr.ip.tos, 0xB8);
     EXPECT_EQ(req[0].repr.eth.vlan->priority, 6);
     d.dut_nxt += static_cast<std::uint32_t>(req[0].payload.size());
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    const wire::MpaRepr rep = reply_v2(1, 1, false, 0);
     std::vector<std::byte> b(rep.buffer_len());
     rep.emit(b);
     auto f = d.frame(tf::kAck | tf::kPsh, d.peer_nxt, d.dut_nxt);
