@@ -574,12 +574,12 @@ std::optional<std::uint16_t> Core::Impl::address_vlan(const IpAddr& addr) const 
     std::uint64_t lo, hi;
     std::memcpy(&lo, addr.raw().data(), 8);
     std::memcpy(&hi, addr.raw().data() + 8, 8);
-    for (std::size_t i = 0; i < addresses.size(); ++i) {
-        const IpAddr& a = addresses[i];
+    for (const LocalAddress& local : addresses) {
+        const IpAddr& a = local.addr;
         std::uint64_t alo, ahi;
         std::memcpy(&alo, a.raw().data(), 8);
         std::memcpy(&ahi, a.raw().data() + 8, 8);
-        if (alo == lo && ahi == hi && a.family() == addr.family()) return address_vlans[i];
+        if (alo == lo && ahi == hi && a.family() == addr.family()) return local.vlan;
     }
     return std::nullopt;
 }
@@ -600,6 +600,11 @@ void Core::Impl::push_listener_event(std::size_t index, EventType type, int stat
     events.push_back(std::move(q));
 }
 
+void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status) {
+    for (std::size_t i = 0; i < listeners.size(); ++i)
+        if (listeners[i].in_use && listeners[i].local.addr == addr) push_listener_event(i, type, status);
+}
+
 // ---------------------------------------------------------------- Core
 
 Core::Core(const CoreConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -615,29 +620,21 @@ Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
     if (addr.is_unspecified()) return fail(ApiError::kInvalidArgument);
     if (vlan != kNoVlan && vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
     if (impl_->is_local_addr(addr)) return fail(ApiError::kAddressInUse);
-    impl_->addresses.push_back(addr);
-    impl_->address_vlans.push_back(vlan);
+    impl_->addresses.push_back({addr, vlan});
     // The address's listeners serve again (irdma_if_notify, NETDEV_UP).
-    for (std::size_t i = 0; i < impl_->listeners.size(); ++i) {
-        const cm::Listener& l = impl_->listeners[i];
-        if (l.in_use && l.local.addr == addr) impl_->push_listener_event(i, EventType::kAddressUp, 0);
-    }
+    impl_->notify_listeners(addr, EventType::kAddressUp, 0);
     return {};
 }
 
 Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
     if (!impl_->is_local_addr(addr)) return fail(ApiError::kAddressNotLocal);
     std::size_t n = impl_->teardown(now, addr);
-    const auto it = std::find(impl_->addresses.begin(), impl_->addresses.end(), addr);
-    IWCM_ASSERT(it != impl_->addresses.end());
-    impl_->address_vlans.erase(impl_->address_vlans.begin() + (it - impl_->addresses.begin()));
-    impl_->addresses.erase(it);
+    const std::size_t erased =
+        std::erase_if(impl_->addresses, [&](const Core::Impl::LocalAddress& a) { return a.addr == addr; });
+    IWCM_ASSERT(erased == 1);
     // Its listeners stay and are told (irdma_if_notify, NETDEV_DOWN tears
     // down connections, not listeners); a frame to the address finds none.
-    for (std::size_t i = 0; i < impl_->listeners.size(); ++i) {
-        const cm::Listener& l = impl_->listeners[i];
-        if (l.in_use && l.local.addr == addr) impl_->push_listener_event(i, EventType::kAddressDown, -ENETDOWN);
-    }
+    impl_->notify_listeners(addr, EventType::kAddressDown, -ENETDOWN);
     return n;
 }
 

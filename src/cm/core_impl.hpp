@@ -188,6 +188,8 @@ struct Core::Impl {
     // The VLAN a local address lives on; nullopt for an address not ours.
     std::optional<std::uint16_t> address_vlan(const IpAddr& addr) const;
     void push_listener_event(std::size_t listener, EventType type, int status);
+    // kAddressDown / kAddressUp to every listener on this specific address.
+    void notify_listeners(const IpAddr& addr, EventType type, int status);
     std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
 
     // ---- lifetime and events (core.cpp) ----
@@ -220,8 +222,11 @@ struct Core::Impl {
     std::vector<cm::NodeRef> mpa_refs;    // by node index: the MPA timer's reference
     std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
     std::vector<cm::Listener> listeners;
-    std::vector<IpAddr> addresses;
-    std::vector<std::uint16_t> address_vlans;   // the VLAN of addresses[i]
+    struct LocalAddress {
+        IpAddr addr;
+        std::uint16_t vlan = kNoVlan;   // the VLAN it lives on
+    };
+    std::vector<LocalAddress> addresses;
 
     // Frames out: one arena, a list of (offset, length).
     cm::ByteArena tx_arena;
