@@ -186,7 +186,9 @@ private:
                 case EventType::kUnreachable:
                 case EventType::kConnectError:
                 case EventType::kAddressDown:
-                case EventType::kAddressUp: ++c_.errors; break;
+                case EventType::kAddressUp:
+                case EventType::kReadable:
+                case EventType::kWritable: ++c_.errors; break;
             }
         }
     }
@@ -205,7 +207,9 @@ private:
                 case EventType::kUnreachable:
                 case EventType::kConnectError:
                 case EventType::kAddressDown:
-                case EventType::kAddressUp: ++c_.errors; break;
+                case EventType::kAddressUp:
+                case EventType::kReadable:
+                case EventType::kWritable: ++c_.errors; break;
             }
         }
     }

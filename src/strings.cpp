@@ -31,6 +31,8 @@ std::string_view to_string(EventType t) noexcept {
         case EventType::kDisconnected: return "disconnected";
         case EventType::kAddressDown: return "address_down";
         case EventType::kAddressUp: return "address_up";
+        case EventType::kReadable: return "readable";
+        case EventType::kWritable: return "writable";
     }
     return "?";
 }

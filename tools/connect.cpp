@@ -259,6 +259,8 @@ std::pair<int, std::string> connect_failure(const Event& e) {
         case EventType::kEstablished:
         case EventType::kAddressDown:
         case EventType::kAddressUp:
+        case EventType::kReadable:
+        case EventType::kWritable:
             break;
     }
     IWCM_ASSERT(e.terminal());

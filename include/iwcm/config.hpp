@@ -72,6 +72,37 @@ struct MpaConfig {
     Duration rtr_timeout = std::chrono::seconds(10);
 };
 
+// The byte stream of a connection handed off with HandoffMode::kStream (the
+// core keeps TCP; see docs/design.md "Byte stream").
+struct StreamConfig {
+    // The most bytes the application may queue: unsent plus unacknowledged.
+    std::uint32_t send_buffer = 256 * 1024;
+    // The most bytes held for the reader, in order and out of order; the
+    // window advertised is what is free of it.
+    std::uint32_t recv_buffer = 256 * 1024;
+    // RFC 6298: the first RTO, its floor and its ceiling. RFC 6298 section
+    // 2.4 asks for a 1 s floor; like Linux we use 200 ms (a LAN's RTT is
+    // microseconds). 2.5 allows a ceiling of at least 60 s.
+    Duration rto_initial = std::chrono::seconds(1);
+    Duration rto_min = std::chrono::milliseconds(200);
+    Duration rto_max = std::chrono::seconds(60);
+    // Consecutive expiries of the RTO (or unanswered zero-window probes)
+    // before the connection is given up (Linux's tcp_retries2).
+    std::uint8_t max_retransmits = 15;
+    // RFC 6928: the initial congestion window in segments.
+    std::uint32_t initial_window_segments = 10;
+    // Delayed ACK (RFC 9293 section 3.8.6.3): every second full-sized
+    // segment is acknowledged at once, others within this delay. 0: at once.
+    Duration ack_delay = std::chrono::milliseconds(40);
+    // Keepalive (RFC 9293 section 3.8.4), off by default: after `idle`
+    // without a segment from the peer, a probe every `interval`; `probes`
+    // unanswered ones give the connection up.
+    bool keepalive = false;
+    Duration keepalive_idle = std::chrono::seconds(7200);
+    Duration keepalive_interval = std::chrono::seconds(75);
+    std::uint8_t keepalive_probes = 9;
+};
+
 struct CoreConfig {
     MacAddr mac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
     std::uint16_t mtu = 1500;
@@ -127,6 +158,10 @@ struct CoreConfig {
     // CVE-2016-5696. Linux's tcp_challenge_ack_limit was 1000; 0: no limit.
     std::uint32_t challenge_ack_limit = 1000;
     MpaConfig mpa;
+    // Byte streams after hand-off (per connection: HandoffParams). Before
+    // the hand-off a connection buffers at most rcv_wnd bytes the peer sent
+    // after its MPA frames: the window it advertises shrinks as they wait.
+    StreamConfig stream;
 };
 
 }  // namespace iwcm

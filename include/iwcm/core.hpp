@@ -72,6 +72,44 @@ struct AcceptParams {
 
 enum class DisconnectMode : std::uint8_t { kGraceful, kAbortive };
 
+// Who carries the bytes of a connection after handoff().
+enum class HandoffMode : std::uint8_t {
+    // The core keeps TCP for the connection's whole life: send() / recv()
+    // carry a byte stream (retransmission, congestion and flow control,
+    // reassembly), and FIN, RST and close happen at the stream's sequence
+    // numbers. This is what a userspace data path (src/rdma) runs on.
+    kStream,
+    // The data path takes TCP over from the context, as the irdma hardware
+    // does: the core stops retransmitting, drops payload
+    // (DropReason::kDataAfterHandoff), and still answers FIN and RST at the
+    // sequence numbers of the hand-off.
+    kExternal,
+};
+
+struct HandoffParams {
+    HandoffMode mode = HandoffMode::kStream;
+    // kStream: this connection's stream settings; unset: CoreConfig::stream.
+    std::optional<StreamConfig> stream{};
+};
+
+// A connection's byte stream as seen from the application.
+struct StreamInfo {
+    std::size_t send_space = 0;      // what send() would take now
+    std::size_t queued = 0;          // unsent plus unacknowledged bytes
+    std::size_t readable = 0;        // in-order bytes recv() would return
+    std::uint32_t snd_una = 0;
+    std::uint32_t snd_nxt = 0;
+    std::uint32_t rcv_nxt = 0;
+    std::uint32_t snd_wnd = 0;       // the peer's window, bytes
+    std::uint32_t rcv_wnd = 0;       // ours, bytes
+    std::uint32_t cwnd = 0;
+    std::uint32_t ssthresh = 0;
+    Duration srtt{};                 // 0 before the first sample
+    Duration rto{};
+    std::uint64_t retransmitted_segments = 0;
+    bool fin_received = false;       // the peer sends nothing more
+};
+
 // What the data path needs to take an established connection over, as the
 // irdma driver fills the hardware queue pair's TCP context.
 struct HandoffContext {
@@ -151,9 +189,27 @@ public:
     // Tears down every connection of a local address (irdma_cm_teardown_connections).
     std::size_t teardown_connections(Instant now, IpAddr addr);
     // The TCP and MPA context of an established connection. The first call
-    // moves it to OFFLOADED: the core stops retransmitting for it and leaves
-    // payload to the data path; FIN and RST are still handled here.
-    Result<HandoffContext> handoff(ConnHandle conn);
+    // moves it to OFFLOADED, with the mode the parameters name (see
+    // HandoffMode); later calls return the context again. In kStream mode
+    // the bytes the peer sent after its MPA frames are readable through
+    // recv() (pending_rx is empty) and bytes we sent and the peer has not
+    // acknowledged yet (an RTR) are the stream's to retransmit.
+    Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params = {});
+
+    // ---- byte stream (after handoff() in HandoffMode::kStream) ----
+    // Queues bytes to send; returns how many were taken (bounded by the send
+    // buffer; 0 when it is full). A short count arms one kWritable event for
+    // when space frees. kWrongState before the hand-off, after a kExternal
+    // one, or once disconnect() closed the sending side.
+    Result<std::size_t> send(Instant now, ConnHandle conn, std::span<const std::byte> bytes);
+    // The oldest received bytes, in order, without a copy (a prefix of them
+    // when the buffer wraps). The view is valid until the next call of any
+    // Core member. consume() frees them and may open the window we advertise.
+    Result<std::span<const std::byte>> peek(ConnHandle conn) const;
+    Result<void> consume(Instant now, ConnHandle conn, std::size_t n);
+    // peek + copy + consume; returns the bytes copied (0: nothing readable).
+    Result<std::size_t> recv(Instant now, ConnHandle conn, std::span<std::byte> out);
+    Result<StreamInfo> stream_info(ConnHandle conn) const;
     Result<CmState> state(ConnHandle conn) const;
 
     // Sizes the node pool, connection table and timer slabs for `connections`

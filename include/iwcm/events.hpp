@@ -66,6 +66,10 @@ enum class EventType : std::uint8_t {
     // serving when the address goes and serves again when it comes back.
     kAddressDown,     // a specific-address listener's address was removed (-ENETDOWN)
     kAddressUp,       // ... and added again (0)
+    // Byte stream events (a connection handed off in HandoffMode::kStream).
+    // At most one of each kind waits in the queue per connection.
+    kReadable,        // received bytes wait for recv() / peek()
+    kWritable,        // send() was short and the send buffer has room again
 };
 std::string_view to_string(EventType type) noexcept;
 
@@ -84,7 +88,9 @@ struct Event {
     std::span<const std::byte> private_data;
     // A terminal event (a connection's failure or end: kRejected,
     // kUnreachable, kConnectError, kDisconnected) ends
-    // the application's handle: it is stale once the event is polled.
+    // the application's handle: it is stale once the event is polled. For a
+    // byte stream, bytes received before the end stay readable (peek, recv)
+    // until the next poll_event() after the terminal event.
     constexpr bool terminal() const {
         return type == EventType::kRejected || type == EventType::kUnreachable ||
                type == EventType::kConnectError || type == EventType::kDisconnected;

@@ -34,7 +34,8 @@ Core::Impl::Impl(const CoreConfig& config)
     : cfg(config),
       pool(&Impl::on_node_destroyed, this),
       timers(timer_config(config)),
-      mpa_wheel(config.timer_granularity) {
+      mpa_wheel(config.timer_granularity),
+      stream_wheel(config.timer_granularity) {
     scratch.resize(2048);
 }
 
@@ -45,6 +46,7 @@ Core::Impl::~Impl() {
     events.clear();
     app_refs.clear();
     mpa_refs.clear();
+    stream_refs.clear();
     std::vector<NodeRef> all;
     table.for_each([&](Node& n) { all.emplace_back(&n); });
     for (auto& n : all) timers.cancel_all(n);
@@ -88,14 +90,22 @@ void Core::Impl::on_timer(Instant now) {
         ref->mpa_timer = {};
         on_mpa_timeout(now, ref);
     }
+    due.clear();
+    stream_wheel.advance(now, [&](std::uint64_t cookie) { due.push_back(static_cast<std::uint32_t>(cookie)); });
+    for (std::uint32_t index : due) {
+        NodeRef ref = std::move(stream_refs[index]);
+        if (!ref || !ref->stream) continue;
+        ref->stream->timer = {};
+        on_stream_timer(now, ref);
+    }
     drain_loopback(now);
 }
 
 std::optional<Instant> Core::Impl::next_deadline() const {
-    auto a = timers.next_deadline();
-    auto b = mpa_wheel.next_deadline();
-    if (a && b) return std::min(*a, *b);
-    return a ? a : b;
+    std::optional<Instant> earliest;
+    for (auto d : {timers.next_deadline(), mpa_wheel.next_deadline(), stream_wheel.next_deadline()})
+        if (d && (!earliest || *d < *earliest)) earliest = d;
+    return earliest;
 }
 
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
@@ -128,6 +138,7 @@ std::optional<Event> Core::Impl::poll_event() {
     }
     cm::QueuedEvent& q = events[event_head++];
     current_node = std::move(q.node);
+    if (q.event.type == EventType::kReadable && current_node->stream) current_node->stream->readable_queued = false;
     current_pdata.assign(event_pdata.begin() + q.pdata_off, event_pdata.begin() + q.pdata_off + q.pdata_len);
     Event ev = q.event;
     ev.private_data = current_pdata;
@@ -205,6 +216,7 @@ void Core::Impl::close_node(const NodeRef& node) {
     release_backlog(*node);
     timers.cancel_all(node);
     cancel_mpa_timer(*node);
+    cancel_stream_timer(*node);
     node->release_buffers();
     set_state(*node, CmState::kClosed);
     count_failure(*node);
@@ -534,7 +546,7 @@ std::size_t Core::Impl::teardown(Instant now, IpAddr addr) {
     return doomed.size();
 }
 
-Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
+Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams& params) {
     auto n = app_node(conn);
     if (!n) return fail(n.error());
     Node& node = **n;
@@ -559,13 +571,20 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn) {
     c.mss = node.snd_mss;
     c.mpa = negotiated(node);
     c.initiator = node.initiator;
-    if (node.bufs) c.pending_rx = node.bufs->rx;
     if (node.state == CmState::kEstablished) {
-        // The data path owns the connection from here: no retransmission.
         NodeRef ref(&node);
-        timers.ack_send(ref);
         set_state(node, CmState::kOffloaded);
+        if (params.mode == HandoffMode::kStream) {
+            // The core keeps TCP: what the peer sent after its MPA frames
+            // becomes readable, what we sent unacknowledged the stream's.
+            start_stream(ref, params.stream.value_or(cfg.stream));
+            drain_loopback(now_);
+            return c;
+        }
+        // The data path owns the connection from here: no retransmission.
+        timers.ack_send(ref);
     }
+    if (node.bufs && !node.stream) c.pending_rx = node.bufs->rx;
     return c;
 }
 
@@ -650,7 +669,7 @@ Result<void> Core::disconnect(Instant now, ConnHandle c, DisconnectMode m) {
     return impl_->disconnect(now, c, m);
 }
 std::size_t Core::teardown_connections(Instant now, IpAddr addr) { return impl_->teardown(now, addr); }
-Result<HandoffContext> Core::handoff(ConnHandle c) { return impl_->handoff(c); }
+Result<HandoffContext> Core::handoff(ConnHandle c, const HandoffParams& p) { return impl_->handoff(c, p); }
 Result<CmState> Core::state(ConnHandle c) const {
     auto n = impl_->app_node(c);
     if (!n) return fail(n.error());
@@ -669,7 +688,9 @@ const Stats& Core::stats() const { return impl_->stats; }
 const CoreConfig& Core::config() const { return impl_->cfg; }
 void Core::set_trace(TraceHook hook) { impl_->trace = std::move(hook); }
 std::size_t Core::live_nodes() const { return impl_->pool.live(); }
-std::size_t Core::pending_timers() const { return impl_->timers.pending() + impl_->mpa_wheel.pending(); }
+std::size_t Core::pending_timers() const {
+    return impl_->timers.pending() + impl_->mpa_wheel.pending() + impl_->stream_wheel.pending();
+}
 std::size_t Core::queued_events() const { return impl_->events.size() - impl_->event_head; }
 
 }  // namespace iwcm

@@ -5,7 +5,8 @@
 // SYN checks), RFC 5044 section 7.1 and RFC 6581 (MPA). The handlers live in
 //   core.cpp  commands and the public surface,
 //   tcp.cpp   segment arrival, per state, and segment output,
-//   mpa.cpp   the MPA exchange over the TCP byte stream.
+//   mpa.cpp   the MPA exchange over the TCP byte stream,
+//   bytes.cpp the byte stream after a kStream hand-off (tcp::Stream).
 #pragma once
 
 #include <algorithm>
@@ -118,7 +119,7 @@ struct Core::Impl {
     Result<void> reject(Instant now, ConnHandle conn, std::span<const std::byte> pdata);
     Result<void> disconnect(Instant now, ConnHandle conn, DisconnectMode mode);
     std::size_t teardown(Instant now, IpAddr addr);
-    Result<HandoffContext> handoff(ConnHandle conn);
+    Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params);
     Result<cm::Node*> app_node(ConnHandle conn) const;
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
     cm::Listener* find_listener(ListenHandle handle);
@@ -151,9 +152,10 @@ struct Core::Impl {
     void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
 
     // ---- segment output (tcp.cpp) ----
+    wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags, wire::SeqNumber seq) const;
     void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
     void send_syn(cm::Node& node);
-    void send_ack(cm::Node& node) { send_segment(node, wire::tcp_flags::kAck, node.snd_nxt, {}); }
+    void send_ack(cm::Node& node);
     void send_reset(cm::Node& node);
     // An ACK held until the next poll_transmit() unless a segment carries it first.
     void defer_ack(cm::Node& node);
@@ -192,6 +194,25 @@ struct Core::Impl {
     void notify_listeners(const IpAddr& addr, EventType type, int status);
     std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
 
+    // ---- the byte stream after hand-off (bytes.cpp) ----
+    void start_stream(const cm::NodeRef& node, const StreamConfig& config);
+    void on_stream_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_stream_fin_acked(Instant now, const cm::NodeRef& node);
+    void on_stream_fin(Instant now, const cm::NodeRef& node);
+    void on_stream_timer(Instant now, const cm::NodeRef& node);
+    // Sends what the stream has to send, brings the node's sequence numbers
+    // up to date, tells the application what changed, re-arms the timer.
+    void flush_stream(Instant now, const cm::NodeRef& node);
+    void arm_stream_timer(Instant now, const cm::NodeRef& node, Instant at);
+    void cancel_stream_timer(cm::Node& node);
+    // A node whose stream the application may use: its handle is live, or
+    // its terminal event is queued or was the last one polled.
+    Result<cm::Node*> stream_node(ConnHandle conn) const;
+    Result<std::size_t> send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes);
+    Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
+    // Before hand-off: what the connection may still buffer of the peer's bytes.
+    std::uint32_t rx_space(const cm::Node& node) const;
+
     // ---- lifetime and events (core.cpp) ----
     void set_state(cm::Node& node, CmState to);
     void release_backlog(cm::Node& node);
@@ -220,6 +241,8 @@ struct Core::Impl {
     cm::Timers timers;
     timer::TimerWheel mpa_wheel;
     std::vector<cm::NodeRef> mpa_refs;    // by node index: the MPA timer's reference
+    timer::TimerWheel stream_wheel;
+    std::vector<cm::NodeRef> stream_refs; // by node index: the stream timer's reference
     std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
     std::vector<cm::Listener> listeners;
     struct LocalAddress {

@@ -24,7 +24,7 @@ namespace {
 
 constexpr std::size_t kMaxMpaFrame = wire::kMpaHeaderLen + wire::kMpaMaxPrivateData;
 
-void consume(Node& node, std::size_t n) {
+void consume_rx(Node& node, std::size_t n) {
     auto& rx = node.buffers().rx;
     rx.erase(rx.begin(), rx.begin() + static_cast<std::ptrdiff_t>(n));
 }
@@ -195,7 +195,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     cancel_mpa_timer(*node);
     if (req.markers) {
         // Markers are not supported: refuse with a reject reply, then close.
-        consume(*node, len);
+        consume_rx(*node, len);
         reject_request(now, node, {});
         return;
     }
@@ -203,7 +203,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     node->app_owned = true;
     app_refs[node->index] = node;
     push_event(node, EventType::kConnectRequest, 0, req.private_data);
-    consume(*node, len);
+    consume_rx(*node, len);
     arm_mpa_timer(now, node, cfg.mpa.accept_timeout);
 }
 
@@ -307,7 +307,7 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     cancel_mpa_timer(*node);
     auto& pdata = pdata_scratch;
     pdata.assign(rep.private_data.begin(), rep.private_data.end());
-    consume(*node, len);
+    consume_rx(*node, len);
     if (rep.reject) {
         set_state(*node, CmState::kMpaRejRcvd);
         end_for_app(node, EventType::kRejected, -ECONNREFUSED, pdata);
@@ -389,7 +389,7 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
         start_close(now, node);
         return;
     }
-    consume(*node, *len);
+    consume_rx(*node, *len);
     cancel_mpa_timer(*node);
     node->mpa_done = true;
     set_state(*node, CmState::kEstablished);
@@ -407,7 +407,7 @@ void Core::Impl::on_terminate(Instant now, const NodeRef& node) {
     if (!len || rx.size() < *len) return;
     auto fpdu = wire::parse_fpdu(std::span<const std::byte>(rx).first(*len), node->crc);
     if (!fpdu || !fpdu->crc_ok || !wire::parse_terminate(fpdu->ulpdu)) return;
-    consume(*node, *len);
+    consume_rx(*node, *len);
     end_for_app(node, EventType::kDisconnected, -ECONNRESET);
     start_close(now, node);
 }

@@ -19,6 +19,7 @@
 #include "iwcm/core.hpp"
 #include "iwcm/state.hpp"
 #include "timer/cm_timer.hpp"
+#include "tcp/stream.hpp"
 #include "timer/wheel.hpp"
 #include "wire/tcp.hpp"
 
@@ -33,6 +34,18 @@ struct NodeBuffers {
     std::vector<std::byte> tx;        // bytes from snd_una on, not yet acknowledged
     std::vector<std::byte> rx;        // stream bytes received in order, not yet consumed
     std::vector<std::byte> pdata;     // our private data (request or reply)
+};
+
+// A handed-off connection's byte stream and what the core keeps beside it.
+// From the hand-off on, the stream owns the sequence spaces; the node's
+// snd_una, snd_nxt (the highest sent) and rcv_nxt follow it.
+struct NodeStream {
+    NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now)
+        : tcp(config, init, now) {}
+    tcp::Stream tcp;
+    timer::TimerId timer;           // the stream's next deadline
+    bool readable_queued = false;   // a kReadable waits in the event queue
+    bool writable_wanted = false;   // send() was short: kWritable once space frees
 };
 
 struct Node {
@@ -91,6 +104,10 @@ struct Node {
     std::uint16_t peer_ord = 0;
 
     std::unique_ptr<NodeBuffers> bufs;
+    // The byte stream after a HandoffMode::kStream hand-off (null before and
+    // for kExternal). It lives as long as the node, so that bytes received
+    // before the end stay readable until the terminal event is polled.
+    std::unique_ptr<NodeStream> stream;
 
     // Buffers come from and go back to the pool's spares, so that setting up
     // a connection allocates nothing once the core has warmed up.

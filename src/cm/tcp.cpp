@@ -404,7 +404,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window?
 bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
-    std::uint32_t wnd = cfg.rcv_wnd;
+    std::uint32_t wnd = rx_space(node);
     std::uint32_t len = seg.seq_len();
     wire::SeqNumber seq = seg.tcp->seq;
     auto in_window = [&](wire::SeqNumber s) { return node.rcv_nxt <= s && s < node.rcv_nxt + wnd; };
@@ -414,6 +414,10 @@ bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
 }
 
 void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment& seg) {
+    if (node->stream) {
+        on_stream_segment(now, node, seg);
+        return;
+    }
     const wire::TcpRepr& t = *seg.tcp;
     if (!acceptable(*node, seg)) {
         // Old duplicates (a retransmitted FIN in TIME_WAIT among them) get an ACK.
@@ -456,7 +460,10 @@ void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment
             drop(now, DropReason::kDataAfterHandoff, node.get(), {});
             return;
         } else if (!kFinSeenStates.contains(node->state)) {
+            // What lies beyond the window is not taken (RFC 9293 3.10.7.4:
+            // trim to the window); the peer sends it again once it opens.
             wire::Bytes fresh = payload.subspan(skip);
+            fresh = fresh.first(std::min<std::size_t>(fresh.size(), rx_space(*node)));
             auto& rx = node->buffers().rx;
             rx.insert(rx.end(), fresh.begin(), fresh.end());
             node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
@@ -598,6 +605,12 @@ void Core::Impl::start_close(Instant now, const NodeRef& node) {
     cancel_mpa_timer(*node);
     release_backlog(*node);
     set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
+    if (node->stream) {
+        // Our FIN follows the bytes still queued, at the stream's sequence.
+        node->stream->tcp.close();
+        flush_stream(now, node);
+        return;
+    }
     send_data(now, node, {}, true);
 }
 
@@ -605,6 +618,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     set_state(*node, CmState::kTimeWait);
     timers.ack_send(node);
     cancel_mpa_timer(*node);
+    cancel_stream_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
     node->release_buffers();
     // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
@@ -698,8 +712,9 @@ void Core::Impl::flush_deferred_acks() {
     deferred_acks.clear();
 }
 
-void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload) {
-    if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
+// The frame of a segment of this connection; the ACK field is rcv_nxt and
+// the window what we can take (before hand-off: what is free of rcv_wnd).
+wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags, wire::SeqNumber seq) const {
     wire::FrameRepr fr;
     fr.eth.dst = node.remote_mac;
     fr.eth.src = cfg.mac;
@@ -713,7 +728,7 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
     fr.tcp.seq = seq;
     fr.tcp.flags = flags;
     if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
-    std::uint32_t wnd = cfg.rcv_wnd >> node.rcv_wscale;
+    std::uint32_t wnd = (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     if (flags & tf::kSyn) {
         // The window of a SYN is never scaled (RFC 7323 section 2.2).
@@ -722,7 +737,22 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
         // The initiator offers window scaling; the responder answers only an offer.
         if (node.initiator || node.wscale_ok) fr.tcp.options.window_scale = cfg.rcv_wscale;
     }
-    emit_frame(fr, payload, node.loopback);
+    return fr;
+}
+
+void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload) {
+    if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
+    emit_frame(segment_frame(node, flags, seq), payload, node.loopback);
+}
+
+void Core::Impl::send_ack(Node& node) {
+    if (node.stream) {
+        // The stream builds its ACKs (its window, its rcv_nxt).
+        node.stream->tcp.force_ack();
+        flush_stream(now_, NodeRef(&node));
+        return;
+    }
+    send_segment(node, tf::kAck, node.snd_nxt, {});
 }
 
 void Core::Impl::send_syn(Node& node) {

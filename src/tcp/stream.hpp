@@ -26,39 +26,15 @@
 #include <span>
 #include <vector>
 
+#include "iwcm/config.hpp"
 #include "iwcm/time.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::tcp {
 
-struct StreamConfig {
-    // The most bytes the application may queue: unsent plus unacknowledged.
-    std::uint32_t send_buffer = 256 * 1024;
-    // The most bytes held for the reader, in order and out of order; the
-    // window advertised is what is free of it.
-    std::uint32_t recv_buffer = 256 * 1024;
-    // RFC 6298: the first RTO, its floor and its ceiling. RFC 6298 section
-    // 2.4 asks for a 1 s floor; like Linux we use 200 ms (a LAN's RTT is
-    // microseconds). 2.5 allows a ceiling of at least 60 s.
-    Duration rto_initial = std::chrono::seconds(1);
-    Duration rto_min = std::chrono::milliseconds(200);
-    Duration rto_max = std::chrono::seconds(60);
-    // Consecutive expiries of the RTO (or unanswered zero-window probes)
-    // before the connection is given up (Linux's tcp_retries2).
-    std::uint8_t max_retransmits = 15;
-    // RFC 6928: the initial congestion window in segments.
-    std::uint32_t initial_window_segments = 10;
-    // Delayed ACK (RFC 9293 section 3.8.6.3): every second full-sized
-    // segment is acknowledged at once, others within this delay. 0: at once.
-    Duration ack_delay = std::chrono::milliseconds(40);
-    // Keepalive (RFC 9293 section 3.8.4), off by default: after `idle`
-    // without a segment from the peer, a probe every `interval`; `probes`
-    // unanswered ones give the connection up.
-    bool keepalive = false;
-    Duration keepalive_idle = std::chrono::seconds(7200);
-    Duration keepalive_interval = std::chrono::seconds(75);
-    std::uint8_t keepalive_probes = 9;
-};
+// The knobs (buffers, RTO bounds, initial window, delayed ACK, keepalive)
+// are public: iwcm::StreamConfig in include/iwcm/config.hpp.
+using StreamConfig = iwcm::StreamConfig;
 
 // The connection at the moment the stream takes it over.
 struct StreamInit {

@@ -197,7 +197,7 @@ TEST(MpaReqRcvd, BytesAfterTheRequestAreKeptForTheDataPath) {
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     ASSERT_TRUE(d.core.accept(d.now, e[0].conn, {}).has_value());
-    auto h = d.core.handoff(e[0].conn);
+    auto h = d.core.handoff(e[0].conn, HandoffParams{HandoffMode::kExternal});
     ASSERT_TRUE(h.has_value());
     EXPECT_EQ(text(h->pending_rx), "FIRST-ULPDU");
 }
@@ -451,7 +451,7 @@ TEST(Established, OtherFpdusWaitForTheDataPath) {
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kEstablished);
-    auto h = d.core.handoff(d.conn);
+    auto h = d.core.handoff(d.conn, HandoffParams{HandoffMode::kExternal});
     ASSERT_TRUE(h.has_value());
     EXPECT_EQ(h->pending_rx.size(), send.size());
 }

@@ -156,7 +156,7 @@ TEST(Established, ExactRstResetsAndReports) {
 TEST(Offloaded, HandoffStopsRetransmissionButFinAndRstStillWork) {
     Dut d;
     connect_active(d);
-    auto h = d.core.handoff(d.conn);
+    auto h = d.core.handoff(d.conn, HandoffParams{HandoffMode::kExternal});
     ASSERT_TRUE(h.has_value());
     EXPECT_EQ(h->snd_nxt, d.dut_nxt.value());
     EXPECT_EQ(h->rcv_nxt, d.peer_nxt.value());
@@ -306,7 +306,7 @@ TEST(Offloaded, GracefulAndAbortiveClose) {
     for (auto mode : {DisconnectMode::kGraceful, DisconnectMode::kAbortive}) {
         Dut d;
         connect_active(d);
-        ASSERT_TRUE(d.core.handoff(d.conn).has_value());
+        ASSERT_TRUE(d.core.handoff(d.conn, HandoffParams{HandoffMode::kExternal}).has_value());
         ASSERT_TRUE(d.core.disconnect(d.now, d.conn, mode).has_value());
         auto o = d.out();
         ASSERT_EQ(o.size(), 1u);

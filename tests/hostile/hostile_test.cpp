@@ -416,7 +416,7 @@ TEST_F(Hostile, MpaRequestCoalescedWithFollowingBytes) {
     eb = events(p.b);
     ASSERT_EQ(eb.size(), 1u);
     EXPECT_EQ(eb[0].type, EventType::kEstablished);
-    auto ctx = p.b.handoff(eb[0].conn);
+    auto ctx = p.b.handoff(eb[0].conn, HandoffParams{HandoffMode::kExternal});
     ASSERT_TRUE(ctx.has_value());
     EXPECT_EQ(std::vector<std::byte>(ctx->pending_rx.begin(), ctx->pending_rx.end()), after);
     ASSERT_TRUE(p.b.disconnect(p.now, eb[0].conn, DisconnectMode::kAbortive).has_value());

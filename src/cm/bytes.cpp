@@ -1,0 +1,284 @@
+// The byte stream after a kStream hand-off: the core keeps TCP for the
+// connection's whole life, as the irdma hardware does once a queue pair
+// holds the connection, and reports FIN and RST back the way the hardware
+// reports them to the driver's CM (irdma_cm_disconn_true: a FIN is a
+// disconnect with status 0, a reset one with -ECONNRESET).
+//
+// Read first: src/tcp/stream.hpp (what the stream does on its own) and
+// docs/design.md "Byte stream". Here is only what joins it to a node: the
+// RFC 5961 RST and SYN rules before a segment reaches the stream, the close
+// states driven by the stream's FIN events, the application's events
+// (kReadable, kWritable, the terminal one) and the stream's timer.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cm/core_impl.hpp"
+
+namespace iwcm {
+
+using cm::Node;
+using cm::NodeRef;
+using cm::Segment;
+namespace tf = wire::tcp_flags;
+
+void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
+    tcp::StreamInit init;
+    init.snd_una = node->snd_una;
+    init.snd_nxt = node->snd_nxt;
+    init.rcv_nxt = node->rcv_nxt;
+    init.snd_wnd = node->snd_wnd;
+    init.snd_wscale = node->snd_wscale;
+    init.rcv_wscale = node->rcv_wscale;
+    init.mss = node->snd_mss;
+    if (node->bufs) {
+        init.unacked = node->bufs->tx;
+        init.received = node->bufs->rx;
+    }
+    node->stream = std::make_unique<cm::NodeStream>(config, init, now_);
+    // The stream retransmits what is unacknowledged (an RTR) from here on.
+    timers.ack_send(node);
+    node->release_buffers();
+    if (node->stream->tcp.readable_bytes() > 0) {
+        node->stream->readable_queued = true;
+        push_event(node, EventType::kReadable, 0);
+    }
+    flush_stream(now_, node);
+}
+
+// A segment for a node with a stream. RFC 5961 stays here: an RST resets
+// only at exactly rcv_nxt (elsewhere in the window it draws a challenge
+// ACK), a SYN always draws a challenge ACK. Everything else is the stream's.
+void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    tcp::Stream& s = node->stream->tcp;
+    const wire::TcpRepr& t = *seg.tcp;
+    if (t.has(tf::kRst)) {
+        if (!s.acceptable(t.seq, seg.seq_len())) {
+            drop(now, DropReason::kOutOfWindow, node.get(), {});
+            return;
+        }
+        on_rst(now, node, seg);
+        return;
+    }
+    if (t.has(tf::kSyn)) {
+        send_challenge_ack(now, *node);
+        drop(now, DropReason::kUnexpected, node.get(), {});
+        return;
+    }
+    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload});
+    switch (a.verdict) {
+        case tcp::Arrival::Verdict::kAccepted: break;
+        case tcp::Arrival::Verdict::kOutOfWindow: drop(now, DropReason::kOutOfWindow, node.get(), {}); break;
+        case tcp::Arrival::Verdict::kAckUnsent:
+        case tcp::Arrival::Verdict::kAckTooOld: drop(now, DropReason::kBadAck, node.get(), {}); break;
+        case tcp::Arrival::Verdict::kNoAck: drop(now, DropReason::kUnexpected, node.get(), {}); break;
+    }
+    if (a.fin_acked) on_stream_fin_acked(now, node);
+    if (node->state != CmState::kClosed && a.fin) on_stream_fin(now, node);
+    flush_stream(now, node);
+}
+
+// Everything we sent, FIN included, is acknowledged.
+void Core::Impl::on_stream_fin_acked(Instant now, const NodeRef& node) {
+    if (node->state == CmState::kFinWait1) {
+        set_state(*node, CmState::kFinWait2);
+        // As before hand-off (on_ack): wait for the peer's FIN as long as its
+        // retransmissions could last, then reset.
+        timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
+        arm_mpa_timer(now, node, peer.total());
+    } else if (node->state == CmState::kClosing) {
+        enter_time_wait(now, node);
+    } else if (node->state == CmState::kLastAck) {
+        close_node(node);
+    }
+}
+
+// The peer's FIN, in order after all its bytes.
+void Core::Impl::on_stream_fin(Instant now, const NodeRef& node) {
+    if (node->state == CmState::kOffloaded) {
+        // The peer closes first. As the driver does for an offloaded QP
+        // (irdma_cm_disconn_true), the application hears kDisconnected with
+        // status 0 and our FIN follows whatever we still had queued
+        // (CLOSE_WAIT -> LAST_ACK). Its bytes stay readable.
+        set_state(*node, CmState::kCloseWait);
+        end_for_app(node, EventType::kDisconnected, 0);
+        node->stream->tcp.close();
+        set_state(*node, CmState::kLastAck);
+    } else if (node->state == CmState::kFinWait1) {
+        set_state(*node, CmState::kClosing);  // both sides close at once
+    } else if (node->state == CmState::kFinWait2) {
+        enter_time_wait(now, node);
+    }
+}
+
+void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
+    if (node->state == CmState::kClosed || !node->stream) return;
+    if (node->stream->tcp.on_timer(now) == tcp::Stream::Timeout::kGiveUp) {
+        // Retransmissions, zero-window probes or keepalive probes ran out.
+        send_reset(*node);
+        end_for_app(node, EventType::kDisconnected, -ETIMEDOUT);
+        close_node(node);
+        return;
+    }
+    flush_stream(now, node);
+}
+
+void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
+    cm::NodeStream& ns = *node->stream;
+    tcp::Stream& s = ns.tcp;
+    if (node->state != CmState::kClosed && node->state != CmState::kTimeWait) {
+        while (auto out = s.poll_segment(now)) {
+            wire::FrameRepr fr = segment_frame(*node, out->flags, out->seq);
+            fr.tcp.ack = out->ack;
+            fr.tcp.window = out->window;
+            node->ack_deferred = false;
+            emit_frame(fr, out->payload, node->loopback);
+        }
+    }
+    node->snd_una = s.snd_una();
+    node->snd_nxt = s.snd_max();
+    node->rcv_nxt = s.rcv_nxt();
+    node->snd_wnd = s.snd_wnd();
+    if (node->app_owned) {
+        if (!ns.readable_queued && s.readable_bytes() > 0) {
+            ns.readable_queued = true;
+            push_event(node, EventType::kReadable, 0);
+        }
+        if (ns.writable_wanted && s.send_space() > 0) {
+            ns.writable_wanted = false;
+            push_event(node, EventType::kWritable, 0);
+        }
+    }
+    auto at = node->state == CmState::kClosed || node->state == CmState::kTimeWait
+                  ? std::nullopt
+                  : s.next_deadline();
+    if (at) {
+        arm_stream_timer(now, node, *at);
+    } else {
+        cancel_stream_timer(*node);
+    }
+}
+
+void Core::Impl::arm_stream_timer(Instant now, const NodeRef& node, Instant at) {
+    (void)now;
+    cm::NodeStream& ns = *node->stream;
+    if (ns.timer.valid()) {
+        if (stream_wheel.deadline_of(ns.timer) == at) return;
+        stream_wheel.cancel(ns.timer);
+    }
+    if (stream_refs.size() < pool.capacity()) stream_refs.resize(pool.capacity());
+    ns.timer = stream_wheel.schedule(at, node->index);
+    stream_refs[node->index] = node;
+}
+
+void Core::Impl::cancel_stream_timer(Node& node) {
+    if (!node.stream || !node.stream->timer.valid()) return;
+    stream_wheel.cancel(node.stream->timer);
+    node.stream->timer = {};
+    IWCM_ASSERT(node.refs > 1);
+    stream_refs[node.index].reset();
+}
+
+// ---------------------------------------------------------------- commands
+
+Result<Node*> Core::Impl::stream_node(ConnHandle conn) const {
+    if (!conn.valid() || conn.index >= pool.capacity()) return fail(ApiError::kInvalidHandle);
+    Node* n = pool.find(conn.index, conn.generation);
+    if (n == nullptr) return fail(ApiError::kStaleHandle);
+    if (!n->stream) return fail(n->app_owned ? ApiError::kWrongState : ApiError::kStaleHandle);
+    return n;
+}
+
+Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes) {
+    now_ = now;
+    auto n = app_node(conn);
+    if (!n) return fail(n.error());
+    Node& node = **n;
+    // Only an open stream takes bytes: not before the hand-off, not after
+    // our FIN (disconnect) or the peer's (CLOSE_WAIT answers with ours).
+    if (!node.stream || node.state != CmState::kOffloaded) return fail(ApiError::kWrongState);
+    NodeRef ref(&node);
+    std::size_t taken = node.stream->tcp.write(bytes);
+    if (taken < bytes.size()) node.stream->writable_wanted = true;
+    flush_stream(now, ref);
+    drain_loopback(now);
+    return taken;
+}
+
+Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t n) {
+    now_ = now;
+    auto found = stream_node(conn);
+    if (!found) return fail(found.error());
+    Node& node = **found;
+    tcp::Stream& s = node.stream->tcp;
+    if (n > s.readable_bytes()) return fail(ApiError::kInvalidArgument);
+    if (n == 0) return {};
+    s.consume(n);
+    // The application read: the next arrival may tell it again.
+    node.stream->readable_queued = false;
+    NodeRef ref(&node);
+    flush_stream(now, ref);
+    drain_loopback(now);
+    return {};
+}
+
+// Before hand-off the peer's bytes after its MPA frames wait in rx; the
+// window advertised shrinks as they do, so at most rcv_wnd of them wait.
+std::uint32_t Core::Impl::rx_space(const Node& node) const {
+    std::size_t held = node.bufs ? node.bufs->rx.size() : 0;
+    return held >= cfg.rcv_wnd ? 0 : cfg.rcv_wnd - static_cast<std::uint32_t>(held);
+}
+
+// ---------------------------------------------------------------- Core
+
+Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
+    return impl_->send_bytes(now, conn, bytes);
+}
+
+Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {
+    auto n = impl_->stream_node(conn);
+    if (!n) return fail(n.error());
+    return (*n)->stream->tcp.readable();
+}
+
+Result<void> Core::consume(Instant now, ConnHandle conn, std::size_t n) {
+    return impl_->consume_bytes(now, conn, n);
+}
+
+Result<std::size_t> Core::recv(Instant now, ConnHandle conn, std::span<std::byte> out) {
+    std::size_t copied = 0;
+    while (copied < out.size()) {
+        auto view = peek(conn);
+        if (!view) return fail(view.error());
+        if (view->empty()) break;
+        std::size_t n = std::min(view->size(), out.size() - copied);
+        std::memcpy(out.data() + copied, view->data(), n);
+        if (auto c = impl_->consume_bytes(now, conn, n); !c) return fail(c.error());
+        copied += n;
+    }
+    return copied;
+}
+
+Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
+    auto n = impl_->stream_node(conn);
+    if (!n) return fail(n.error());
+    const tcp::Stream& s = (*n)->stream->tcp;
+    StreamInfo i;
+    i.send_space = (*n)->state == CmState::kOffloaded ? s.send_space() : 0;
+    i.queued = s.bytes_queued();
+    i.readable = s.readable_bytes();
+    i.snd_una = s.snd_una().value();
+    i.snd_nxt = s.snd_nxt().value();
+    i.rcv_nxt = s.rcv_nxt().value();
+    i.snd_wnd = s.snd_wnd();
+    i.rcv_wnd = s.rcv_wnd();
+    i.cwnd = s.cwnd();
+    i.ssthresh = s.ssthresh();
+    i.srtt = s.srtt().value_or(Duration{});
+    i.rto = s.rto();
+    i.retransmitted_segments = s.retransmitted_segments();
+    i.fin_received = s.fin_received();
+    return i;
+}
+
+}  // namespace iwcm

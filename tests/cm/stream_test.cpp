@@ -1,0 +1,368 @@
+// The byte stream after a kStream hand-off, on the wire: the DUT's segments
+// carry the stream's sequence numbers, window and ACKs; FIN, RST and close
+// after data happen where the data left the sequence; events tell the
+// application what changed. (tcp::Stream's own rules: tests/tcp/.)
+#include <cerrno>
+#include <string>
+
+#include "cm/dut.hpp"
+
+namespace iwcm::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+CoreConfig immediate_acks() {
+    CoreConfig c = config_for(kMacB, 7);
+    c.stream.ack_delay = Duration{};
+    return c;
+}
+
+std::string text(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+// Connected as initiator (MPA v2, no RTR), then handed off as a stream.
+void stream_up(Dut& d, HandoffParams params = {}) {
+    d.to_mpareq_sent(d.connect_params());
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    d.send_mpa(rep);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_EQ(e[0].type, EventType::kEstablished);
+    d.out();  // the ACK of the reply
+    auto ctx = d.core.handoff(d.conn, params);
+    ASSERT_TRUE(ctx.has_value());
+    EXPECT_TRUE(ctx->pending_rx.empty());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_TRUE(d.evs().empty());
+}
+
+std::size_t send_text(Dut& d, const std::string& s) {
+    auto n = d.core.send(d.now, d.conn, bytes(s));
+    EXPECT_TRUE(n.has_value());
+    return n.value_or(0);
+}
+
+// The window field the DUT advertises with `held` bytes unread (scale 2).
+std::uint16_t window_with(std::uint32_t held) {
+    return static_cast<std::uint16_t>(std::min<std::uint32_t>((StreamConfig{}.recv_buffer - held) >> 2, 65535));
+}
+
+TEST(Stream, PeerBytesAreAcknowledgedAndReadableInOrder) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    d.seg(tf::kAck | tf::kPsh, bytes("hello"));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_EQ(o[0].tcp().window, window_with(5));
+    EXPECT_TRUE(o[0].payload.empty());
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kReadable);
+    EXPECT_EQ(text(*d.core.peek(d.conn)), "hello");
+    // A second arrival before the read: no second kReadable waits.
+    d.seg(tf::kAck | tf::kPsh, bytes(" world"));
+    d.out();
+    EXPECT_TRUE(d.evs().empty());
+    std::array<std::byte, 64> buf{};
+    auto n = d.core.recv(d.now, d.conn, buf);
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(text(std::span(buf).first(*n)), "hello world");
+    EXPECT_EQ(d.core.peek(d.conn)->size(), 0u);
+    // Once read, the next arrival is told again.
+    d.seg(tf::kAck | tf::kPsh, bytes("!"));
+    d.out();
+    e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kReadable);
+}
+
+TEST(Stream, SendUsesTheStreamsSequenceAndIsRetransmittedOnTimeout) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    EXPECT_EQ(send_text(d, "abc"), 3u);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck | tf::kPsh));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_EQ(text(o[0].payload), "abc");
+    // No ACK: the first RTO (1 s, no RTT sample yet) sends the same bytes again.
+    d.advance(milliseconds(999));
+    EXPECT_TRUE(d.out().empty());
+    d.advance(milliseconds(1));
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(text(o[0].payload), "abc");
+    EXPECT_EQ(d.core.stream_info(d.conn)->retransmitted_segments, 1u);
+    d.dut_nxt += 3;
+    d.seg(tf::kAck);
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(d.core.stream_info(d.conn)->queued, 0u);
+    EXPECT_FALSE(d.core.next_deadline().has_value());
+}
+
+TEST(Stream, PeerFinAfterDataClosesAtTheRightSequence) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    EXPECT_EQ(send_text(d, "xyz"), 3u);
+    ASSERT_EQ(d.out().size(), 1u);
+    // The peer sends data and its FIN, not yet acknowledging our bytes.
+    d.feed(d.frame(tf::kAck | tf::kPsh | tf::kFin, d.peer_nxt, d.dut_nxt), bytes("data"));
+    d.peer_nxt += 5;
+    auto o = d.out();
+    ASSERT_FALSE(o.empty());
+    // Our FIN follows our three bytes and acknowledges the peer's FIN.
+    const Sent& fin = o.back();
+    EXPECT_TRUE(fin.flags(tf::kFin | tf::kAck));
+    EXPECT_EQ(fin.tcp().seq, d.dut_nxt + 3);
+    EXPECT_EQ(fin.tcp().ack, d.peer_nxt);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kLastAck);
+    // The bytes stay readable while the terminal event waits and once it is polled.
+    auto e1 = d.core.poll_event();
+    ASSERT_TRUE(e1.has_value());
+    EXPECT_EQ(e1->type, EventType::kReadable);
+    auto e2 = d.core.poll_event();
+    ASSERT_TRUE(e2.has_value());
+    EXPECT_EQ(e2->type, EventType::kDisconnected);
+    EXPECT_EQ(e2->status, 0);
+    EXPECT_EQ(text(*d.core.peek(d.conn)), "data");
+    EXPECT_TRUE(d.core.stream_info(d.conn)->fin_received);
+    EXPECT_EQ(d.core.send(d.now, d.conn, bytes("late")).error(), ApiError::kStaleHandle);
+    EXPECT_FALSE(d.core.poll_event().has_value());
+    // The peer acknowledges everything: the node goes.
+    d.dut_nxt += 4;
+    d.seg(tf::kAck);
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.peek(d.conn).error(), ApiError::kStaleHandle);
+}
+
+TEST(Stream, RstMustMatchTheStreamsRcvNxt) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    wire::SeqNumber handoff_rcv = d.peer_nxt;
+    d.seg(tf::kAck | tf::kPsh, bytes("0123456789"));
+    d.out();
+    d.evs();
+    // At the hand-off's rcv_nxt, an RST is now inside the window but not
+    // exact: a challenge ACK at today's rcv_nxt, nothing else.
+    d.feed(d.frame(tf::kRst, handoff_rcv, d.dut_nxt));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    EXPECT_TRUE(d.evs().empty());
+    EXPECT_EQ(d.core.stats().challenge_acks_sent, 1u);
+    d.feed(d.frame(tf::kRst, d.peer_nxt, d.dut_nxt));
+    EXPECT_TRUE(d.out().empty());
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ECONNRESET);
+}
+
+TEST(Stream, GracefulDisconnectSendsFinAfterQueuedBytes) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    EXPECT_EQ(send_text(d, "abcd"), 4u);
+    ASSERT_EQ(d.out().size(), 1u);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt + 4);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait1);
+    EXPECT_EQ(d.core.send(d.now, d.conn, bytes("more")).error(), ApiError::kWrongState);
+    d.dut_nxt += 5;
+    d.seg(tf::kAck);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    d.seg(tf::kAck | tf::kFin);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].state, CmState::kTimeWait);
+    d.advance(seconds(1));
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
+}
+
+TEST(Stream, AckOfUnsentDataIsAnsweredAndDropped) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    d.feed(d.frame(tf::kAck | tf::kPsh, d.peer_nxt, d.dut_nxt + 100), bytes("zz"));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);  // the bytes were not taken
+    EXPECT_EQ(d.core.stats().drops(DropReason::kBadAck), 1u);
+    EXPECT_TRUE(d.evs().empty());
+}
+
+TEST(Stream, OutOfOrderBytesAreDeliveredWhenTheHoleFills) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    d.feed(d.frame(tf::kAck | tf::kPsh, d.peer_nxt + 5, d.dut_nxt), bytes("world"));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);  // a duplicate ACK at once
+    EXPECT_TRUE(d.evs().empty());
+    d.seg(tf::kAck | tf::kPsh, bytes("hello"));
+    d.peer_nxt += 5;
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kReadable);
+    EXPECT_EQ(text(*d.core.peek(d.conn)), "helloworld");
+    // The same bytes again: acknowledged, not delivered twice.
+    d.feed(d.frame(tf::kAck | tf::kPsh, d.peer_nxt + static_cast<std::uint32_t>(-10), d.dut_nxt),
+           bytes("helloworld"));
+    EXPECT_EQ(d.out().size(), 1u);
+    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 10u);
+}
+
+TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    auto closed = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
+    closed.tcp.window = 0;
+    d.feed(closed);
+    EXPECT_EQ(send_text(d, "abc"), 3u);
+    EXPECT_TRUE(d.out().empty());  // nothing into a zero window
+    d.advance(seconds(1));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(text(o[0].payload), "a");  // a one-byte probe
+    d.feed(closed);                      // still closed
+    EXPECT_TRUE(d.out().empty());
+    d.advance(seconds(2));               // the probe interval backs off
+    EXPECT_EQ(d.out().size(), 1u);
+    auto open = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
+    d.feed(open);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(text(o[0].payload), "abc");
+}
+
+TEST(Stream, KeepaliveProbesAndGivesUp) {
+    Dut d(immediate_acks());
+    HandoffParams hp;
+    StreamConfig sc;
+    sc.keepalive = true;
+    sc.keepalive_idle = seconds(10);
+    sc.keepalive_interval = seconds(1);
+    sc.keepalive_probes = 3;
+    hp.stream = sc;
+    stream_up(d, hp);
+    d.advance(seconds(10));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt + static_cast<std::uint32_t>(-1));
+    EXPECT_TRUE(o[0].payload.empty());
+    d.seg(tf::kAck);  // the peer is alive: idle again
+    EXPECT_TRUE(d.out().empty());
+    d.advance(seconds(10));
+    EXPECT_EQ(d.out().size(), 1u);
+    d.advance(seconds(3));  // three probes unanswered
+    o = d.out();
+    ASSERT_FALSE(o.empty());
+    EXPECT_TRUE(o.back().flags(tf::kRst | tf::kAck));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ETIMEDOUT);
+}
+
+TEST(Stream, BeforeHandoffTheWindowShrinksAsBytesWait) {
+    Dut d(immediate_acks());
+    d.to_mpareq_sent(d.connect_params());
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    d.send_mpa(rep);
+    d.evs();
+    d.out();
+    // Established, not handed off: the peer pushes more than rcv_wnd.
+    const std::uint32_t wnd = d.core.config().rcv_wnd;
+    std::vector<std::byte> chunk(1460, std::byte{0x5a});
+    std::uint32_t pushed = 0;
+    wire::SeqNumber start = d.peer_nxt;
+    std::optional<Sent> last;
+    while (pushed < wnd + 10 * 1460) {
+        d.feed(d.frame(tf::kAck | tf::kPsh, d.peer_nxt, d.dut_nxt), chunk);
+        d.peer_nxt += 1460;
+        pushed += 1460;
+        for (auto& s : d.out()) last = s;
+    }
+    ASSERT_TRUE(last.has_value());
+    EXPECT_EQ(last->tcp().ack, start + wnd);  // no more than the window was taken
+    EXPECT_EQ(last->tcp().window, 0);
+    // The hand-off makes them readable and opens the window again.
+    ASSERT_TRUE(d.core.handoff(d.conn).has_value());
+    EXPECT_EQ(d.core.stream_info(d.conn)->readable, wnd);
+}
+
+TEST(Stream, MisuseIsAnErrorNotUndefined) {
+    Dut d(immediate_acks());
+    EXPECT_EQ(d.core.send(d.now, ConnHandle{}, bytes("x")).error(), ApiError::kInvalidHandle);
+    EXPECT_EQ(d.core.peek(ConnHandle{3, 1}).error(), ApiError::kInvalidHandle);
+    d.to_mpareq_sent(d.connect_params());
+    // Not handed off yet.
+    EXPECT_EQ(d.core.send(d.now, d.conn, bytes("x")).error(), ApiError::kWrongState);
+    EXPECT_EQ(d.core.peek(d.conn).error(), ApiError::kWrongState);
+    Dut ext(immediate_acks());
+    stream_up(ext, HandoffParams{HandoffMode::kExternal});
+    EXPECT_EQ(ext.core.send(ext.now, ext.conn, bytes("x")).error(), ApiError::kWrongState);
+    Dut s(immediate_acks());
+    stream_up(s);
+    EXPECT_EQ(s.core.consume(s.now, s.conn, 1).error(), ApiError::kInvalidArgument);
+    // A second hand-off returns the context again; the mode stays.
+    EXPECT_TRUE(s.core.handoff(s.conn, HandoffParams{HandoffMode::kExternal}).has_value());
+    EXPECT_EQ(send_text(s, "ok"), 2u);
+}
+
+TEST(Stream, SendBufferFullArmsOneWritableEvent) {
+    Dut d(immediate_acks());
+    HandoffParams hp;
+    StreamConfig sc;
+    sc.send_buffer = 4096;
+    hp.stream = sc;
+    stream_up(d, hp);
+    std::vector<std::byte> big(10000, std::byte{1});
+    auto n = d.core.send(d.now, d.conn, big);
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(*n, 4096u);
+    EXPECT_EQ(d.core.send(d.now, d.conn, big).value_or(1), 0u);
+    auto o = d.out();
+    EXPECT_FALSE(o.empty());
+    EXPECT_TRUE(d.evs().empty());
+    std::uint32_t sent = 0;
+    for (auto& s : o) sent += static_cast<std::uint32_t>(s.payload.size());
+    d.dut_nxt += sent;
+    d.seg(tf::kAck);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kWritable);
+    EXPECT_GT(d.core.stream_info(d.conn)->send_space, 0u);
+}
+
+}  // namespace
+}  // namespace iwcm::test
