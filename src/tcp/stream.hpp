@@ -119,7 +119,8 @@ public:
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
-    // buffer is full or after close()).
+    // buffer is full or after close()). Like close(), it takes no time: the
+    // bytes go, and the timers for them start, at the next poll_segment.
     std::size_t write(std::span<const std::byte> data);
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.

@@ -77,6 +77,13 @@ void expect_nothing_sent(Stream& s, Instant now) {
     EXPECT_EQ(drain(s, now), std::vector<Seg>{});
 }
 
+// The stream's next deadline, which the test expects to exist.
+Instant deadline(const Stream& s) {
+    const auto d = s.next_deadline();
+    EXPECT_TRUE(d.has_value());
+    return d.value_or(kInstantNever);
+}
+
 // A segment from the peer (its payload must outlive the call).
 SegmentIn from_peer(std::uint32_t seq, std::uint32_t ack, std::uint16_t window,
                     std::span<const std::byte> payload = {}, std::uint8_t flags = f::kAck) {
@@ -404,26 +411,29 @@ TEST(StreamPersist, UnansweredProbesGiveUpAnsweredOnesDoNot) {
     expect_nothing_sent(s, at_ms(0));
     // Answered probes: many more than max_retransmits, no give-up.
     for (int i = 0; i < 8; ++i) {
-        const Instant t = *s.next_deadline();
+        const Instant t = deadline(s);
         ASSERT_EQ(s.on_timer(t), Stream::Timeout::kNone) << i;
         expect_sent(s, t, {data_seg(0, 1, kIrs, kWin16k)});
         s.on_segment(t + milliseconds(1), from_peer(kIrs, kIss, 0));
     }
     // Unanswered: three probes, then the fourth expiry gives up.
     for (int i = 0; i < 3; ++i) {
-        const Instant t = *s.next_deadline();
+        const Instant t = deadline(s);
         ASSERT_EQ(s.on_timer(t), Stream::Timeout::kNone) << i;
         drain(s, t);
     }
-    EXPECT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kGiveUp);
+    EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
 }
 
 TEST(StreamPersist, ProbeAcceptedByThePeerAdvancesSndUna) {
     Stream s(config(), init(0), at_ms(0));
     const auto data = pattern(3000);
     s.write(data);
-    s.on_timer(*s.next_deadline());
-    drain(s, at_ms(1000));
+    // write() takes no time: the persist timer starts at the next poll.
+    expect_nothing_sent(s, at_ms(0));
+    ASSERT_EQ(s.next_deadline(), at_ms(1000));
+    s.on_timer(at_ms(1000));
+    expect_sent(s, at_ms(1000), {data_seg(0, 1, kIrs, kWin16k)});
     const auto a = s.on_segment(at_ms(1001), from_peer(kIrs, kIss + 1, 1500));
     EXPECT_TRUE(a.acked);
     expect_sent(s, at_ms(1001),
@@ -681,7 +691,7 @@ TEST(StreamFin, OurFinFollowsDataIsRetransmittedAndAcked) {
     auto a = s.on_segment(at_ms(1100), from_peer(kIrs, kIss + 500, 60000));
     EXPECT_TRUE(a.acked);
     EXPECT_FALSE(a.fin_acked);
-    const Instant t = *s.next_deadline();
+    const Instant t = deadline(s);
     EXPECT_EQ(t, at_ms(1100) + seconds(2));  // restarted, still backed off (Karn)
     s.on_timer(t);
     expect_sent(s, t, {Seg{kIss + 500, kIrs, f::kAck | f::kFin, kWin16k, {}}});
@@ -733,9 +743,9 @@ TEST(StreamKeepalive, AnAnswerResetsTheCount) {
     s.on_segment(at_ms(11500), from_peer(kIrs, kIss, 60000));
     EXPECT_EQ(s.next_deadline(), at_ms(21500));
     for (int i = 0; i < 3; ++i) {
-        ASSERT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kNone);
+        ASSERT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kNone);
     }
-    EXPECT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kGiveUp);
+    EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
 }
 
 TEST(StreamKeepalive, OffByDefaultAndQuietWhileDataIsOutstanding) {
