@@ -67,6 +67,7 @@ struct Arrival {
     enum class Verdict : std::uint8_t {
         kAccepted,       // processed (it may still have carried nothing new)
         kOutOfWindow,    // not acceptable (RFC 9293 3.10.7.4 first check): ACK queued, dropped
+                         // (an old duplicate's valid ACK is still used, as BSD does: see `acked`)
         kAckUnsent,      // acknowledges data never sent: ACK queued, dropped (RFC 9293, 5961 5.2)
         kAckTooOld,      // acknowledges below snd_una - max window: ACK queued, dropped (RFC 5961 5.2)
         kNoAck,          // no ACK bit: dropped
@@ -94,7 +95,8 @@ public:
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
-    // buffer is full or after close()).
+    // buffer is full or after close()). Like close(), it takes no time: the
+    // bytes go, and the timers for them start, at the next poll_segment.
     std::size_t write(std::span<const std::byte> data);
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.
@@ -156,6 +158,12 @@ private:
         wire::SeqNumber start;
         std::uint32_t len = 0;
     };
+    // A segment's text cut to what is new and inside the window.
+    struct Text {
+        wire::SeqNumber seq;
+        std::span<const std::byte> data;
+        bool fin = false;
+    };
     // The window field to put on the wire and the right edge it offers.
     struct Advert {
         std::uint16_t field = 0;
@@ -167,6 +175,7 @@ private:
     wire::SeqNumber data_end() const;    // sequence number after the last queued byte
     Duration backed_off(unsigned shift) const;
     bool persist_wanted() const;
+    wire::SeqNumber ack_seq() const;     // the sequence number of an empty segment
     std::optional<SegmentOut> send_new(Instant now);
     std::optional<SegmentOut> send_probe();
     SegmentOut emit(Instant now, wire::SeqNumber seq, std::uint32_t len, bool fin);
@@ -188,6 +197,7 @@ private:
     std::uint32_t rcv_space() const;    // what the buffer can still take from rcv_nxt on
     Advert advert() const;
     bool window_update_due() const;
+    Text trim_text(const SegmentIn& seg);
     void process_data(Instant now, const SegmentIn& seg, Arrival& out);
     void deliver_in_order(std::span<const std::byte> data, Arrival& out);
     bool hold_out_of_order(wire::SeqNumber seq, std::span<const std::byte> data);

@@ -40,9 +40,8 @@ struct Seg {
 };
 
 std::ostream& operator<<(std::ostream& os, const Seg& s) {
-    return os << "{seq " << s.seq << " ack " << s.ack << " flags 0x" << std::hex
-              << int{s.flags} << std::dec << " win " << s.window << " len " << s.payload.size()
-              << "}";
+    return os << "{seq " << s.seq << " ack " << s.ack << " flags 0x" << std::hex << int{s.flags}
+              << std::dec << " win " << s.window << " len " << s.payload.size() << "}";
 }
 
 Seg seg_of(const SegmentOut& out) {
@@ -74,7 +73,16 @@ void expect_sent(Stream& s, Instant now, const std::vector<Seg>& want) {
     EXPECT_EQ(drain(s, now), want);
 }
 
-void expect_nothing_sent(Stream& s, Instant now) { EXPECT_EQ(drain(s, now), std::vector<Seg>{}); }
+void expect_nothing_sent(Stream& s, Instant now) {
+    EXPECT_EQ(drain(s, now), std::vector<Seg>{});
+}
+
+// The stream's next deadline, which the test expects to exist.
+Instant deadline(const Stream& s) {
+    const auto d = s.next_deadline();
+    EXPECT_TRUE(d.has_value());
+    return d.value_or(kInstantNever);
+}
 
 // A segment from the peer (its payload must outlive the call).
 SegmentIn from_peer(std::uint32_t seq, std::uint32_t ack, std::uint16_t window,
@@ -134,7 +142,8 @@ TEST(StreamSend, PeerWindowLimitsSendAndAWindowUpdateResumes) {
     Stream s(config(), init(1500), at_ms(0));
     const auto data = pattern(4000);
     s.write(data);
-    expect_sent(s, at_ms(0), {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 500, kIrs, kWin16k)});
+    expect_sent(s, at_ms(0),
+                {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 500, kIrs, kWin16k)});
     // The peer takes the first 1000 and keeps the same right edge.
     s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 500));
     expect_nothing_sent(s, at_ms(10));
@@ -154,7 +163,8 @@ TEST(StreamSend, WindowUpdateRuleIgnoresOlderSegments) {
     EXPECT_EQ(s.snd_wnd(), 5000U);
     // RFC 9293: a reordered older segment (SEG.SEQ < SND.WL1) is taken but
     // does not update the window.
-    const auto a = s.on_segment(at_ms(3), from_peer(kIrs + 50, kIss, 100, std::span(in).subspan(50)));
+    const auto a =
+        s.on_segment(at_ms(3), from_peer(kIrs + 50, kIss, 100, std::span(in).subspan(50)));
     EXPECT_EQ(a.verdict, Verdict::kAccepted);
     EXPECT_EQ(s.readable_bytes(), 150U);
     EXPECT_EQ(s.snd_wnd(), 5000U);
@@ -401,26 +411,29 @@ TEST(StreamPersist, UnansweredProbesGiveUpAnsweredOnesDoNot) {
     expect_nothing_sent(s, at_ms(0));
     // Answered probes: many more than max_retransmits, no give-up.
     for (int i = 0; i < 8; ++i) {
-        const Instant t = *s.next_deadline();
+        const Instant t = deadline(s);
         ASSERT_EQ(s.on_timer(t), Stream::Timeout::kNone) << i;
         expect_sent(s, t, {data_seg(0, 1, kIrs, kWin16k)});
         s.on_segment(t + milliseconds(1), from_peer(kIrs, kIss, 0));
     }
     // Unanswered: three probes, then the fourth expiry gives up.
     for (int i = 0; i < 3; ++i) {
-        const Instant t = *s.next_deadline();
+        const Instant t = deadline(s);
         ASSERT_EQ(s.on_timer(t), Stream::Timeout::kNone) << i;
         drain(s, t);
     }
-    EXPECT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kGiveUp);
+    EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
 }
 
 TEST(StreamPersist, ProbeAcceptedByThePeerAdvancesSndUna) {
     Stream s(config(), init(0), at_ms(0));
     const auto data = pattern(3000);
     s.write(data);
-    s.on_timer(*s.next_deadline());
-    drain(s, at_ms(1000));
+    // write() takes no time: the persist timer starts at the next poll.
+    expect_nothing_sent(s, at_ms(0));
+    ASSERT_EQ(s.next_deadline(), at_ms(1000));
+    s.on_timer(at_ms(1000));
+    expect_sent(s, at_ms(1000), {data_seg(0, 1, kIrs, kWin16k)});
     const auto a = s.on_segment(at_ms(1001), from_peer(kIrs, kIss + 1, 1500));
     EXPECT_TRUE(a.acked);
     expect_sent(s, at_ms(1001),
@@ -457,6 +470,32 @@ TEST(StreamAckCheck, AckTooOldIsDroppedWithAnAck) {
     a = s.on_segment(at_ms(3), from_peer(kIrs, kIss + 6000, 2000, payload));
     EXPECT_EQ(a.verdict, Verdict::kAccepted);
     EXPECT_EQ(s.readable_bytes(), 100U);
+}
+
+TEST(StreamAckCheck, OldDuplicateStillDeliversItsAck) {
+    // A peer whose SND.NXT lags our RCV.NXT (it went back after an RTO, or we
+    // took its probe octet and the ACK was lost) sends ACKs one octet old.
+    Stream s(config(), init(), at_ms(0));
+    const auto out = pattern(2000);
+    s.write(out);
+    drain(s, at_ms(0));
+    const auto in = pattern(100);
+    s.on_segment(at_ms(1), from_peer(kIrs, kIss, 60000, in));
+    drain(s, at_ms(1));
+    auto a = s.on_segment(at_ms(2), from_peer(kIrs + 99, kIss + 2000, 30000));
+    EXPECT_EQ(a.verdict, Verdict::kOutOfWindow);
+    EXPECT_TRUE(a.acked);
+    EXPECT_EQ(s.snd_una(), SeqNumber(kIss + 2000));
+    EXPECT_EQ(s.snd_wnd(), 30000U);
+    expect_sent(s, at_ms(2), {ack_seg(kIss + 2000, kIrs + 100, kWin16k - 100)});
+    // One older than a whole buffer is ignored, and so is an invalid ACK.
+    s.write(out);
+    drain(s, at_ms(3));
+    a = s.on_segment(at_ms(4), from_peer(kIrs + 100 - kWin16k - 1, kIss + 3000, 30000));
+    EXPECT_FALSE(a.acked);
+    a = s.on_segment(at_ms(4), from_peer(kIrs + 50, kIss + 5000, 30000));
+    EXPECT_FALSE(a.acked);
+    EXPECT_EQ(s.snd_una(), SeqNumber(kIss + 2000));
 }
 
 TEST(StreamAckCheck, SegmentWithoutAckIsDropped) {
@@ -537,13 +576,13 @@ TEST(StreamReceive, WindowShrinksAsBytesWaitAndReopensAfterConsume) {
     for (std::uint32_t i = 0; i < 4; ++i) {
         s.on_segment(at_ms(1), from_peer(kIrs + i * 1000, kIss, 60000,
                                          std::span(payload).subspan(i * 1000, 1000)));
-        expect_sent(s, at_ms(1),
-                    {ack_seg(kIss, kIrs + (i + 1) * 1000, static_cast<std::uint16_t>(3000 - i * 1000))});
+        expect_sent(
+            s, at_ms(1),
+            {ack_seg(kIss, kIrs + (i + 1) * 1000, static_cast<std::uint16_t>(3000 - i * 1000))});
     }
     EXPECT_EQ(s.rcv_wnd(), 0U);
     // More data into the zero window: not taken, acknowledged.
-    EXPECT_EQ(s.on_segment(at_ms(2), from_peer(kIrs + 4000, kIss, 60000, payload)).readable,
-              false);
+    EXPECT_EQ(s.on_segment(at_ms(2), from_peer(kIrs + 4000, kIss, 60000, payload)).readable, false);
     expect_sent(s, at_ms(2), {ack_seg(kIss, kIrs + 4000, 0)});
     // Reading less than min(RCV.BUFF/2, MSS) does not open the window (SWS).
     s.consume(500);
@@ -585,7 +624,8 @@ TEST(StreamReceive, DelayedAckTiming) {
     expect_sent(s, at_ms(50), {ack_seg(kIss, kIrs + 1000, kWin16k - 1000)});
     EXPECT_EQ(s.next_deadline(), std::nullopt);
     // Two full segments: the second is acknowledged at once.
-    s.on_segment(at_ms(60), from_peer(kIrs + 1000, kIss, 60000, std::span(payload).subspan(1000, 1000)));
+    s.on_segment(at_ms(60),
+                 from_peer(kIrs + 1000, kIss, 60000, std::span(payload).subspan(1000, 1000)));
     expect_nothing_sent(s, at_ms(60));
     s.on_segment(at_ms(61), from_peer(kIrs + 2000, kIss, 60000, std::span(payload).subspan(2000)));
     expect_sent(s, at_ms(61), {ack_seg(kIss, kIrs + 3000, kWin16k - 3000)});
@@ -605,7 +645,8 @@ TEST(StreamFin, PeerFinInOrderIsAckedAtOnce) {
     // The right edge stays where it was: the FIN took one sequence number.
     expect_sent(s, at_ms(1), {ack_seg(kIss, kIrs + 301, kWin16k - 301)});
     // The FIN again: acknowledged again, reported once.
-    const auto again = s.on_segment(at_ms(2), from_peer(kIrs, kIss, 60000, payload, f::kAck | f::kFin));
+    const auto again =
+        s.on_segment(at_ms(2), from_peer(kIrs, kIss, 60000, payload, f::kAck | f::kFin));
     EXPECT_FALSE(again.fin);
     EXPECT_EQ(s.readable_bytes(), 300U);
     expect_sent(s, at_ms(2), {ack_seg(kIss, kIrs + 301, kWin16k - 301)});
@@ -650,7 +691,7 @@ TEST(StreamFin, OurFinFollowsDataIsRetransmittedAndAcked) {
     auto a = s.on_segment(at_ms(1100), from_peer(kIrs, kIss + 500, 60000));
     EXPECT_TRUE(a.acked);
     EXPECT_FALSE(a.fin_acked);
-    const Instant t = *s.next_deadline();
+    const Instant t = deadline(s);
     EXPECT_EQ(t, at_ms(1100) + seconds(2));  // restarted, still backed off (Karn)
     s.on_timer(t);
     expect_sent(s, t, {Seg{kIss + 500, kIrs, f::kAck | f::kFin, kWin16k, {}}});
@@ -702,9 +743,9 @@ TEST(StreamKeepalive, AnAnswerResetsTheCount) {
     s.on_segment(at_ms(11500), from_peer(kIrs, kIss, 60000));
     EXPECT_EQ(s.next_deadline(), at_ms(21500));
     for (int i = 0; i < 3; ++i) {
-        ASSERT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kNone);
+        ASSERT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kNone);
     }
-    EXPECT_EQ(s.on_timer(*s.next_deadline()), Stream::Timeout::kGiveUp);
+    EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
 }
 
 TEST(StreamKeepalive, OffByDefaultAndQuietWhileDataIsOutstanding) {
