@@ -71,8 +71,20 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     }
     // The application hears of the bytes before it hears of the end.
     notify_stream(*node);
+    const CmState before = node->state;
     if (a.fin_acked) on_stream_fin_acked(now, node);
     if (node->state != CmState::kClosed && a.fin) on_stream_fin(now, node);
+    if (node->state == before) {
+        if (before == CmState::kTimeWait && t.has(tf::kFin)) {
+            // RFC 9293 3.10.7.4, TIME-WAIT: a retransmission of the remote
+            // FIN is acknowledged (the stream did) and restarts the wait.
+            arm_mpa_timer(now, node, s.config().time_wait);
+        } else if (before == CmState::kFinWait2) {
+            // The peer may still send (a half-close): the wait for its FIN
+            // counts from the last thing it sent.
+            arm_fin_wait2(now, node);
+        }
+    }
     flush_stream(now, node);
 }
 
@@ -80,10 +92,7 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
 void Core::Impl::on_stream_fin_acked(Instant now, const NodeRef& node) {
     if (node->state == CmState::kFinWait1) {
         set_state(*node, CmState::kFinWait2);
-        // As before hand-off (on_ack): wait for the peer's FIN as long as its
-        // retransmissions could last, then reset.
-        timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
-        arm_mpa_timer(now, node, peer.total());
+        arm_fin_wait2(now, node);
     } else if (node->state == CmState::kClosing) {
         enter_time_wait(now, node);
     } else if (node->state == CmState::kLastAck) {
@@ -107,6 +116,16 @@ void Core::Impl::on_stream_fin(Instant now, const NodeRef& node) {
     } else if (node->state == CmState::kFinWait2) {
         enter_time_wait(now, node);
     }
+}
+
+// As before hand-off (on_ack): wait for the peer's FIN as long as its
+// retransmissions could last (for a stream, as long as its RTO could grow),
+// then reset.
+void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
+    timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
+    Duration wait = peer.total();
+    if (node->stream) wait = std::max(wait, 2 * node->stream->tcp.config().rto_max);
+    arm_mpa_timer(now, node, wait);
 }
 
 void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {

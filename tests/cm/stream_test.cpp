@@ -197,14 +197,16 @@ TEST(Stream, GracefulDisconnectSendsFinAfterQueuedBytes) {
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kDisconnected);
     EXPECT_EQ(e[0].state, CmState::kTimeWait);
-    // A stream's TIME_WAIT (60 s, not the driver's 100 ms) re-ACKs a
-    // retransmitted FIN: our ACK may have been lost.
-    d.advance(seconds(30));
+    // A stream's TIME_WAIT (120 s, not the driver's 100 ms) re-ACKs a
+    // retransmitted FIN, whose arrival restarts it (RFC 9293).
+    d.advance(seconds(100));
     d.feed(d.frame(tf::kAck | tf::kFin, d.peer_nxt + static_cast<std::uint32_t>(-1), d.dut_nxt));
     o = d.out();
     ASSERT_EQ(o.size(), 1u);
     EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
-    d.advance(seconds(30));
+    d.advance(seconds(119));
+    EXPECT_EQ(d.core.live_nodes(), 1u);
+    d.advance(seconds(1));
     EXPECT_EQ(d.core.live_nodes(), 0u);
     EXPECT_EQ(d.core.pending_timers(), 0u);
 }
