@@ -5,7 +5,9 @@
 // SYN checks), RFC 5044 section 7.1 and RFC 6581 (MPA). The handlers live in
 //   core.cpp  commands and the public surface,
 //   tcp.cpp   segment arrival, per state, and segment output,
-//   mpa.cpp   the MPA exchange over the TCP byte stream.
+//   mpa.cpp   the MPA exchange over the TCP byte stream,
+//   timeouts.cpp  every timeout of a node, one switch on its kind,
+//   check.cpp the invariants every handler leaves behind.
 #pragma once
 
 #include <algorithm>
@@ -17,21 +19,22 @@
 
 #include "cm/conn_table.hpp"
 #include "cm/node.hpp"
+#include "cm/node_timers.hpp"
 #include "iwcm/core.hpp"
-#include "timer/cm_timer.hpp"
-#include "timer/wheel.hpp"
 #include "wire/frame.hpp"
+
+// Debug builds (and the sanitizer build, which defines it) check check_node()'s invariants.
+#if !defined(IWCM_CHECK_INVARIANTS)
+#if defined(NDEBUG)
+#define IWCM_CHECK_INVARIANTS 0
+#else
+#define IWCM_CHECK_INVARIANTS 1
+#endif
+#endif
 
 namespace iwcm {
 
 namespace cm {
-
-// The send entry's payload: nothing. A retransmission is rebuilt from the
-// node's state (SYN, SYN-ACK, or the unacknowledged bytes and FIN), the way
-// TCP retransmits from snd_una, so an entry costs no buffer.
-struct Resend {};
-
-using Timers = timer::CmTimerService<NodeRef, Resend>;
 
 // Bytes appended and cleared in bulk, never zero-filled first (the frames
 // written into it overwrite every byte).
@@ -147,8 +150,6 @@ struct Core::Impl {
     void reply_no_connection(const cm::Segment& seg);
     // RFC 5961 section 7: a challenge ACK, unless this second's budget is spent.
     void send_challenge_ack(Instant now, cm::Node& node);
-    void on_timer_action(Instant now, cm::Timers::Action&& action);
-    void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
 
     // ---- segment output (tcp.cpp) ----
     void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
@@ -177,9 +178,6 @@ struct Core::Impl {
     void on_terminate(Instant now, const cm::NodeRef& node);
     void accept_request(Instant now, const cm::NodeRef& node);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
-    void on_mpa_timeout(Instant now, const cm::NodeRef& node);
-    void arm_mpa_timer(Instant now, const cm::NodeRef& node, Duration after);
-    void cancel_mpa_timer(cm::Node& node);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
     MpaInfo negotiated(const cm::Node& node) const;
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
@@ -191,6 +189,51 @@ struct Core::Impl {
     // kAddressDown / kAddressUp to every listener on this specific address.
     void notify_listeners(const IpAddr& addr, EventType type, int status);
     std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
+
+    // ---- timeouts (timeouts.cpp) ----
+    // One switch on the kind that fired; each arm is a named handler below.
+    void on_node_timer(Instant now, cm::FiredTimer&& fired);
+    void on_retransmit(Instant now, const cm::NodeRef& node);
+    void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
+    void on_close_timer(Instant now, const cm::NodeRef& node);
+    void on_mpa_request_timeout(Instant now, const cm::NodeRef& node);
+    void on_mpa_reply_timeout(Instant now, const cm::NodeRef& node);
+    void on_accept_timeout(Instant now, const cm::NodeRef& node);
+    void on_rtr_timeout(Instant now, const cm::NodeRef& node);
+    void on_fin_wait2_timeout(Instant now, const cm::NodeRef& node);
+    // The data-phase TCP's timer (kStream: RTO, persist, keepalive, delayed ACK); defined by
+    // the stream integration.
+    void on_stream_timer(Instant now, const cm::NodeRef& node);
+    // The timeout of the node's phase (kMpaRequest .. kFinWait2), `after` from now; replaces
+    // the earlier one.
+    void arm_phase_timer(Instant now, const cm::NodeRef& node, cm::NodeTimer kind, Duration after);
+    void cancel_phase_timer(cm::Node& node);
+    void arm_stream_timer(Instant now, const cm::NodeRef& node, Instant at);
+    void cancel_stream_timer(cm::Node& node);
+
+    // ---- invariants (check.cpp) ----
+    // What every handler leaves true of a node (sequence order, table membership, buffer
+    // bounds, timers); asserted in debug and sanitizer builds, nothing in release ones.
+#if IWCM_CHECK_INVARIANTS
+    void check_node(const cm::Node& node) const;
+#else
+    void check_node(const cm::Node&) const {}
+#endif
+    // check_node() on a handler's entry and again on its way out, whichever return it takes.
+    // The caller's NodeRef keeps the node alive for the scope.
+    class CheckScope {
+    public:
+        CheckScope(const Impl& impl, const cm::Node& node) : impl_(impl), node_(node) {
+            impl_.check_node(node_);
+        }
+        ~CheckScope() { impl_.check_node(node_); }
+        CheckScope(const CheckScope&) = delete;
+        CheckScope& operator=(const CheckScope&) = delete;
+
+    private:
+        const Impl& impl_;
+        const cm::Node& node_;
+    };
 
     // ---- lifetime and events (core.cpp) ----
     void set_state(cm::Node& node, CmState to);
@@ -217,9 +260,7 @@ struct Core::Impl {
     Stats stats;
     cm::NodePool pool;
     cm::ConnTable table;
-    cm::Timers timers;
-    timer::TimerWheel mpa_wheel;
-    std::vector<cm::NodeRef> mpa_refs;    // by node index: the MPA timer's reference
+    cm::NodeTimers timers;
     std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
     std::vector<cm::Listener> listeners;
     struct LocalAddress {
