@@ -92,26 +92,6 @@ NodeTimers::~NodeTimers() {
     }
 }
 
-bool NodeTimers::in_phase_slot(NodeTimer kind) {
-    switch (kind) {
-        case NodeTimer::kSend:
-        case NodeTimer::kStream: return false;
-        case NodeTimer::kClose:
-        case NodeTimer::kMpaRequest:
-        case NodeTimer::kMpaReply:
-        case NodeTimer::kAccept:
-        case NodeTimer::kRtr:
-        case NodeTimer::kFinWait2: return true;
-    }
-    IWCM_ASSERT(false && "NodeTimer out of range");
-    return false;
-}
-
-timer::TimerId& NodeTimers::slot(Node& node, NodeTimer kind) {
-    if (in_phase_slot(kind)) return node.phase_timer;
-    return kind == NodeTimer::kSend ? node.send_timer : node.stream_timer;
-}
-
 void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt) {
     IWCM_ASSERT(node && node->state != CmState::kClosed);
     timer::TimerId& id = slot(*node, kind);

@@ -155,9 +155,24 @@ private:
         return std::uint64_t{node.index} | std::uint64_t{static_cast<std::uint8_t>(kind)} << 32 |
                std::uint64_t{attempt} << 40;
     }
-    // kClose and kMpaRequest .. kFinWait2 share phase_timer.
-    static bool in_phase_slot(NodeTimer kind);
-    static timer::TimerId& slot(Node& node, NodeTimer kind);
+    // kClose and kMpaRequest .. kFinWait2 share phase_timer. Inline: every arm and fire asks.
+    static bool in_phase_slot(NodeTimer kind) {
+        switch (kind) {
+            case NodeTimer::kSend:
+            case NodeTimer::kStream: return false;
+            case NodeTimer::kClose:
+            case NodeTimer::kMpaRequest:
+            case NodeTimer::kMpaReply:
+            case NodeTimer::kAccept:
+            case NodeTimer::kRtr:
+            case NodeTimer::kFinWait2: return true;
+        }
+        return false;
+    }
+    static timer::TimerId& slot(Node& node, NodeTimer kind) {
+        if (in_phase_slot(kind)) return node.phase_timer;
+        return kind == NodeTimer::kSend ? node.send_timer : node.stream_timer;
+    }
     static bool any_armed(const Node& node) {
         return node.send_timer.valid() || node.phase_timer.valid() || node.stream_timer.valid();
     }
