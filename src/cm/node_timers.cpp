@@ -98,7 +98,9 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
     IWCM_ASSERT(!id.valid());
     id = wheel_.schedule(at, cookie(*node, kind, attempt));
     if (in_phase_slot(kind)) node->phase_kind = kind;
-    if (node->index >= refs_.size()) refs_.resize(std::max<std::size_t>(node->index + 1, refs_.size() * 2));
+    // Grown with the pool, a chunk at a time, not by doubling: the vector is part of what
+    // every connection costs.
+    if (node->index >= refs_.size()) refs_.resize(std::max<std::size_t>(node->index + 1, node->pool->capacity()));
     NodeRef& held = refs_[node->index];
     if (!held) held = node;
     IWCM_ASSERT(held == node);
