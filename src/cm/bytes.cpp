@@ -78,7 +78,7 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
         if (before == CmState::kTimeWait && t.has(tf::kFin)) {
             // RFC 9293 3.10.7.4, TIME-WAIT: a retransmission of the remote
             // FIN is acknowledged (the stream did) and restarts the wait.
-            arm_mpa_timer(now, node, s.config().time_wait);
+            timers.arm_close_at(node, now + s.config().time_wait);
         } else if (before == CmState::kFinWait2) {
             // The peer may still send (a half-close): the wait for its FIN
             // counts from the last thing it sent.
@@ -125,7 +125,7 @@ void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
     timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
     Duration wait = peer.total();
     if (node->stream) wait = std::max(wait, 2 * node->stream->tcp.config().rto_max);
-    arm_mpa_timer(now, node, wait);
+    arm_phase_timer(now, node, cm::NodeTimer::kFinWait2, wait);
 }
 
 void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
@@ -181,26 +181,6 @@ void Core::Impl::notify_stream(Node& node) {
         ns.writable_wanted = false;
         push_event(ref, EventType::kWritable, 0);
     }
-}
-
-void Core::Impl::arm_stream_timer(Instant now, const NodeRef& node, Instant at) {
-    (void)now;
-    cm::NodeStream& ns = *node->stream;
-    if (ns.timer.valid()) {
-        if (stream_wheel.deadline_of(ns.timer) == at) return;
-        stream_wheel.cancel(ns.timer);
-    }
-    if (stream_refs.size() < pool.capacity()) stream_refs.resize(pool.capacity());
-    ns.timer = stream_wheel.schedule(at, node->index);
-    stream_refs[node->index] = node;
-}
-
-void Core::Impl::cancel_stream_timer(Node& node) {
-    if (!node.stream || !node.stream->timer.valid()) return;
-    stream_wheel.cancel(node.stream->timer);
-    node.stream->timer = {};
-    IWCM_ASSERT(node.refs > 1);
-    stream_refs[node.index].reset();
 }
 
 // ---------------------------------------------------------------- commands

@@ -18,8 +18,8 @@ using cm::NodeRef;
 
 namespace {
 
-timer::CmTimerConfig timer_config(const CoreConfig& c) {
-    timer::CmTimerConfig t;
+cm::NodeTimersConfig timer_config(const CoreConfig& c) {
+    cm::NodeTimersConfig t;
     t.retrans.max_retrans = c.retransmit.max_retrans;
     t.retrans.initial = c.retransmit.initial;
     t.retrans.cap = c.retransmit.cap;
@@ -33,9 +33,7 @@ timer::CmTimerConfig timer_config(const CoreConfig& c) {
 Core::Impl::Impl(const CoreConfig& config)
     : cfg(config),
       pool(&Impl::on_node_destroyed, this),
-      timers(timer_config(config)),
-      mpa_wheel(config.timer_granularity),
-      stream_wheel(config.timer_granularity) {
+      timers(timer_config(config)) {
     scratch.resize(2048);
 }
 
@@ -45,11 +43,9 @@ Core::Impl::~Impl() {
     current_node.reset();
     events.clear();
     app_refs.clear();
-    mpa_refs.clear();
-    stream_refs.clear();
     std::vector<NodeRef> all;
     table.for_each([&](Node& n) { all.emplace_back(&n); });
-    for (auto& n : all) timers.cancel_all(n);
+    for (auto& n : all) timers.cancel_all(*n);
     all.clear();
     table = cm::ConnTable();
 }
@@ -81,32 +77,11 @@ void Core::Impl::drain_loopback(Instant now) {
 
 void Core::Impl::on_timer(Instant now) {
     now_ = now;
-    timers.on_timer(now, [&](cm::Timers::Action&& a) { on_timer_action(now, std::move(a)); });
-    std::vector<std::uint32_t> due;
-    mpa_wheel.advance(now, [&](std::uint64_t cookie) { due.push_back(static_cast<std::uint32_t>(cookie)); });
-    for (std::uint32_t index : due) {
-        NodeRef ref = std::move(mpa_refs[index]);
-        if (!ref) continue;
-        ref->mpa_timer = {};
-        on_mpa_timeout(now, ref);
-    }
-    due.clear();
-    stream_wheel.advance(now, [&](std::uint64_t cookie) { due.push_back(static_cast<std::uint32_t>(cookie)); });
-    for (std::uint32_t index : due) {
-        NodeRef ref = std::move(stream_refs[index]);
-        if (!ref || !ref->stream) continue;
-        ref->stream->timer = {};
-        on_stream_timer(now, ref);
-    }
+    timers.on_timer(now, [&](cm::FiredTimer&& fired) { on_node_timer(now, std::move(fired)); });
     drain_loopback(now);
 }
 
-std::optional<Instant> Core::Impl::next_deadline() const {
-    std::optional<Instant> earliest;
-    for (auto d : {timers.next_deadline(), mpa_wheel.next_deadline(), stream_wheel.next_deadline()})
-        if (d && (!earliest || *d < *earliest)) earliest = d;
-    return earliest;
-}
+std::optional<Instant> Core::Impl::next_deadline() const { return timers.next_deadline(); }
 
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
     if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
@@ -213,9 +188,7 @@ void Core::Impl::release_backlog(Node& node) {
 void Core::Impl::close_node(const NodeRef& node) {
     IWCM_ASSERT(node);
     release_backlog(*node);
-    timers.cancel_all(node);
-    cancel_mpa_timer(*node);
-    cancel_stream_timer(*node);
+    timers.cancel_all(*node);
     node->release_buffers();
     set_state(*node, CmState::kClosed);
     count_failure(*node);
@@ -431,7 +404,6 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     NodeRef node = pool.create();
     ++stats.nodes_created;
     if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
-    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
     node->initiator = true;
     node->local = local;
     node->remote = p.remote;
@@ -462,6 +434,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     arm_send(now, node);
     ConnHandle h = node->handle();
     drain_loopback(now);
+    check_node(*node);
     return h;
 }
 
@@ -486,6 +459,7 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     ++stats.accepts;
     release_backlog(node);
     NodeRef ref(&node);
+    const CheckScope check(*this, node);
     accept_request(now, ref);
     drain_loopback(now);
     return {};
@@ -500,6 +474,7 @@ Result<void> Core::Impl::reject(Instant now, ConnHandle conn, std::span<const st
     node.app_rejected = true;
     release_backlog(node);
     NodeRef ref(&node);
+    const CheckScope check(*this, node);
     reject_request(now, ref, pdata);
     drain_loopback(now);
     return {};
@@ -510,6 +485,7 @@ Result<void> Core::Impl::disconnect(Instant now, ConnHandle conn, DisconnectMode
     auto n = app_node(conn);
     if (!n) return fail(n.error());
     NodeRef node(*n);
+    const CheckScope check(*this, *node);
     constexpr CmStateSet kFinable = CmState::kEstablished | CmState::kOffloaded |
                                     CmState::kMpaReqSent | CmState::kMpaReqRcvd |
                                     CmState::kOneSideEstablished | CmState::kAccepting;
@@ -677,19 +653,16 @@ Result<CmState> Core::state(ConnHandle c) const {
 void Core::reserve(std::size_t connections) {
     impl_->pool.reserve(connections);
     impl_->table.reserve(connections);
-    impl_->timers.reserve(connections);
-    impl_->mpa_wheel.reserve(connections);
+    // A connection being set up has a send entry and a phase timer armed.
+    impl_->timers.reserve(2 * connections, impl_->pool.capacity());
     impl_->app_refs.resize(std::max(impl_->app_refs.size(), impl_->pool.capacity()));
-    impl_->mpa_refs.resize(std::max(impl_->mpa_refs.size(), impl_->pool.capacity()));
 }
 
 const Stats& Core::stats() const { return impl_->stats; }
 const CoreConfig& Core::config() const { return impl_->cfg; }
 void Core::set_trace(TraceHook hook) { impl_->trace = std::move(hook); }
 std::size_t Core::live_nodes() const { return impl_->pool.live(); }
-std::size_t Core::pending_timers() const {
-    return impl_->timers.pending() + impl_->mpa_wheel.pending() + impl_->stream_wheel.pending();
-}
+std::size_t Core::pending_timers() const { return impl_->timers.pending(); }
 std::size_t Core::queued_events() const { return impl_->events.size() - impl_->event_head; }
 
 }  // namespace iwcm

@@ -7,6 +7,8 @@
 //   tcp.cpp   segment arrival, per state, and segment output,
 //   mpa.cpp   the MPA exchange over the TCP byte stream,
 //   bytes.cpp the byte stream after a kStream hand-off (tcp::Stream).
+//   timeouts.cpp  every timeout of a node, one switch on its kind,
+//   check.cpp the invariants every handler leaves behind.
 #pragma once
 
 #include <algorithm>
@@ -18,21 +20,22 @@
 
 #include "cm/conn_table.hpp"
 #include "cm/node.hpp"
+#include "cm/node_timers.hpp"
 #include "iwcm/core.hpp"
-#include "timer/cm_timer.hpp"
-#include "timer/wheel.hpp"
 #include "wire/frame.hpp"
+
+// Debug builds (and the sanitizer build, which defines it) check check_node()'s invariants.
+#if !defined(IWCM_CHECK_INVARIANTS)
+#if defined(NDEBUG)
+#define IWCM_CHECK_INVARIANTS 0
+#else
+#define IWCM_CHECK_INVARIANTS 1
+#endif
+#endif
 
 namespace iwcm {
 
 namespace cm {
-
-// The send entry's payload: nothing. A retransmission is rebuilt from the
-// node's state (SYN, SYN-ACK, or the unacknowledged bytes and FIN), the way
-// TCP retransmits from snd_una, so an entry costs no buffer.
-struct Resend {};
-
-using Timers = timer::CmTimerService<NodeRef, Resend>;
 
 // Bytes appended and cleared in bulk, never zero-filled first (the frames
 // written into it overwrite every byte).
@@ -148,8 +151,6 @@ struct Core::Impl {
     void reply_no_connection(const cm::Segment& seg);
     // RFC 5961 section 7: a challenge ACK, unless this second's budget is spent.
     void send_challenge_ack(Instant now, cm::Node& node);
-    void on_timer_action(Instant now, cm::Timers::Action&& action);
-    void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
 
     // ---- segment output (tcp.cpp) ----
     wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags, wire::SeqNumber seq) const;
@@ -179,9 +180,6 @@ struct Core::Impl {
     void on_terminate(Instant now, const cm::NodeRef& node);
     void accept_request(Instant now, const cm::NodeRef& node);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
-    void on_mpa_timeout(Instant now, const cm::NodeRef& node);
-    void arm_mpa_timer(Instant now, const cm::NodeRef& node, Duration after);
-    void cancel_mpa_timer(cm::Node& node);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
     MpaInfo negotiated(const cm::Node& node) const;
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
@@ -199,14 +197,11 @@ struct Core::Impl {
     void on_stream_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_stream_fin_acked(Instant now, const cm::NodeRef& node);
     void on_stream_fin(Instant now, const cm::NodeRef& node);
-    void on_stream_timer(Instant now, const cm::NodeRef& node);
     // Sends what the stream has to send, brings the node's sequence numbers
     // up to date, tells the application what changed, re-arms the timer.
     void flush_stream(Instant now, const cm::NodeRef& node);
     void notify_stream(cm::Node& node);
     void arm_fin_wait2(Instant now, const cm::NodeRef& node);
-    void arm_stream_timer(Instant now, const cm::NodeRef& node, Instant at);
-    void cancel_stream_timer(cm::Node& node);
     // A node whose stream the application may use: its handle is live, or
     // its terminal event is queued or was the last one polled.
     Result<cm::Node*> stream_node(ConnHandle conn) const;
@@ -214,6 +209,51 @@ struct Core::Impl {
     Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
     // Before hand-off: what the connection may still buffer of the peer's bytes.
     std::uint32_t rx_space(const cm::Node& node) const;
+
+    // ---- timeouts (timeouts.cpp) ----
+    // One switch on the kind that fired; each arm is a named handler below.
+    void on_node_timer(Instant now, cm::FiredTimer&& fired);
+    void on_retransmit(Instant now, const cm::NodeRef& node);
+    void on_retrans_exhausted(Instant now, const cm::NodeRef& node);
+    void on_close_timer(Instant now, const cm::NodeRef& node);
+    void on_mpa_request_timeout(Instant now, const cm::NodeRef& node);
+    void on_mpa_reply_timeout(Instant now, const cm::NodeRef& node);
+    void on_accept_timeout(Instant now, const cm::NodeRef& node);
+    void on_rtr_timeout(Instant now, const cm::NodeRef& node);
+    void on_fin_wait2_timeout(Instant now, const cm::NodeRef& node);
+    // The data-phase TCP's timer (kStream: RTO, persist, keepalive, delayed ACK); defined by
+    // the stream integration.
+    void on_stream_timer(Instant now, const cm::NodeRef& node);
+    // The timeout of the node's phase (kMpaRequest .. kFinWait2), `after` from now; replaces
+    // the earlier one.
+    void arm_phase_timer(Instant now, const cm::NodeRef& node, cm::NodeTimer kind, Duration after);
+    void cancel_phase_timer(cm::Node& node);
+    void arm_stream_timer(Instant now, const cm::NodeRef& node, Instant at);
+    void cancel_stream_timer(cm::Node& node);
+
+    // ---- invariants (check.cpp) ----
+    // What every handler leaves true of a node (sequence order, table membership, buffer
+    // bounds, timers); asserted in debug and sanitizer builds, nothing in release ones.
+#if IWCM_CHECK_INVARIANTS
+    void check_node(const cm::Node& node) const;
+#else
+    void check_node(const cm::Node&) const {}
+#endif
+    // check_node() on a handler's entry and again on its way out, whichever return it takes.
+    // The caller's NodeRef keeps the node alive for the scope.
+    class CheckScope {
+    public:
+        CheckScope(const Impl& impl, const cm::Node& node) : impl_(impl), node_(node) {
+            impl_.check_node(node_);
+        }
+        ~CheckScope() { impl_.check_node(node_); }
+        CheckScope(const CheckScope&) = delete;
+        CheckScope& operator=(const CheckScope&) = delete;
+
+    private:
+        const Impl& impl_;
+        const cm::Node& node_;
+    };
 
     // ---- lifetime and events (core.cpp) ----
     void set_state(cm::Node& node, CmState to);
@@ -240,11 +280,7 @@ struct Core::Impl {
     Stats stats;
     cm::NodePool pool;
     cm::ConnTable table;
-    cm::Timers timers;
-    timer::TimerWheel mpa_wheel;
-    std::vector<cm::NodeRef> mpa_refs;    // by node index: the MPA timer's reference
-    timer::TimerWheel stream_wheel;
-    std::vector<cm::NodeRef> stream_refs; // by node index: the stream timer's reference
+    cm::NodeTimers timers;
     std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
     std::vector<cm::Listener> listeners;
     struct LocalAddress {

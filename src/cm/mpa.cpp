@@ -101,26 +101,11 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
     return m;
 }
 
-void Core::Impl::arm_mpa_timer(Instant now, const NodeRef& node, Duration after) {
-    cancel_mpa_timer(*node);
-    node->mpa_timer = mpa_wheel.schedule(now + after, node->index);
-    mpa_refs[node->index] = node;
-}
-
-void Core::Impl::cancel_mpa_timer(Node& node) {
-    if (!node.mpa_timer.valid()) return;
-    mpa_wheel.cancel(node.mpa_timer);
-    node.mpa_timer = {};
-    // The caller holds a reference, so this is never the node's last.
-    IWCM_ASSERT(node.refs > 1);
-    mpa_refs[node.index].reset();
-}
-
 // TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
 // starts waiting for one.
 void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     if (!node->initiator) {
-        arm_mpa_timer(now, node, cfg.mpa.request_timeout);
+        arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
         return;
     }
     wire::MpaRepr req;
@@ -143,7 +128,7 @@ void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     req.emit(std::span<std::byte>(buf, len));
     set_state(*node, CmState::kMpaReqSent);
     send_data(now, node, std::span<const std::byte>(buf, len), false);
-    arm_mpa_timer(now, node, cfg.mpa.reply_timeout);
+    arm_phase_timer(now, node, cm::NodeTimer::kMpaReply, cfg.mpa.reply_timeout);
 }
 
 void Core::Impl::on_stream(Instant now, const NodeRef& node) {
@@ -192,7 +177,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
         node->peer_to_peer = req.v2->peer_to_peer;
         node->rtr_offered = rtr_bits(*req.v2);
     }
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     if (req.markers) {
         // Markers are not supported: refuse with a reject reply, then close.
         consume_rx(*node, len);
@@ -204,11 +189,11 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     app_refs[node->index] = node;
     push_event(node, EventType::kConnectRequest, 0, req.private_data);
     consume_rx(*node, len);
-    arm_mpa_timer(now, node, cfg.mpa.accept_timeout);
+    arm_phase_timer(now, node, cm::NodeTimer::kAccept, cfg.mpa.accept_timeout);
 }
 
 void Core::Impl::accept_request(Instant now, const NodeRef& node) {
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;
     rep.revision = node->mpa_rev;
@@ -256,7 +241,7 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     if (node->peer_to_peer) {
         // Established only when the initiator's RTR arrives (RFC 6581 section 6).
         set_state(*node, CmState::kOneSideEstablished);
-        arm_mpa_timer(now, node, cfg.mpa.rtr_timeout);
+        arm_phase_timer(now, node, cm::NodeTimer::kRtr, cfg.mpa.rtr_timeout);
         on_rtr(now, node);
         return;
     }
@@ -267,7 +252,7 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::reject_request(Instant now, const NodeRef& node, std::span<const std::byte> pdata) {
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;
     rep.reject = true;
@@ -304,7 +289,7 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         return;
     }
     const wire::MpaRepr& rep = *parsed;
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     auto& pdata = pdata_scratch;
     pdata.assign(rep.private_data.begin(), rep.private_data.end());
     consume_rx(*node, len);
@@ -390,7 +375,7 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
         return;
     }
     consume_rx(*node, *len);
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     node->mpa_done = true;
     set_state(*node, CmState::kEstablished);
     ++stats.established;
@@ -410,25 +395,6 @@ void Core::Impl::on_terminate(Instant now, const NodeRef& node) {
     consume_rx(*node, *len);
     end_for_app(node, EventType::kDisconnected, -ECONNRESET);
     start_close(now, node);
-}
-
-void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {
-    constexpr CmStateSet kWaiting = CmState::kMpaReqSent | CmState::kMpaReqRcvd |
-                                    CmState::kOneSideEstablished;
-    if (node->state == CmState::kEstablished && !node->mpa_done) {
-        // A peer that connected and never sent its request.
-        send_reset(*node);
-        close_node(node);
-    } else if (kWaiting.contains(node->state)) {
-        abort_node(now, node, EventType::kUnreachable, -ETIMEDOUT, true);
-    } else if (node->state == CmState::kTimeWait) {
-        close_node(node);  // a stream's TIME_WAIT is over (enter_time_wait)
-    } else if (node->state == CmState::kFinWait2) {
-        // The peer's FIN never came (see on_ack): reset, and an owning
-        // application hears kDisconnected from close_node.
-        send_reset(*node);
-        close_node(node);
-    }
 }
 
 void Core::Impl::send_terminate(Instant now, const NodeRef& node, int which) {

@@ -171,7 +171,6 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     NodeRef node = pool.create();
     ++stats.nodes_created;
     if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
-    if (mpa_refs.size() < pool.capacity()) mpa_refs.resize(pool.capacity());
     node->local = {fr.ip.dst, fr.tcp.dst_port};
     node->remote = {fr.ip.src, fr.tcp.src_port};
     node->remote_mac = fr.eth.src;
@@ -285,6 +284,7 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
 }
 
 void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    const CheckScope check(*this, *node);
     switch (node->state) {
         case CmState::kSynSent: on_syn_sent(now, node, seg); return;
         case CmState::kSynRcvd: on_syn_rcvd(now, node, seg); return;
@@ -517,8 +517,7 @@ void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
 // (irdma_handle_rst_pkt, "MPA v2 -> v1") and cxgb4 do.
 void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     ++stats.mpa_v1_fallbacks;
-    timers.cancel_all(node);
-    cancel_mpa_timer(*node);
+    timers.cancel_all(*node);
     node->v1_retry = true;
     node->mpa_rev = 1;
     node->peer_to_peer = false;
@@ -563,9 +562,8 @@ void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
         // (address down, its reset lost or out of sequence) would hold the
         // node forever. Like Linux's tcp_fin_timeout, wait for the peer's FIN
         // as long as its retransmissions could last, then reset and close
-        // (on_mpa_timeout; the MPA timer is free once closing).
-        timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
-        arm_mpa_timer(now, node, peer.total());
+        // (on_fin_wait2_timeout).
+        arm_phase_timer(now, node, cm::NodeTimer::kFinWait2, timers.config().retrans.total());
     } else if (node->state == CmState::kClosing) {
         enter_time_wait(now, node);
     } else if (node->state == CmState::kLastAck) {
@@ -591,7 +589,7 @@ void Core::Impl::on_fin(Instant now, const NodeRef& node) {
     // driver (irdma_handle_fin_pkt), answer with our own FIN at once
     // (CLOSE_WAIT -> LAST_ACK) and tell the application.
     set_state(*node, CmState::kCloseWait);
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     if (node->mpa_done) {
         end_for_app(node, EventType::kDisconnected, 0);
     } else if (node->state != CmState::kMpaRejRcvd) {
@@ -602,7 +600,7 @@ void Core::Impl::on_fin(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::start_close(Instant now, const NodeRef& node) {
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     release_backlog(*node);
     set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
     if (node->stream) {
@@ -617,47 +615,17 @@ void Core::Impl::start_close(Instant now, const NodeRef& node) {
 void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     set_state(*node, CmState::kTimeWait);
     timers.ack_send(node);
-    cancel_mpa_timer(*node);
+    cancel_phase_timer(*node);
     cancel_stream_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
     node->release_buffers();
     if (node->stream) {
         // A stream's TIME_WAIT outlasts the peer's FIN retransmissions.
-        arm_mpa_timer(now, node, node->stream->tcp.config().time_wait);
+        timers.arm_close_at(node, now + node->stream->tcp.config().time_wait);
         return;
     }
     // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
-    (void)timers.schedule_close(node, now);
-}
-
-// ---------------------------------------------------------------- timers
-
-void Core::Impl::on_timer_action(Instant now, cm::Timers::Action&& a) {
-    NodeRef node = std::move(a.node);
-    if (node->state == CmState::kClosed) return;
-    switch (a.kind) {
-        case cm::Timers::Kind::kRetransmit:
-            ++stats.retransmissions;
-            resend(*node);
-            return;
-        case cm::Timers::Kind::kExhausted: on_retrans_exhausted(now, node); return;
-        case cm::Timers::Kind::kSendComplete:
-        case cm::Timers::Kind::kClose: close_node(node); return;
-    }
-}
-
-// irdma_retrans_expired: half-open passive nodes go quietly; a node closing
-// on its own sends a reset; any other resets and reports the failure.
-void Core::Impl::on_retrans_exhausted(Instant now, const NodeRef& node) {
-    (void)now;
-    switch (timer::on_retrans_exhausted(node->state)) {
-        case timer::ExhaustedAction::kDropQuietly: break;
-        case timer::ExhaustedAction::kSendReset: send_reset(*node); break;
-        case timer::ExhaustedAction::kSendResetAndAbort: send_reset(*node); break;
-    }
-    EventType type = node->mpa_done ? EventType::kDisconnected : EventType::kUnreachable;
-    end_for_app(node, type, -ETIMEDOUT);
-    close_node(node);
+    (void)timers.arm_close(node, now);
 }
 
 // ---------------------------------------------------------------- output
@@ -817,7 +785,7 @@ void Core::Impl::resend(Node& node) {
 }
 
 void Core::Impl::arm_send(Instant now, const NodeRef& node) {
-    if (!timers.has_send(node)) (void)timers.schedule_send(node, now, cm::Resend{}, true, false);
+    if (!timers.has_send(*node)) (void)timers.arm_send(node, now);
 }
 
 void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback) {

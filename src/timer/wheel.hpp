@@ -1,7 +1,8 @@
 // A hierarchical timing wheel: O(1) schedule and cancel, a tick that costs only what expires.
 //
-// Read first: docs/design.md "Timers", then this essay, then cm_timer.hpp, which
-// puts the irdma send/close entry semantics on top of this wheel.
+// Read first: docs/design.md "Timers", then this essay, then retrans.hpp (the driver's backoff)
+// and src/cm/node_timers.hpp, which puts every per-node deadline of the engine (the irdma
+// send and close entries among them) on one such wheel.
 //
 // Why a wheel. The irdma driver keeps one kernel timer per device and, on every tick, walks
 // every connection node to compare each node's timetosend with jiffies

@@ -6,15 +6,36 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <set>
+#include <source_location>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "cm/harness.hpp"
+#include "wire/ethernet.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::test {
 
 namespace tf = wire::tcp_flags;
+
+// A whole frame the DUT is expected to send: every header field and the payload.
+struct Frame {
+    wire::FrameRepr repr;
+    std::vector<std::byte> payload;
+
+    // Builders for the fields a test changes most.
+    Frame& with_payload(std::span<const std::byte> p) {
+        payload.assign(p.begin(), p.end());
+        return *this;
+    }
+    Frame& with_window(std::uint16_t w) {
+        repr.tcp.window = w;
+        return *this;
+    }
+};
 
 // Every state transition any test saw, printed once at the end of the run
 // (the issue note lists them).
@@ -67,6 +88,34 @@ struct Dut {
     }
 
     std::vector<Sent> out() { return drain(core); }
+
+    // The frame the DUT sends to the peer as the DUT builds it: its addresses and ports, the
+    // configured TTL and TOS, and the window of a synchronized connection (scaled when both
+    // SYNs carried the option, as the to_* helpers' SYNs do unless told otherwise). A SYN's
+    // window and options differ: set them on the result.
+    Frame sent_frame(std::uint8_t flags, wire::SeqNumber seq, wire::SeqNumber ack,
+                     std::span<const std::byte> payload = {}) const {
+        const CoreConfig& c = core.config();
+        Frame f;
+        f.repr.eth.dst = kMacA;
+        f.repr.eth.src = c.mac;
+        f.repr.eth.ethertype = wire::kEtherTypeIpv4;
+        f.repr.ip.src = self.addr;
+        f.repr.ip.dst = peer.addr;
+        f.repr.ip.ttl = c.ttl;
+        f.repr.ip.tos = c.tos;
+        f.repr.tcp.src_port = self.port;
+        f.repr.tcp.dst_port = peer.port;
+        f.repr.tcp.seq = seq;
+        f.repr.tcp.ack = (flags & tf::kAck) ? ack : wire::SeqNumber(0);
+        f.repr.tcp.flags = flags;
+        const std::uint32_t wnd = wscale ? c.rcv_wnd >> c.rcv_wscale : c.rcv_wnd;
+        f.repr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
+        f.payload.assign(payload.begin(), payload.end());
+        return f;
+    }
+    // A bare ACK at the DUT's current sequence of everything the peer sent.
+    Frame sent_ack() const { return sent_frame(tf::kAck, dut_nxt, peer_nxt); }
     std::vector<Ev> evs() { return events(core); }
 
     void advance(Duration d) {
@@ -87,6 +136,7 @@ struct Dut {
         auto syn = frame(tf::kSyn, wire::SeqNumber(peer_iss), wire::SeqNumber(0));
         syn.tcp.options.mss = mss;
         syn.tcp.options.window_scale = wscale;
+        this->wscale = wscale.has_value();
         feed(syn);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
@@ -149,6 +199,7 @@ struct Dut {
         auto sa = frame(tf::kSyn | tf::kAck, wire::SeqNumber(peer_iss), dut_nxt);
         sa.tcp.options.mss = 1460;
         sa.tcp.options.window_scale = wscale;
+        this->wscale = wscale.has_value();
         feed(sa);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
@@ -159,7 +210,125 @@ struct Dut {
 
     ListenHandle listener;
     ConnHandle conn;
+    bool wscale = true;  // both SYNs carried the window-scale option
 };
+
+namespace detail {
+
+inline std::string flag_names(std::uint8_t f) {
+    static constexpr std::pair<std::uint8_t, const char*> kNames[] = {
+        {tf::kFin, "FIN"}, {tf::kSyn, "SYN"}, {tf::kRst, "RST"}, {tf::kPsh, "PSH"}, {tf::kAck, "ACK"}};
+    std::string out;
+    for (auto [bit, name] : kNames) {
+        if ((f & bit) == 0) continue;
+        if (!out.empty()) out += '|';
+        out += name;
+    }
+    return out.empty() ? "none" : out;
+}
+
+inline std::string str(std::uint32_t v) { return std::to_string(v); }
+inline std::string str(wire::SeqNumber v) { return std::to_string(v.value()); }
+inline std::string str(const IpAddr& a) { return a.to_string(); }
+inline std::string str(const MacAddr& m) {
+    std::ostringstream os;
+    for (std::size_t i = 0; i < m.bytes.size(); ++i) os << (i ? ":" : "") << std::hex << int{m.bytes[i]};
+    return os.str();
+}
+inline std::string str(const std::optional<wire::VlanTag>& v) {
+    if (!v) return "none";
+    return "id " + std::to_string(v->id) + " pcp " + std::to_string(v->priority) + (v->dei ? " dei" : "");
+}
+inline std::string str(const wire::TcpOptions& o) {
+    std::string s;
+    if (o.mss) s += "mss " + std::to_string(*o.mss) + " ";
+    if (o.window_scale) s += "wscale " + std::to_string(*o.window_scale) + " ";
+    if (o.sack_permitted) s += "sack_permitted ";
+    if (o.timestamps) s += "timestamps ";
+    return s.empty() ? "none" : s.substr(0, s.size() - 1);
+}
+inline std::string str(const std::vector<std::byte>& p) {
+    std::ostringstream os;
+    os << p.size() << " bytes";
+    for (std::size_t i = 0; i < p.size() && i < 24; ++i)
+        os << (i ? " " : ": ") << std::hex << std::to_integer<int>(p[i]);
+    if (p.size() > 24) os << " ...";
+    return os.str();
+}
+
+// One line per field that differs, "field: expected X, sent Y".
+inline std::string frame_diff(const Frame& want, const Sent& got) {
+    std::string out;
+    auto field = [&](const char* name, const auto& w, const auto& g) {
+        if (!(w == g)) out += std::string("    ") + name + ": expected " + str(w) + ", sent " + str(g) + "\n";
+    };
+    const wire::FrameRepr& w = want.repr;
+    const wire::FrameRepr& g = got.repr;
+    field("eth.dst", w.eth.dst, g.eth.dst);
+    field("eth.src", w.eth.src, g.eth.src);
+    field("eth.vlan", w.eth.vlan, g.eth.vlan);
+    field("eth.ethertype", std::uint32_t{w.eth.ethertype}, std::uint32_t{g.eth.ethertype});
+    field("ip.src", w.ip.src, g.ip.src);
+    field("ip.dst", w.ip.dst, g.ip.dst);
+    field("ip.ttl", std::uint32_t{w.ip.ttl}, std::uint32_t{g.ip.ttl});
+    field("ip.tos", std::uint32_t{w.ip.tos}, std::uint32_t{g.ip.tos});
+    field("ip.ident", std::uint32_t{w.ip.ident}, std::uint32_t{g.ip.ident});
+    field("ip.flow_label", w.ip.flow_label, g.ip.flow_label);
+    field("ip.dont_fragment", std::uint32_t{w.ip.dont_fragment}, std::uint32_t{g.ip.dont_fragment});
+    field("tcp.src_port", std::uint32_t{w.tcp.src_port}, std::uint32_t{g.tcp.src_port});
+    field("tcp.dst_port", std::uint32_t{w.tcp.dst_port}, std::uint32_t{g.tcp.dst_port});
+    if (w.tcp.flags != g.tcp.flags)
+        out += "    tcp.flags: expected " + flag_names(w.tcp.flags) + ", sent " + flag_names(g.tcp.flags) + "\n";
+    field("tcp.seq", w.tcp.seq, g.tcp.seq);
+    field("tcp.ack", w.tcp.ack, g.tcp.ack);
+    field("tcp.window", std::uint32_t{w.tcp.window}, std::uint32_t{g.tcp.window});
+    field("tcp.urgent", std::uint32_t{w.tcp.urgent}, std::uint32_t{g.tcp.urgent});
+    field("tcp.options", w.tcp.options, g.tcp.options);
+    field("payload", want.payload, got.payload);
+    return out;
+}
+
+inline std::string describe(const Sent& s) {
+    return flag_names(s.repr.tcp.flags) + " seq " + str(s.repr.tcp.seq) + " ack " + str(s.repr.tcp.ack) + ", " +
+           str(s.payload);
+}
+
+}  // namespace detail
+
+// The DUT sent exactly these whole frames, in this order, since the frames were last taken
+// (smoltcp's send!). A mismatch lists each differing field of each frame.
+inline void expect_sent(Dut& d, std::initializer_list<Frame> want,
+                        std::source_location at = std::source_location::current()) {
+    const std::vector<Sent> got = d.out();
+    std::string report;
+    const std::size_t n = std::max(want.size(), got.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i >= got.size()) {
+            report += "  frame " + std::to_string(i) + ": expected, not sent\n";
+        } else if (i >= want.size()) {
+            report += "  frame " + std::to_string(i) + ": sent, not expected: " + detail::describe(got[i]) + "\n";
+        } else if (std::string diff = detail::frame_diff(want.begin()[i], got[i]); !diff.empty()) {
+            report += "  frame " + std::to_string(i) + " (" + detail::describe(got[i]) + "):\n" + diff;
+        }
+    }
+    if (!report.empty()) {
+        ADD_FAILURE_AT(at.file_name(), static_cast<int>(at.line()))
+            << "expected " << want.size() << " frame(s), the DUT sent " << got.size() << "\n" << report;
+    }
+}
+
+// The DUT sent nothing since the frames were last taken.
+inline void expect_nothing_sent(Dut& d, std::source_location at = std::source_location::current()) {
+    expect_sent(d, {}, at);
+}
+
+// Moves the DUT's clock to `since` after the epoch, its timers firing on the way, and checks
+// that nothing went out up to a millisecond before: the next timer fires exactly then.
+inline void quiet_until(Dut& d, Duration since, std::source_location at = std::source_location::current()) {
+    d.advance(since - std::chrono::milliseconds(1) - d.now.time_since_epoch());
+    expect_nothing_sent(d, at);
+    d.advance(std::chrono::milliseconds(1));
+}
 
 inline wire::MpaRepr request_v2(std::span<const std::byte> pd, std::uint16_t ird = 4, std::uint16_t ord = 4,
                                 bool p2p = true, bool send = true, bool write = true, bool read = true) {

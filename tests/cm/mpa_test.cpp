@@ -365,12 +365,15 @@ TEST(OneSideEstablished, WrongRtrTypeGetsTerminate) {
 TEST(OneSideEstablished, RtrTimeout) {
     Dut d;
     Ev e = d.to_mpareq_rcvd(request_v2(bytes("x")));
-    accept_and_take_reply(d, e);
-    d.seg(tf::kAck);
-    d.advance(std::chrono::seconds(10));
+    accept_and_take_reply(d, e, {}, 1);
+    d.seg(tf::kAck);  // the reply is acknowledged: only the RTR wait is left
+    EXPECT_EQ(d.core.pending_timers(), 1u);
+    quiet_until(d, std::chrono::seconds(10));
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});
     auto ev = d.evs();
     ASSERT_EQ(ev.size(), 1u);
     EXPECT_EQ(ev[0].type, EventType::kUnreachable);
+    EXPECT_EQ(ev[0].status, -ETIMEDOUT);
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 

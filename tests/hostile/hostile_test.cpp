@@ -446,7 +446,8 @@ void close_offloaded_bystander(Hostile& h) {
     EXPECT_EQ(h.p.a.state(h.a_conn).value_or(CmState::kClosed), CmState::kOffloaded);
     EXPECT_EQ(h.p.b.state(h.b_conn).value_or(CmState::kClosed), CmState::kEstablished);
     ASSERT_TRUE(h.p.a.disconnect(h.p.now, h.a_conn, DisconnectMode::kGraceful).has_value());
-    h.p.advance(h.p.now + seconds(1));
+    // A, a stream, closed first: its TIME_WAIT is the stream's (2 * rto_max).
+    h.p.advance(h.p.now + h.p.a.config().stream.time_wait + seconds(1));
     auto ea = events(h.p.a);
     auto eb = events(h.p.b);
     ASSERT_EQ(ea.size(), 1u);

@@ -1,0 +1,65 @@
+// The invariants every handler leaves true of a node, asserted in debug and sanitizer builds.
+//
+// Read first: src/cm/core_impl.hpp (check_node), src/cm/node_timers.hpp (which timer kind a
+// node may hold in which state). Each check is a few loads and compares, so the handlers can
+// call it on entry and exit; release builds compile it out (IWCM_CHECK_INVARIANTS).
+#include "cm/core_impl.hpp"
+#include "wire/mpa.hpp"
+
+#if IWCM_CHECK_INVARIANTS
+
+namespace iwcm {
+
+using cm::Node;
+using cm::NodeTimer;
+
+namespace {
+
+// The one state each phase timeout is armed in (timeouts.cpp asserts it when one fires).
+bool phase_fits_state(const Node& node, NodeTimer kind) {
+    switch (kind) {
+        case NodeTimer::kClose: return node.state == CmState::kTimeWait;
+        case NodeTimer::kMpaRequest:
+            return node.state == CmState::kEstablished && !node.mpa_done && !node.initiator;
+        case NodeTimer::kMpaReply: return node.state == CmState::kMpaReqSent;
+        case NodeTimer::kAccept: return node.state == CmState::kMpaReqRcvd;
+        case NodeTimer::kRtr: return node.state == CmState::kOneSideEstablished;
+        case NodeTimer::kFinWait2: return node.state == CmState::kFinWait2;
+        case NodeTimer::kSend:
+        case NodeTimer::kStream: break;
+    }
+    return false;  // Not a phase kind.
+}
+
+}  // namespace
+
+void Core::Impl::check_node(const Node& node) const {
+    // Sequence order (RFC 9293 section 3.3.1): nothing is acknowledged before it is sent.
+    IWCM_ASSERT(node.snd_una <= node.snd_nxt);
+    // Table membership: a node is in the table exactly while it is not CLOSED (close_node
+    // takes it out; another node may since have taken its 4-tuple).
+    const bool in_table = table.find(cm::key_of(node)) == &node;
+    IWCM_ASSERT(in_table == (node.state != CmState::kClosed));
+    // A half-open node (counted in its listener's half_open) is one that has not yet seen the
+    // handshake's ACK.
+    IWCM_ASSERT(!node.half_open || node.state == CmState::kSynRcvd);
+    IWCM_ASSERT(!node.half_open || node.counted_in_backlog);
+    // The application's handle and its reference go together.
+    IWCM_ASSERT(node.app_owned == (node.index < app_refs.size() && app_refs[node.index].get() == &node));
+    // Buffers: tx holds the unacknowledged bytes only (SYN and FIN take sequence space, not
+    // bytes); our private data fits an MPA frame.
+    if (node.bufs) {
+        IWCM_ASSERT(node.bufs->tx.size() <= static_cast<std::size_t>(node.snd_nxt - node.snd_una));
+        IWCM_ASSERT(node.bufs->pdata.size() <= wire::kMpaMaxPrivateData);
+    }
+    // Timers: one of each kind by construction (one slot each); the service's reference and
+    // slots agree; a send entry waits only for something unacknowledged; a phase timeout
+    // belongs to the state it was armed in.
+    IWCM_ASSERT(timers.consistent(node));
+    IWCM_ASSERT(!node.send_timer.valid() || node.snd_una != node.snd_nxt);
+    if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
+}
+
+}  // namespace iwcm
+
+#endif  // IWCM_CHECK_INVARIANTS
