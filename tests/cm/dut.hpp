@@ -386,6 +386,20 @@ inline wire::MpaRepr accept_and_take_reply(Dut& d, const Ev& req, AcceptParams a
     return parse_mpa_or_fail(keep);
 }
 
+// Initiator connected without peer-to-peer (no RTR): ESTABLISHED.
+inline void connect_active(Dut& d) {
+    d.to_mpareq_sent(d.connect_params());
+    wire::MpaRepr rep;
+    rep.kind = wire::MpaKind::kReply;
+    rep.revision = 2;
+    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
+    d.send_mpa(rep);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_EQ(e[0].type, EventType::kEstablished);
+    d.out();  // the ACK of the reply
+}
+
 // The frame carries a TERMINATE FPDU (CRC off) with this error.
 inline void expect_terminate(const Sent& s, wire::TermError error) {
     auto fpdu = wire::parse_fpdu(s.payload, false);

@@ -23,16 +23,7 @@ std::string text(std::span<const std::byte> b) { return {reinterpret_cast<const 
 
 // Connected as initiator (MPA v2, no RTR), then handed off as a stream.
 void stream_up(Dut& d, HandoffParams params = {}) {
-    d.to_mpareq_sent(d.connect_params());
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
-    d.send_mpa(rep);
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    ASSERT_EQ(e[0].type, EventType::kEstablished);
-    d.out();  // the ACK of the reply
+    connect_active(d);
     auto ctx = d.core.handoff(d.conn, params);
     ASSERT_TRUE(ctx.has_value());
     EXPECT_TRUE(ctx->pending_rx.empty());
@@ -304,14 +295,7 @@ TEST(Stream, KeepaliveProbesAndGivesUp) {
 
 TEST(Stream, BeforeHandoffTheWindowShrinksAsBytesWait) {
     Dut d(immediate_acks());
-    d.to_mpareq_sent(d.connect_params());
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
-    d.send_mpa(rep);
-    d.evs();
-    d.out();
+    connect_active(d);
     // Established, not handed off: the peer pushes more than rcv_wnd.
     const std::uint32_t wnd = d.core.config().rcv_wnd;
     std::vector<std::byte> chunk(1460, std::byte{0x5a});

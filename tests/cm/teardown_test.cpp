@@ -7,21 +7,6 @@
 namespace iwcm::test {
 namespace {
 
-// Initiator connected without peer-to-peer (no RTR): ESTABLISHED.
-void connect_active(Dut& d) {
-    ConnectParams p = d.connect_params();
-    d.to_mpareq_sent(p);
-    wire::MpaRepr rep;
-    rep.kind = wire::MpaKind::kReply;
-    rep.revision = 2;
-    rep.v2 = wire::MpaV2Params{1, 1, false, false, false, false};
-    d.send_mpa(rep);
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    ASSERT_EQ(e[0].type, EventType::kEstablished);
-    d.out();  // the ACK of the reply
-}
-
 TEST(Established, LocalGracefulClose) {
     Dut d;
     connect_active(d);
