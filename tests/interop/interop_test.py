@@ -973,7 +973,11 @@ def tcp_counters(net):
 
 def nft_loss(net, percent):
     """Drops `percent` % of the kernel's TCP segments to the CM (output) and
-    of the CM's to the kernel (input), at random, with counters."""
+    of the CM's to the kernel (input), at random, with counters. The output
+    hook sees what TCP hands down before GSO cuts it into segments, so the
+    bridge is told to take one segment per packet (gso_max_segs 1): a drop
+    is one segment, not up to 64 KB of them."""
+    sh("ip", "link", "set", "br0", "gso_max_segs", "1", ns=net.ns)
     cm = "10.99.%d.2" % net.n
     rules = ("add table inet iwcm_loss\n"
              "add chain inet iwcm_loss out { type filter hook output priority 0; policy accept; }\n"
@@ -1117,6 +1121,28 @@ def case_stream_loss(c):
                   % (to_cm2 - to_cm, from_cm2 - from_cm), flush=True)
             check(to_cm2 > to_cm and from_cm2 > from_cm, "nft dropped nothing in one direction")
             check(t["retransmitted_segments"] > 0, "the CM retransmitted nothing: %s" % t)
+
+
+def case_stream_corrupt(c):
+    """A kernel server sends 1 MB of its pattern with byte 123457 flipped:
+    iwarp-cm connect names that byte, resets the connection and exits 6."""
+    n, bad = 1000 * 1000, 123457
+    with Net("stream-corrupt", 53) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
+                     "wait", "--send-bytes", str(n), "--corrupt-at", str(bad))
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--expect-bytes", str(n))
+        line = srv.wait_for("stream")
+        closed = srv.wait_for("closed")
+        check(closed["reset_by_peer"] or "ConnectionResetError" in (line["send_error"] or ""),
+              "the kernel saw no reset: %s %s" % (line, closed))
+        check(srv.finish() == 0, "server failed")
+        st = expect_exit(cm, 6)
+        want = "byte %d from %s:%d is not the pattern's" % (bad, net.kernel4, PORT)
+        check(want in cm.stderr, "reason: %r" % cm.stderr)
+        t = cm.events("transfer")
+        check(len(t) == 1 and t[0]["verified"] is False and want in t[0]["error"], "transfer: %s" % t)
+        check(len(cm.events("abort_sent")) == 1 and st["resets_sent"] >= 1, "no reset: %s" % st)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -7,10 +7,10 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 
   mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
                      [--rtr-stag N] [--rtr-to N]] [--crc] [--tos N] [--close graceful|rst]
-                     [--send-bytes N] [--expect-bytes N]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
                      [--tos N] [--close graceful|rst|wait|linger] [--count N]
-                     [--send-bytes N] [--expect-bytes N]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
 
 --rtr offers only that RTR type (RFC 6581: B for send in the IRD word, C for
 write and D for read in the ORD word) and sends it with --rtr-stag and
@@ -22,6 +22,7 @@ socket carries a byte stream, as iwarp-cm's options of the same names make
 it (tools/pattern.hpp, README "Byte streams"): N bytes of our pattern go out
 while N bytes of the other side's are read, both at once, both hashed with
 SHA-256; a "stream" line tells what went and came. Then --close as usual.
+--corrupt-at I flips byte I of what we send (to see the other side notice).
 
 Every step prints one JSON object per line; errors end with exit code 1.
 """
@@ -175,6 +176,9 @@ def stream(sock, a, initiator):
         try:
             while out["sent"] < a.send_bytes:
                 chunk = pattern_bytes(send_tag, out["sent"], min(CHUNK, a.send_bytes - out["sent"]))
+                if 0 <= a.corrupt_at - out["sent"] < len(chunk):
+                    at = a.corrupt_at - out["sent"]
+                    chunk = chunk[:at] + bytes([chunk[at] ^ 0xFF]) + chunk[at + 1:]
                 sock.sendall(chunk)
                 sent_hash.update(chunk)
                 out["sent"] += len(chunk)
@@ -330,6 +334,7 @@ def main():
         s.add_argument("--tos", type=lambda v: int(v, 0), default=None)
         s.add_argument("--send-bytes", type=int, default=0)
         s.add_argument("--expect-bytes", type=int, default=0)
+        s.add_argument("--corrupt-at", type=int, default=-1)
     sub.choices["client"].add_argument("--to", required=True)
     sub.choices["client"].add_argument("--rtr", default="send", choices=("send", "write", "read"))
     sub.choices["client"].add_argument("--rtr-stag", type=lambda v: int(v, 0), default=1)
