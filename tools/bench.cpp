@@ -43,6 +43,7 @@
 #endif
 
 #include "bench/setup_pair.hpp"
+#include "bench/stream_pair.hpp"
 #include "bench/timer_workload.hpp"
 #include "cm/node.hpp"
 #include "tools/commands.hpp"
@@ -85,6 +86,7 @@ struct BenchOptions {
     bool skip_kernel = false;
     bool skip_scale = false;
     bool skip_timer = false;
+    bool skip_stream = false;
     bool scale_given = false;
 };
 
@@ -460,6 +462,8 @@ struct Report {
     std::vector<ScaleSample> established;
     std::vector<ScaleSample> half_open;
     std::vector<TimerSample> timer;
+    std::vector<bench::StreamSample> stream;         // iwarp-cm byte stream, one thread
+    std::vector<bench::StreamSample> kernel_stream;  // Linux TCP over loopback, one thread
     double frames_per_setup = 0;
 
     template <class Samples, class Fn>
@@ -474,12 +478,18 @@ struct Report {
     double setup_wall_rate() const { return med(setup, [](const RateSample& s) { return s.wall_rate(); }); }
     double kernel_rate() const { return med(kernel, [](const KernelSample& s) { return s.rate(); }); }
     double kernel_wall_rate() const { return med(kernel, [](const KernelSample& s) { return s.wall_rate(); }); }
+    double stream_mb_s() const { return med(stream, [](const bench::StreamSample& s) { return s.mb_per_s(); }); }
+    double kernel_stream_mb_s() const {
+        return med(kernel_stream, [](const bench::StreamSample& s) { return s.mb_per_s(); });
+    }
     std::uint64_t errors() const {
         std::uint64_t e = 0;
         for (auto& s : setup) e += s.errors;
         for (auto& s : kernel) e += s.errors;
         for (auto& s : established) e += s.errors;
         for (auto& s : half_open) e += s.errors;
+        for (auto& s : stream) e += s.error ? 1 : 0;
+        for (auto& s : kernel_stream) e += s.error ? 1 : 0;
         return e;
     }
 };
@@ -544,6 +554,33 @@ void run_rates(const BenchOptions& o, Report& r, BenchProgress& progress) {
     if (!o.skip_kernel && !kernel_ok) r.kernel.push_back(KernelSample{0, 0, 1});
 }
 
+// Byte-stream throughput against Linux TCP over loopback, repetition by
+// repetition in the same run (both one thread, MSS 1460).
+void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
+    if (o.skip_stream) return;
+    bench::StreamPair pair;
+    bench::KernelStream kernel;
+    if (!pair.ok() || !kernel.ok()) {
+        r.stream.push_back(bench::StreamSample{0, 0, 0, true});
+        return;
+    }
+    pair.transfer(UINT64_MAX, 0.05);  // warm-up: buffers reach size
+    kernel.transfer(UINT64_MAX, 0.05);
+    const auto reps = static_cast<std::size_t>(o.reps);
+    for (int i = 0; i < o.reps; ++i) {
+        const auto at = static_cast<std::size_t>(i) + 1;
+        progress.step("stream throughput, iwarp-cm, repetition", at, reps);
+        r.stream.push_back(pair.transfer(UINT64_MAX, o.seconds));
+        progress.step("stream throughput, loopback TCP, repetition", at, reps);
+        r.kernel_stream.push_back(kernel.transfer(UINT64_MAX, o.seconds));
+        if (!o.json) {
+            progress.clear();
+            std::fprintf(stderr, "  rep %d: stream %.0f MB/s, loopback TCP %.0f MB/s\n", i + 1,
+                         r.stream.back().mb_per_s(), r.kernel_stream.back().mb_per_s());
+        }
+    }
+}
+
 void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progress) {
     const std::size_t points = o.scale.size();
     for (std::uint64_t n : o.scale) {
@@ -588,6 +625,10 @@ std::vector<Target> targets(const Report& r) {
     double k = r.kernel_rate();
     t.push_back({"setup rate, one core", ">= 1000000/s", rate, "setups/s", rate >= 1e6});
     if (k > 0) t.push_back({"ratio to kernel sockets", ">= 50x", rate / k, "x", rate / k >= 50});
+    if (double ks = r.kernel_stream_mb_s(); ks > 0) {
+        double ratio = r.stream_mb_s() / ks;
+        t.push_back({"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
+    }
     for (const ScaleSample& e : r.established) {
         double per_node = e.bytes_per_conn() / 2;
         if (&e == &r.established.back()) {
@@ -674,7 +715,12 @@ std::string to_json(const BenchOptions& o, const Report& r) {
           << ", \"walk_over_wheel\": " << (t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0)
           << "}";
     }
-    j << "\n  ],\n  \"targets\": [";
+    j << "\n  ],\n  \"stream\": {\"mb_per_s\": " << r.stream_mb_s()
+      << ", \"loopback_tcp_mb_per_s\": " << r.kernel_stream_mb_s() << ", \"reps\": [";
+    for (std::size_t i = 0; i < r.stream.size(); ++i)
+        j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes << ", \"frames\": " << r.stream[i].frames
+          << ", \"seconds\": " << r.stream[i].seconds << "}";
+    j << "]},\n  \"targets\": [";
     auto ts = targets(r);
     for (std::size_t i = 0; i < ts.size(); ++i)
         j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \"" << ts[i].want
@@ -710,6 +756,11 @@ void print_table(const Report& r) {
         for (const TimerSample& t : r.timer)
             std::printf("  %10zu %14.0f %14.0f %10.0f\n", t.wheel.n, t.wheel.ns_per_tick, t.walk.ns_per_tick,
                         t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0);
+    }
+    if (r.kernel_stream_mb_s() > 0) {
+        std::printf("\nstream throughput (one thread, both ends, MSS 1460, wall)\n");
+        std::printf("  iwarp-cm     %10.0f MB/s\n  loopback TCP %10.0f MB/s\n", r.stream_mb_s(),
+                    r.kernel_stream_mb_s());
     }
     std::printf("\ntargets\n");
     for (const Target& t : targets(r))
@@ -765,6 +816,8 @@ int run_bench(BenchOptions o) {
     if (!o.json) std::fprintf(stderr, "iwarp-cm bench: setup rate and kernel baseline\n");
     run_rates(o, r, progress);
     progress.clear();
+    run_stream(o, r, progress);
+    progress.clear();
     if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
     run_scale_and_timer(o, r, progress);
     progress.finish();
@@ -813,6 +866,7 @@ void add_bench(CLI::App& app) {
         ->check(bounded(0, 1e12, true));
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
     cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
+    cmd->add_flag("--skip-stream", opt->skip_stream, "no stream throughput (and its loopback TCP baseline)");
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
     cmd->footer(help_footer("iwarp-cm bench --quick --json-out perf.json"));
     cmd->callback([opt, scale] {

@@ -97,6 +97,12 @@ struct StreamConfig {
     // Keepalive (RFC 9293 section 3.8.4), off by default: after `idle`
     // without a segment from the peer, a probe every `interval`; `probes`
     // unanswered ones give the connection up.
+    // TIME_WAIT of a stream: 2 * rto_max, so that it outlasts a lost
+    // retransmission of the peer's FIN at the longest RTO (a retransmitted
+    // FIN restarts it, RFC 9293); otherwise a lost last ACK turns the peer's
+    // clean close into a reset. (A connection never handed off as a stream
+    // keeps the driver's close_delay.)
+    Duration time_wait = std::chrono::seconds(120);
     bool keepalive = false;
     Duration keepalive_idle = std::chrono::seconds(7200);
     Duration keepalive_interval = std::chrono::seconds(75);

@@ -39,10 +39,6 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
     // The stream retransmits what is unacknowledged (an RTR) from here on.
     timers.ack_send(node);
     node->release_buffers();
-    if (node->stream->tcp.readable_bytes() > 0) {
-        node->stream->readable_queued = true;
-        push_event(node, EventType::kReadable, 0);
-    }
     flush_stream(now_, node);
 }
 
@@ -73,8 +69,22 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
         case tcp::Arrival::Verdict::kAckTooOld: drop(now, DropReason::kBadAck, node.get(), {}); break;
         case tcp::Arrival::Verdict::kNoAck: drop(now, DropReason::kUnexpected, node.get(), {}); break;
     }
+    // The application hears of the bytes before it hears of the end.
+    notify_stream(*node);
+    const CmState before = node->state;
     if (a.fin_acked) on_stream_fin_acked(now, node);
     if (node->state != CmState::kClosed && a.fin) on_stream_fin(now, node);
+    if (node->state == before) {
+        if (before == CmState::kTimeWait && t.has(tf::kFin)) {
+            // RFC 9293 3.10.7.4, TIME-WAIT: a retransmission of the remote
+            // FIN is acknowledged (the stream did) and restarts the wait.
+            arm_mpa_timer(now, node, s.config().time_wait);
+        } else if (before == CmState::kFinWait2) {
+            // The peer may still send (a half-close): the wait for its FIN
+            // counts from the last thing it sent.
+            arm_fin_wait2(now, node);
+        }
+    }
     flush_stream(now, node);
 }
 
@@ -82,10 +92,7 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
 void Core::Impl::on_stream_fin_acked(Instant now, const NodeRef& node) {
     if (node->state == CmState::kFinWait1) {
         set_state(*node, CmState::kFinWait2);
-        // As before hand-off (on_ack): wait for the peer's FIN as long as its
-        // retransmissions could last, then reset.
-        timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
-        arm_mpa_timer(now, node, peer.total());
+        arm_fin_wait2(now, node);
     } else if (node->state == CmState::kClosing) {
         enter_time_wait(now, node);
     } else if (node->state == CmState::kLastAck) {
@@ -111,6 +118,16 @@ void Core::Impl::on_stream_fin(Instant now, const NodeRef& node) {
     }
 }
 
+// As before hand-off (on_ack): wait for the peer's FIN as long as its
+// retransmissions could last (for a stream, as long as its RTO could grow),
+// then reset.
+void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
+    timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
+    Duration wait = peer.total();
+    if (node->stream) wait = std::max(wait, 2 * node->stream->tcp.config().rto_max);
+    arm_mpa_timer(now, node, wait);
+}
+
 void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
     if (node->state == CmState::kClosed || !node->stream) return;
     if (node->stream->tcp.on_timer(now) == tcp::Stream::Timeout::kGiveUp) {
@@ -126,7 +143,8 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
 void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     cm::NodeStream& ns = *node->stream;
     tcp::Stream& s = ns.tcp;
-    if (node->state != CmState::kClosed && node->state != CmState::kTimeWait) {
+    if (node->state != CmState::kClosed) {
+        // TIME_WAIT still answers (the ACK of the peer's FIN, old duplicates).
         while (auto out = s.poll_segment(now)) {
             wire::FrameRepr fr = segment_frame(*node, out->flags, out->seq);
             fr.tcp.ack = out->ack;
@@ -139,16 +157,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     node->snd_nxt = s.snd_max();
     node->rcv_nxt = s.rcv_nxt();
     node->snd_wnd = s.snd_wnd();
-    if (node->app_owned) {
-        if (!ns.readable_queued && s.readable_bytes() > 0) {
-            ns.readable_queued = true;
-            push_event(node, EventType::kReadable, 0);
-        }
-        if (ns.writable_wanted && s.send_space() > 0) {
-            ns.writable_wanted = false;
-            push_event(node, EventType::kWritable, 0);
-        }
-    }
+    notify_stream(*node);
     auto at = node->state == CmState::kClosed || node->state == CmState::kTimeWait
                   ? std::nullopt
                   : s.next_deadline();
@@ -156,6 +165,21 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
         arm_stream_timer(now, node, *at);
     } else {
         cancel_stream_timer(*node);
+    }
+}
+
+// kReadable once per read (at most one waits), kWritable once per short send.
+void Core::Impl::notify_stream(Node& node) {
+    cm::NodeStream& ns = *node.stream;
+    if (!node.app_owned) return;
+    NodeRef ref(&node);
+    if (!ns.readable_queued && ns.tcp.readable_bytes() > 0) {
+        ns.readable_queued = true;
+        push_event(ref, EventType::kReadable, 0);
+    }
+    if (ns.writable_wanted && ns.tcp.send_space() > 0) {
+        ns.writable_wanted = false;
+        push_event(ref, EventType::kWritable, 0);
     }
 }
 
@@ -214,7 +238,7 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     if (n > s.readable_bytes()) return fail(ApiError::kInvalidArgument);
     if (n == 0) return {};
     s.consume(n);
-    // The application read: the next arrival may tell it again.
+    // The application read: what is left, or the next arrival, is told again.
     node.stream->readable_queued = false;
     NodeRef ref(&node);
     flush_stream(now, ref);

@@ -138,7 +138,6 @@ std::optional<Event> Core::Impl::poll_event() {
     }
     cm::QueuedEvent& q = events[event_head++];
     current_node = std::move(q.node);
-    if (q.event.type == EventType::kReadable && current_node->stream) current_node->stream->readable_queued = false;
     current_pdata.assign(event_pdata.begin() + q.pdata_off, event_pdata.begin() + q.pdata_off + q.pdata_len);
     Event ev = q.event;
     ev.private_data = current_pdata;

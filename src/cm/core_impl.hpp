@@ -203,6 +203,8 @@ struct Core::Impl {
     // Sends what the stream has to send, brings the node's sequence numbers
     // up to date, tells the application what changed, re-arms the timer.
     void flush_stream(Instant now, const cm::NodeRef& node);
+    void notify_stream(cm::Node& node);
+    void arm_fin_wait2(Instant now, const cm::NodeRef& node);
     void arm_stream_timer(Instant now, const cm::NodeRef& node, Instant at);
     void cancel_stream_timer(cm::Node& node);
     // A node whose stream the application may use: its handle is live, or

@@ -421,6 +421,8 @@ void Core::Impl::on_mpa_timeout(Instant now, const NodeRef& node) {
         close_node(node);
     } else if (kWaiting.contains(node->state)) {
         abort_node(now, node, EventType::kUnreachable, -ETIMEDOUT, true);
+    } else if (node->state == CmState::kTimeWait) {
+        close_node(node);  // a stream's TIME_WAIT is over (enter_time_wait)
     } else if (node->state == CmState::kFinWait2) {
         // The peer's FIN never came (see on_ack): reset, and an owning
         // application hears kDisconnected from close_node.

@@ -621,6 +621,11 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     cancel_stream_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
     node->release_buffers();
+    if (node->stream) {
+        // A stream's TIME_WAIT outlasts the peer's FIN retransmissions.
+        arm_mpa_timer(now, node, node->stream->tcp.config().time_wait);
+        return;
+    }
     // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
     (void)timers.schedule_close(node, now);
 }

@@ -67,6 +67,7 @@ struct Arrival {
     enum class Verdict : std::uint8_t {
         kAccepted,       // processed (it may still have carried nothing new)
         kOutOfWindow,    // not acceptable (RFC 9293 3.10.7.4 first check): ACK queued, dropped
+                         // (an old duplicate's valid ACK is still used, as BSD does: see `acked`)
         kAckUnsent,      // acknowledges data never sent: ACK queued, dropped (RFC 9293, 5961 5.2)
         kAckTooOld,      // acknowledges below snd_una - max window: ACK queued, dropped (RFC 5961 5.2)
         kNoAck,          // no ACK bit: dropped
@@ -94,7 +95,8 @@ public:
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
-    // buffer is full or after close()).
+    // buffer is full or after close()). Like close(), it takes no time: the
+    // bytes go, and the timers for them start, at the next poll_segment.
     std::size_t write(std::span<const std::byte> data);
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.
@@ -127,6 +129,7 @@ public:
     Timeout on_timer(Instant now);
 
     // ---- observation (tests, traces, the hand-off context) ----
+    const StreamConfig& config() const { return config_; }
     wire::SeqNumber snd_una() const;
     wire::SeqNumber snd_nxt() const;
     wire::SeqNumber snd_max() const;     // highest sequence number sent + 1
@@ -150,7 +153,117 @@ public:
     void check_invariants() const;
 
 private:
-    // The implementer's choice (see stream.cpp).
+    // A run of out-of-order bytes held in the receive buffer, [start, start + len).
+    struct Range {
+        wire::SeqNumber start;
+        std::uint32_t len = 0;
+    };
+    // A segment's text cut to what is new and inside the window.
+    struct Text {
+        wire::SeqNumber seq;
+        std::span<const std::byte> data;
+        bool fin = false;
+    };
+    // The window field to put on the wire and the right edge it offers.
+    struct Advert {
+        std::uint16_t field = 0;
+        wire::SeqNumber edge;
+    };
+
+    // The send side.
+    std::uint32_t snd_buffered() const;  // data bytes from snd_una on (not the FIN)
+    wire::SeqNumber data_end() const;    // sequence number after the last queued byte
+    Duration backed_off(unsigned shift) const;
+    bool persist_wanted() const;
+    wire::SeqNumber ack_seq() const;     // the sequence number of an empty segment
+    std::optional<SegmentOut> send_new(Instant now);
+    std::optional<SegmentOut> send_probe();
+    SegmentOut emit(Instant now, wire::SeqNumber seq, std::uint32_t len, bool fin);
+    SegmentOut make_segment(wire::SeqNumber seq, std::span<const std::byte> payload,
+                            std::uint8_t flags);
+    void drop_acked(std::uint32_t n);
+    // ACK processing (RFC 9293 3.10.7.4 fifth check, RFC 5681, RFC 6582, RFC 6298).
+    void process_ack(Instant now, const SegmentIn& seg, Arrival& out);
+    void on_new_ack(Instant now, wire::SeqNumber ack, Arrival& out);
+    void congestion_on_ack(wire::SeqNumber ack, std::uint32_t acked);
+    void on_dup_ack();
+    void rtt_sample(Duration r);
+    Timeout on_rto(Instant now);
+    Timeout on_persist(Instant now);
+    Timeout on_keepalive(Instant now);
+    void update_timers(Instant now);
+    // The receive side.
+    std::uint32_t recv_window() const;  // RCV.WND: the right edge offered minus rcv_nxt
+    std::uint32_t rcv_space() const;    // what the buffer can still take from rcv_nxt on
+    Advert advert() const;
+    bool window_update_due() const;
+    Text trim_text(const SegmentIn& seg);
+    void process_data(Instant now, const SegmentIn& seg, Arrival& out);
+    void deliver_in_order(std::span<const std::byte> data, Arrival& out);
+    bool hold_out_of_order(wire::SeqNumber seq, std::span<const std::byte> data);
+    void place(wire::SeqNumber seq, std::span<const std::byte> data);
+    void note_peer_fin(wire::SeqNumber at);
+    void finish(Instant now);
+
+    StreamConfig config_;
+    // Send side: snd_buf_[snd_off_, size) are the bytes from snd_una on; the
+    // dead prefix is dropped lazily when it is at least as long as the rest.
+    std::vector<std::byte> snd_buf_;
+    std::uint32_t snd_off_ = 0;
+    wire::SeqNumber snd_una_;
+    wire::SeqNumber snd_nxt_;
+    wire::SeqNumber snd_max_;
+    wire::SeqNumber snd_wl1_;    // RFC 9293: the segment sequence and
+    wire::SeqNumber snd_wl2_;    // acknowledgment of the last window update
+    wire::SeqNumber recover_;    // RFC 6582 "recover": highest sequence sent at loss
+    wire::SeqNumber rtt_seq_;    // the ACK that ends the timed segment
+    std::uint32_t snd_wnd_ = 0;
+    std::uint32_t max_snd_wnd_ = 0;
+    std::uint32_t cwnd_ = 0;
+    std::uint32_t ssthresh_ = 0;
+    std::uint32_t bytes_acked_ = 0;  // RFC 5681 3.1 byte counting in congestion avoidance
+    std::uint16_t mss_ = 0;
+    std::uint8_t snd_wscale_ = 0;
+    std::uint8_t rcv_wscale_ = 0;
+    std::uint8_t dupacks_ = 0;
+    std::uint8_t rto_backoff_ = 0;      // doublings of the RTO since the last RTT sample
+    std::uint8_t rto_count_ = 0;        // consecutive expiries without progress
+    std::uint8_t probes_out_ = 0;       // zero-window probes without an answer
+    std::uint8_t persist_backoff_ = 0;
+    std::uint8_t ka_probes_out_ = 0;
+    bool fin_queued_ = false;
+    bool fin_sent_ = false;
+    bool fin_acked_ = false;
+    bool in_recovery_ = false;
+    bool rtt_timing_ = false;
+    bool rexmit_una_ = false;           // fast retransmit / partial ACK: resend at snd_una
+    bool probe_pending_ = false;        // a zero-window probe is due
+    bool ka_probe_pending_ = false;     // a keepalive probe is due
+    bool ack_now_ = false;
+    bool has_srtt_ = false;
+    bool peer_fin_known_ = false;       // peer_fin_seq_ is where the peer's FIN sits
+    bool fin_received_ = false;
+    Duration srtt_{};
+    Duration rttvar_{};
+    Duration rto_base_{};               // the RTO before backoff
+    Instant rtt_start_{};
+    Instant rto_at_ = kInstantNever;
+    Instant persist_at_ = kInstantNever;
+    Instant delack_at_ = kInstantNever;
+    Instant keepalive_at_ = kInstantNever;
+    std::uint64_t retransmitted_ = 0;
+    // Receive side: rcv_buf_[rcv_read_, rcv_read_ + rcv_unread_) are readable;
+    // the byte of sequence s >= rcv_nxt (out of order) sits at
+    // rcv_read_ + rcv_unread_ + (s - rcv_nxt).
+    std::vector<std::byte> rcv_buf_;
+    std::vector<Range> ooo_;            // sorted, disjoint, not adjacent, all above rcv_nxt
+    std::uint32_t rcv_read_ = 0;
+    std::uint32_t rcv_unread_ = 0;
+    std::uint32_t rcv_unacked_ = 0;     // in-order bytes taken since our last ACK
+    std::uint32_t ooo_bytes_ = 0;
+    wire::SeqNumber rcv_nxt_;
+    wire::SeqNumber rcv_adv_;           // the right edge we offered: never moves left
+    wire::SeqNumber peer_fin_seq_;
 };
 
 }  // namespace iwcm::tcp

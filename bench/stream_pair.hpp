@@ -1,0 +1,227 @@
+// Byte-stream throughput on one thread: two cores wired back to back and a
+// connection handed off as a stream on both, against a Linux TCP connection
+// over loopback driven the same way (one thread, non-blocking, same MSS).
+//
+// Read first: bench/setup_pair.hpp (the wiring), include/iwcm/core.hpp
+// ("byte stream"). Used by `iwarp-cm bench` and bench/stream_bench.cpp.
+//
+// One unit of work: A's application writes into its send buffer what it
+// takes, frames cross to B without a copy, B's application reads what is
+// readable (peek + consume: no copy out of the stream's buffer), B's ACKs
+// cross back. Time is the real clock, so that delayed ACKs and the RTO run
+// as they would (nothing is lost, so neither fires in practice).
+#pragma once
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "iwcm/core.hpp"
+
+namespace iwcm::bench {
+
+struct StreamSample {
+    std::uint64_t bytes = 0;       // delivered to the reader
+    std::uint64_t frames = 0;      // moved between the cores (or 0 for the kernel)
+    double seconds = 0;            // wall
+    bool error = false;
+    double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0; }
+};
+
+class StreamPair {
+public:
+    explicit StreamPair(std::uint32_t buffer = 256 * 1024) : a_(config(0x0a, 1, buffer)), b_(config(0x0b, 2, buffer)) {
+        chunk_.resize(64 * 1024);
+        for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
+        ok_ = a_.add_address(ip(1)).has_value() && b_.add_address(ip(2)).has_value() && connect();
+    }
+
+    bool ok() const { return ok_; }
+
+    // Moves at least `bytes` from A to B, or for at most `max_seconds`.
+    StreamSample transfer(std::uint64_t bytes, double max_seconds) {
+        StreamSample s;
+        const auto start = std::chrono::steady_clock::now();
+        std::uint64_t sent = 0;
+        std::uint32_t spins = 0;
+        while (s.bytes < bytes) {
+            now_ = Instant(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+            if (sent < bytes) {
+                auto n = a_.send(now_, conn_a_, chunk_);
+                if (!n) return fail(s);
+                sent += *n;
+            }
+            s.frames += ferry(a_, b_);
+            while (true) {
+                auto view = b_.peek(conn_b_);
+                if (!view) return fail(s);
+                if (view->empty()) break;
+                s.bytes += view->size();
+                if (!b_.consume(now_, conn_b_, view->size())) return fail(s);
+            }
+            s.frames += ferry(b_, a_);
+            for (Core* c : {&a_, &b_})
+                if (auto d = c->next_deadline(); d && *d <= now_) c->on_timer(now_);
+            while (a_.poll_event()) {
+            }
+            while (b_.poll_event()) {
+            }
+            if ((++spins & 255) == 0 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
+                break;
+        }
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return s;
+    }
+
+private:
+    static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, std::uint32_t buffer) {
+        CoreConfig c;
+        c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac_last}};
+        c.isn_secret.fill(secret);
+        c.rcv_wscale = 7;
+        c.stream.send_buffer = buffer;
+        c.stream.recv_buffer = buffer;
+        return c;
+    }
+    static IpAddr ip(std::uint8_t last) { return Ipv4Addr{{10, 0, 0, last}}; }
+
+    static std::uint64_t ferry(Core& from, Core& to) {
+        std::uint64_t n = 0;
+        Instant t{};
+        while (auto f = from.poll_transmit()) {
+            to.receive(t, *f);
+            ++n;
+        }
+        return n;
+    }
+
+    bool connect() {
+        ListenParams lp;
+        lp.local = {ip(2), 5000};
+        if (!b_.listen(lp)) return false;
+        ConnectParams cp;
+        cp.local = {ip(1), 0};
+        cp.remote = {ip(2), 5000};
+        cp.remote_mac = MacAddr{{0x02, 0, 0, 0, 0, 0x0b}};
+        auto c = a_.connect(now_, cp);
+        if (!c) return false;
+        conn_a_ = *c;
+        bool a_up = false, b_up = false;
+        for (int round = 0; round < 100 && !(a_up && b_up); ++round) {
+            ferry(a_, b_);
+            while (auto e = b_.poll_event()) {
+                if (e->type == EventType::kConnectRequest) {
+                    conn_b_ = e->conn;
+                    if (!b_.accept(now_, e->conn, {})) return false;
+                }
+                if (e->type == EventType::kEstablished) b_up = true;
+            }
+            ferry(b_, a_);
+            while (auto e = a_.poll_event())
+                if (e->type == EventType::kEstablished) a_up = true;
+        }
+        return a_up && b_up && a_.handoff(conn_a_).has_value() && b_.handoff(conn_b_).has_value();
+    }
+
+    StreamSample fail(StreamSample s) {
+        s.error = true;
+        return s;
+    }
+
+    Core a_;
+    Core b_;
+    Instant now_{};
+    ConnHandle conn_a_, conn_b_;
+    std::vector<std::byte> chunk_;
+    bool ok_ = false;
+};
+
+// The same over a kernel TCP connection on 127.0.0.1: one thread writes and
+// reads non-blocking, the MSS clamped to 1460 (TCP_MAXSEG) like the cores'.
+class KernelStream {
+public:
+    KernelStream() {
+        chunk_.resize(64 * 1024);
+        buf_.resize(256 * 1024);
+        ok_ = open();
+    }
+    ~KernelStream() {
+        for (int fd : {listen_fd_, tx_, rx_})
+            if (fd >= 0) ::close(fd);
+    }
+    KernelStream(const KernelStream&) = delete;
+    KernelStream& operator=(const KernelStream&) = delete;
+    bool ok() const { return ok_; }
+
+    StreamSample transfer(std::uint64_t bytes, double max_seconds) {
+        StreamSample s;
+        const auto start = std::chrono::steady_clock::now();
+        std::uint32_t spins = 0;
+        std::uint64_t sent = 0;
+        while (s.bytes < bytes) {
+            if (sent < bytes) {
+                ssize_t n = ::send(tx_, chunk_.data(), chunk_.size(), MSG_DONTWAIT);
+                if (n > 0) sent += static_cast<std::uint64_t>(n);
+                else if (n < 0 && errno != EAGAIN) return fail(s);
+            }
+            while (true) {
+                ssize_t n = ::recv(rx_, buf_.data(), buf_.size(), MSG_DONTWAIT);
+                if (n > 0) {
+                    s.bytes += static_cast<std::uint64_t>(n);
+                    continue;
+                }
+                if (n < 0 && errno != EAGAIN) return fail(s);
+                break;
+            }
+            if ((++spins & 255) == 0 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
+                break;
+        }
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return s;
+    }
+
+private:
+    bool open() {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (listen_fd_ < 0) return false;
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int mss = 1460;
+        ::setsockopt(listen_fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
+        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+        if (::listen(listen_fd_, 1) != 0) return false;
+        socklen_t len = sizeof a;
+        if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+        tx_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (tx_ < 0) return false;
+        ::setsockopt(tx_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
+        if (::connect(tx_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+        rx_ = ::accept(listen_fd_, nullptr, nullptr);
+        return rx_ >= 0;
+    }
+
+    StreamSample fail(StreamSample s) {
+        s.error = true;
+        return s;
+    }
+
+    int listen_fd_ = -1;
+    int tx_ = -1;
+    int rx_ = -1;
+    std::vector<std::byte> chunk_;
+    std::vector<std::byte> buf_;
+    bool ok_ = false;
+};
+
+}  // namespace iwcm::bench
