@@ -16,6 +16,12 @@ namespace {
 // The most bytes made and offered to send() at once.
 constexpr std::size_t kChunk = 64 * 1024;
 
+// TIME_WAIT of the command's streams. A kernel holds it for a minute or two
+// after the process is gone; a command that closes first would have to stay
+// that long. One second still answers a peer whose last ACK from us was lost
+// and who retransmits its FIN after its RTO (Linux: 200 ms, then 400 ms).
+constexpr auto kTimeWait = std::chrono::seconds(1);
+
 double seconds(Duration d) {
     return static_cast<double>(d.count()) / 1e9;
 }
@@ -78,6 +84,8 @@ bool Transfer::start(Core& core, Instant now) {
                           std::chrono::duration<double>(o_.data_timeout_s));
     HandoffParams hp;
     hp.mode = HandoffMode::kStream;
+    hp.stream = core.config().stream;
+    hp.stream->time_wait = kTimeWait;
     if (auto h = core.handoff(conn_, hp); !h) {
         fail(exit_codes::kError,
              "hand-off of " + remote_.to_string() + ": " + std::string(to_string(h.error())), now);
