@@ -1050,48 +1050,59 @@ def report_rate(what, t, peer_line, took):
              peer_line["send_mbyte_s"], peer_line["recv_mbyte_s"], t["retransmitted_segments"]), flush=True)
 
 
-def stream_connect(c, net, n, limit):
+def check_end(cm, cm_first):
+    """The CM's one disconnected line: a FIN (status 0), in TIME_WAIT when the
+    CM closed first, in CLOSE_WAIT when the kernel did."""
+    disc = cm.events("disconnected")
+    state = "TIME_WAIT" if cm_first else "CLOSE_WAIT"
+    check(len(disc) == 1 and disc[0]["status"] == 0 and disc[0]["state"] == state,
+          "the CM's end (%s closes first: %s): %s" % ("the CM" if cm_first else "the kernel", state, disc))
+
+
+def stream_connect(c, net, n, limit, cm_first=True):
     """iwarp-cm connect to a kernel server: n bytes each way at once, then
-    the CM closes (its FIN after the data), the kernel closes after the CM's
-    EOF. Returns the CM's transfer line."""
+    the CM closes (its FIN after the data) and the kernel after the CM's EOF;
+    or (cm_first False) the kernel closes first while the CM holds. Returns
+    the CM's transfer line."""
     start = time.monotonic()
     before = tcp_counters(net)
     srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
-                 "wait", "--send-bytes", str(n), "--expect-bytes", str(n), "--timeout", str(limit))
+                 "wait" if cm_first else "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
+                 "--timeout", str(limit))
     srv.wait_for("listening")
     cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--send-bytes", str(n),
-              "--expect-bytes", str(n), "--data-timeout", str(limit))
+              "--expect-bytes", str(n), "--data-timeout", str(limit), "--hold", "0" if cm_first else "30")
     line = kernel_end(srv, n, mpa_peer.TAG_INITIATOR, limit)
     st = expect_exit(cm, 0, timeout=60)
     t = check_transfer(cm, n, pattern_sha256(mpa_peer.TAG_RESPONDER, n), line)
-    check(len(cm.events("close_sent")) == 1 and not cm.events("abort_sent"),
-          "the CM did not close with a FIN")
-    disc = cm.events("disconnected")
-    check(len(disc) == 1 and disc[0]["status"] == 0 and disc[0]["state"] == "TIME_WAIT",
-          "the CM's end (it closes first: TIME_WAIT): %s" % disc)
+    check(len(cm.events("close_sent")) == (1 if cm_first else 0) and not cm.events("abort_sent"),
+          "close_sent / abort_sent: %s %s" % (cm.events("close_sent"), cm.events("abort_sent")))
+    check_end(cm, cm_first)
     check(st["live_nodes"] == 0, "stats: %s" % st)
     check_no_reset(net, st, before)
     report_rate("connect", t, line, time.monotonic() - start)
     return t
 
 
-def stream_listen(c, net, n, limit):
+def stream_listen(c, net, n, limit, cm_first=False):
     """A kernel client to iwarp-cm listen: n bytes each way at once, then the
-    kernel closes first (its FIN after the data), the CM's FIN follows."""
+    kernel closes first (its FIN after the data) and the CM's FIN follows; or
+    (cm_first, listen --close-after-data) the CM closes once the bytes are
+    through and the kernel after the CM's EOF."""
     start = time.monotonic()
     before = tcp_counters(net)
     cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1", "--send-bytes", str(n),
-              "--expect-bytes", str(n), "--data-timeout", str(limit))
+              "--expect-bytes", str(n), "--data-timeout", str(limit),
+              *(["--close-after-data"] if cm_first else []))
     cm.wait_for("listening")
     net.wait_link_up()
     cli = c.peer(net, "client", "client", "--to", "10.99.%d.2:%d" % (net.n, PORT), "--p2p", "--close",
-                 "graceful", "--send-bytes", str(n), "--expect-bytes", str(n), "--timeout", str(limit))
+                 "wait" if cm_first else "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
+                 "--timeout", str(limit))
     line = kernel_end(cli, n, mpa_peer.TAG_RESPONDER, limit)
     st = expect_exit(cm, 0, timeout=60)
     t = check_transfer(cm, n, pattern_sha256(mpa_peer.TAG_INITIATOR, n), line)
-    disc = cm.events("disconnected")
-    check(len(disc) == 1 and disc[0]["status"] == 0 and disc[0]["state"] == "CLOSE_WAIT",
-          "the CM's end (the kernel closes first: CLOSE_WAIT): %s" % disc)
+    check_end(cm, cm_first)
     check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)
     check_no_reset(net, st, before)
     report_rate("listen", t, line, time.monotonic() - start)
@@ -1110,6 +1121,15 @@ def case_stream_listen(c):
     checksummed at both ends; the kernel closes first after the data."""
     with Net("stream-listen", 51) as net:
         stream_listen(c, net, STREAM_BYTES, 300)
+
+
+def case_stream_close_sides(c):
+    """10 MB each way, the other closer on each side: listen
+    --close-after-data closes first (the kernel client waits for its EOF),
+    and connect --hold 30 sees the kernel server close first."""
+    with Net("stream-close-sides", 54) as net:
+        stream_listen(c, net, 10 * 1000 * 1000, 60, cm_first=True)
+        stream_connect(c, net, 10 * 1000 * 1000, 60, cm_first=False)
 
 
 def case_stream_loss(c):
