@@ -1,5 +1,7 @@
-// iwarp-cm connect: resolve the peer, connect with MPA, hold, close.
-// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp, include/iwcm/core.hpp.
+// iwarp-cm connect: resolve the peer, connect with MPA, exchange bytes
+// (--send-bytes, --expect-bytes), hold, close.
+// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
+// tools/transfer.hpp, include/iwcm/core.hpp.
 #include "tools/connect.hpp"
 
 #include <cerrno>
@@ -41,11 +43,14 @@ public:
 private:
     bool resolve(Instant deadline);
     bool establish(Instant deadline);
+    bool transfer();
     bool hold();
     bool close();
     // Steps once and reports the core's events; false on a signal or an error.
     bool step(Instant until);
     void on_event(Instant now, const Event& e);
+    // After each step: the byte stream's progress, its line, its failure.
+    void follow_transfer(Instant now);
 
     const ConnectOptions& o_;
     Session& s_;
@@ -61,11 +66,13 @@ private:
     std::optional<Duration> connect_time_;
     Instant connect_at_{};
     Outcome out_;
+    std::optional<Transfer> xfer_;  // with --send-bytes / --expect-bytes, from established on
 };
 
 bool Connector::step(Instant until) {
     io::Wake w = s_.host->step(until);
     while (auto e = s_.core->poll_event()) on_event(io::TapHost::now(), *e);
+    if (xfer_) follow_transfer(io::TapHost::now());
     if (w == io::Wake::kError) return out_.set(exit_codes::kError, s_.host->error());
     if (w == io::Wake::kSignal) {
         interrupted_ = true;
@@ -75,10 +82,18 @@ bool Connector::step(Instant until) {
 }
 
 void Connector::on_event(Instant now, const Event& e) {
+    // The stream's own events are many and not printed.
+    const bool stream_event = is_stream_event(e);
+    if (xfer_ && (stream_event || e.terminal())) xfer_->on_event(*s_.core, now, e);
+    if (stream_event) return;
     rep_.print(now, Reporter::from_event(e));
     if (e.type == EventType::kEstablished) {
         established_ = true;
         connect_time_ = now - connect_at_;
+        if (o_.data.any()) {
+            xfer_.emplace(o_.data, true, e);
+            xfer_->start(*s_.core, now);
+        }
         return;
     }
     if (!e.terminal()) return;
@@ -146,6 +161,31 @@ bool Connector::establish(Instant deadline) {
     return established_ && !ended_;
 }
 
+void Connector::follow_transfer(Instant now) {
+    xfer_->poll(*s_.core, now);
+    if (auto r = xfer_->take_report()) rep_.print(now, *r);
+    if (xfer_->phase() == Transfer::Phase::kFailed && out_.code == exit_codes::kOk)
+        out_.set(xfer_->code(), xfer_->reason());
+}
+
+// Until every byte is sent, acknowledged and received. A failed exchange
+// (other bytes, too many, the data timeout) ends the connection with a reset.
+bool Connector::transfer() {
+    if (!xfer_) return true;
+    follow_transfer(io::TapHost::now());
+    while (xfer_->running() && !ended_)
+        if (!step(xfer_->deadline())) return false;
+    if (xfer_->phase() != Transfer::Phase::kFailed) return !ended_;
+    if (!ended_) {
+        Report r;
+        r.event = "abort_sent";
+        r.remote = to_;
+        rep_.print(io::TapHost::now(), r);
+        (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kAbortive);
+    }
+    return false;
+}
+
 bool Connector::hold() {
     const Instant end = io::TapHost::now() + seconds(o_.hold_s);
     while (!ended_ && io::TapHost::now() < end)
@@ -170,10 +210,13 @@ bool Connector::close() {
 
 int Connector::run() {
     const Instant deadline = io::TapHost::now() + seconds(o_.timeout_s);
-    bool ok = resolve(deadline) && establish(deadline) && hold() && close();
+    bool ok = resolve(deadline) && establish(deadline) && transfer() && hold() && close();
     (void)ok;
     const auto print = [&](const Event& e) {
-        rep_.print(io::TapHost::now(), Reporter::from_event(e));
+        const bool stream_event = is_stream_event(e);
+        if (xfer_ && (stream_event || e.terminal()))
+            xfer_->on_event(*s_.core, io::TapHost::now(), e);
+        if (!stream_event) rep_.print(io::TapHost::now(), Reporter::from_event(e));
     };
     if (interrupted_) {
         // A FIN on the open connection, a reset if it does not close in time.
@@ -188,6 +231,7 @@ int Connector::run() {
     if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5), print) &&
         !interrupted_)
         out_.set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
+    if (xfer_) follow_transfer(io::TapHost::now());
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host, out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason,
                connect_time_);
     if (out_.code != exit_codes::kOk) rep_.fail(out_.reason);
@@ -269,7 +313,8 @@ std::pair<int, std::string> connect_failure(const Event& e) {
 
 void add_connect(CLI::App& app) {
     auto opt = std::make_shared<ConnectOptions>();
-    CLI::App* cmd = app.add_subcommand("connect", "connect to an iWARP peer over a TAP device, hold, close");
+    CLI::App* cmd = app.add_subcommand(
+        "connect", "connect to an iWARP peer over a TAP device, exchange bytes, hold, close");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--to", opt->to,
                     "the peer, ADDR:PORT or [ADDR]:PORT (unicast, not --ip; on-link unless "
@@ -278,7 +323,8 @@ void add_connect(CLI::App& app) {
     cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")
         ->check(bounded(0.1, 3600, false));
     auto* hold =
-        cmd->add_option("--hold", opt->hold_s, "seconds to hold the connection before closing")
+        cmd->add_option("--hold", opt->hold_s,
+                        "seconds to hold the connection before closing (after the bytes, if any)")
             ->check(bounded(0, 86400, false));
     auto* abort = cmd->add_flag("--abort", opt->abort, "close with a reset instead of a FIN");
     auto* count =
@@ -289,11 +335,15 @@ void add_connect(CLI::App& app) {
     cmd->add_option("--parallel", opt->parallel, "with --count: connections in flight at most")
         ->check(bounded(1, 1024, true))
         ->needs(count);
-    count->excludes(hold)->excludes(abort);
+    const StreamFlags data = add_stream_options(cmd, opt->data, false);
+    count->excludes(hold)->excludes(abort)->excludes(data.send)->excludes(data.expect);
     cmd->footer(
         help_footer("iwarp-cm connect --tap tap0 --ip 10.99.1.2/24 --to 10.99.1.1:4791 "
-                    "--pdata-hex 00ff --hold 1"));
-    cmd->callback([opt] { set_exit_code(run_connect(*opt)); });
+                    "--pdata-hex 00ff --send-bytes 1000000 --expect-bytes 1000000"));
+    cmd->callback([opt, data] {
+        check_stream_args(opt->data, data);
+        set_exit_code(run_connect(*opt));
+    });
 }
 
 }  // namespace iwcm::tools

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/transfer.hpp"
 #include "tools/wire_cli.hpp"
 
 namespace iwcm::tools {
@@ -17,6 +18,7 @@ struct ConnectOptions {
     bool abort = false;
     unsigned count = 0;     // 0: one connection, held for --hold; N: the cmtime-style run
     unsigned parallel = 1;  // with --count: connections in flight at most
+    StreamOptions data;     // --send-bytes, --expect-bytes: a byte stream before the hold
 };
 
 // The checked arguments: the peer, whose MAC to resolve (the peer's own, or

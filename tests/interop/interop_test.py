@@ -10,6 +10,7 @@ Runs as root; a missing kernel feature fails the case loudly.
   interop_test.py --bin build/bin/iwarp-cm CASE      (CASE: see CASES below)
 """
 import argparse
+import hashlib
 import json
 import os
 import queue
@@ -22,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "cli"))
 import json_lines  # noqa: E402  (docs/json.md: the schema of iwarp-cm's JSON lines)
+import mpa_peer  # noqa: E402  (the byte pattern, as the kernel peer makes it)
 
 PEER = os.path.join(HERE, "mpa_peer.py")
 PORT = 4791
@@ -943,6 +945,229 @@ def case_rtr_stag_zero(c):
     with Net("rtr-stag-zero", 48) as net:
         rtr_stag_zero_run(c, net, "write")
         rtr_stag_zero_run(c, net, "read")
+
+
+# ---------------------------------------------------------------- byte streams
+
+# 100 MB each way, both at once (issue "A whole TCP"). Under 5 % loss in both
+# directions 20 MB each way: the CM's sender is bound by its 200 ms RTO
+# floor there (a loss it cannot repair by fast retransmit, e.g. with fewer
+# than three segments left to send, waits for the RTO), about 0.4 MB/s, so
+# 100 MB each way took 278 s per direction of connection, twice what this
+# case and the whole suite can spend. IWCM_STREAM_LOSS_BYTES sets another
+# amount (100000000 for the full figure).
+STREAM_BYTES = 100 * 1000 * 1000
+LOSS_BYTES = int(os.environ.get("IWCM_STREAM_LOSS_BYTES", 20 * 1000 * 1000))
+LOSS_PERCENT = 5
+
+
+def pattern_sha256(tag, n):
+    """hashlib's SHA-256 of the first n bytes of a direction's pattern."""
+    h = hashlib.sha256()
+    for off in range(0, n, mpa_peer.CHUNK):
+        h.update(mpa_peer.pattern_bytes(tag, off, min(mpa_peer.CHUNK, n - off)))
+    return h.hexdigest()
+
+
+def tcp_counters(net):
+    """The namespace kernel's TCP counters of /proc/net/snmp (OutRsts, EstabResets...)."""
+    snmp = sh("cat", "/proc/net/snmp", ns=net.ns).stdout.splitlines()
+    lines = [l.split() for l in snmp if l.startswith("Tcp:")]
+    return dict(zip(lines[0][1:], (int(v) for v in lines[1][1:])))
+
+
+def nft_loss(net, percent):
+    """Drops `percent` % of the kernel's TCP segments to the CM (output) and
+    of the CM's to the kernel (input), at random, with counters. The output
+    hook sees what TCP hands down before GSO cuts it into segments, so the
+    bridge is told to take one segment per packet (gso_max_segs 1): a drop
+    is one segment, not up to 64 KB of them."""
+    sh("ip", "link", "set", "br0", "gso_max_segs", "1", ns=net.ns)
+    cm = "10.99.%d.2" % net.n
+    rules = ("add table inet iwcm_loss\n"
+             "add chain inet iwcm_loss out { type filter hook output priority 0; policy accept; }\n"
+             "add chain inet iwcm_loss in { type filter hook input priority 0; policy accept; }\n"
+             "add rule inet iwcm_loss out ip daddr %s meta l4proto tcp numgen random mod 100 < %d counter drop\n"
+             "add rule inet iwcm_loss in ip saddr %s meta l4proto tcp numgen random mod 100 < %d counter drop\n"
+             % (cm, percent, cm, percent))
+    r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
+                       capture_output=True, timeout=30)
+    check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
+
+
+def nft_drops(net):
+    """Packets the loss rules dropped: (toward the CM, from the CM)."""
+    out = sh("nft", "list", "table", "inet", "iwcm_loss", ns=net.ns).stdout
+    counts = [int(l.split("packets")[1].split()[0]) for l in out.splitlines() if "counter packets" in l]
+    check(len(counts) == 2, "nft counters: %s" % out)
+    return counts[0], counts[1]
+
+
+def kernel_end(proc, n, cm_tag, limit):
+    """The kernel peer's side: its `stream` line says n bytes went each way
+    and that what it read is the CM's pattern (its SHA-256 too), then it
+    sees a clean EOF (no byte more, no reset) and exits 0. Returns the line."""
+    line = proc.wait_for("stream", timeout=limit + 30)
+    check(line["sent"] == n and line["send_error"] is None and line["recv_error"] is None,
+          "%s stream: %s" % (proc.name, line))
+    check(line["received"] == n and line["verified"] and line["received_sha256"] == pattern_sha256(cm_tag, n),
+          "%s did not read the CM's %d bytes: %s" % (proc.name, n, line))
+    closed = proc.wait_for("closed", timeout=30)
+    check(closed["peer_eof"] and not closed["reset_by_peer"], "%s's end: %s" % (proc.name, closed))
+    check(proc.finish() == 0, "%s failed" % proc.name)
+    return line
+
+
+def check_transfer(cm, n, want_sha, peer_line):
+    """The CM's `transfer` line: n bytes each way, verified, the hash of the
+    peer's pattern and the same hash the peer computed over what it sent."""
+    t = cm.events("transfer")
+    check(len(t) == 1, "expected one transfer line, got %s" % t)
+    t = t[0]
+    check(t["bytes_sent"] == n and t["bytes_received"] == n and t["bytes_expected"] == n,
+          "transfer counts: %s" % t)
+    check(t["verified"] is True and t["error"] is None, "transfer not verified: %s" % t)
+    check(t["sha256"] == want_sha and t["sha256"] == peer_line["sent_sha256"],
+          "transfer hash %s, pattern %s, peer sent %s" % (t["sha256"], want_sha, peer_line["sent_sha256"]))
+    return t
+
+
+def check_no_reset(net, st, before):
+    """No reset either way, without a capture: the CM's counters and the
+    namespace kernel's (OutRsts: resets it sent; EstabResets: connections a
+    reset ended)."""
+    after = tcp_counters(net)
+    sent = after["OutRsts"] - before["OutRsts"]
+    ended = after["EstabResets"] - before["EstabResets"]
+    check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+    check(sent == 0 and ended == 0, "kernel: OutRsts +%d, EstabResets +%d" % (sent, ended))
+
+
+def report_rate(what, t, peer_line, took):
+    print("  %s: %d bytes each way in %.1f s (case %.1f s); CM send %.1f MB/s, recv %.1f MB/s; "
+          "kernel send %.1f MB/s, recv %.1f MB/s; CM retransmitted %d segments"
+          % (what, t["bytes_sent"], t["seconds"], took, t["send_mbyte_s"], t["recv_mbyte_s"],
+             peer_line["send_mbyte_s"], peer_line["recv_mbyte_s"], t["retransmitted_segments"]), flush=True)
+
+
+def check_end(cm, cm_first):
+    """The CM's one disconnected line: a FIN (status 0), in TIME_WAIT when the
+    CM closed first, in CLOSE_WAIT when the kernel did."""
+    disc = cm.events("disconnected")
+    state = "TIME_WAIT" if cm_first else "CLOSE_WAIT"
+    check(len(disc) == 1 and disc[0]["status"] == 0 and disc[0]["state"] == state,
+          "the CM's end (%s closes first: %s): %s" % ("the CM" if cm_first else "the kernel", state, disc))
+
+
+def stream_connect(c, net, n, limit, cm_first=True):
+    """iwarp-cm connect to a kernel server: n bytes each way at once, then
+    the CM closes (its FIN after the data) and the kernel after the CM's EOF;
+    or (cm_first False) the kernel closes first while the CM holds. Returns
+    the CM's transfer line."""
+    start = time.monotonic()
+    before = tcp_counters(net)
+    srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
+                 "wait" if cm_first else "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
+                 "--timeout", str(limit))
+    srv.wait_for("listening")
+    cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--send-bytes", str(n),
+              "--expect-bytes", str(n), "--data-timeout", str(limit), "--hold", "0" if cm_first else "30")
+    line = kernel_end(srv, n, mpa_peer.TAG_INITIATOR, limit)
+    st = expect_exit(cm, 0, timeout=60)
+    t = check_transfer(cm, n, pattern_sha256(mpa_peer.TAG_RESPONDER, n), line)
+    check(len(cm.events("close_sent")) == (1 if cm_first else 0) and not cm.events("abort_sent"),
+          "close_sent / abort_sent: %s %s" % (cm.events("close_sent"), cm.events("abort_sent")))
+    check_end(cm, cm_first)
+    check(st["live_nodes"] == 0, "stats: %s" % st)
+    check_no_reset(net, st, before)
+    report_rate("connect", t, line, time.monotonic() - start)
+    return t
+
+
+def stream_listen(c, net, n, limit, cm_first=False):
+    """A kernel client to iwarp-cm listen: n bytes each way at once, then the
+    kernel closes first (its FIN after the data) and the CM's FIN follows; or
+    (cm_first, listen --close-after-data) the CM closes once the bytes are
+    through and the kernel after the CM's EOF."""
+    start = time.monotonic()
+    before = tcp_counters(net)
+    cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1", "--send-bytes", str(n),
+              "--expect-bytes", str(n), "--data-timeout", str(limit),
+              *(["--close-after-data"] if cm_first else []))
+    cm.wait_for("listening")
+    net.wait_link_up()
+    cli = c.peer(net, "client", "client", "--to", "10.99.%d.2:%d" % (net.n, PORT), "--p2p", "--close",
+                 "wait" if cm_first else "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
+                 "--timeout", str(limit))
+    line = kernel_end(cli, n, mpa_peer.TAG_RESPONDER, limit)
+    st = expect_exit(cm, 0, timeout=60)
+    t = check_transfer(cm, n, pattern_sha256(mpa_peer.TAG_INITIATOR, n), line)
+    check_end(cm, cm_first)
+    check(st["live_nodes"] == 0 and st["established"] == 1, "stats: %s" % st)
+    check_no_reset(net, st, before)
+    report_rate("listen", t, line, time.monotonic() - start)
+    return t
+
+
+def case_stream_connect(c):
+    """100 MB each way between iwarp-cm connect and a kernel socket server,
+    checksummed at both ends; the CM closes after the data."""
+    with Net("stream-connect", 50) as net:
+        stream_connect(c, net, STREAM_BYTES, 300)
+
+
+def case_stream_listen(c):
+    """100 MB each way between a kernel socket client and iwarp-cm listen,
+    checksummed at both ends; the kernel closes first after the data."""
+    with Net("stream-listen", 51) as net:
+        stream_listen(c, net, STREAM_BYTES, 300)
+
+
+def case_stream_close_sides(c):
+    """10 MB each way, the other closer on each side: listen
+    --close-after-data closes first (the kernel client waits for its EOF),
+    and connect --hold 30 sees the kernel server close first."""
+    with Net("stream-close-sides", 54) as net:
+        stream_listen(c, net, 10 * 1000 * 1000, 60, cm_first=True)
+        stream_connect(c, net, 10 * 1000 * 1000, 60, cm_first=False)
+
+
+def case_stream_loss(c):
+    """As stream_connect and stream_listen, with 5 % of the segments dropped
+    at random in each direction by nftables on the kernel's side: both the
+    CM and the kernel retransmit, every byte still arrives exactly once."""
+    with Net("stream-loss", 52) as net:
+        nft_loss(net, LOSS_PERCENT)
+        for run in (stream_connect, stream_listen):
+            to_cm, from_cm = nft_drops(net)
+            t = run(c, net, LOSS_BYTES, 600)
+            to_cm2, from_cm2 = nft_drops(net)
+            print("  nft dropped %d segments toward the CM, %d from it"
+                  % (to_cm2 - to_cm, from_cm2 - from_cm), flush=True)
+            check(to_cm2 > to_cm and from_cm2 > from_cm, "nft dropped nothing in one direction")
+            check(t["retransmitted_segments"] > 0, "the CM retransmitted nothing: %s" % t)
+
+
+def case_stream_corrupt(c):
+    """A kernel server sends 1 MB of its pattern with byte 123457 flipped:
+    iwarp-cm connect names that byte, resets the connection and exits 6."""
+    n, bad = 1000 * 1000, 123457
+    with Net("stream-corrupt", 53) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
+                     "wait", "--send-bytes", str(n), "--corrupt-at", str(bad))
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--expect-bytes", str(n))
+        line = srv.wait_for("stream")
+        closed = srv.wait_for("closed")
+        check(closed["reset_by_peer"] or "ConnectionResetError" in (line["send_error"] or ""),
+              "the kernel saw no reset: %s %s" % (line, closed))
+        check(srv.finish() == 0, "server failed")
+        st = expect_exit(cm, 6)
+        want = "byte %d from %s:%d is not the pattern's" % (bad, net.kernel4, PORT)
+        check(want in cm.stderr, "reason: %r" % cm.stderr)
+        t = cm.events("transfer")
+        check(len(t) == 1 and t[0]["verified"] is False and want in t[0]["error"], "transfer: %s" % t)
+        check(len(cm.events("abort_sent")) == 1 and st["resets_sent"] >= 1, "no reset: %s" % st)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -7,21 +7,32 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 
   mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
                      [--rtr-stag N] [--rtr-to N]] [--crc] [--tos N] [--close graceful|rst]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
                      [--tos N] [--close graceful|rst|wait|linger] [--count N]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
 
 --rtr offers only that RTR type (RFC 6581: B for send in the IRD word, C for
 write and D for read in the ORD word) and sends it with --rtr-stag and
 --rtr-to as its STag(s) and tagged offset(s). --tos sets IP_TOS (IPv6:
 IPV6_TCLASS) on the socket before it connects or listens.
 
+--send-bytes and --expect-bytes: after the MPA exchange (and the RTR) the
+socket carries a byte stream, as iwarp-cm's options of the same names make
+it (tools/pattern.hpp, README "Byte streams"): N bytes of our pattern go out
+while N bytes of the other side's are read, both at once, both hashed with
+SHA-256; a "stream" line tells what went and came. Then --close as usual.
+--corrupt-at I flips byte I of what we send (to see the other side notice).
+
 Every step prints one JSON object per line; errors end with exit code 1.
 """
 import argparse
+import hashlib
 import json
 import socket
 import struct
 import sys
+import threading
 import time
 
 REQ_KEY = b"MPA ID Req Frame"
@@ -127,6 +138,81 @@ def read_rtr(sock, crc):
     return {"type": kind, "crc_ok": (got == crc32c(fpdu)) if crc else (got == 0)}
 
 
+# The byte pattern (tools/pattern.hpp): block k of BLOCK bytes is k as 8
+# big-endian bytes, then byte j is (k + j + tag) mod 256. The client
+# (initiator) sends TAG_INITIATOR, the server TAG_RESPONDER.
+BLOCK = 4096
+TAG_INITIATOR, TAG_RESPONDER = 0x43, 0x53
+CHUNK = 256 * 1024
+_BODIES = {}  # tag -> the 256 block bodies (they repeat every 256 blocks)
+
+
+def pattern_bytes(tag, offset, n):
+    """The n bytes at `offset` of the stream with this tag."""
+    if tag not in _BODIES:
+        base = bytes((tag + x) % 256 for x in range(BLOCK + 256))
+        _BODIES[tag] = [base[r + 8:r + BLOCK] for r in range(256)]
+    bodies = _BODIES[tag]
+    first, last = offset // BLOCK, (offset + n + BLOCK - 1) // BLOCK
+    parts = []
+    for k in range(first, last):
+        parts += (k.to_bytes(8, "big"), bodies[k % 256])
+    skip = offset - first * BLOCK
+    return b"".join(parts)[skip:skip + n]
+
+
+def first_mismatch(got, want):
+    return next(i for i in range(len(want)) if i >= len(got) or got[i] != want[i])
+
+
+def stream(sock, a, initiator):
+    """Sends a.send_bytes of our pattern from a thread while reading
+    a.expect_bytes of the peer's; reports counts, SHA-256s and the check."""
+    send_tag, expect_tag = (TAG_INITIATOR, TAG_RESPONDER) if initiator else (TAG_RESPONDER, TAG_INITIATOR)
+    out = {"sent": 0, "send_error": None}
+    sent_hash = hashlib.sha256()
+
+    def sender():
+        try:
+            while out["sent"] < a.send_bytes:
+                chunk = pattern_bytes(send_tag, out["sent"], min(CHUNK, a.send_bytes - out["sent"]))
+                if 0 <= a.corrupt_at - out["sent"] < len(chunk):
+                    at = a.corrupt_at - out["sent"]
+                    chunk = chunk[:at] + bytes([chunk[at] ^ 0xFF]) + chunk[at + 1:]
+                sock.sendall(chunk)
+                sent_hash.update(chunk)
+                out["sent"] += len(chunk)
+        except OSError as e:
+            out["send_error"] = "%s: %s" % (type(e).__name__, e)
+
+    start = time.monotonic()
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    got, mismatch, recv_error = 0, None, None
+    recv_hash = hashlib.sha256()
+    buf = bytearray(CHUNK)
+    try:
+        while got < a.expect_bytes:
+            n = sock.recv_into(buf, min(len(buf), a.expect_bytes - got))
+            if n == 0:
+                break
+            view = memoryview(buf)[:n]
+            recv_hash.update(view)
+            want = pattern_bytes(expect_tag, got, n)
+            if mismatch is None and view != want:
+                mismatch = got + first_mismatch(view, want)
+            got += n
+    except OSError as e:
+        recv_error = "%s: %s" % (type(e).__name__, e)
+    thread.join()
+    took = max(time.monotonic() - start, 1e-9)
+    say(event="stream", sent=out["sent"], sent_sha256=sent_hash.hexdigest(), received=got,
+        received_sha256=recv_hash.hexdigest(), expected=a.expect_bytes,
+        verified=mismatch is None and got == a.expect_bytes, mismatch_at=mismatch,
+        seconds=round(took, 3), send_mbyte_s=round(out["sent"] / took / 1e6, 1),
+        recv_mbyte_s=round(got / took / 1e6, 1), send_error=out["send_error"], recv_error=recv_error)
+
+
 TCP_CLOSE = 7  # tcp_states.h; the first byte of struct tcp_info is the state
 
 
@@ -198,6 +284,8 @@ def client(a):
     if a.p2p and rep["p2p"]:
         send_rtr(sock, a.crc or rep["crc"], a.rtr, a.rtr_stag, a.rtr_to)
         say(event="rtr_sent", type=a.rtr, stag=a.rtr_stag, to=a.rtr_to, crc=a.crc or rep["crc"])
+    if a.send_bytes or a.expect_bytes:
+        stream(sock, a, True)
     finish(sock, a.close)
 
 
@@ -224,6 +312,8 @@ def server(a):
         say(event="reply_sent", reject=a.reject, p2p=p2p, crc=crc)
         if p2p:
             say(event="rtr", **read_rtr(sock, crc))
+        if not a.reject and (a.send_bytes or a.expect_bytes):
+            stream(sock, a, False)
         finish(sock, "graceful" if a.reject else a.close)
     lsock.close()
 
@@ -242,6 +332,9 @@ def main():
         s.add_argument("--timeout", type=float, default=20)
         s.add_argument("--close", default="graceful", choices=("graceful", "rst", "wait", "linger"))
         s.add_argument("--tos", type=lambda v: int(v, 0), default=None)
+        s.add_argument("--send-bytes", type=int, default=0)
+        s.add_argument("--expect-bytes", type=int, default=0)
+        s.add_argument("--corrupt-at", type=int, default=-1)
     sub.choices["client"].add_argument("--to", required=True)
     sub.choices["client"].add_argument("--rtr", default="send", choices=("send", "write", "read"))
     sub.choices["client"].add_argument("--rtr-stag", type=lambda v: int(v, 0), default=1)
