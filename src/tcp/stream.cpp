@@ -35,6 +35,9 @@ constexpr std::uint32_t kMaxWindowField = 65535;
 // A bound on the out-of-order ranges held (each costs 8 bytes and a search step).
 constexpr std::size_t kMaxOooRanges = 64;
 constexpr std::uint8_t kMaxBackoff = 30;
+// The least time between two answers to empty out-of-window segments
+// (Linux's tcp_invalid_ratelimit).
+constexpr Duration kOowAckInterval = std::chrono::milliseconds(500);
 
 // The distance a - b for a >= b.
 std::uint32_t dist(SeqNumber a, SeqNumber b) {
@@ -89,6 +92,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     rcv_adv_ = rcv_nxt_;
     rcv_adv_ = advert().edge;
     if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
+    last_oow_ack_ = now - kOowAckInterval;
     update_timers(now);
     check_invariants();
 }
@@ -236,8 +240,16 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg) {
     const bool edge_ack = len == 0 && seg.seq == rcv_nxt_ + recv_window();
     if (!acceptable(seg.seq, len) && !zero_window_ack && !edge_ack) {
         // "If an incoming segment is not acceptable, an acknowledgment should
-        // be sent in reply (unless the RST bit is set ...)".
-        ack_now_ = true;
+        // be sent in reply (unless the RST bit is set ...)". Not to every
+        // empty one: when each end's ACKs lie outside the other's window (two
+        // zero windows, say) each answer draws an answer, and a duplicated
+        // segment doubles the exchange. Like Linux's tcp_oow_rate_limited,
+        // an empty segment is answered at most once per kOowAckInterval;
+        // data is always answered (it is no part of an ACK loop).
+        if (len > 0 || now - last_oow_ack_ >= kOowAckInterval) {
+            if (len == 0) last_oow_ack_ = now;
+            ack_now_ = true;
+        }
         out.verdict = Arrival::Verdict::kOutOfWindow;
         // An old duplicate (left of the window, by at most a buffer) still
         // carries a current ACK: 4.4BSD-Lite tcp_input, "Send an ACK to

@@ -251,6 +251,7 @@ private:
     Instant persist_at_ = kInstantNever;
     Instant delack_at_ = kInstantNever;
     Instant keepalive_at_ = kInstantNever;
+    Instant last_oow_ack_{};            // the last answer to an empty out-of-window segment
     std::uint64_t retransmitted_ = 0;
     // Receive side: rcv_buf_[rcv_read_, rcv_read_ + rcv_unread_) are readable;
     // the byte of sequence s >= rcv_nxt (out of order) sits at

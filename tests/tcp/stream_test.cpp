@@ -557,6 +557,25 @@ TEST(StreamReceive, SegmentBeyondTheWindowIsAckedAndDropped) {
     EXPECT_FALSE(s.acceptable(SeqNumber(kIrs - 1), 1));
 }
 
+TEST(StreamReceive, EmptySegmentsOutsideTheWindowAreAnsweredAtMostTwiceASecond) {
+    // Two ends whose ACKs each lie outside the other's window would answer
+    // each other forever (Linux's tcp_oow_rate_limited): an empty one is
+    // answered once per 500 ms, data every time.
+    Stream s(config(), init(), at_ms(0));
+    const auto beyond = SeqNumber(kIrs + kWin16k + 10).value();
+    EXPECT_EQ(s.on_segment(at_ms(1), from_peer(beyond, kIss, 60000)).verdict,
+              Verdict::kOutOfWindow);
+    expect_sent(s, at_ms(1), {ack_seg(kIss, kIrs, kWin16k)});
+    s.on_segment(at_ms(2), from_peer(beyond, kIss, 60000));
+    s.on_segment(at_ms(500), from_peer(beyond, kIss, 60000));
+    expect_nothing_sent(s, at_ms(500));
+    const auto payload = pattern(10);
+    s.on_segment(at_ms(502), from_peer(beyond, kIss, 60000, payload));
+    expect_sent(s, at_ms(502), {ack_seg(kIss, kIrs, kWin16k)});
+    s.on_segment(at_ms(503), from_peer(beyond, kIss, 60000));
+    expect_sent(s, at_ms(503), {ack_seg(kIss, kIrs, kWin16k)});
+}
+
 TEST(StreamReceive, BytesBeyondTheWindowAreTrimmed) {
     StreamConfig c = config();
     c.recv_buffer = 4000;
