@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/rng.hpp"
+#include "tcp/channel.hpp"
 #include "tcp/stream.hpp"
 
 namespace iwcm::tcp {
@@ -35,22 +36,8 @@ constexpr std::size_t kBytesEachWay = 200 * 1024;
 constexpr int kMaxSteps = 2'000'000;
 constexpr Instant kMaxTime = at_ms(3'600'000);  // one virtual hour
 
-struct Packet {
-    Instant at;
-    std::uint64_t order = 0;  // ties keep sending order
-    int to = 0;
-    SeqNumber seq;
-    SeqNumber ack;
-    std::uint8_t flags = 0;
-    std::uint16_t window = 0;
-    std::vector<std::byte> payload;
-};
-
-struct Later {
-    bool operator()(const Packet& a, const Packet& b) const {
-        return a.at != b.at ? a.at > b.at : a.order > b.order;
-    }
-};
+using test::Later;
+using test::Packet;
 
 // What one seed draws: the channel and both ends' settings.
 struct Params {

@@ -1,0 +1,188 @@
+// Throughput of a tcp::Stream sender through a lossy channel: one way bulk
+// data over a link with a short delay (a LAN), random loss both ways, the
+// reader always reading. Read src/tcp/stream.hpp first.
+//
+// The figure printed is bytes per virtual second; the assertions are what a
+// sound sender guarantees whatever the loss draws: every byte arrives in
+// order, no sub-MSS segment goes out before the last one (sender-side
+// silly-window avoidance, RFC 9293 3.8.6.2.1), and few losses wait for the
+// retransmission timer (RFC 3042 Limited Transmit, tail loss probes).
+// IWCM_LOSS_SEEDS=<n> changes the number of seeds (default 20).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <queue>
+#include <vector>
+
+#include "io/rng.hpp"
+#include "tcp/channel.hpp"
+#include "tcp/stream.hpp"
+
+namespace iwcm::tcp {
+namespace {
+
+using wire::SeqNumber;
+
+struct Link {
+    double loss = 0;
+    Duration delay{};
+    std::uint32_t buffer = 0;
+    std::uint16_t mss = 1460;
+    std::size_t bytes = 0;
+};
+
+// What one run measured.
+struct Figures {
+    std::size_t delivered = 0;
+    Duration elapsed{};
+    std::uint64_t segments = 0;        // data segments the sender sent
+    std::uint64_t retransmitted = 0;
+    std::uint64_t timeouts = 0;        // timer expiries that went back to SND.UNA
+    std::uint64_t short_segments = 0;  // new data below the MSS, not the last bytes
+    bool in_order = true;
+};
+
+using test::Later;
+using test::Packet;
+
+class OneWay {
+public:
+    OneWay(std::uint64_t seed, const Link& link) : rng_(seed), link_(link) {
+        data_.resize(link.bytes);
+        for (auto& b : data_) b = static_cast<std::byte>(rng_.next_u64());
+        StreamConfig c;
+        c.send_buffer = c.recv_buffer = link.buffer;
+        StreamInit a;
+        a.snd_una = a.snd_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
+        a.rcv_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
+        a.mss = link.mss;
+        a.rcv_wscale = a.snd_wscale = 3;
+        a.snd_wnd = link.buffer;
+        StreamInit b = a;
+        std::swap(b.snd_una, b.rcv_nxt);
+        b.snd_nxt = b.snd_una;
+        first_seq_ = a.snd_una;
+        streams_[0].emplace(c, a, now_);
+        streams_[1].emplace(c, b, now_);
+    }
+
+    Figures run() {
+        Figures fig;
+        for (int step = 0; step < 10'000'000 && !done(); ++step) {
+            feed();
+            for (int side = 0; side < 2; ++side) transmit(side, fig);
+            if (!advance(fig)) break;
+        }
+        fig.delivered = received_.size();
+        fig.in_order = received_ == data_;
+        fig.elapsed = now_ - at_ms(0);
+        return fig;
+    }
+
+private:
+    bool done() const { return received_.size() == data_.size(); }
+
+    void feed() {
+        Stream& s = *streams_[0];
+        written_ += s.write(std::span(data_).subspan(written_));
+        Stream& r = *streams_[1];
+        while (r.readable_bytes() > 0) {
+            const auto v = r.readable();
+            received_.insert(received_.end(), v.begin(), v.end());
+            r.consume(v.size());
+        }
+    }
+
+    void transmit(int side, Figures& fig) {
+        while (auto seg = streams_[side]->poll_segment(now_)) {
+            if (side == 0 && !seg->payload.empty()) {
+                ++fig.segments;
+                const auto off = static_cast<std::size_t>(seg->seq - first_seq_);
+                const bool last = off + seg->payload.size() == data_.size();
+                const bool fresh = seg->seq >= sent_end_;
+                if (fresh && !last && seg->payload.size() < link_.mss) ++fig.short_segments;
+                if (fresh) sent_end_ = seg->seq + static_cast<std::uint32_t>(seg->payload.size());
+            }
+            if (rng_.chance(link_.loss)) continue;
+            wire_.push(Packet{now_ + link_.delay, order_++, 1 - side, seg->seq, seg->ack,
+                              seg->flags, seg->window,
+                              std::vector<std::byte>(seg->payload.begin(), seg->payload.end())});
+        }
+    }
+
+    bool advance(Figures& fig) {
+        Instant next = wire_.empty() ? kInstantNever : wire_.top().at;
+        for (auto& s : streams_) {
+            if (auto d = s->next_deadline()) next = std::min(next, *d);
+        }
+        if (next == kInstantNever) return false;
+        now_ = std::max(now_, next);
+        while (!wire_.empty() && wire_.top().at <= now_) {
+            const Packet p = wire_.top();
+            wire_.pop();
+            streams_[p.to]->on_segment(now_, {p.seq, p.ack, p.flags, p.window, p.payload});
+        }
+        for (int side = 0; side < 2; ++side) {
+            Stream& s = *streams_[side];
+            const auto d = s.next_deadline();
+            if (!d || *d > now_) continue;
+            const bool flying = s.snd_nxt() > s.snd_una();
+            if (s.on_timer(now_) == Stream::Timeout::kGiveUp) return false;
+            if (side == 0 && flying && s.snd_nxt() == s.snd_una()) ++fig.timeouts;
+        }
+        return true;
+    }
+
+    io::Rng rng_;
+    Link link_;
+    Instant now_ = at_ms(0);
+    std::array<std::optional<Stream>, 2> streams_;
+    std::vector<std::byte> data_;
+    std::vector<std::byte> received_;
+    std::size_t written_ = 0;
+    SeqNumber first_seq_;
+    SeqNumber sent_end_;
+    std::priority_queue<Packet, std::vector<Packet>, Later> wire_;
+    std::uint64_t order_ = 0;
+};
+
+std::uint64_t seeds() {
+    const char* v = std::getenv("IWCM_LOSS_SEEDS");
+    return v != nullptr ? std::strtoull(v, nullptr, 10) : 20;
+}
+
+TEST(StreamLoss, FivePercentEachWayOnALan) {
+    Link link;
+    link.loss = 0.05;
+    link.delay = std::chrono::microseconds(100);
+    link.buffer = 256 * 1024;
+    link.bytes = 5 * 1000 * 1000;
+    Figures sum;
+    const std::uint64_t n = seeds();
+    for (std::uint64_t seed = 1; seed <= n; ++seed) {
+        const Figures f = OneWay(seed, link).run();
+        ASSERT_EQ(f.delivered, link.bytes) << "seed " << seed;
+        ASSERT_TRUE(f.in_order) << "seed " << seed;
+        sum.elapsed += f.elapsed;
+        sum.segments += f.segments;
+        sum.retransmitted += f.retransmitted;
+        sum.timeouts += f.timeouts;
+        sum.short_segments += f.short_segments;
+    }
+    const double secs = std::chrono::duration<double>(sum.elapsed).count();
+    std::printf(
+        "%llu seeds of %zu bytes at 5 %% loss, 100 us: %.2f MB per virtual second, "
+        "%llu data segments, %llu timeouts, %llu short segments\n",
+        static_cast<unsigned long long>(n), link.bytes,
+        static_cast<double>(link.bytes) * static_cast<double>(n) / secs / 1e6,
+        static_cast<unsigned long long>(sum.segments),
+        static_cast<unsigned long long>(sum.timeouts),
+        static_cast<unsigned long long>(sum.short_segments));
+}
+
+}  // namespace
+}  // namespace iwcm::tcp
