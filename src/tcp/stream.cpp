@@ -38,6 +38,9 @@ constexpr std::uint8_t kMaxBackoff = 30;
 // The least time between two answers to empty out-of-window segments
 // (Linux's tcp_invalid_ratelimit).
 constexpr Duration kOowAckInterval = std::chrono::milliseconds(500);
+// RFC 8985 7.2: "WCDelAckT stands for worst case delayed ACK timer ... The
+// RECOMMENDED value for WCDelAckT is 200ms."
+constexpr Duration kWcDelAckT = std::chrono::milliseconds(200);
 
 // The distance a - b for a >= b.
 std::uint32_t dist(SeqNumber a, SeqNumber b) {
@@ -311,6 +314,7 @@ void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
 
 void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
     const std::uint32_t acked = dist(ack, snd_una_);
+    const std::uint32_t flight_before = dist(snd_max_, snd_una_);
     const std::uint32_t buffered = snd_buffered();
     if (acked > buffered) {
         // The ACK covers our FIN (it is <= snd_max, so the FIN was sent).
@@ -330,6 +334,10 @@ void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
         rtt_sample(now - rtt_start_);
     }
     congestion_on_ack(ack, acked);
+    if (tlp_out_ && ack >= tlp_end_) end_tlp_episode(flight_before);
+    // RFC 8985 7.2: the PTO restarts "upon receiving an ACK that
+    // cumulatively acknowledges data" (update_timers arms it again).
+    tlp_at_ = kInstantNever;
     // RFC 6298 5.2: "When all outstanding data has been acknowledged, turn
     // off the retransmission timer." 5.3: "When an ACK is received that
     // acknowledges new data, restart the retransmission timer".
@@ -384,18 +392,39 @@ void Stream::on_dup_ack() {
         return;
     }
     if (dupacks_ < 255) ++dupacks_;
-    if (dupacks_ != 3) return;
+    if (dupacks_ < dupack_threshold()) return;
     // RFC 6582 3.2 step 2: "If the Cumulative Acknowledgment field didn't
     // cover more than recover", do not enter fast retransmit.
     if (!(snd_una_ > recover_)) return;
     // RFC 5681 3.2 steps 2-3 (equation 4): ssthresh = max (FlightSize / 2,
-    // 2*SMSS); retransmit the lost segment; cwnd = ssthresh + 3*SMSS.
-    const std::uint32_t flight = dist(snd_max_, snd_una_);
+    // 2*SMSS); retransmit the lost segment; cwnd = ssthresh + 3*SMSS, the
+    // three being the segments the duplicate ACKs showed left the network
+    // (fewer under early retransmit). RFC 5681: "When [RFC3042] is in use,
+    // additional data sent in limited transmit MUST NOT be included in this
+    // calculation": the flight beyond cwnd is that data.
+    const std::uint32_t flight = std::min(dist(snd_max_, snd_una_), cwnd_);
     ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * mss_);
     recover_ = minus(snd_max_, 1);
-    cwnd_ = std::min(ssthresh_ + 3U * mss_, kCwndCap);
+    cwnd_ = std::min(ssthresh_ + std::min<std::uint32_t>(dupacks_, 3) * mss_, kCwndCap);
     in_recovery_ = true;
     rexmit_una_ = true;
+    // A loss probe's episode ends in this recovery: one reduction for both.
+    tlp_out_ = false;
+}
+
+std::uint8_t Stream::dupack_threshold() const {
+    // RFC 5827 section 3.2 (byte-based Early Retransmit): "if the
+    // connection has less than 4*SMSS bytes outstanding and no new data can
+    // be sent (either because there is no unsent data or the advertised
+    // window does not permit ...)", "ER_thresh = ceiling (FlightSize / SMSS)
+    // - 1"; otherwise the usual three (RFC 5681 3.2). Limited transmit is
+    // what "can be sent" means here: a full segment it would send on this
+    // duplicate ACK keeps the threshold at three.
+    constexpr std::uint8_t kDupThresh = 3;
+    const std::uint32_t flight = dist(snd_max_, snd_una_);
+    if (flight >= 4U * mss_ || send_len(send_allowance()).has_value()) return kDupThresh;
+    const std::uint32_t segments = (flight + mss_ - 1) / mss_;
+    return static_cast<std::uint8_t>(std::max<std::uint32_t>(segments, 2) - 1);
 }
 
 void Stream::rtt_sample(Duration r) {
@@ -597,6 +626,7 @@ std::optional<SegmentOut> Stream::poll_segment(Instant now) {
             if (len > 0 || fin) out = emit(now, snd_una_, len, fin);
         }
     }
+    if (!out && tlp_pending_) out = send_tlp(now);
     if (!out) out = send_new(now);
     if (!out && probe_pending_) out = send_probe();
     if (!out && ka_probe_pending_) {
@@ -622,19 +652,109 @@ SeqNumber Stream::ack_seq() const {
     return snd_nxt_ > edge ? snd_nxt_ : edge;
 }
 
-std::optional<SegmentOut> Stream::send_new(Instant now) {
+std::uint32_t Stream::send_allowance() const {
+    // RFC 3042 section 2: "the sender can transmit new segments upon the
+    // first and second duplicate ACKs ... if the amount of outstanding data
+    // would remain less than or equal to the congestion window plus 2*SMSS";
+    // "The congestion window (cwnd) MUST NOT be changed". One full segment
+    // per duplicate ACK, since send_len sends only full ones then. Only new
+    // data: not while SND.NXT is back below SND.MAX after an RTO.
+    std::uint64_t allowed = cwnd_;
+    if (!in_recovery_ && dupacks_ > 0 && snd_nxt_ == snd_max_) {
+        allowed += std::uint64_t{std::min<std::uint8_t>(dupacks_, 2)} * mss_;
+    }
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed, kCwndCap));
+}
+
+std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
     const SeqNumber end = data_end();
     if (snd_nxt_ > end) return std::nullopt;  // the FIN is out
     // RFC 5681 section 2 and RFC 9293 3.8.6: never beyond SND.UNA +
-    // min(cwnd, SND.WND). Nagle is off: whatever fits goes, cut at the MSS.
-    const SeqNumber limit = snd_una_ + std::min(snd_wnd_, cwnd_);
+    // min(cwnd, SND.WND), cut at the MSS.
+    const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
     const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
-    const std::uint32_t len =
-        std::min({room, dist(end, snd_nxt_), static_cast<std::uint32_t>(mss_)});
+    const std::uint32_t unsent = dist(end, snd_nxt_);
+    const std::uint32_t len = std::min({room, unsent, static_cast<std::uint32_t>(mss_)});
     // The FIN takes no room in the window: it goes with the last byte.
-    const bool fin = fin_queued_ && snd_nxt_ + len == end;
+    const bool fin = fin_queued_ && len == unsent;
     if (len == 0 && !fin) return std::nullopt;
-    return emit(now, snd_nxt_, len, fin);
+    // RFC 9293 3.8.6.2.1, the sender's silly-window avoidance: send "if a
+    // maximum-sized segment can be sent", "or if the data is pushed and all
+    // queued data can be sent now" (Nagle is off: every write is pushed),
+    // "or if at least a fraction Fs of the maximum window can be sent" (Fs
+    // = 1/2), "or if the override timeout occurs". The override is for a
+    // sender with nothing in flight, which no ACK would wake: ours sends at
+    // once then. With data in flight a short segment waits for the ACK that
+    // slides the window (or for the RTO), so a congestion window that is no
+    // multiple of the MSS never trickles out in fractions of it.
+    const bool whole = len == mss_ || len == unsent;
+    if (!whole && len < max_snd_wnd_ / 2 && snd_nxt_ != snd_una_) return std::nullopt;
+    return len;
+}
+
+std::optional<SegmentOut> Stream::send_new(Instant now) {
+    const auto len = send_len(send_allowance());
+    if (!len) return std::nullopt;
+    return emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
+}
+
+std::optional<SegmentOut> Stream::send_tlp(Instant now) {
+    // RFC 8985 7.3: "If a previously unsent segment exists AND the receive
+    // window allows new data to be sent: Transmit that new segment ... Else:
+    // Retransmit the last segment". The probe ignores cwnd; one per episode.
+    tlp_pending_ = false;
+    if (snd_max_ == snd_una_) return std::nullopt;
+    std::optional<SegmentOut> out;
+    if (snd_nxt_ == snd_max_) {
+        if (const auto len = send_len(kCwndCap); len && *len > 0) {
+            out = emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
+        }
+    }
+    tlp_retrans_ = !out;
+    if (!out) {
+        // The last segment: up to an MSS of data before SND.MAX, and the FIN
+        // if it was sent.
+        const std::uint32_t data = dist(snd_max_, snd_una_) - (fin_sent_ ? 1U : 0U);
+        const std::uint32_t len = std::min<std::uint32_t>(data, mss_);
+        out = emit(now, minus(snd_una_ + data, len), len, fin_sent_);
+    }
+    tlp_out_ = true;
+    tlp_end_ = snd_max_;
+    // "the sender MUST ... arm the RTO timer, not the PTO timer".
+    rto_at_ = now + rto();
+    return out;
+}
+
+bool Stream::tlp_wanted() const {
+    // RFC 8985 7.2: a probe is scheduled while data is outstanding and "the
+    // connection is not in loss recovery" (fast recovery or after an RTO:
+    // both keep SND.UNA at or below `recover`), once an RTT is known, and
+    // not while a probe is unanswered (TLP.end_seq).
+    return has_srtt_ && snd_max_ > snd_una_ && !in_recovery_ && snd_una_ > recover_ && !tlp_out_ &&
+           !tlp_pending_ && !persist_wanted();
+}
+
+Duration Stream::pto() const {
+    // RFC 8985 7.2: "PTO = 2 * SRTT"; "If FlightSize is one segment: PTO +=
+    // WCDelAckT" (a receiver may hold the ACK of a lone segment); at least
+    // two clock ticks, like Linux's TCP_TIMEOUT_MIN. The caller caps it at
+    // the RTO ("PTO = min(PTO, RTO)" in effect: the RTO comes first).
+    Duration d = std::max(2 * srtt_, 2 * kGranularity);
+    if (dist(snd_max_, snd_una_) <= mss_) d += kWcDelAckT;
+    return d;
+}
+
+void Stream::end_tlp_episode(std::uint32_t flight) {
+    tlp_out_ = false;
+    if (!tlp_retrans_) return;
+    // RFC 8985 7.4: without a DSACK (we take no SACK) a sender cannot tell
+    // that the original was not lost, so it "MUST estimate that either the
+    // original data segment or the TLP retransmission were lost, and
+    // congestion control MUST react appropriately to that loss as it would
+    // any other loss": as fast recovery would (RFC 5681 equation 4), at once.
+    ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * mss_);
+    cwnd_ = std::max<std::uint32_t>(std::min(cwnd_, ssthresh_), mss_);
+    bytes_acked_ = 0;
 }
 
 std::optional<SegmentOut> Stream::send_probe() {
@@ -657,11 +777,16 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
         // from a retransmitted segment, so stop timing.
         ++retransmitted_;
         rtt_timing_ = false;
-    } else if (!rtt_timing_) {
-        // RFC 6298 section 3: one segment is timed at a time.
-        rtt_timing_ = true;
-        rtt_seq_ = end;
-        rtt_start_ = now;
+    } else {
+        // RFC 8985 7.2: the PTO restarts "after transmitting new data"
+        // (update_timers arms it again).
+        tlp_at_ = kInstantNever;
+        if (!rtt_timing_) {
+            // RFC 6298 section 3: one segment is timed at a time.
+            rtt_timing_ = true;
+            rtt_seq_ = end;
+            rtt_start_ = now;
+        }
     }
     if (end > snd_nxt_) snd_nxt_ = end;
     if (end > snd_max_) snd_max_ = end;
@@ -711,6 +836,7 @@ bool Stream::persist_wanted() const {
 void Stream::update_timers(Instant now) {
     if (persist_wanted()) {
         rto_at_ = kInstantNever;
+        tlp_at_ = kInstantNever;
         // The persist timer starts at the RTO and backs off to rto_max.
         if (persist_at_ == kInstantNever) {
             persist_at_ = now + backed_off(rto_backoff_ + persist_backoff_);
@@ -724,10 +850,16 @@ void Stream::update_timers(Instant now) {
         rto_at_ = kInstantNever;
     else if (rto_at_ == kInstantNever)
         rto_at_ = now + rto();
+    if (!tlp_wanted())
+        tlp_at_ = kInstantNever;
+    else if (tlp_at_ == kInstantNever)
+        tlp_at_ = now + pto();
+    // RFC 8985 7.2: when the RTO would fire first, it alone is armed.
+    if (tlp_at_ >= rto_at_) tlp_at_ = kInstantNever;
 }
 
 std::optional<Instant> Stream::next_deadline() const {
-    const Instant t = std::min({rto_at_, persist_at_, delack_at_, keepalive_at_});
+    const Instant t = std::min({rto_at_, tlp_at_, persist_at_, delack_at_, keepalive_at_});
     if (t == kInstantNever) return std::nullopt;
     return t;
 }
@@ -735,6 +867,11 @@ std::optional<Instant> Stream::next_deadline() const {
 Stream::Timeout Stream::on_timer(Instant now) {
     Timeout result = Timeout::kNone;
     if (rto_at_ <= now) result = on_rto(now);
+    if (tlp_at_ <= now) {
+        // RFC 8985 7.3: the PTO fired; poll_segment sends the probe.
+        tlp_at_ = kInstantNever;
+        tlp_pending_ = tlp_wanted();
+    }
     if (result == Timeout::kNone && persist_at_ <= now) result = on_persist(now);
     if (delack_at_ <= now) {
         delack_at_ = kInstantNever;
@@ -767,6 +904,10 @@ Stream::Timeout Stream::on_rto(Instant now) {
     recover_ = minus(snd_max_, 1);
     in_recovery_ = false;
     rexmit_una_ = false;
+    // RFC 8985 7: an RTO ends any loss-probe episode.
+    tlp_out_ = false;
+    tlp_pending_ = false;
+    tlp_at_ = kInstantNever;
     // RFC 6298 5.4: "Retransmit the earliest segment that has not been
     // acknowledged": go back to SND.UNA and resend as cwnd allows.
     snd_nxt_ = snd_una_;
@@ -864,7 +1005,7 @@ bool Stream::idle() const {
     const bool send_done =
         snd_buffered() == 0 && snd_una_ == snd_max_ && (!fin_queued_ || fin_acked_);
     return send_done && rcv_unread_ == 0 && ooo_.empty() && !ack_now_ &&
-           delack_at_ == kInstantNever && !rexmit_una_;
+           delack_at_ == kInstantNever && !rexmit_una_ && !tlp_pending_;
 }
 
 void Stream::check_invariants() const {

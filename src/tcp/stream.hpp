@@ -2,9 +2,11 @@
 //
 // Read first: docs/design.md "Parts" and "Byte stream", then RFC 9293 section
 // 3.10.7.4 (segment arrival once synchronised), RFC 6298 (the retransmission
-// timer), RFC 5681 and RFC 6582 (congestion control, NewReno), RFC 9293
-// section 3.8.6 (windows, zero-window probes, silly windows), section 3.8.4
-// (keepalive) and RFC 5961 section 5 (ACK validation).
+// timer), RFC 5681 and RFC 6582 (congestion control, NewReno), RFC 3042
+// (limited transmit), RFC 5827 (early retransmit), RFC 8985 section 7 (tail
+// loss probes, without SACK), RFC 9293 section 3.8.6 (windows, zero-window
+// probes, silly windows on both sides), section 3.8.4 (keepalive) and RFC
+// 5961 section 5 (ACK validation).
 //
 // The core makes and tears down connections; once one is handed off as a
 // byte stream it creates a Stream from the sequence numbers of that moment
@@ -176,7 +178,17 @@ private:
     Duration backed_off(unsigned shift) const;
     bool persist_wanted() const;
     wire::SeqNumber ack_seq() const;     // the sequence number of an empty segment
+    // Sending new data: the bytes cwnd may cover (with limited transmit),
+    // the length of the next new segment (0: only the FIN) or nullopt.
+    std::uint32_t send_allowance() const;
+    std::optional<std::uint32_t> send_len(std::uint32_t allowance) const;
     std::optional<SegmentOut> send_new(Instant now);
+    std::uint8_t dupack_threshold() const;
+    // Tail loss probes (RFC 8985 section 7).
+    std::optional<SegmentOut> send_tlp(Instant now);
+    bool tlp_wanted() const;
+    Duration pto() const;
+    void end_tlp_episode(std::uint32_t flight);
     std::optional<SegmentOut> send_probe();
     SegmentOut emit(Instant now, wire::SeqNumber seq, std::uint32_t len, bool fin);
     SegmentOut make_segment(wire::SeqNumber seq, std::span<const std::byte> payload,
@@ -217,6 +229,7 @@ private:
     wire::SeqNumber snd_wl2_;    // acknowledgment of the last window update
     wire::SeqNumber recover_;    // RFC 6582 "recover": highest sequence sent at loss
     wire::SeqNumber rtt_seq_;    // the ACK that ends the timed segment
+    wire::SeqNumber tlp_end_;    // RFC 8985 "TLP.end_seq": SND.MAX after the probe
     std::uint32_t snd_wnd_ = 0;
     std::uint32_t max_snd_wnd_ = 0;
     std::uint32_t cwnd_ = 0;
@@ -238,6 +251,9 @@ private:
     bool rtt_timing_ = false;
     bool rexmit_una_ = false;           // fast retransmit / partial ACK: resend at snd_una
     bool probe_pending_ = false;        // a zero-window probe is due
+    bool tlp_pending_ = false;          // the PTO fired: a loss probe is due
+    bool tlp_out_ = false;              // a loss probe is unanswered (TLP.end_seq set)
+    bool tlp_retrans_ = false;          // ... and it was a retransmission
     bool ka_probe_pending_ = false;     // a keepalive probe is due
     bool ack_now_ = false;
     bool has_srtt_ = false;
@@ -248,6 +264,7 @@ private:
     Duration rto_base_{};               // the RTO before backoff
     Instant rtt_start_{};
     Instant rto_at_ = kInstantNever;
+    Instant tlp_at_ = kInstantNever;    // the probe timeout (PTO)
     Instant persist_at_ = kInstantNever;
     Instant delack_at_ = kInstantNever;
     Instant keepalive_at_ = kInstantNever;

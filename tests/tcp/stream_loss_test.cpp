@@ -39,7 +39,7 @@ struct Link {
 struct Figures {
     std::size_t delivered = 0;
     Duration elapsed{};
-    std::uint64_t segments = 0;        // data segments the sender sent
+    std::uint64_t segments = 0;  // data segments the sender sent
     std::uint64_t retransmitted = 0;
     std::uint64_t timeouts = 0;        // timer expiries that went back to SND.UNA
     std::uint64_t short_segments = 0;  // new data below the MSS, not the last bytes
@@ -125,6 +125,10 @@ private:
             const Packet p = wire_.top();
             wire_.pop();
             streams_[p.to]->on_segment(now_, {p.seq, p.ack, p.flags, p.window, p.payload});
+            // As the core does: what a segment calls for goes out before the
+            // next one is read (one duplicate ACK per out-of-order segment).
+            feed();
+            transmit(p.to, fig);
         }
         for (int side = 0; side < 2; ++side) {
             Stream& s = *streams_[side];
@@ -173,6 +177,12 @@ TEST(StreamLoss, FivePercentEachWayOnALan) {
         sum.timeouts += f.timeouts;
         sum.short_segments += f.short_segments;
     }
+    // No short segment before the last bytes (without sender-side silly
+    // window avoidance: 1845 in these seeds), and fewer than one timeout per
+    // hundred data segments (without limited transmit, early retransmit and
+    // loss probes: 884 timeouts in 74702 segments).
+    EXPECT_EQ(sum.short_segments, 0U);
+    EXPECT_LT(sum.timeouts * 100, sum.segments);
     const double secs = std::chrono::duration<double>(sum.elapsed).count();
     std::printf(
         "%llu seeds of %zu bytes at 5 %% loss, 100 us: %.2f MB per virtual second, "

@@ -142,11 +142,13 @@ TEST(StreamSend, PeerWindowLimitsSendAndAWindowUpdateResumes) {
     Stream s(config(), init(1500), at_ms(0));
     const auto data = pattern(4000);
     s.write(data);
-    expect_sent(s, at_ms(0),
-                {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 500, kIrs, kWin16k)});
-    // The peer takes the first 1000 and keeps the same right edge.
+    // The 500 bytes left in the window wait while data is in flight (RFC
+    // 9293 3.8.6.2.1, less than half the largest window).
+    expect_sent(s, at_ms(0), {data_seg(0, 1000, kIrs, kWin16k)});
+    // The peer takes the first 1000 and keeps the same right edge: with
+    // nothing in flight no ACK would come, so the short segment goes.
     s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 500));
-    expect_nothing_sent(s, at_ms(10));
+    expect_sent(s, at_ms(10), {data_seg(1000, 500, kIrs, kWin16k)});
     // A window update (same ACK, larger window) lets the rest go.
     s.on_segment(at_ms(11), from_peer(kIrs, kIss + 1000, 5000));
     expect_sent(s, at_ms(11),
@@ -291,7 +293,10 @@ TEST(StreamRto, TimerRestartsOnNewAckAndStopsWhenAllAcked) {
     drain(s, at_ms(0));
     EXPECT_EQ(s.next_deadline(), at_ms(1000));
     s.on_segment(at_ms(500), from_peer(kIrs, kIss + 1000, 60000));
-    EXPECT_EQ(s.next_deadline(), at_ms(500) + s.rto());  // RFC 6298 5.3
+    EXPECT_EQ(s.rto(), milliseconds(1500));  // RFC 6298 2.2: 500 + 4 * 250
+    // RFC 6298 5.3 restarts the RTO, but the loss probe comes first (RFC
+    // 8985 7.2: 2 * SRTT, plus 200 ms for a lone segment in flight).
+    EXPECT_EQ(s.next_deadline(), at_ms(500) + milliseconds(1200));
     s.on_segment(at_ms(600), from_peer(kIrs, kIss + 2000, 60000));
     EXPECT_EQ(s.next_deadline(), std::nullopt);  // 5.2
     EXPECT_TRUE(s.idle());
@@ -352,6 +357,140 @@ TEST(StreamCongestion, NewRenoPartialAckRetransmitsTheNextHole) {
     EXPECT_EQ(s.cwnd(), 2000U);
     EXPECT_EQ(s.ssthresh(), 5000U);
     EXPECT_EQ(s.retransmitted_segments(), 2U);
+}
+
+// Sends a duplicate ACK of the first byte (window unchanged) at `ms`.
+void dup_ack(Stream& s, std::int64_t ms) {
+    s.on_segment(at_ms(ms), from_peer(kIrs, kIss, 60000));
+}
+
+// Writes `data` at time 0 and expects it to go out in `segments` segments.
+void write_and_send(Stream& s, std::span<const std::byte> data, std::size_t segments) {
+    s.write(data);
+    EXPECT_EQ(drain(s, at_ms(0)).size(), segments);
+}
+
+TEST(StreamLimitedTransmit, OneNewSegmentOnEachOfTheFirstTwoDupAcks) {
+    Stream s(config(), init(), at_ms(0));
+    const auto data = pattern(20000);
+    write_and_send(s, data, 10);
+    // RFC 3042: cwnd stays, one new full segment per duplicate ACK.
+    dup_ack(s, 10);
+    expect_sent(s, at_ms(10), {data_seg(10000, 1000, kIrs, kWin16k)});
+    dup_ack(s, 11);
+    expect_sent(s, at_ms(11), {data_seg(11000, 1000, kIrs, kWin16k)});
+    EXPECT_EQ(s.cwnd(), 10000U);
+    dup_ack(s, 12);
+    expect_sent(s, at_ms(12), {data_seg(0, 1000, kIrs, kWin16k)});
+    // RFC 5681 3.2: the limited-transmit bytes are not in FlightSize.
+    EXPECT_EQ(s.ssthresh(), 5000U);
+    EXPECT_EQ(s.cwnd(), 8000U);
+}
+
+TEST(StreamLimitedTransmit, OnlyWhereThePeersWindowAllows) {
+    Stream s(config(), init(10500), at_ms(0));
+    const auto data = pattern(20000);
+    write_and_send(s, data, 10);
+    s.on_segment(at_ms(10), from_peer(kIrs, kIss, 10500));
+    expect_nothing_sent(s, at_ms(10));
+}
+
+TEST(StreamSillyWindow, ShortSegmentWaitsWhileDataIsInFlight) {
+    Stream s(config(), init(2500), at_ms(0));
+    const auto data = pattern(10000);
+    s.write(data);
+    // RFC 9293 3.8.6.2.1: 500 of 2500 is neither an MSS nor half the window.
+    expect_sent(s, at_ms(0),
+                {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 1000, kIrs, kWin16k)});
+    s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 2500));
+    expect_sent(s, at_ms(10), {data_seg(2000, 1000, kIrs, kWin16k)});
+    s.on_segment(at_ms(20), from_peer(kIrs, kIss + 3000, 2500));
+    expect_sent(s, at_ms(20),
+                {data_seg(3000, 1000, kIrs, kWin16k), data_seg(4000, 1000, kIrs, kWin16k)});
+}
+
+TEST(StreamSillyWindow, NoFractionOfAnMssAfterRecovery) {
+    // After fast recovery cwnd = min(ssthresh, FlightSize + SMSS) is 4.5
+    // segments here: the half segment is never sent on its own.
+    Stream s(config(), init(), at_ms(0));
+    const auto data = pattern(30000);
+    write_and_send(s, std::span(data).first(9000), 9);
+    for (int ms = 10; ms < 13; ++ms) dup_ack(s, ms);
+    expect_sent(s, at_ms(12), {data_seg(0, 1000, kIrs, kWin16k)});
+    EXPECT_EQ(s.ssthresh(), 4500U);
+    s.write(std::span(data).subspan(9000));
+    std::vector<Seg> sent;
+    for (int ms = 13; ms < 19; ++ms) {
+        dup_ack(s, ms);
+        for (Seg& g : drain(s, at_ms(ms))) sent.push_back(std::move(g));
+    }
+    EXPECT_EQ(s.cwnd(), 13500U);
+    EXPECT_EQ(sent,
+              (std::vector<Seg>{
+                  data_seg(9000, 1000, kIrs, kWin16k), data_seg(10000, 1000, kIrs, kWin16k),
+                  data_seg(11000, 1000, kIrs, kWin16k), data_seg(12000, 1000, kIrs, kWin16k)}));
+    s.on_segment(at_ms(20), from_peer(kIrs, kIss + 9000, 60000));
+    EXPECT_EQ(s.cwnd(), 4500U);
+    expect_nothing_sent(s, at_ms(20));  // 500 bytes of room, 4000 in flight
+    s.on_segment(at_ms(21), from_peer(kIrs, kIss + 10000, 60000));
+    expect_sent(s, at_ms(21), {data_seg(13000, 1000, kIrs, kWin16k)});
+}
+
+TEST(StreamEarlyRetransmit, FewSegmentsOutNeedFewerDupAcks) {
+    // RFC 5827: fewer than four segments out and nothing new to send: the
+    // threshold is one less than the segments out.
+    Stream s(config(), init(), at_ms(0));
+    const auto data = pattern(3000);
+    write_and_send(s, data, 3);
+    dup_ack(s, 10);
+    expect_nothing_sent(s, at_ms(10));
+    dup_ack(s, 11);
+    expect_sent(s, at_ms(11), {data_seg(0, 1000, kIrs, kWin16k)});
+    EXPECT_EQ(s.ssthresh(), 2000U);
+    EXPECT_EQ(s.cwnd(), 4000U);  // ssthresh + the two segments that left
+    // Two segments out: the first duplicate ACK is enough.
+    Stream two(config(), init(), at_ms(0));
+    write_and_send(two, std::span(data).first(2000), 2);
+    dup_ack(two, 10);
+    expect_sent(two, at_ms(10), {data_seg(0, 1000, kIrs, kWin16k)});
+}
+
+TEST(StreamTailLossProbe, RetransmitsTheLastSegmentAfterTwoSrtt) {
+    Stream s(config(), init(), at_ms(0));
+    const auto data = pattern(3000);
+    s.write(data);
+    drain(s, at_ms(0));
+    s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 60000));  // SRTT 10 ms
+    EXPECT_EQ(s.rto(), milliseconds(200));
+    // RFC 8985 7.2: PTO = 2 * SRTT; then 7.3: nothing new, so the last segment.
+    EXPECT_EQ(s.next_deadline(), at_ms(30));
+    EXPECT_EQ(s.on_timer(at_ms(30)), Stream::Timeout::kNone);
+    expect_sent(s, at_ms(30), {data_seg(2000, 1000, kIrs, kWin16k)});
+    EXPECT_EQ(s.next_deadline(), at_ms(230));  // the RTO, not another probe
+    // The probe was acknowledged and no DSACK can say the original was not
+    // lost (7.4): cwnd falls as in fast recovery.
+    s.on_segment(at_ms(35), from_peer(kIrs, kIss + 3000, 60000));
+    EXPECT_EQ(s.ssthresh(), 2000U);
+    EXPECT_EQ(s.cwnd(), 2000U);
+    EXPECT_EQ(s.next_deadline(), std::nullopt);
+}
+
+TEST(StreamTailLossProbe, SendsNewDataBeyondCwndWhenThePeerTakesIt) {
+    StreamConfig c = config();
+    c.initial_window_segments = 2;
+    Stream s(c, init(), at_ms(0));
+    const auto data = pattern(5000);
+    write_and_send(s, data, 2);
+    s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 60000));
+    expect_sent(s, at_ms(10),
+                {data_seg(2000, 1000, kIrs, kWin16k), data_seg(3000, 1000, kIrs, kWin16k)});
+    EXPECT_EQ(s.cwnd(), 3000U);
+    EXPECT_EQ(s.next_deadline(), at_ms(30));
+    s.on_timer(at_ms(30));
+    expect_sent(s, at_ms(30), {data_seg(4000, 1000, kIrs, kWin16k)});
+    // New data repaired nothing: no reduction, slow start goes on.
+    s.on_segment(at_ms(35), from_peer(kIrs, kIss + 5000, 60000));
+    EXPECT_EQ(s.cwnd(), 4000U);
 }
 
 TEST(StreamCongestion, RtoSetsLossWindowAndHalvesFlight) {
@@ -436,8 +575,10 @@ TEST(StreamPersist, ProbeAcceptedByThePeerAdvancesSndUna) {
     expect_sent(s, at_ms(1000), {data_seg(0, 1, kIrs, kWin16k)});
     const auto a = s.on_segment(at_ms(1001), from_peer(kIrs, kIss + 1, 1500));
     EXPECT_TRUE(a.acked);
-    expect_sent(s, at_ms(1001),
-                {data_seg(1, 1000, kIrs, kWin16k), data_seg(1001, 500, kIrs, kWin16k)});
+    // The 500 left in the window wait for the first segment's ACK (no silly window).
+    expect_sent(s, at_ms(1001), {data_seg(1, 1000, kIrs, kWin16k)});
+    s.on_segment(at_ms(1002), from_peer(kIrs, kIss + 1001, 1500));
+    expect_sent(s, at_ms(1002), {data_seg(1001, 1000, kIrs, kWin16k)});
 }
 
 // ---------------------------------------------------------------- ACK validation
@@ -790,7 +931,7 @@ TEST(StreamKeepalive, ProbeIsAnsweredByTheReceiver) {
 }
 
 TEST(StreamSize, IsModest) {
-    EXPECT_LE(sizeof(Stream), 352U) << sizeof(Stream);
+    EXPECT_LE(sizeof(Stream), 384U) << sizeof(Stream);
 }
 
 }  // namespace
