@@ -274,13 +274,13 @@ TEST(MpaReqRcvd, DestroyListenResetsAWaitingRequest) {
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 
-TEST(Established, DestroyListenResetsPassiveNodeWaitingForRequest) {
+TEST(MpaReqWait, DestroyListenResetsPassiveNodeWaitingForRequest) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     ASSERT_TRUE(d.core.destroy_listen(d.now, d.listener).has_value());
     EXPECT_EQ(d.out().size(), 1u);
     EXPECT_TRUE(d.evs().empty());
-    EXPECT_TRUE(saw(d, CmState::kEstablished, CmState::kListenerDestroyed));
+    EXPECT_TRUE(saw(d, CmState::kMpaReqWait, CmState::kListenerDestroyed));
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 
