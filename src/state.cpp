@@ -25,6 +25,7 @@ std::string_view to_string(CmState state) noexcept {
         case CmState::kClosing: return "CLOSING";
         case CmState::kListenerDestroyed: return "LISTENER_DESTROYED";
         case CmState::kClosed: return "CLOSED";
+        case CmState::kMpaReqWait: return "MPAREQ_WAIT";
     }
     return "?";
 }

@@ -1,5 +1,6 @@
 // The 20 connection-node states of the irdma driver (enum irdma_cm_node_state),
-// kept as the vocabulary of this project (docs/design.md, "Node states").
+// kept as the vocabulary of this project, in the driver's order, and one of our own
+// after them (docs/design.md, "Node states").
 #pragma once
 
 #include <cstdint>
@@ -28,11 +29,14 @@ enum class CmState : std::uint8_t {
     kClosing,
     kListenerDestroyed,
     kClosed,
+    // Not the driver's: it calls this phase ESTABLISHED too. Responder, TCP up, waiting for
+    // the initiator's MPA request (RFC 5044 section 7.1); ESTABLISHED means connected.
+    kMpaReqWait,
 };
 
-constexpr int kCmStateCount = 20;
+constexpr int kCmStateCount = 21;
 
-// The driver's upper-case name ("SYN_SENT"), for traces and the CLI.
+// The driver's upper-case name ("SYN_SENT"; "MPAREQ_WAIT" for ours), for traces and the CLI.
 std::string_view to_string(CmState state) noexcept;
 
 // A set of states, for predicates like in(kSynSent | kSynRcvd) (Seastar style).

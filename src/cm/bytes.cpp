@@ -6,8 +6,9 @@
 //
 // Read first: src/tcp/stream.hpp (what the stream does on its own) and
 // docs/design.md "Byte stream". Here is only what joins it to a node: the
-// RFC 5961 RST and SYN rules before a segment reaches the stream, the close
-// states driven by the stream's FIN events, the application's events
+// RFC 5961 RST and SYN rules before a segment reaches the stream, the stream's
+// FIN events handed to on_fin and on_fin_acked (tcp.cpp: the close states),
+// the application's events
 // (kReadable, kWritable, the terminal one) and the stream's timer.
 #include <algorithm>
 #include <cerrno>
@@ -72,8 +73,8 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     // The application hears of the bytes before it hears of the end.
     notify_stream(*node);
     const CmState before = node->state;
-    if (a.fin_acked) on_stream_fin_acked(now, node);
-    if (node->state != CmState::kClosed && a.fin) on_stream_fin(now, node);
+    const bool open = !a.fin_acked || on_fin_acked(now, node);
+    if (open && a.fin) on_fin(now, node);
     if (node->state == before) {
         if (before == CmState::kTimeWait && t.has(tf::kFin)) {
             // RFC 9293 3.10.7.4, TIME-WAIT: a retransmission of the remote
@@ -88,39 +89,9 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     flush_stream(now, node);
 }
 
-// Everything we sent, FIN included, is acknowledged.
-void Core::Impl::on_stream_fin_acked(Instant now, const NodeRef& node) {
-    if (node->state == CmState::kFinWait1) {
-        set_state(*node, CmState::kFinWait2);
-        arm_fin_wait2(now, node);
-    } else if (node->state == CmState::kClosing) {
-        enter_time_wait(now, node);
-    } else if (node->state == CmState::kLastAck) {
-        close_node(node);
-    }
-}
-
-// The peer's FIN, in order after all its bytes.
-void Core::Impl::on_stream_fin(Instant now, const NodeRef& node) {
-    if (node->state == CmState::kOffloaded) {
-        // The peer closes first. As the driver does for an offloaded QP
-        // (irdma_cm_disconn_true), the application hears kDisconnected with
-        // status 0 and our FIN follows whatever we still had queued
-        // (CLOSE_WAIT -> LAST_ACK). Its bytes stay readable.
-        set_state(*node, CmState::kCloseWait);
-        end_for_app(node, EventType::kDisconnected, 0);
-        node->stream->tcp.close();
-        set_state(*node, CmState::kLastAck);
-    } else if (node->state == CmState::kFinWait1) {
-        set_state(*node, CmState::kClosing);  // both sides close at once
-    } else if (node->state == CmState::kFinWait2) {
-        enter_time_wait(now, node);
-    }
-}
-
-// As before hand-off (on_ack): wait for the peer's FIN as long as its
+// FIN_WAIT2 (on_fin_acked): wait for the peer's FIN as long as its
 // retransmissions could last (for a stream, as long as its RTO could grow),
-// then reset.
+// then reset, as Linux's tcp_fin_timeout bounds the wait.
 void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
     timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
     Duration wait = peer.total();

@@ -19,8 +19,7 @@ namespace {
 bool phase_fits_state(const Node& node, NodeTimer kind) {
     switch (kind) {
         case NodeTimer::kClose: return node.state == CmState::kTimeWait;
-        case NodeTimer::kMpaRequest:
-            return node.state == CmState::kEstablished && !node.mpa_done && !node.initiator;
+        case NodeTimer::kMpaRequest: return node.state == CmState::kMpaReqWait;
         case NodeTimer::kMpaReply: return node.state == CmState::kMpaReqSent;
         case NodeTimer::kAccept: return node.state == CmState::kMpaReqRcvd;
         case NodeTimer::kRtr: return node.state == CmState::kOneSideEstablished;
@@ -44,6 +43,8 @@ void Core::Impl::check_node(const Node& node) const {
     // handshake's ACK.
     IWCM_ASSERT(!node.half_open || node.state == CmState::kSynRcvd);
     IWCM_ASSERT(!node.half_open || node.counted_in_backlog);
+    // MPAREQ_WAIT is the responder's, and nobody above knows the node before its request.
+    IWCM_ASSERT(node.state != CmState::kMpaReqWait || (!node.initiator && !node.app_owned));
     // The application's handle and its reference go together.
     IWCM_ASSERT(node.app_owned == (node.index < app_refs.size() && app_refs[node.index].get() == &node));
     // Buffers: tx holds the unacknowledged bytes only (SYN and FIN take sequence space, not

@@ -126,17 +126,19 @@ namespace {
 // The transitions a node may make. UNKNOWN, LISTENING and ACCEPTING are the
 // driver's names for a listener object and for a moment between accept and
 // the reply; here listeners are not nodes and accept sends the reply at once,
-// so no node enters them.
+// so no node enters them. ESTABLISHED is entered only when the MPA exchange is
+// done; the responder's wait for the request before it is MPAREQ_WAIT, and the
+// initiator goes from SYN_SENT straight to MPAREQ_SENT.
 CmStateSet allowed_from(CmState from) {
     using S = CmState;
     constexpr CmStateSet kEnd = S::kClosed;
     constexpr CmStateSet kClose = S::kFinWait1 | S::kCloseWait | S::kClosed;
     switch (from) {
         case S::kInited: return S::kSynSent | S::kSynRcvd;
-        case S::kSynSent: return S::kEstablished | kEnd;
-        case S::kSynRcvd: return S::kEstablished | S::kListenerDestroyed | kEnd;
-        case S::kEstablished:
-            return kClose | S::kMpaReqSent | S::kMpaReqRcvd | S::kOffloaded | S::kListenerDestroyed;
+        case S::kSynSent: return S::kMpaReqSent | kEnd;
+        case S::kSynRcvd: return S::kMpaReqWait | S::kListenerDestroyed | kEnd;
+        case S::kMpaReqWait: return kClose | S::kMpaReqRcvd | S::kListenerDestroyed;
+        case S::kEstablished: return kClose | S::kOffloaded;
         case S::kMpaReqSent: return kClose | S::kSynSent | S::kEstablished | S::kMpaRejRcvd;
         case S::kMpaReqRcvd: return kClose | S::kOneSideEstablished | S::kEstablished | S::kListenerDestroyed;
         case S::kOneSideEstablished: return kClose | S::kEstablished;
@@ -164,6 +166,10 @@ void Core::Impl::set_state(Node& node, CmState to) {
     if (from == to) return;
     IWCM_ASSERT(allowed_from(from).contains(to));
     node.state = to;
+    // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
+    if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
+        to != CmState::kEstablished)
+        count_failure(node);
     if (trace) {
         TraceRecord r;
         r.kind = TraceRecord::Kind::kState;
@@ -190,22 +196,22 @@ void Core::Impl::close_node(const NodeRef& node) {
     release_backlog(*node);
     timers.cancel_all(*node);
     node->release_buffers();
+    const bool was_connected = cm::connected(node->state);
     set_state(*node, CmState::kClosed);
-    count_failure(*node);
     // Every close tells an application that still owns the node.
     if (node->app_owned) {
-        end_for_app(node, node->mpa_done ? EventType::kDisconnected : EventType::kConnectError,
+        end_for_app(node, was_connected ? EventType::kDisconnected : EventType::kConnectError,
                     -ECONNABORTED);
     }
     NodeRef gone = table.erase(cm::key_of(*node));
 }
 
-// The one place failures are counted: a node that closes without ever being
-// established is one failure of its side, whatever ended it (reset, timeout,
-// TERMINATE, bad MPA, listener or address gone, cancel). An application's
-// own reject() is an answer, not a failure (it counts in `rejects`).
+// The one place failures are counted (set_state calls it): a node that leaves the
+// setup states for a close, or for CLOSED, without being established is one failure
+// of its side, whatever ended it (reset, timeout, TERMINATE, bad MPA, listener or
+// address gone, cancel). An application's own reject() is an answer, not a failure
+// (it counts in `rejects`).
 void Core::Impl::count_failure(const Node& node) {
-    if (node.mpa_done) return;
     if (node.initiator) ++stats.connect_errors;
     else if (!node.app_rejected) ++stats.passive_errors;
 }
@@ -493,10 +499,11 @@ Result<void> Core::Impl::disconnect(Instant now, ConnHandle conn, DisconnectMode
         // SYN_SENT and SYN_RCVD have nothing to close gracefully; a closing
         // node asked again is cut short.
         bool synchronized = node->state != CmState::kSynSent;
-        EventType type = node->mpa_done ? EventType::kDisconnected : EventType::kConnectError;
-        abort_node(now, node, type, node->mpa_done ? 0 : -ECANCELED, synchronized);
+        const bool was_connected = cm::connected(node->state);
+        EventType type = was_connected ? EventType::kDisconnected : EventType::kConnectError;
+        abort_node(now, node, type, was_connected ? 0 : -ECANCELED, synchronized);
     } else {
-        if (!node->mpa_done) end_for_app(node, EventType::kConnectError, -ECANCELED);
+        if (!cm::connected(node->state)) end_for_app(node, EventType::kConnectError, -ECANCELED);
         start_close(now, node);
     }
     drain_loopback(now);
@@ -514,8 +521,10 @@ std::size_t Core::Impl::teardown(Instant now, IpAddr addr) {
             close_node(n);
             continue;
         }
-        EventType type = n->mpa_done ? EventType::kDisconnected : EventType::kConnectError;
-        abort_node(now, n, type, n->mpa_done ? -ECONNABORTED : -ENETDOWN, n->state != CmState::kSynSent);
+        const bool was_connected = cm::connected(n->state);
+        EventType type = was_connected ? EventType::kDisconnected : EventType::kConnectError;
+        abort_node(now, n, type, was_connected ? -ECONNABORTED : -ENETDOWN,
+                   n->state != CmState::kSynSent);
     }
     drain_loopback(now);
     return doomed.size();
@@ -525,8 +534,7 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     auto n = app_node(conn);
     if (!n) return fail(n.error());
     Node& node = **n;
-    if (node.state != CmState::kEstablished && node.state != CmState::kOffloaded) return fail(ApiError::kWrongState);
-    if (!node.mpa_done) return fail(ApiError::kWrongState);
+    if (cm::phase_of(node.state) != cm::Phase::kConnected) return fail(ApiError::kWrongState);
     HandoffContext c;
     c.local = node.local;
     c.remote = node.remote;

@@ -131,14 +131,30 @@ struct Core::Impl {
 
     // ---- segment arrival (tcp.cpp) ----
     void handle_frame(Instant now, wire::Bytes frame);
+    // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_rcvd(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
-    void on_synchronized(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_text_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_external_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_fin_seen_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    // What the synchronized states share. The small ones are inline (defined in tcp.cpp, used
+    // only there), so that the arms cost no more than one function serving them all did.
     bool acceptable(const cm::Node& node, const cm::Segment& seg) const;
+    inline bool synchronized_checks(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_rst(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
-    void on_ack(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    bool on_ack(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    inline std::optional<wire::Bytes> new_text(Instant now, const cm::NodeRef& node,
+                                               const cm::Segment& seg);
+    inline std::optional<wire::Bytes> checked_text(Instant now, const cm::NodeRef& node,
+                                                   const cm::Segment& seg);
+    inline bool fin_in_order(const cm::Node& node, const cm::Segment& seg) const;
+    inline void ack_text(cm::Node& node, const cm::Segment& seg, std::uint64_t sent_before);
+    // Our FIN acknowledged, the peer's FIN in order: a switch on the state each (also for
+    // a stream's FIN events).
+    bool on_fin_acked(Instant now, const cm::NodeRef& node);
     void on_fin(Instant now, const cm::NodeRef& node);
+    void on_peer_close(Instant now, const cm::NodeRef& node, EventType type, int status);
     void retry_v1(Instant now, const cm::NodeRef& node);
     void on_listen_syn(Instant now, const cm::Segment& seg);
     cm::NodeRef make_passive_node(cm::Listener& l, const cm::Segment& seg, wire::SeqNumber irs);
@@ -172,6 +188,7 @@ struct Core::Impl {
     std::uint16_t effective_mss(const IpAddr& local, std::optional<std::uint16_t> peer) const;
 
     // ---- MPA (mpa.cpp) ----
+    // In-order bytes before hand-off: one switch on the state says who reads them.
     void on_stream(Instant now, const cm::NodeRef& node);
     void start_mpa(Instant now, const cm::NodeRef& node);
     void on_mpa_request(Instant now, const cm::NodeRef& node);
@@ -195,8 +212,6 @@ struct Core::Impl {
     // ---- the byte stream after hand-off (bytes.cpp) ----
     void start_stream(const cm::NodeRef& node, const StreamConfig& config);
     void on_stream_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
-    void on_stream_fin_acked(Instant now, const cm::NodeRef& node);
-    void on_stream_fin(Instant now, const cm::NodeRef& node);
     // Sends what the stream has to send, brings the node's sequence numbers
     // up to date, tells the application what changed, re-arms the timer.
     void flush_stream(Instant now, const cm::NodeRef& node);

@@ -102,9 +102,10 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
 }
 
 // TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
-// starts waiting for one.
+// starts waiting for one (MPAREQ_WAIT).
 void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     if (!node->initiator) {
+        set_state(*node, CmState::kMpaReqWait);
         arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
         return;
     }
@@ -131,17 +132,42 @@ void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     arm_phase_timer(now, node, cm::NodeTimer::kMpaReply, cfg.mpa.reply_timeout);
 }
 
+// In-order stream bytes before hand-off (rx grew): one switch on the state says who reads
+// them.
 void Core::Impl::on_stream(Instant now, const NodeRef& node) {
-    // Elsewhere, bytes wait in rx (for the data path, or until accept).
-    if (node->state == CmState::kEstablished && !node->initiator && !node->mpa_done) {
-        on_mpa_request(now, node);
-    } else if (node->state == CmState::kMpaReqSent) {
-        on_mpa_reply(now, node);
-    } else if (node->state == CmState::kOneSideEstablished) {
-        on_rtr(now, node);
-    } else if (node->state == CmState::kEstablished && node->mpa_done) {
-        on_terminate(now, node);
+    switch (node->state) {
+        // RFC 5044 7.1: the responder's first bytes are the initiator's MPA request.
+        case CmState::kMpaReqWait: on_mpa_request(now, node); return;
+        // RFC 5044 7.1: the initiator's first bytes are the responder's reply (or reject).
+        case CmState::kMpaReqSent: on_mpa_reply(now, node); return;
+        // RFC 6581 6: a peer-to-peer responder's next bytes are the initiator's RTR.
+        case CmState::kOneSideEstablished: on_rtr(now, node); return;
+        // RFC 6581 9: connected, before hand-off: a TERMINATE ends it; other FPDUs wait.
+        case CmState::kEstablished: on_terminate(now, node); return;
+        // RFC 5044 7.1: the initiator must wait for the reply; bytes before it wait in rx
+        // for the application's accept (they are the data path's then).
+        case CmState::kMpaReqRcvd: return;
+        // We closed: bytes of the peer's half-close are acknowledged; nobody reads them.
+        case CmState::kFinWait1:
+        case CmState::kFinWait2: return;
+        // No text is taken into rx in these: before the handshake ends, after the peer's
+        // FIN, after hand-off (the data path's or the stream's), or in passing states.
+        case CmState::kUnknown:
+        case CmState::kInited:
+        case CmState::kListening:
+        case CmState::kSynRcvd:
+        case CmState::kSynSent:
+        case CmState::kAccepting:
+        case CmState::kMpaRejRcvd:
+        case CmState::kOffloaded:
+        case CmState::kCloseWait:
+        case CmState::kTimeWait:
+        case CmState::kLastAck:
+        case CmState::kClosing:
+        case CmState::kListenerDestroyed:
+        case CmState::kClosed: break;
     }
+    IWCM_ASSERT(false);
 }
 
 // Is a whole MPA frame in rx? 0: not yet; SIZE_MAX: it can never be valid.
@@ -190,6 +216,10 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     push_event(node, EventType::kConnectRequest, 0, req.private_data);
     consume_rx(*node, len);
     arm_phase_timer(now, node, cm::NodeTimer::kAccept, cfg.mpa.accept_timeout);
+    // The request waits for the application, which usually accepts before it next takes
+    // frames: its ACK waits for poll_transmit(), so that the reply carries it (one frame
+    // fewer per setup).
+    defer_ack(*node);
 }
 
 void Core::Impl::accept_request(Instant now, const NodeRef& node) {
@@ -245,7 +275,6 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
         on_rtr(now, node);
         return;
     }
-    node->mpa_done = true;
     set_state(*node, CmState::kEstablished);
     ++stats.established;
     push_event(node, EventType::kEstablished, 0);
@@ -343,13 +372,12 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         std::size_t n = wire::emit_rtr_fpdu(rp, node->crc, buf);
         send_data(now, node, std::span<const std::byte>(buf, n), false);
     }
-    node->mpa_done = true;
     set_state(*node, CmState::kEstablished);
     ++stats.established;
     push_event(node, EventType::kEstablished, 0, pdata);
     if (node->bufs) node->bufs->pdata.clear();
     // Bytes after the reply in the same segment: a TERMINATE is ours to read.
-    if (node->bufs && !node->bufs->rx.empty()) on_stream(now, node);
+    if (node->bufs && !node->bufs->rx.empty()) on_terminate(now, node);
 }
 
 void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
@@ -376,7 +404,6 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
     }
     consume_rx(*node, *len);
     cancel_phase_timer(*node);
-    node->mpa_done = true;
     set_state(*node, CmState::kEstablished);
     ++stats.established;
     push_event(node, EventType::kEstablished, 0);

@@ -42,6 +42,59 @@ enum class NodeTimer : std::uint8_t {
     kStream,      // the data-phase TCP's timer (RTO, persist, keepalive, delayed ACK)
 };
 
+// What a state means for the connection as a whole: the one exhaustive switch the
+// handlers ask instead of keeping flags beside the state (docs/design.md "Node states").
+enum class Phase : std::uint8_t {
+    kSetup,      // TCP handshake or MPA exchange under way: an end now is a failed setup
+    kConnected,  // MPA done (ESTABLISHED, OFFLOADED): an end now is a disconnect
+    kClosing,    // FIN exchange under way; an application still owning the node was connected
+    kClosed,     // ended, or never used
+};
+
+constexpr Phase phase_of(CmState state) {
+    switch (state) {
+        case CmState::kInited:
+        case CmState::kSynSent:
+        case CmState::kSynRcvd:
+        case CmState::kMpaReqWait:
+        case CmState::kMpaReqSent:
+        case CmState::kMpaReqRcvd:
+        case CmState::kAccepting:
+        case CmState::kOneSideEstablished:
+        case CmState::kMpaRejRcvd:
+        case CmState::kListenerDestroyed: return Phase::kSetup;
+        case CmState::kEstablished:
+        case CmState::kOffloaded: return Phase::kConnected;
+        case CmState::kFinWait1:
+        case CmState::kFinWait2:
+        case CmState::kClosing:
+        case CmState::kTimeWait:
+        case CmState::kCloseWait:
+        case CmState::kLastAck: return Phase::kClosing;
+        case CmState::kUnknown:
+        case CmState::kListening:
+        case CmState::kClosed: return Phase::kClosed;
+    }
+    return Phase::kClosed;
+}
+
+// The states of a phase, as a bit set the handlers test in one instruction or two.
+constexpr CmStateSet states_of(Phase phase) {
+    CmStateSet set;
+    for (int i = 0; i < kCmStateCount; ++i)
+        if (phase_of(static_cast<CmState>(i)) == phase) set = set | static_cast<CmState>(i);
+    return set;
+}
+inline constexpr CmStateSet kSetupStates = states_of(Phase::kSetup);
+inline constexpr CmStateSet kConnectedStates =
+    states_of(Phase::kConnected) | states_of(Phase::kClosing);
+
+// Was the MPA exchange done? Before it an application's connection ended by anything is a
+// failed setup (kConnectError, kRejected, kUnreachable); after it, a kDisconnected. A closing
+// node counts as connected: a failed setup ends the application's handle when its close
+// starts, so an application that still owns a closing node was connected.
+constexpr bool connected(CmState state) { return kConnectedStates.contains(state); }
+
 // Heap parts of a node that exist only while a connection is being set up:
 // unacknowledged bytes, the MPA reassembly buffer, private data. An idle
 // established (or offloaded) node has none of them.
@@ -77,7 +130,6 @@ struct Node {
     bool fin_acked = false;
     bool app_owned = false;       // the application holds a handle (or will, once told)
     bool counted_in_backlog = false;
-    bool mpa_done = false;        // MPA negotiation finished (ESTABLISHED means connected)
     bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
     bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
@@ -130,10 +182,12 @@ struct Node {
     // a connection allocates nothing once the core has warmed up.
     NodeBuffers& buffers();
     void release_buffers();
-    // An established connection with nothing unacknowledged and nothing
-    // waiting for the data path keeps no buffers (the idle-memory figure).
+    // A connection past its MPA exchange with nothing unacknowledged and nothing waiting
+    // for the data path keeps no buffers (the idle-memory figure). During setup the buffers
+    // stay: they hold our private data (resent by the revision-1 retry).
     void release_buffers_if_idle() {
-        if (mpa_done && bufs && bufs->tx.empty() && bufs->rx.empty()) release_buffers();
+        if (!kSetupStates.contains(state) && bufs && bufs->tx.empty() && bufs->rx.empty())
+            release_buffers();
     }
     ConnHandle handle() const { return {index, generation}; }
 };

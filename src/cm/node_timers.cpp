@@ -40,6 +40,7 @@ ExhaustedAction on_retrans_exhausted(CmState state) {
         case CmState::kListening:
         case CmState::kSynSent:
         case CmState::kOneSideEstablished:
+        case CmState::kMpaReqWait:
         case CmState::kEstablished:
         case CmState::kAccepting:
         case CmState::kMpaReqSent:

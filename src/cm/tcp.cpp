@@ -283,31 +283,53 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     return true;
 }
 
+// One switch on the node's state per arriving segment; each arm names its handler and says
+// why. The checks every synchronized state shares (acceptability, RFC 5961's RST and SYN
+// rules, ACK processing, in-order text, the FIN) are helpers the handlers call.
 void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg) {
     const CheckScope check(*this, *node);
+    if (node->stream) {
+        // After a kStream hand-off the core's byte stream owns TCP in every state a node
+        // with one can be in (OFFLOADED and the close states): bytes.cpp.
+        on_stream_segment(now, node, seg);
+        return;
+    }
     switch (node->state) {
+        // RFC 9293 3.10.7.3: our SYN is out; only a SYN-ACK acknowledging it goes on.
         case CmState::kSynSent: on_syn_sent(now, node, seg); return;
+        // RFC 9293 3.10.7.4: our SYN-ACK is out; the ACK of it (perhaps with the request) goes on.
         case CmState::kSynRcvd: on_syn_rcvd(now, node, seg); return;
-        case CmState::kEstablished:
-        case CmState::kOneSideEstablished:
-        case CmState::kAccepting:
+        // RFC 5044 7.1: the responder reads the initiator's MPA request as its bytes come.
+        case CmState::kMpaReqWait:
+        // RFC 5044 7.1: the initiator reads the responder's reply as its bytes come.
         case CmState::kMpaReqSent:
+        // The application holds the request: later bytes wait in rx for its answer.
         case CmState::kMpaReqRcvd:
-        case CmState::kMpaRejRcvd:
-        case CmState::kOffloaded:
+        // RFC 6581 6: the peer-to-peer responder reads the initiator's RTR as its bytes come.
+        case CmState::kOneSideEstablished:
+        // Connected, not handed off: bytes wait for the data path; a TERMINATE ends it.
+        case CmState::kEstablished: on_text_segment(now, node, seg); return;
+        // After a kExternal hand-off the data path owns the payload; FIN, RST, ACK are ours.
+        case CmState::kOffloaded: on_external_segment(now, node, seg); return;
+        // RFC 9293 3.10.7.4: our FIN is out, the peer may still send text (a half-close,
+        // taken as above, read by nobody) and then its FIN.
         case CmState::kFinWait1:
-        case CmState::kFinWait2:
+        case CmState::kFinWait2: on_text_segment(now, node, seg); return;
+        // RFC 9293 3.10.7.4: the peer's FIN is in: its text is ignored, its ACKs still count.
         case CmState::kCloseWait:
-        case CmState::kTimeWait:
+        case CmState::kClosing:
         case CmState::kLastAck:
-        case CmState::kClosing: on_synchronized(now, node, seg); return;
+        case CmState::kTimeWait: on_fin_seen_segment(now, node, seg); return;
+        // No node waits in these: never in the table, or (MPAREJ_RCVD) passed through
+        // within one handler, since start_close follows the reject at once.
         case CmState::kUnknown:
         case CmState::kInited:
         case CmState::kListening:
+        case CmState::kAccepting:
+        case CmState::kMpaRejRcvd:
         case CmState::kListenerDestroyed:
         case CmState::kClosed: break;
     }
-    // Nodes in these states are never in the table.
     IWCM_ASSERT(false);
 }
 
@@ -358,11 +380,8 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
     }
     node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
     timers.ack_send(node);
-    set_state(*node, CmState::kEstablished);
+    // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT).
     start_mpa(now, node);
-    // The MPA request (which carries the ACK of the SYN-ACK) may not go out
-    // at once in every configuration; make sure the handshake completes.
-    if (node->state == CmState::kEstablished) send_ack(*node);
 }
 
 // RFC 9293 section 3.10.7.4 for SYN-RECEIVED, with RFC 5961's RST and SYN rules.
@@ -380,7 +399,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
         return;
     }
     if (t.has(tf::kRst) || t.has(tf::kSyn)) {
-        on_synchronized(now, node, seg);
+        (void)synchronized_checks(now, node, seg);  // RFC 5961: exact RST, challenge ACK
         return;
     }
     if (!t.has(tf::kAck)) {
@@ -396,10 +415,9 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     timers.ack_send(node);
     end_half_open(*node);
-    set_state(*node, CmState::kEstablished);
-    start_mpa(now, node);
+    start_mpa(now, node);  // MPAREQ_WAIT, the request timer armed
     // The same segment may carry the MPA request, or a FIN.
-    on_synchronized(now, node, seg);
+    on_text_segment(now, node, seg);
 }
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window?
@@ -413,79 +431,117 @@ bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
     return in_window(seq) || in_window(seq + (len - 1));
 }
 
-void Core::Impl::on_synchronized(Instant now, const NodeRef& node, const Segment& seg) {
-    if (node->stream) {
-        on_stream_segment(now, node, seg);
-        return;
-    }
+// RFC 9293 section 3.10.7.4, first to fifth checks, with RFC 5961: the segment must be in the
+// window; an RST resets only at exactly rcv_nxt (on_rst); a SYN draws a challenge ACK, never
+// a reset; a segment without ACK is dropped. True when the segment goes on to its ACK.
+inline bool Core::Impl::synchronized_checks(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     if (!acceptable(*node, seg)) {
         // Old duplicates (a retransmitted FIN in TIME_WAIT among them) get an ACK.
         if (!t.has(tf::kRst)) send_ack(*node);
         drop(now, DropReason::kOutOfWindow, node.get(), {});
-        return;
+        return false;
     }
     if (t.has(tf::kRst)) {
         on_rst(now, node, seg);
-        return;
+        return false;
     }
     if (t.has(tf::kSyn)) {
-        // RFC 5961 section 4.2: a SYN in a synchronised state gets a
-        // challenge ACK, never a reset.
+        // RFC 5961 section 4.2: a SYN in a synchronised state gets a challenge ACK.
         send_challenge_ack(now, *node);
         drop(now, DropReason::kUnexpected, node.get(), {});
-        return;
+        return false;
     }
     if (!t.has(tf::kAck)) {
         drop(now, DropReason::kUnexpected, node.get(), {});
-        return;
+        return false;
     }
-    on_ack(now, node, seg);
-    if (node->state == CmState::kClosed) return;
-    std::uint64_t sent_before = stats.frames_out;
-    bool need_ack = false;
-    wire::Bytes payload = seg.payload;
-    if (!payload.empty()) {
-        std::int32_t ahead = t.seq - node->rcv_nxt;
-        if (ahead > 0) {
-            // Out of order: no reassembly queue for a handshake; the peer resends.
-            send_ack(*node);
-            drop(now, DropReason::kOutOfWindow, node.get(), {});
-            return;
-        }
-        auto skip = static_cast<std::size_t>(-ahead);
-        if (skip >= payload.size()) {
-            need_ack = true;  // all of it seen before
-        } else if (node->state == CmState::kOffloaded) {
-            drop(now, DropReason::kDataAfterHandoff, node.get(), {});
-            return;
-        } else if (!kFinSeenStates.contains(node->state)) {
-            // What lies beyond the window is not taken (RFC 9293 3.10.7.4:
-            // trim to the window); the peer sends it again once it opens.
-            wire::Bytes fresh = payload.subspan(skip);
-            fresh = fresh.first(std::min<std::size_t>(fresh.size(), rx_space(*node)));
-            auto& rx = node->buffers().rx;
-            rx.insert(rx.end(), fresh.begin(), fresh.end());
-            node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
-            need_ack = true;
-            on_stream(now, node);
-            if (node->state == CmState::kClosed) return;
-        }
+    return true;
+}
+
+// RFC 9293 section 3.10.7.4, seventh check: the segment's text not seen before (empty when
+// all of it was). Text ahead of rcv_nxt has no reassembly queue before hand-off: it is
+// answered with a duplicate ACK and dropped (nullopt), and the peer resends.
+inline std::optional<wire::Bytes> Core::Impl::new_text(Instant now, const NodeRef& node,
+                                                       const Segment& seg) {
+    if (seg.payload.empty()) return wire::Bytes{};
+    std::int32_t ahead = seg.tcp->seq - node->rcv_nxt;
+    if (ahead > 0) {
+        send_ack(*node);
+        drop(now, DropReason::kOutOfWindow, node.get(), {});
+        return std::nullopt;
     }
-    if (t.has(tf::kFin) && t.seq + static_cast<std::uint32_t>(payload.size()) == node->rcv_nxt &&
-        !kFinSeenStates.contains(node->state)) {
+    auto skip = static_cast<std::size_t>(-ahead);
+    return skip >= seg.payload.size() ? wire::Bytes{} : seg.payload.subspan(skip);
+}
+
+// The FIN of this segment is next in sequence (all the text before it taken).
+inline bool Core::Impl::fin_in_order(const Node& node, const Segment& seg) const {
+    return seg.tcp->has(tf::kFin) &&
+           seg.tcp->seq + static_cast<std::uint32_t>(seg.payload.size()) == node.rcv_nxt;
+}
+
+// The shared checks, the ACK, then the text not seen before (new_text); nullopt when the
+// segment is done with.
+inline std::optional<wire::Bytes> Core::Impl::checked_text(Instant now, const NodeRef& node,
+                                                           const Segment& seg) {
+    if (!synchronized_checks(now, node, seg) || !on_ack(now, node, seg)) return std::nullopt;
+    return new_text(now, node, seg);
+}
+
+// Text (new or repeated) is acknowledged, unless a frame sent since `sent_before` carried the
+// ACK or one is held for poll_transmit() (on_mpa_request holds it for the reply).
+inline void Core::Impl::ack_text(Node& node, const Segment& seg, std::uint64_t sent_before) {
+    if (seg.payload.empty() || stats.frames_out != sent_before || node.ack_deferred) return;
+    send_ack(node);
+}
+
+// Before hand-off (the MPA phase, ESTABLISHED, and FIN_WAIT1/2 without a stream): new text in
+// order goes to rx and to the state's reader (on_stream), as far as the window we advertised
+// reaches (RFC 9293: trim to the window; the peer resends the rest); then the FIN in order.
+void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    auto text = checked_text(now, node, seg);
+    if (!text) return;
+    const std::uint64_t sent_before = stats.frames_out;
+    if (!text->empty()) {
+        wire::Bytes fresh = text->first(std::min<std::size_t>(text->size(), rx_space(*node)));
+        auto& rx = node->buffers().rx;
+        rx.insert(rx.end(), fresh.begin(), fresh.end());
+        node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
+        on_stream(now, node);
+        if (node->state == CmState::kClosed) return;
+    }
+    if (fin_in_order(*node, seg)) {
         on_fin(now, node);
         return;
     }
-    if (!need_ack || stats.frames_out != sent_before || node->state == CmState::kClosed) return;
-    if (node->state == CmState::kMpaReqRcvd) {
-        // The request waits for the application, which usually accepts
-        // before it next takes frames: hold the ACK until poll_transmit(),
-        // so that the reply carries it (one frame fewer per setup).
-        defer_ack(*node);
+    ack_text(*node, seg, sent_before);
+}
+
+// OFFLOADED after a kExternal hand-off: the data path owns the payload (new text is dropped
+// and counted, as the driver's CM never sees it); FIN, RST and ACKs are still the CM's, as
+// the hardware reports them to irdma.
+void Core::Impl::on_external_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    auto text = checked_text(now, node, seg);
+    if (!text) return;
+    const std::uint64_t sent_before = stats.frames_out;
+    if (!text->empty()) {
+        drop(now, DropReason::kDataAfterHandoff, node.get(), {});
         return;
     }
-    send_ack(*node);
+    if (fin_in_order(*node, seg)) {
+        on_fin(now, node);
+        return;
+    }
+    ack_text(*node, seg, sent_before);
+}
+
+// CLOSE_WAIT, CLOSING, LAST_ACK, TIME_WAIT: the peer's FIN is in. RFC 9293 3.10.7.4, seventh
+// and eighth checks: text and a FIN after it "should not occur" and are ignored; only the
+// ACK moves us (of our FIN, on_fin_acked), and a repeat of old text gets an ACK.
+void Core::Impl::on_fin_seen_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    auto text = checked_text(now, node, seg);
+    if (text && text->empty()) ack_text(*node, seg, stats.frames_out);
 }
 
 // RFC 5961 section 3.2: only an RST at exactly rcv_nxt resets; another in
@@ -502,7 +558,7 @@ void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
         retry_v1(now, node);
         return;
     }
-    if (node->mpa_done) {
+    if (cm::connected(node->state)) {
         end_for_app(node, EventType::kDisconnected, -ECONNRESET);
     } else if (node->initiator) {
         end_for_app(node, EventType::kRejected, -ECONNRESET);
@@ -535,67 +591,123 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     arm_send(now, node);
 }
 
-void Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
+// RFC 9293 section 3.10.7.4, fifth check: the ACK field. False when the segment is done with
+// (an ACK of unsent data is answered and dropped; our acknowledged FIN closed the node).
+bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     if (t.ack > node->snd_nxt) {
         // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
         send_ack(*node);
         drop(now, DropReason::kBadAck, node.get(), {});
-        return;
-    }
-    if (t.ack > node->snd_una) {
-        auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
-        if (node->bufs) {
-            auto& tx = node->bufs->tx;
-            tx.erase(tx.begin(), tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
-        }
-        node->snd_una = t.ack;
-        if (node->fin_sent && t.ack == node->snd_nxt) node->fin_acked = true;
-        if (node->snd_una == node->snd_nxt) timers.ack_send(node);
-        node->release_buffers_if_idle();
+        return false;
     }
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
-    if (!node->fin_acked) return;
-    if (node->state == CmState::kFinWait1) {
-        set_state(*node, CmState::kFinWait2);
-        // RFC 9293 leaves FIN-WAIT-2 open-ended, but a peer that vanished
-        // (address down, its reset lost or out of sequence) would hold the
-        // node forever. Like Linux's tcp_fin_timeout, wait for the peer's FIN
-        // as long as its retransmissions could last, then reset and close
-        // (on_fin_wait2_timeout).
-        arm_phase_timer(now, node, cm::NodeTimer::kFinWait2, timers.config().retrans.total());
-    } else if (node->state == CmState::kClosing) {
-        enter_time_wait(now, node);
-    } else if (node->state == CmState::kLastAck) {
-        close_node(node);
+    if (t.ack <= node->snd_una) return true;
+    auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
+    if (node->bufs) {
+        auto& tx = node->bufs->tx;
+        tx.erase(tx.begin(), tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
     }
+    node->snd_una = t.ack;
+    if (node->snd_una == node->snd_nxt) timers.ack_send(node);
+    node->release_buffers_if_idle();
+    if (!node->fin_sent || node->fin_acked || t.ack != node->snd_nxt) return true;
+    node->fin_acked = true;
+    return on_fin_acked(now, node);
 }
 
-// A FIN in order: the peer is done sending.
+// Our FIN is acknowledged (before hand-off: on_ack; a stream's: on_stream_segment). False
+// when that closed the node.
+bool Core::Impl::on_fin_acked(Instant now, const NodeRef& node) {
+    switch (node->state) {
+        // RFC 9293: FIN-WAIT-1 -> FIN-WAIT-2. RFC 9293 leaves FIN-WAIT-2 open-ended, but a
+        // peer that vanished would hold the node forever: arm_fin_wait2 bounds the wait.
+        case CmState::kFinWait1:
+            set_state(*node, CmState::kFinWait2);
+            arm_fin_wait2(now, node);
+            return true;
+        // RFC 9293: CLOSING -> TIME-WAIT.
+        case CmState::kClosing: enter_time_wait(now, node); return true;
+        // RFC 9293: LAST-ACK -> CLOSED.
+        case CmState::kLastAck: close_node(node); return false;
+        // Our FIN is sent only from FIN_WAIT1 and LAST_ACK (start_close), so it can be
+        // acknowledged only in those and in CLOSING; nothing changes elsewhere.
+        case CmState::kUnknown:
+        case CmState::kInited:
+        case CmState::kListening:
+        case CmState::kSynRcvd:
+        case CmState::kSynSent:
+        case CmState::kOneSideEstablished:
+        case CmState::kEstablished:
+        case CmState::kAccepting:
+        case CmState::kMpaReqSent:
+        case CmState::kMpaReqRcvd:
+        case CmState::kMpaRejRcvd:
+        case CmState::kOffloaded:
+        case CmState::kFinWait2:
+        case CmState::kCloseWait:
+        case CmState::kTimeWait:
+        case CmState::kListenerDestroyed:
+        case CmState::kClosed:
+        case CmState::kMpaReqWait: break;
+    }
+    return true;
+}
+
+// RFC 9293 section 3.10.7.4, eighth check: the peer's FIN, in order after all its text
+// (before hand-off from on_text_segment and on_offloaded_segment; a stream's from
+// on_stream_segment, whose stream counts and acknowledges the FIN itself).
 void Core::Impl::on_fin(Instant now, const NodeRef& node) {
-    node->rcv_nxt += 1;
-    if (node->state == CmState::kFinWait1) {
-        // Our FIN is not acknowledged yet: both sides close at once.
-        set_state(*node, CmState::kClosing);
-        send_ack(*node);
-        return;
+    const bool stream = node->stream != nullptr;
+    if (!stream) node->rcv_nxt += 1;
+    switch (node->state) {
+        // RFC 9293: FIN-WAIT-1, our FIN not yet acknowledged: both sides close at once.
+        case CmState::kFinWait1:
+            set_state(*node, CmState::kClosing);
+            if (!stream) send_ack(*node);
+            return;
+        // RFC 9293: FIN-WAIT-2 -> TIME-WAIT.
+        case CmState::kFinWait2:
+            if (!stream) send_ack(*node);
+            enter_time_wait(now, node);
+            return;
+        // irdma_handle_fin_pkt / irdma_cm_disconn_true: the peer closes a connection: the
+        // application hears kDisconnected with status 0, and our FIN follows at once (after
+        // any bytes still queued for a stream), CLOSE_WAIT -> LAST_ACK.
+        case CmState::kEstablished:
+        case CmState::kOffloaded: on_peer_close(now, node, EventType::kDisconnected, 0); return;
+        // The peer closes during the MPA exchange: the setup fails (kRejected for the
+        // initiator, kConnectError for the responder, -ECONNRESET), and we close as above.
+        case CmState::kMpaReqWait:
+        case CmState::kMpaReqSent:
+        case CmState::kMpaReqRcvd:
+        case CmState::kOneSideEstablished:
+        case CmState::kMpaRejRcvd:
+            on_peer_close(now, node,
+                          node->initiator ? EventType::kRejected : EventType::kConnectError,
+                          -ECONNRESET);
+            return;
+        // No FIN is taken in these: before the handshake ends, or after the peer's FIN.
+        case CmState::kUnknown:
+        case CmState::kInited:
+        case CmState::kListening:
+        case CmState::kSynRcvd:
+        case CmState::kSynSent:
+        case CmState::kAccepting:
+        case CmState::kCloseWait:
+        case CmState::kTimeWait:
+        case CmState::kLastAck:
+        case CmState::kClosing:
+        case CmState::kListenerDestroyed:
+        case CmState::kClosed: break;
     }
-    if (node->state == CmState::kFinWait2) {
-        send_ack(*node);
-        enter_time_wait(now, node);
-        return;
-    }
-    // The peer closes first. For an RDMA connection that ends it: like the
-    // driver (irdma_handle_fin_pkt), answer with our own FIN at once
-    // (CLOSE_WAIT -> LAST_ACK) and tell the application.
+    IWCM_ASSERT(false);
+}
+
+// The peer closed first: CLOSE_WAIT, the application told, our FIN at once (LAST_ACK).
+void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type, int status) {
     set_state(*node, CmState::kCloseWait);
-    cancel_phase_timer(*node);
-    if (node->mpa_done) {
-        end_for_app(node, EventType::kDisconnected, 0);
-    } else if (node->state != CmState::kMpaRejRcvd) {
-        end_for_app(node, node->initiator ? EventType::kRejected : EventType::kConnectError, -ECONNRESET);
-    }
-    release_backlog(*node);
+    end_for_app(node, type, status);
     start_close(now, node);
 }
 

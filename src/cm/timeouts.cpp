@@ -58,7 +58,8 @@ void Core::Impl::on_retrans_exhausted(Instant now, const NodeRef& node) {
         case cm::ExhaustedAction::kSendReset: send_reset(*node); break;
         case cm::ExhaustedAction::kSendResetAndAbort: send_reset(*node); break;
     }
-    EventType type = node->mpa_done ? EventType::kDisconnected : EventType::kUnreachable;
+    const bool was_connected = cm::connected(node->state);
+    EventType type = was_connected ? EventType::kDisconnected : EventType::kUnreachable;
     end_for_app(node, type, -ETIMEDOUT);
     close_node(node);
 }
@@ -76,7 +77,7 @@ void Core::Impl::on_close_timer(Instant now, const NodeRef& node) {
 // knows the node yet, so nobody is told.
 void Core::Impl::on_mpa_request_timeout(Instant now, const NodeRef& node) {
     (void)now;
-    IWCM_ASSERT(node->state == CmState::kEstablished && !node->mpa_done && !node->initiator);
+    IWCM_ASSERT(node->state == CmState::kMpaReqWait);
     send_reset(*node);
     close_node(node);
 }

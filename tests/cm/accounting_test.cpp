@@ -83,7 +83,7 @@ TEST(Accounting, ApplicationRejectIsNotAFailure) {
 
 TEST(Accounting, BadMpaRequestIsOnePassiveError) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     wire::MpaRepr reply;  // a reply where a request belongs
     reply.kind = wire::MpaKind::kReply;
     reply.revision = 1;

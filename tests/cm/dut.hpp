@@ -145,8 +145,8 @@ struct Dut {
         return o[0];
     }
 
-    // ... then the ACK: ESTABLISHED (TCP up, waiting for the MPA request).
-    void to_established_passive() {
+    // ... then the ACK: MPAREQ_WAIT (TCP up, waiting for the MPA request).
+    void to_mpareq_wait() {
         to_syn_rcvd();
         seg(tf::kAck);
         EXPECT_TRUE(out().empty());
@@ -154,7 +154,7 @@ struct Dut {
 
     // ... then an MPA request: MPAREQ_RCVD, with the connect-request event.
     Ev to_mpareq_rcvd(const wire::MpaRepr& req) {
-        to_established_passive();
+        to_mpareq_wait();
         send_mpa(req);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);  // the ACK of the request

@@ -136,9 +136,9 @@ TEST(MpaReqRcvd, CrcIsUsedIfEitherSideAsks) {
     }
 }
 
-TEST(MpaReqRcvd, MarkersAreRefusedWithARejectReply) {
+TEST(MpaReqWait, MarkersAreRefusedWithARejectReply) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     auto pd = bytes("m");
     auto req = request_v2(pd, 1, 1, false);
     req.markers = true;
@@ -167,9 +167,9 @@ TEST(MpaReqRcvd, RejectSendsRejectReplyWithPrivateDataThenFin) {
     EXPECT_EQ(d.core.state(e.conn).error(), ApiError::kStaleHandle);
 }
 
-TEST(MpaReqRcvd, RequestSplitAcrossSegmentsIsReassembled) {
+TEST(MpaReqWait, RequestSplitAcrossSegmentsIsReassembled) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     auto pd = bytes("split into three segments");
     auto req = request_v2(pd);
     std::vector<std::byte> b(req.buffer_len());
@@ -186,7 +186,7 @@ TEST(MpaReqRcvd, RequestSplitAcrossSegmentsIsReassembled) {
 
 TEST(MpaReqRcvd, BytesAfterTheRequestAreKeptForTheDataPath) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     auto pd = bytes("req");
     auto req = request_v2(pd, 1, 1, false);
     std::vector<std::byte> b(req.buffer_len());
@@ -202,9 +202,9 @@ TEST(MpaReqRcvd, BytesAfterTheRequestAreKeptForTheDataPath) {
     EXPECT_EQ(text(h->pending_rx), "FIRST-ULPDU");
 }
 
-TEST(MpaReqRcvd, ReplyInsteadOfRequestIsReset) {
+TEST(MpaReqWait, ReplyInsteadOfRequestIsReset) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     d.send_mpa(reply_v2(1, 1, false, 0));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);
@@ -385,7 +385,7 @@ namespace {
 
 TEST(MpaReqRcvd, AcceptBeforeTransmitLetsTheReplyCarryTheAck) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     auto pd = bytes("quick");
     auto req = request_v2(pd, 1, 1, false);
     std::vector<std::byte> b(req.buffer_len());
@@ -402,7 +402,7 @@ TEST(MpaReqRcvd, AcceptBeforeTransmitLetsTheReplyCarryTheAck) {
 
 TEST(MpaReqRcvd, DeferredAckGoesOutAtTheNextTransmitPoll) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     d.send_mpa(request_v2(bytes("slow app"), 1, 1, false));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);

@@ -441,6 +441,8 @@ TEST(OnRetransExhausted, EveryStateAsTheDriver) {
         {CmState::kClosing, A::kDropQuietly},
         {CmState::kListenerDestroyed, A::kSendResetAndAbort},
         {CmState::kClosed, A::kSendResetAndAbort},
+        // The driver's ESTABLISHED before the request: its default branch.
+        {CmState::kMpaReqWait, A::kSendResetAndAbort},
     }};
     for (int i = 0; i < kCmStateCount; ++i) {
         const auto [state, action] = table[i];

@@ -118,10 +118,10 @@ TEST(SynCookie, AckMakesTheNodeAndMpaProceeds) {
     EXPECT_TRUE(d.out().empty());
     EXPECT_EQ(d.core.live_nodes(), live + 1);
     EXPECT_EQ(d.core.stats().syn_cookies_accepted, 1u);
-    // As from SYN_RCVD: ESTABLISHED, waiting for the request with its timer.
+    // As from SYN_RCVD: MPAREQ_WAIT, waiting for the request with its timer.
     ASSERT_EQ(d.transitions.size(), 2u);
     EXPECT_EQ(d.transitions[0], std::make_pair(CmState::kInited, CmState::kSynRcvd));
-    EXPECT_EQ(d.transitions[1], std::make_pair(CmState::kSynRcvd, CmState::kEstablished));
+    EXPECT_EQ(d.transitions[1], std::make_pair(CmState::kSynRcvd, CmState::kMpaReqWait));
     d.send_mpa(request_v2(bytes("through the flood"), 2, 2, false));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);

@@ -206,9 +206,9 @@ TEST(SynRcvd, AckCarryingTheMpaRequestIsTaken) {
     EXPECT_EQ(text(e[0].pdata), "piggyback");
 }
 
-TEST(Established, RequestTimerResetsSilentPeer) {
+TEST(MpaReqWait, RequestTimerResetsSilentPeer) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     EXPECT_EQ(d.core.pending_timers(), 1u);  // the request wait; nothing to retransmit
     quiet_until(d, std::chrono::seconds(10));  // request_timeout 10 s
     expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});

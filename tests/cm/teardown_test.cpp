@@ -259,28 +259,13 @@ TEST(MpaReqSent, PeerFinInsteadOfReplyIsAReset) {
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 
-TEST(MpaReqRcvd, DestroyListenResetsAWaitingRequest) {
+TEST(MpaReqWait, DestroyListenResetsPassiveNodeWaitingForRequest) {
     Dut d;
-    Ev e = d.to_mpareq_rcvd(request_v2(bytes("x")));
-    ASSERT_TRUE(d.core.destroy_listen(d.now, d.listener).has_value());
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
-    auto ev = d.evs();
-    ASSERT_EQ(ev.size(), 1u);
-    EXPECT_EQ(ev[0].type, EventType::kConnectError);
-    EXPECT_EQ(ev[0].status, -ECONNABORTED);
-    EXPECT_TRUE(saw(d, CmState::kMpaReqRcvd, CmState::kListenerDestroyed));
-    EXPECT_EQ(d.core.live_nodes(), 0u);
-}
-
-TEST(Established, DestroyListenResetsPassiveNodeWaitingForRequest) {
-    Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     ASSERT_TRUE(d.core.destroy_listen(d.now, d.listener).has_value());
     EXPECT_EQ(d.out().size(), 1u);
     EXPECT_TRUE(d.evs().empty());
-    EXPECT_TRUE(saw(d, CmState::kEstablished, CmState::kListenerDestroyed));
+    EXPECT_TRUE(saw(d, CmState::kMpaReqWait, CmState::kListenerDestroyed));
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 

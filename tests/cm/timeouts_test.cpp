@@ -15,7 +15,7 @@ using std::chrono::seconds;
 
 TEST(Timeouts, RequestArrivingHandsThePhaseSlotToTheAcceptWait) {
     Dut d;
-    d.to_established_passive();
+    d.to_mpareq_wait();
     d.advance(seconds(9));
     d.send_mpa(request_v1(bytes("x")));
     expect_sent(d, {d.sent_ack()});
