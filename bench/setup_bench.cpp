@@ -17,10 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "setup_pair.hpp"
-#include "timer_workload.hpp"
 #include "cm/conn_table.hpp"
 #include "cm/node.hpp"
+#include "setup_pair.hpp"
+#include "timer_workload.hpp"
 #include "wire/frame.hpp"
 #include "wire/mpa.hpp"
 
@@ -38,12 +38,24 @@ void* counted_alloc(std::size_t n) {
 
 }  // namespace
 
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void* operator new(std::size_t n) {
+    return counted_alloc(n);
+}
+void* operator new[](std::size_t n) {
+    return counted_alloc(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 namespace {
 
@@ -56,7 +68,8 @@ struct AllocMeter {
     void report(benchmark::State& state, double setups, double frames) const {
         double allocs = static_cast<double>(t_allocs - allocs0);
         state.counters["allocs/setup"] = setups > 0 ? allocs / setups : 0;
-        state.counters["alloc_bytes/setup"] = setups > 0 ? static_cast<double>(t_alloc_bytes - bytes0) / setups : 0;
+        state.counters["alloc_bytes/setup"] =
+            setups > 0 ? static_cast<double>(t_alloc_bytes - bytes0) / setups : 0;
         state.counters["allocs/frame"] = frames > 0 ? allocs / frames : 0;
     }
 };
@@ -91,7 +104,8 @@ void BM_Setup(benchmark::State& state) {
     meter.report(state, setups, static_cast<double>(frames));
     state.SetItemsProcessed(static_cast<std::int64_t>(setups));
     state.counters["frames/setup"] = setups > 0 ? static_cast<double>(frames) / setups : 0;
-    state.counters["teardown_allocs/setup"] = setups > 0 ? static_cast<double>(teardown_allocs) / setups : 0;
+    state.counters["teardown_allocs/setup"] =
+        setups > 0 ? static_cast<double>(teardown_allocs) / setups : 0;
     if (p.counters().errors != e0) state.SkipWithError("setup failed");
 }
 BENCHMARK(BM_Setup)->Arg(1)->Arg(256);
@@ -168,7 +182,8 @@ void BM_FrameBuildParse(benchmark::State& state) {
     }
     state.counters["frame_bytes"] = static_cast<double>(buf.size());
     state.counters["allocs/iter"] =
-        static_cast<double>(t_allocs - a0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+        static_cast<double>(t_allocs - a0) /
+        static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
 }
 BENCHMARK(BM_FrameBuildParse)->Arg(0)->Arg(1);
 
@@ -267,7 +282,8 @@ void BM_ParseAndFind(benchmark::State& state) {
     for (auto _ : state) {
         auto parsed = iwcm::wire::parse_tcp_frame(frames[i]);
         const auto& r = parsed->repr;
-        iwcm::cm::Node* node = t.table.find({{r.ip.dst, r.tcp.dst_port}, {r.ip.src, r.tcp.src_port}, iwcm::kNoVlan});
+        iwcm::cm::Node* node =
+            t.table.find({{r.ip.dst, r.tcp.dst_port}, {r.ip.src, r.tcp.src_port}, iwcm::kNoVlan});
         benchmark::DoNotOptimize(node);
         found += node != nullptr;
         if (++i == kFrames) i = 0;

@@ -40,14 +40,14 @@ inline std::size_t rss_bytes() {
 }
 
 struct SetupCounters {
-    std::uint64_t connects = 0;        // connect() calls that succeeded
-    std::uint64_t established_a = 0;   // kEstablished on the initiator, reply pdata checked
-    std::uint64_t established_b = 0;   // kEstablished on the responder
-    std::uint64_t requests_b = 0;      // kConnectRequest on the responder, request pdata checked
+    std::uint64_t connects = 0;       // connect() calls that succeeded
+    std::uint64_t established_a = 0;  // kEstablished on the initiator, reply pdata checked
+    std::uint64_t established_b = 0;  // kEstablished on the responder
+    std::uint64_t requests_b = 0;     // kConnectRequest on the responder, request pdata checked
     std::uint64_t disconnected_a = 0;
     std::uint64_t disconnected_b = 0;
-    std::uint64_t errors = 0;          // failed commands, other events, wrong private data
-    std::uint64_t frames = 0;          // frames moved between the cores
+    std::uint64_t errors = 0;  // failed commands, other events, wrong private data
+    std::uint64_t frames = 0;  // frames moved between the cores
 };
 
 class SetupPair {
@@ -60,8 +60,10 @@ public:
 
     explicit SetupPair(std::size_t request_pdata = 32, std::size_t reply_pdata = 32)
         : a_(config(0x0a, 1)), b_(config(0x0b, 2)), req_pd_(request_pdata), rep_pd_(reply_pdata) {
-        for (std::size_t i = 0; i < req_pd_.size(); ++i) req_pd_[i] = static_cast<std::byte>('a' + i % 26);
-        for (std::size_t i = 0; i < rep_pd_.size(); ++i) rep_pd_[i] = static_cast<std::byte>('A' + i % 26);
+        for (std::size_t i = 0; i < req_pd_.size(); ++i)
+            req_pd_[i] = static_cast<std::byte>('a' + i % 26);
+        for (std::size_t i = 0; i < rep_pd_.size(); ++i)
+            rep_pd_[i] = static_cast<std::byte>('A' + i % 26);
         ok_ = a_.add_address(ip_a()).has_value() && b_.add_address(ip_b()).has_value();
         ok_ = ok_ && add_listener(kChurnPort);
         cp_.local = {ip_a(), 0};
@@ -197,7 +199,8 @@ private:
         while (auto e = b_.poll_event()) {
             switch (e->type) {
                 case EventType::kConnectRequest:
-                    if (e->private_data.size() != req_pd_.size() || e->mpa.revision != 2) ++c_.errors;
+                    if (e->private_data.size() != req_pd_.size() || e->mpa.revision != 2)
+                        ++c_.errors;
                     ++c_.requests_b;
                     if (!b_.accept(now_, e->conn, ap_)) ++c_.errors;
                     break;

@@ -29,16 +29,17 @@
 namespace iwcm::bench {
 
 struct StreamSample {
-    std::uint64_t bytes = 0;       // delivered to the reader
-    std::uint64_t frames = 0;      // moved between the cores (or 0 for the kernel)
-    double seconds = 0;            // wall
+    std::uint64_t bytes = 0;   // delivered to the reader
+    std::uint64_t frames = 0;  // moved between the cores (or 0 for the kernel)
+    double seconds = 0;        // wall
     bool error = false;
     double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0; }
 };
 
 class StreamPair {
 public:
-    explicit StreamPair(std::uint32_t buffer = 256 * 1024) : a_(config(0x0a, 1, buffer)), b_(config(0x0b, 2, buffer)) {
+    explicit StreamPair(std::uint32_t buffer = 256 * 1024)
+        : a_(config(0x0a, 1, buffer)), b_(config(0x0b, 2, buffer)) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
         ok_ = a_.add_address(ip(1)).has_value() && b_.add_address(ip(2)).has_value() && connect();
@@ -53,7 +54,8 @@ public:
         std::uint64_t sent = 0;
         std::uint32_t spins = 0;
         while (s.bytes < bytes) {
-            now_ = Instant(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+            now_ = Instant(std::chrono::duration_cast<Duration>(
+                std::chrono::steady_clock::now().time_since_epoch()));
             if (sent < bytes) {
                 auto n = a_.send(now_, conn_a_, chunk_);
                 if (!n) return fail(s);
@@ -75,7 +77,8 @@ public:
             while (b_.poll_event()) {
             }
             if ((++spins & 255) == 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+                    max_seconds)
                 break;
         }
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -170,8 +173,10 @@ public:
         while (s.bytes < bytes) {
             if (sent < bytes) {
                 ssize_t n = ::send(tx_, chunk_.data(), chunk_.size(), MSG_DONTWAIT);
-                if (n > 0) sent += static_cast<std::uint64_t>(n);
-                else if (n < 0 && errno != EAGAIN) return fail(s);
+                if (n > 0)
+                    sent += static_cast<std::uint64_t>(n);
+                else if (n < 0 && errno != EAGAIN)
+                    return fail(s);
             }
             while (true) {
                 ssize_t n = ::recv(rx_, buf_.data(), buf_.size(), MSG_DONTWAIT);
@@ -183,7 +188,8 @@ public:
                 break;
             }
             if ((++spins & 255) == 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+                    max_seconds)
                 break;
         }
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <vector>
@@ -31,7 +31,6 @@ using std::chrono::milliseconds;
 // The workload's generator and the driver model are shared with `iwarp-cm bench`.
 using iwcm::bench::DriverModel;
 using iwcm::bench::FastRng;
-
 
 // Per-tick CPU nanoseconds of the last BM_Tick_Wheel run for each N, for the walk's ratio.
 std::map<std::int64_t, double>& wheel_ns_per_tick() {
@@ -75,9 +74,8 @@ void BM_Tick_Wheel(benchmark::State& state) {
     const double start = thread_cpu_ns();
     for (auto _ : state) {
         now += milliseconds(1);
-        fired += wheel.advance(now, [&](std::uint64_t cookie) {
-            wheel.schedule(now + rng.delay(), cookie);
-        });
+        fired += wheel.advance(
+            now, [&](std::uint64_t cookie) { wheel.schedule(now + rng.delay(), cookie); });
     }
     const double ns = thread_cpu_ns() - start;
     const auto ticks = static_cast<double>(state.iterations());
@@ -87,7 +85,6 @@ void BM_Tick_Wheel(benchmark::State& state) {
     state.counters["cpu_ns/tick"] = ns / ticks;
 }
 BENCHMARK(BM_Tick_Wheel)->Arg(1'000)->Arg(100'000)->Arg(1'000'000);
-
 
 void BM_Tick_DriverWalk(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));

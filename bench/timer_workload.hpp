@@ -160,7 +160,8 @@ TickResult run_ticks(std::size_t n, std::chrono::nanoseconds budget, std::uint64
     // Reads the clock after 1, 2, 4, ... ticks, so that neither a 10 ns tick is swamped by
     // the clock nor a 500 ms one overshoots the budget.
     std::uint64_t step = 1;
-    while (r.ticks < max_ticks && (r.ticks < min_ticks || elapsed < static_cast<double>(budget.count()))) {
+    while (r.ticks < max_ticks &&
+           (r.ticks < min_ticks || elapsed < static_cast<double>(budget.count()))) {
         for (std::uint64_t i = 0; i < step && r.ticks < max_ticks; ++i, ++r.ticks) fired += tick();
         elapsed = thread_cpu_ns() - start;
         if (step < 4096) step *= 2;
@@ -179,7 +180,8 @@ inline TickResult wheel_tick(std::size_t n, std::chrono::nanoseconds budget) {
     Instant now = kInstantZero;
     return run_ticks(n, budget, 64, 1u << 22, [&] {
         now += std::chrono::milliseconds(1);
-        return wheel.advance(now, [&](std::uint64_t cookie) { wheel.schedule(now + rng.delay(), cookie); });
+        return wheel.advance(
+            now, [&](std::uint64_t cookie) { wheel.schedule(now + rng.delay(), cookie); });
     });
 }
 

@@ -1,7 +1,7 @@
 // Two connection managers connect over an in-memory wire, using only the
 // installed headers <iwcm/...>. Read first: README.md "Using the library".
-#include <iwcm/core.hpp>
 #include <cstdio>
+#include <iwcm/core.hpp>
 #include <string_view>
 
 using namespace iwcm;

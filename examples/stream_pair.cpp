@@ -1,13 +1,15 @@
 // Two connection managers connect over an in-memory wire, hand the
 // connection off as a byte stream, and each sends the other 200 000 bytes;
 // only the installed headers <iwcm/...>. Read first: README.md "Byte stream".
-#include <iwcm/core.hpp>
 #include <cstdio>
+#include <iwcm/core.hpp>
 #include <vector>
 
 using namespace iwcm;
 
-static std::byte pattern(int side, std::size_t i) { return std::byte(side * 101 + i * 7 % 251); }
+static std::byte pattern(int side, std::size_t i) {
+    return std::byte(side * 101 + i * 7 % 251);
+}
 
 // One side's application: writes its bytes as space allows, checks the other's.
 struct App {
@@ -39,7 +41,8 @@ int main() {
     for (int step = 0; step < 100000 && a.live_nodes() + b.live_nodes() > 0; ++step) {
         int moved = 0;
         for (int i = 0; i < 2; ++i)
-            for (; auto frame = cores[i]->poll_transmit(); ++moved) cores[1 - i]->receive(now, *frame);
+            for (; auto frame = cores[i]->poll_transmit(); ++moved)
+                cores[1 - i]->receive(now, *frame);
         for (int i = 0; i < 2; ++i) {
             Core& core = *cores[i];
             App& app = apps[i];
@@ -72,7 +75,8 @@ int main() {
                 ++moved;
             }
             // Everything sent and received: close gracefully (once).
-            if (app.written == kBytes && app.read == kBytes && !app.closing && app.disconnected == 0) {
+            if (app.written == kBytes && app.read == kBytes && !app.closing &&
+                app.disconnected == 0) {
                 app.closing = true;
                 (void)core.disconnect(now, app.conn, DisconnectMode::kGraceful);
             }

@@ -17,8 +17,8 @@
 // created == destroyed.
 #include <cstdlib>
 #include <map>
-#include <string>
 #include <optional>
+#include <string>
 
 #include "fuzz/fuzz_util.hpp"
 #include "iwcm/core.hpp"
@@ -196,7 +196,8 @@ struct Harness {
                 std::fprintf(stderr, "handle %u/%u %s\n", k.first, k.second,
                              st ? std::string(to_string(*st)).c_str() : "ended");
             }
-            std::fprintf(stderr, "live nodes %zu, templates %zu\n", a.live_nodes(), templates.size());
+            std::fprintf(stderr, "live nodes %zu, templates %zu\n", a.live_nodes(),
+                         templates.size());
         }
     }
 
@@ -213,8 +214,10 @@ struct Harness {
             ConnHandle h{k.first, k.second};
             auto st = a.state(h);
             if (st && *st == CmState::kMpaReqRcvd) {
-                if (accept_requests) (void)a.accept(now, h, {});
-                else (void)a.reject(now, h, {});
+                if (accept_requests)
+                    (void)a.accept(now, h, {});
+                else
+                    (void)a.reject(now, h, {});
                 if (!accept_requests) ended = true;  // reject ends the handle silently
             }
         }
@@ -253,13 +256,17 @@ struct Harness {
     }
 };
 
-std::vector<std::byte> from_template(const std::vector<std::byte>& t, std::span<const std::uint8_t> d) {
+std::vector<std::byte> from_template(const std::vector<std::byte>& t,
+                                     std::span<const std::uint8_t> d) {
     auto p = wire::parse_tcp_frame(t);
     if (!p || d.size() < 3) return t;
     wire::FrameRepr repr = p->repr;
     repr.tcp.flags = d[0];
-    repr.tcp.seq = repr.tcp.seq + static_cast<std::uint32_t>(static_cast<std::int32_t>(static_cast<std::int8_t>(d[1])));
-    if (d[2] & 1) repr.tcp.ack = repr.tcp.ack + static_cast<std::uint32_t>(static_cast<std::int8_t>(d[2]) >> 1);
+    repr.tcp.seq = repr.tcp.seq + static_cast<std::uint32_t>(
+                                      static_cast<std::int32_t>(static_cast<std::int8_t>(d[1])));
+    if (d[2] & 1)
+        repr.tcp.ack =
+            repr.tcp.ack + static_cast<std::uint32_t>(static_cast<std::int8_t>(d[2]) >> 1);
     auto payload = fuzz::bytes_of(d.data() + 3, d.size() - 3);
     std::vector<std::byte> out(wire::tcp_frame_len(repr, payload.size()));
     std::size_t n = wire::emit_tcp_frame(repr, payload, out);

@@ -26,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(n == out.size() && n == r->total_len);
     auto again = wire::parse_fpdu(out, crc);
     FUZZ_CHECK(again.has_value() && again->crc_ok && again->total_len == n);
-    FUZZ_CHECK(std::equal(again->ulpdu.begin(), again->ulpdu.end(), r->ulpdu.begin(), r->ulpdu.end()));
+    FUZZ_CHECK(
+        std::equal(again->ulpdu.begin(), again->ulpdu.end(), r->ulpdu.begin(), r->ulpdu.end()));
     return 0;
 }

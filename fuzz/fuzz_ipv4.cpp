@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::size_t ihl = (std::to_integer<unsigned>(pkt[0]) & 0x0F) * 4u;
         if (ihl >= 20 && ihl <= pkt.size()) {
             fuzz::put16(pkt, 10, 0);
-            fuzz::put16(pkt, 10, wire::internet_checksum(std::span<const std::byte>(pkt).first(ihl)));
+            fuzz::put16(pkt, 10,
+                        wire::internet_checksum(std::span<const std::byte>(pkt).first(ihl)));
         }
     }
     auto r = wire::parse_ipv4(pkt);
@@ -28,6 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto again = wire::parse_ipv4(out);
     FUZZ_CHECK(again.has_value());
     FUZZ_CHECK(again->repr == r->repr);
-    FUZZ_CHECK(std::equal(again->payload.begin(), again->payload.end(), r->payload.begin(), r->payload.end()));
+    FUZZ_CHECK(std::equal(again->payload.begin(), again->payload.end(), r->payload.begin(),
+                          r->payload.end()));
     return 0;
 }

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(again.has_value());
     FUZZ_CHECK(again->kind == r->kind && again->markers == r->markers && again->crc == r->crc &&
                again->reject == r->reject && again->revision == r->revision && again->v2 == r->v2);
-    FUZZ_CHECK(std::equal(again->private_data.begin(), again->private_data.end(), r->private_data.begin(),
-                          r->private_data.end()));
+    FUZZ_CHECK(std::equal(again->private_data.begin(), again->private_data.end(),
+                          r->private_data.begin(), r->private_data.end()));
     return 0;
 }

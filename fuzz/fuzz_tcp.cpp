@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto again = wire::parse_tcp(out, ph);
     FUZZ_CHECK(again.has_value());
     FUZZ_CHECK(again->repr == r->repr);
-    FUZZ_CHECK(std::equal(again->payload.begin(), again->payload.end(), r->payload.begin(), r->payload.end()));
+    FUZZ_CHECK(std::equal(again->payload.begin(), again->payload.end(), r->payload.begin(),
+                          r->payload.end()));
     return 0;
 }

@@ -24,13 +24,12 @@
 namespace iwcm::fuzz {
 
 // A failed property: abort so libFuzzer saves the input.
-#define FUZZ_CHECK(cond)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, \
-                         __LINE__);                                                 \
-            std::abort();                                                           \
-        }                                                                           \
+#define FUZZ_CHECK(cond)                                                                        \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+            std::abort();                                                                       \
+        }                                                                                       \
     } while (0)
 
 inline std::span<const std::byte> bytes_of(const std::uint8_t* data, std::size_t size) {
@@ -38,7 +37,8 @@ inline std::span<const std::byte> bytes_of(const std::uint8_t* data, std::size_t
 }
 
 inline std::uint16_t be16(const std::vector<std::byte>& b, std::size_t off) {
-    return static_cast<std::uint16_t>((std::to_integer<unsigned>(b[off]) << 8) | std::to_integer<unsigned>(b[off + 1]));
+    return static_cast<std::uint16_t>((std::to_integer<unsigned>(b[off]) << 8) |
+                                      std::to_integer<unsigned>(b[off + 1]));
 }
 
 inline void put16(std::vector<std::byte>& b, std::size_t off, std::uint16_t v) {
@@ -66,7 +66,8 @@ inline void fix_checksums(std::vector<std::byte>& frame) {
         std::size_t ihl = (std::to_integer<unsigned>(frame[off]) & 0x0F) * 4u;
         if (ihl < 20 || frame.size() < off + ihl) return;
         put16(frame, off + 10, 0);
-        put16(frame, off + 10, wire::internet_checksum(std::span<const std::byte>(frame).subspan(off, ihl)));
+        put16(frame, off + 10,
+              wire::internet_checksum(std::span<const std::byte>(frame).subspan(off, ihl)));
         std::size_t total = be16(frame, off + 2);
         if (total < ihl || frame.size() < off + total) return;
         Ipv4Addr s{}, d{};

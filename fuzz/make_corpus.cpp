@@ -26,7 +26,8 @@ namespace {
 fs::path g_root;
 std::set<std::string> g_written;
 
-void write(const std::string& target, std::uint8_t prefix, bool with_prefix, std::span<const std::byte> bytes) {
+void write(const std::string& target, std::uint8_t prefix, bool with_prefix,
+           std::span<const std::byte> bytes) {
     std::string data;
     if (with_prefix) data.push_back(static_cast<char>(prefix));
     for (std::byte b : bytes) data.push_back(static_cast<char>(b));
@@ -44,7 +45,8 @@ struct Capture {
     std::vector<std::vector<std::byte>> frames;
 };
 
-void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool crc, std::uint8_t rtr, bool reject) {
+void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool crc,
+              std::uint8_t rtr, bool reject) {
     CoreConfig ca, cb;
     ca.mac = MacAddr{{2, 0, 0, 0, 0, 0x0a}};
     cb.mac = MacAddr{{2, 0, 0, 0, 0, 0x0b}};
@@ -75,8 +77,10 @@ void exchange(Capture& cap, bool v6, std::uint16_t vlan, std::uint8_t rev, bool 
             while (auto e = b.poll_event()) {
                 if (e->type != EventType::kConnectRequest) continue;
                 std::vector<std::byte> pd(reject ? 7 : 12, std::byte{'r'});
-                if (reject) (void)b.reject(now, e->conn, pd);
-                else (void)b.accept(now, e->conn, {pd, 4, 4});
+                if (reject)
+                    (void)b.reject(now, e->conn, pd);
+                else
+                    (void)b.accept(now, e->conn, {pd, 4, 4});
             }
             while (a.poll_event()) {
             }
@@ -139,7 +143,8 @@ int main(int argc, char** argv) {
     Capture cap;
     for (bool v6 : {false, true})
         for (std::uint8_t rev : {1, 2})
-            exchange(cap, v6, v6 ? kNoVlan : (rev == 2 ? 7 : kNoVlan), rev, rev == 2 && !v6, rtr::kAll, false);
+            exchange(cap, v6, v6 ? kNoVlan : (rev == 2 ? 7 : kNoVlan), rev, rev == 2 && !v6,
+                     rtr::kAll, false);
     exchange(cap, false, kNoVlan, 2, true, rtr::kWrite, false);
     exchange(cap, false, kNoVlan, 2, false, rtr::kRead, false);
     exchange(cap, false, kNoVlan, 2, false, rtr::kAll, true);
@@ -166,10 +171,13 @@ int main(int argc, char** argv) {
         const auto seg_start = fr->payload.data() - fr->repr.tcp.header_len();
         auto seg = eth->payload.subspan(static_cast<std::size_t>(seg_start - eth->payload.data()));
         std::size_t tcp_len = fr->repr.tcp.header_len() + fr->payload.size();
-        write("tcp", fr->repr.ip.src.is_v4() ? 0 : 2, true, seg.first(std::min(tcp_len, seg.size())));
+        write("tcp", fr->repr.ip.src.is_v4() ? 0 : 2, true,
+              seg.first(std::min(tcp_len, seg.size())));
         if (!fr->payload.empty()) {
-            if (wire::parse_mpa(fr->payload)) write("mpa", 0, false, fr->payload);
-            else write("fpdu", 1, true, fr->payload), write("fpdu", 0, true, fr->payload);
+            if (wire::parse_mpa(fr->payload))
+                write("mpa", 0, false, fr->payload);
+            else
+                write("fpdu", 1, true, fr->payload), write("fpdu", 0, true, fr->payload);
         }
         // Core: a raw chunk (kind 0) of each frame small enough for a one-byte length.
         if (f.size() <= 255 && core_input.size() < 1500) {
@@ -232,12 +240,13 @@ int main(int argc, char** argv) {
         }
     for (int e = 0; e < 3; ++e) {
         std::byte buf[128];
-        auto err = e == 0 ? wire::TermError::kInsufficientIrd : e == 1 ? wire::TermError::kNoMatchingRtr
-                                                                        : wire::TermError::kCrcError;
+        auto err = e == 0   ? wire::TermError::kInsufficientIrd
+                   : e == 1 ? wire::TermError::kNoMatchingRtr
+                            : wire::TermError::kCrcError;
         std::size_t n = wire::emit_terminate_fpdu(err, e == 2, buf);
         write("fpdu", e == 2 ? 1 : 0, true, std::span<const std::byte>(buf, n));
     }
-    std::printf("corpus: %zu frames captured, %zu files, %zu core inputs, in %s\n", cap.frames.size(),
-                g_written.size(), core_inputs, g_root.c_str());
+    std::printf("corpus: %zu frames captured, %zu files, %zu core inputs, in %s\n",
+                cap.frames.size(), g_written.size(), core_inputs, g_root.c_str());
     return 0;
 }

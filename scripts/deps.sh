@@ -6,7 +6,7 @@ packages=(
   build-essential cmake make pkg-config
   libexpected-dev libgtest-dev libgmock-dev googletest libbenchmark-dev libcli11-dev
   libpcap-dev tshark iproute2 nftables python3
-  clang-14 libclang-rt-14-dev llvm-14
+  clang-14 libclang-rt-14-dev llvm-14 clang-format-14
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -61,7 +61,9 @@ std::optional<IpAddr> IpAddr::parse(std::string_view text) {
     return std::nullopt;
 }
 
-std::string IpAddr::to_string() const { return is_v4() ? v4().to_string() : v6().to_string(); }
+std::string IpAddr::to_string() const {
+    return is_v4() ? v4().to_string() : v6().to_string();
+}
 
 std::optional<Endpoint> Endpoint::parse(std::string_view text) {
     std::string_view host;

@@ -13,10 +13,13 @@ std::string_view to_string(ApiError e) noexcept {
         case ApiError::kPrivateDataTooLong:
             return "private data too long (512 bytes at revision 1, 508 at revision 2)";
         case ApiError::kInvalidArgument: return "invalid argument";
-        case ApiError::kFamilyMismatch: return "local and remote addresses are of different families";
-        case ApiError::kTooManyConnections: return "too many connections (CoreConfig::max_connections)";
+        case ApiError::kFamilyMismatch:
+            return "local and remote addresses are of different families";
+        case ApiError::kTooManyConnections:
+            return "too many connections (CoreConfig::max_connections)";
         case ApiError::kNoPorts: return "no free ephemeral port";
-        case ApiError::kEventQueueFull: return "event queue full (CoreConfig::max_events): poll events first";
+        case ApiError::kEventQueueFull:
+            return "event queue full (CoreConfig::max_events): poll events first";
     }
     return "?";
 }

@@ -79,8 +79,8 @@ struct BenchOptions {
     std::size_t batch = 256;
     std::size_t pdata = 32;
     int reps = 5;
-    double seconds = 0.5;      // per repetition
-    int concurrency = 128;     // kernel baseline: connections in flight
+    double seconds = 0.5;   // per repetition
+    int concurrency = 128;  // kernel baseline: connections in flight
     int cpu = -1;
     std::uint64_t profile_setups = 0;
     bool skip_kernel = false;
@@ -101,11 +101,11 @@ double median(std::vector<double> v) {
 
 struct RateSample {
     std::uint64_t setups = 0;
-    double setup_s = 0;       // wall time inside setup rounds only
-    double teardown_s = 0;    // wall time inside abortive teardowns
-    double setup_cpu_s = 0;   // the same in thread CPU time
+    double setup_s = 0;      // wall time inside setup rounds only
+    double teardown_s = 0;   // wall time inside abortive teardowns
+    double setup_cpu_s = 0;  // the same in thread CPU time
     double teardown_cpu_s = 0;
-    std::uint64_t frames = 0; // frames moved during the setup rounds
+    std::uint64_t frames = 0;  // frames moved during the setup rounds
     std::uint64_t errors = 0;
     static double per(std::uint64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0; }
     // Setups per second of CPU time, teardown excluded / included; and wall.
@@ -148,8 +148,8 @@ RateSample churn(SetupPair& p, std::size_t batch, double seconds, std::uint64_t 
 
 struct KernelSample {
     std::uint64_t setups = 0;
-    double seconds = 0;       // wall
-    double cpu_s = 0;         // thread CPU time, kernel time included
+    double seconds = 0;  // wall
+    double cpu_s = 0;    // thread CPU time, kernel time included
     std::uint64_t errors = 0;
     double rate() const { return cpu_s > 0 ? static_cast<double>(setups) / cpu_s : 0; }
     double wall_rate() const { return seconds > 0 ? static_cast<double>(setups) / seconds : 0; }
@@ -247,7 +247,8 @@ private:
     };
 
     Conn& track(int fd, Role role) {
-        if (static_cast<std::size_t>(fd) >= conns_.size()) conns_.resize(static_cast<std::size_t>(fd) + 64);
+        if (static_cast<std::size_t>(fd) >= conns_.size())
+            conns_.resize(static_cast<std::size_t>(fd) + 64);
         Conn& c = conns_[static_cast<std::size_t>(fd)];
         c.role = role;
         c.sent = false;
@@ -273,7 +274,8 @@ private:
             ++errors_;
             return;
         }
-        if (connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0 && errno != EINPROGRESS) {
+        if (connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0 &&
+            errno != EINPROGRESS) {
             ::close(fd);
             ++errors_;
             return;
@@ -293,8 +295,10 @@ private:
             return;
         }
         Conn& c = conns_[static_cast<std::size_t>(fd)];
-        if (c.role == kClient) on_client(fd, c, ev.events);
-        else if (c.role == kServer) on_server(fd, c, ev.events);
+        if (c.role == kClient)
+            on_client(fd, c, ev.events);
+        else if (c.role == kServer)
+            on_server(fd, c, ev.events);
     }
 
     void accept_all() {
@@ -366,26 +370,28 @@ private:
 
 struct ScaleSample {
     std::uint64_t n = 0;
-    std::uint64_t held = 0;           // connections held (each is a node on A and on B)
+    std::uint64_t held = 0;  // connections held (each is a node on A and on B)
     std::uint64_t rss_before = 0;
     std::uint64_t rss_after = 0;
-    double build_s = 0;               // CPU time to set up the N held connections
-    double churn_rate = 0;            // setups/s (setup only) with N held
-    double churn_cycle_rate = 0;      // setups/s with teardown included
+    double build_s = 0;           // CPU time to set up the N held connections
+    double churn_rate = 0;        // setups/s (setup only) with N held
+    double churn_cycle_rate = 0;  // setups/s with teardown included
     std::uint64_t churn_setups = 0;
     std::uint64_t live_a = 0;
     std::uint64_t live_b = 0;
-    std::uint64_t timers = 0;         // timer entries armed, both cores
+    std::uint64_t timers = 0;  // timer entries armed, both cores
     std::uint64_t errors = 0;
     double bytes_per_conn() const {
-        return held ? static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(held)
+        return held ? static_cast<double>(rss_after - std::min(rss_after, rss_before)) /
+                          static_cast<double>(held)
                     : 0;
     }
     double build_rate() const { return build_s > 0 ? static_cast<double>(held) / build_s : 0; }
 };
 
 std::uint16_t hold_port(std::uint64_t held) {
-    return static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + held / SetupPair::kPortsPerRemote);
+    return static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 +
+                                      held / SetupPair::kPortsPerRemote);
 }
 
 // Runs in a child process: holds n connections (established or half-open),
@@ -395,13 +401,15 @@ ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) 
     s.n = n;
     auto p = std::make_unique<SetupPair>(o.pdata, o.pdata);
     for (std::uint64_t port = 0; port <= n / SetupPair::kPortsPerRemote; ++port)
-        if (!p->add_listener(static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + port))) ++s.errors;
+        if (!p->add_listener(static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 + port)))
+            ++s.errors;
     malloc_trim(0);
     s.rss_before = bench::rss_bytes();
     const double cpu0 = thread_cpu_s();
     while (s.held < n) {
         std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, n - s.held));
-        std::size_t got = half_open ? p->half_open_round(k, hold_port(s.held)) : p->setup_round(k, hold_port(s.held));
+        std::size_t got = half_open ? p->half_open_round(k, hold_port(s.held))
+                                    : p->setup_round(k, hold_port(s.held));
         if (got != k) ++s.errors;
         if (got == 0) break;
         s.held += got;
@@ -473,12 +481,24 @@ struct Report {
         return median(v);
     }
     // Medians over the repetitions; CPU time unless named wall.
-    double setup_rate() const { return med(setup, [](const RateSample& s) { return s.rate(); }); }
-    double cycle_rate() const { return med(setup, [](const RateSample& s) { return s.cycle_rate(); }); }
-    double setup_wall_rate() const { return med(setup, [](const RateSample& s) { return s.wall_rate(); }); }
-    double kernel_rate() const { return med(kernel, [](const KernelSample& s) { return s.rate(); }); }
-    double kernel_wall_rate() const { return med(kernel, [](const KernelSample& s) { return s.wall_rate(); }); }
-    double stream_mb_s() const { return med(stream, [](const bench::StreamSample& s) { return s.mb_per_s(); }); }
+    double setup_rate() const {
+        return med(setup, [](const RateSample& s) { return s.rate(); });
+    }
+    double cycle_rate() const {
+        return med(setup, [](const RateSample& s) { return s.cycle_rate(); });
+    }
+    double setup_wall_rate() const {
+        return med(setup, [](const RateSample& s) { return s.wall_rate(); });
+    }
+    double kernel_rate() const {
+        return med(kernel, [](const KernelSample& s) { return s.rate(); });
+    }
+    double kernel_wall_rate() const {
+        return med(kernel, [](const KernelSample& s) { return s.wall_rate(); });
+    }
+    double stream_mb_s() const {
+        return med(stream, [](const bench::StreamSample& s) { return s.mb_per_s(); });
+    }
     double kernel_stream_mb_s() const {
         return med(kernel_stream, [](const bench::StreamSample& s) { return s.mb_per_s(); });
     }
@@ -544,7 +564,8 @@ void run_rates(const BenchOptions& o, Report& r, BenchProgress& progress) {
         if (!o.json) {
             progress.clear();
             std::fprintf(stderr, "  rep %d: iwarp-cm %.0f setups/s", i + 1, r.setup.back().rate());
-            if (!r.kernel.empty()) std::fprintf(stderr, ", kernel %.0f setups/s", r.kernel.back().rate());
+            if (!r.kernel.empty())
+                std::fprintf(stderr, ", kernel %.0f setups/s", r.kernel.back().rate());
             std::fprintf(stderr, "\n");
         }
     }
@@ -593,9 +614,11 @@ void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progre
         if (!o.json) {
             progress.clear();
             const ScaleSample& e = r.established.back();
-            std::fprintf(stderr, "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held\n",
-                         static_cast<unsigned long long>(n), e.bytes_per_conn(),
-                         r.half_open.back().bytes_per_conn(), e.churn_rate);
+            std::fprintf(
+                stderr,
+                "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held\n",
+                static_cast<unsigned long long>(n), e.bytes_per_conn(),
+                r.half_open.back().bytes_per_conn(), e.churn_rate);
         }
     }
     auto budget = std::chrono::nanoseconds(static_cast<std::int64_t>(o.seconds * 1e9));
@@ -627,16 +650,19 @@ std::vector<Target> targets(const Report& r) {
     if (k > 0) t.push_back({"ratio to kernel sockets", ">= 50x", rate / k, "x", rate / k >= 50});
     if (double ks = r.kernel_stream_mb_s(); ks > 0) {
         double ratio = r.stream_mb_s() / ks;
-        t.push_back({"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
+        t.push_back(
+            {"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
     }
     for (const ScaleSample& e : r.established) {
         double per_node = e.bytes_per_conn() / 2;
         if (&e == &r.established.back()) {
-            t.push_back({"bytes per idle established connection (one side)", "<= 256 B", per_node, "B",
-                         per_node <= 256});
-            double mib = static_cast<double>(e.rss_after - std::min(e.rss_after, e.rss_before)) / 1048576.0;
+            t.push_back({"bytes per idle established connection (one side)", "<= 256 B", per_node,
+                         "B", per_node <= 256});
+            double mib =
+                static_cast<double>(e.rss_after - std::min(e.rss_after, e.rss_before)) / 1048576.0;
             if (e.n >= 1'000'000)
-                t.push_back({"1M concurrent, both sides, RSS growth", "< 512 MiB", mib, "MiB", mib < 512});
+                t.push_back(
+                    {"1M concurrent, both sides, RSS growth", "< 512 MiB", mib, "MiB", mib < 512});
         }
     }
     if (r.established.size() >= 2) {
@@ -670,61 +696,74 @@ std::string to_json(const BenchOptions& o, const Report& r) {
     std::ostringstream j;
     j.precision(6);
     j << "{\n  \"machine\": {\"cpu\": " << json_quote(machine_cpu())
-      << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
-      << ", \"pinned_cpu\": " << r.cpu << "},\n";
-    j << "  \"config\": {\"batch\": " << o.batch << ", \"pdata\": " << o.pdata << ", \"reps\": " << o.reps
-      << ", \"seconds_per_rep\": " << o.seconds << ", \"kernel_concurrency\": " << o.concurrency
-      << ", \"quick\": " << (o.quick ? "true" : "false") << ", \"sizeof_node\": " << sizeof(cm::Node)
+      << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN) << ", \"pinned_cpu\": " << r.cpu << "},\n";
+    j << "  \"config\": {\"batch\": " << o.batch << ", \"pdata\": " << o.pdata
+      << ", \"reps\": " << o.reps << ", \"seconds_per_rep\": " << o.seconds
+      << ", \"kernel_concurrency\": " << o.concurrency
+      << ", \"quick\": " << (o.quick ? "true" : "false")
+      << ", \"sizeof_node\": " << sizeof(cm::Node)
       << ", \"sizeof_node_buffers\": " << sizeof(cm::NodeBuffers) << "},\n";
-    j << "  \"setup\": {\"rate_per_s\": " << r.setup_rate() << ", \"cycle_rate_per_s\": " << r.cycle_rate()
+    j << "  \"setup\": {\"rate_per_s\": " << r.setup_rate()
+      << ", \"cycle_rate_per_s\": " << r.cycle_rate()
       << ", \"ns_per_setup\": " << (r.setup_rate() > 0 ? 1e9 / r.setup_rate() : 0)
-      << ", \"frames_per_setup\": " << r.frames_per_setup << ", \"wall_rate_per_s\": " << r.setup_wall_rate()
-      << ", \"reps\": [";
+      << ", \"frames_per_setup\": " << r.frames_per_setup
+      << ", \"wall_rate_per_s\": " << r.setup_wall_rate() << ", \"reps\": [";
     for (std::size_t i = 0; i < r.setup.size(); ++i)
-        j << (i ? ", " : "") << "{\"setups\": " << r.setup[i].setups << ", \"setup_s\": " << r.setup[i].setup_s
-          << ", \"teardown_s\": " << r.setup[i].teardown_s << ", \"setup_cpu_s\": " << r.setup[i].setup_cpu_s
-          << ", \"teardown_cpu_s\": " << r.setup[i].teardown_cpu_s << ", \"errors\": " << r.setup[i].errors << "}";
-    j << "]},\n  \"kernel\": {\"rate_per_s\": " << r.kernel_rate() << ", \"wall_rate_per_s\": " << r.kernel_wall_rate()
-      << ", \"reps\": [";
+        j << (i ? ", " : "") << "{\"setups\": " << r.setup[i].setups
+          << ", \"setup_s\": " << r.setup[i].setup_s
+          << ", \"teardown_s\": " << r.setup[i].teardown_s
+          << ", \"setup_cpu_s\": " << r.setup[i].setup_cpu_s
+          << ", \"teardown_cpu_s\": " << r.setup[i].teardown_cpu_s
+          << ", \"errors\": " << r.setup[i].errors << "}";
+    j << "]},\n  \"kernel\": {\"rate_per_s\": " << r.kernel_rate()
+      << ", \"wall_rate_per_s\": " << r.kernel_wall_rate() << ", \"reps\": [";
     for (std::size_t i = 0; i < r.kernel.size(); ++i)
-        j << (i ? ", " : "") << "{\"setups\": " << r.kernel[i].setups << ", \"seconds\": " << r.kernel[i].seconds
-          << ", \"cpu_s\": " << r.kernel[i].cpu_s << ", \"errors\": " << r.kernel[i].errors << "}";
+        j << (i ? ", " : "") << "{\"setups\": " << r.kernel[i].setups
+          << ", \"seconds\": " << r.kernel[i].seconds << ", \"cpu_s\": " << r.kernel[i].cpu_s
+          << ", \"errors\": " << r.kernel[i].errors << "}";
     double k = r.kernel_rate();
     j << "]},\n  \"ratio\": {\"setup_vs_kernel\": " << (k > 0 ? r.setup_rate() / k : 0)
-      << ", \"cycle_vs_kernel\": " << (k > 0 ? r.cycle_rate() / k : 0) << ", \"wall_setup_vs_kernel\": "
-      << (r.kernel_wall_rate() > 0 ? r.setup_wall_rate() / r.kernel_wall_rate() : 0) << "},\n  \"scale\": [";
+      << ", \"cycle_vs_kernel\": " << (k > 0 ? r.cycle_rate() / k : 0)
+      << ", \"wall_setup_vs_kernel\": "
+      << (r.kernel_wall_rate() > 0 ? r.setup_wall_rate() / r.kernel_wall_rate() : 0)
+      << "},\n  \"scale\": [";
     for (std::size_t i = 0; i < r.established.size(); ++i) {
         const ScaleSample& e = r.established[i];
         const ScaleSample& h = r.half_open[i];
         j << (i ? "," : "") << "\n    {\"n\": " << e.n << ", \"established\": {\"held\": " << e.held
           << ", \"rss_growth\": " << (e.rss_after - std::min(e.rss_after, e.rss_before))
-          << ", \"bytes_per_conn\": " << e.bytes_per_conn() << ", \"bytes_per_node\": " << e.bytes_per_conn() / 2
+          << ", \"bytes_per_conn\": " << e.bytes_per_conn()
+          << ", \"bytes_per_node\": " << e.bytes_per_conn() / 2
           << ", \"build_rate_per_s\": " << e.build_rate() << ", \"rate_per_s\": " << e.churn_rate
-          << ", \"cycle_rate_per_s\": " << e.churn_cycle_rate << ", \"live_nodes\": " << e.live_a + e.live_b
-          << ", \"timers\": " << e.timers << ", \"errors\": " << e.errors << "}, \"half_open\": {\"held\": "
-          << h.held << ", \"rss_growth\": " << (h.rss_after - std::min(h.rss_after, h.rss_before))
-          << ", \"bytes_per_conn\": " << h.bytes_per_conn() << ", \"bytes_per_node\": " << h.bytes_per_conn() / 2
+          << ", \"cycle_rate_per_s\": " << e.churn_cycle_rate
+          << ", \"live_nodes\": " << e.live_a + e.live_b << ", \"timers\": " << e.timers
+          << ", \"errors\": " << e.errors << "}, \"half_open\": {\"held\": " << h.held
+          << ", \"rss_growth\": " << (h.rss_after - std::min(h.rss_after, h.rss_before))
+          << ", \"bytes_per_conn\": " << h.bytes_per_conn()
+          << ", \"bytes_per_node\": " << h.bytes_per_conn() / 2
           << ", \"live_nodes\": " << h.live_a + h.live_b << ", \"timers\": " << h.timers
           << ", \"errors\": " << h.errors << "}}";
     }
     j << "\n  ],\n  \"timer\": [";
     for (std::size_t i = 0; i < r.timer.size(); ++i) {
         const TimerSample& t = r.timer[i];
-        j << (i ? "," : "") << "\n    {\"n\": " << t.wheel.n << ", \"wheel_ns_per_tick\": " << t.wheel.ns_per_tick
-          << ", \"walk_ns_per_tick\": " << t.walk.ns_per_tick << ", \"fired_per_tick\": " << t.wheel.fired_per_tick
-          << ", \"walk_over_wheel\": " << (t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0)
-          << "}";
+        j << (i ? "," : "") << "\n    {\"n\": " << t.wheel.n
+          << ", \"wheel_ns_per_tick\": " << t.wheel.ns_per_tick
+          << ", \"walk_ns_per_tick\": " << t.walk.ns_per_tick
+          << ", \"fired_per_tick\": " << t.wheel.fired_per_tick << ", \"walk_over_wheel\": "
+          << (t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0) << "}";
     }
     j << "\n  ],\n  \"stream\": {\"mb_per_s\": " << r.stream_mb_s()
       << ", \"loopback_tcp_mb_per_s\": " << r.kernel_stream_mb_s() << ", \"reps\": [";
     for (std::size_t i = 0; i < r.stream.size(); ++i)
-        j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes << ", \"frames\": " << r.stream[i].frames
-          << ", \"seconds\": " << r.stream[i].seconds << "}";
+        j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes
+          << ", \"frames\": " << r.stream[i].frames << ", \"seconds\": " << r.stream[i].seconds
+          << "}";
     j << "]},\n  \"targets\": [";
     auto ts = targets(r);
     for (std::size_t i = 0; i < ts.size(); ++i)
-        j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \"" << ts[i].want
-          << "\", \"measured\": " << ts[i].measured << ", \"unit\": \"" << ts[i].unit
+        j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \""
+          << ts[i].want << "\", \"measured\": " << ts[i].measured << ", \"unit\": \"" << ts[i].unit
           << "\", \"met\": " << (ts[i].met ? "true" : "false") << "}";
     j << "\n  ],\n  \"errors\": " << r.errors() << "\n}\n";
     return j.str();
@@ -732,29 +771,39 @@ std::string to_json(const BenchOptions& o, const Report& r) {
 
 void print_table(const Report& r) {
     double rate = r.setup_rate(), k = r.kernel_rate();
-    std::printf("\nsetup rate (one thread pinned to cpu %d; per second of its CPU time; wall in brackets)\n", r.cpu);
-    std::printf("  iwarp-cm   %10.0f setups/s [%.0f]  (%.0f ns/setup, %.1f frames/setup; with teardown %.0f/s)\n",
-                rate, r.setup_wall_rate(), rate > 0 ? 1e9 / rate : 0, r.frames_per_setup, r.cycle_rate());
+    std::printf(
+        "\nsetup rate (one thread pinned to cpu %d; per second of its CPU time; wall in "
+        "brackets)\n",
+        r.cpu);
+    std::printf(
+        "  iwarp-cm   %10.0f setups/s [%.0f]  (%.0f ns/setup, %.1f frames/setup; with teardown "
+        "%.0f/s)\n",
+        rate, r.setup_wall_rate(), rate > 0 ? 1e9 / rate : 0, r.frames_per_setup, r.cycle_rate());
     if (k > 0) {
-        std::printf("  kernel TCP %10.0f setups/s [%.0f]  (127.0.0.1, epoll, connect+accept+MPA req/rep+close)\n", k,
-                    r.kernel_wall_rate());
-        std::printf("  ratio      %10.1fx  (with teardown: %.1fx; wall: %.1fx)\n", rate / k, r.cycle_rate() / k,
-                    r.setup_wall_rate() / r.kernel_wall_rate());
+        std::printf(
+            "  kernel TCP %10.0f setups/s [%.0f]  (127.0.0.1, epoll, connect+accept+MPA "
+            "req/rep+close)\n",
+            k, r.kernel_wall_rate());
+        std::printf("  ratio      %10.1fx  (with teardown: %.1fx; wall: %.1fx)\n", rate / k,
+                    r.cycle_rate() / k, r.setup_wall_rate() / r.kernel_wall_rate());
     }
     if (!r.established.empty()) {
         std::printf("\nscale (RSS growth / N, both sides; rate = setups/s with N held)\n");
-        std::printf("  %10s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half", "rate held", "build rate");
+        std::printf("  %10s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half", "rate held",
+                    "build rate");
         for (std::size_t i = 0; i < r.established.size(); ++i) {
             const ScaleSample& e = r.established[i];
-            std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f\n", static_cast<unsigned long long>(e.n),
-                        e.bytes_per_conn(), r.half_open[i].bytes_per_conn(), e.churn_rate, e.build_rate());
+            std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f\n",
+                        static_cast<unsigned long long>(e.n), e.bytes_per_conn(),
+                        r.half_open[i].bytes_per_conn(), e.churn_rate, e.build_rate());
         }
     }
     if (!r.timer.empty()) {
         std::printf("\ntimer tick (1 ms tick, N pending, deadlines 1 ms..60 s)\n");
         std::printf("  %10s %14s %14s %10s\n", "N", "wheel ns/tick", "walk ns/tick", "walk/wheel");
         for (const TimerSample& t : r.timer)
-            std::printf("  %10zu %14.0f %14.0f %10.0f\n", t.wheel.n, t.wheel.ns_per_tick, t.walk.ns_per_tick,
+            std::printf("  %10zu %14.0f %14.0f %10.0f\n", t.wheel.n, t.wheel.ns_per_tick,
+                        t.walk.ns_per_tick,
                         t.wheel.ns_per_tick > 0 ? t.walk.ns_per_tick / t.wheel.ns_per_tick : 0);
     }
     if (r.kernel_stream_mb_s() > 0) {
@@ -764,7 +813,8 @@ void print_table(const Report& r) {
     }
     std::printf("\ntargets\n");
     for (const Target& t : targets(r))
-        std::printf("  %-52s %-16s %12.1f %-9s %s\n", t.name, t.want, t.measured, t.unit, t.met ? "met" : "MISSED");
+        std::printf("  %-52s %-16s %12.1f %-9s %s\n", t.name, t.want, t.measured, t.unit,
+                    t.met ? "met" : "MISSED");
     std::printf("errors: %llu\n", static_cast<unsigned long long>(r.errors()));
 }
 
@@ -773,8 +823,10 @@ int run_profile(const BenchOptions& o) {
     SetupPair p(o.pdata, o.pdata);
     churn(p, o.batch, 60, o.profile_setups);
     RateSample s = churn(p, o.batch, 600, o.profile_setups, true);
-    std::printf("profiled %llu setups (%llu frames), errors %llu\n", static_cast<unsigned long long>(s.setups),
-                static_cast<unsigned long long>(s.frames), static_cast<unsigned long long>(s.errors));
+    std::printf("profiled %llu setups (%llu frames), errors %llu\n",
+                static_cast<unsigned long long>(s.setups),
+                static_cast<unsigned long long>(s.frames),
+                static_cast<unsigned long long>(s.errors));
     return s.errors == 0 ? 0 : 1;
 }
 
@@ -822,8 +874,10 @@ int run_bench(BenchOptions o) {
     run_scale_and_timer(o, r, progress);
     progress.finish();
     std::string json = to_json(o, r);
-    if (o.json) std::fputs(json.c_str(), stdout);
-    else print_table(r);
+    if (o.json)
+        std::fputs(json.c_str(), stdout);
+    else
+        print_table(r);
     if (json_out != nullptr) {
         const bool written = std::fputs(json.c_str(), json_out) >= 0;
         if (std::fclose(json_out) != 0 || !written) {
@@ -839,7 +893,8 @@ int run_bench(BenchOptions o) {
 
 void add_bench(CLI::App& app) {
     auto opt = std::make_shared<BenchOptions>();
-    CLI::App* cmd = app.add_subcommand("bench", "setup rate, scale, memory and timer tick vs the kernel-socket way");
+    CLI::App* cmd = app.add_subcommand(
+        "bench", "setup rate, scale, memory and timer tick vs the kernel-socket way");
     cmd->add_flag("--json", opt->json, "print the results as one JSON object");
     cmd->add_option("--json-out", opt->json_out,
                     "also write the JSON to this file (opened before the run)");
@@ -866,7 +921,8 @@ void add_bench(CLI::App& app) {
         ->check(bounded(0, 1e12, true));
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
     cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
-    cmd->add_flag("--skip-stream", opt->skip_stream, "no stream throughput (and its loopback TCP baseline)");
+    cmd->add_flag("--skip-stream", opt->skip_stream,
+                  "no stream throughput (and its loopback TCP baseline)");
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
     cmd->footer(help_footer("iwarp-cm bench --quick --json-out perf.json"));
     cmd->callback([opt, scale] {

@@ -87,8 +87,7 @@ CLI::Validator byte_value() {
             const char* last = first + digits.size();
             unsigned v = 0;
             const auto [end, ec] = std::from_chars(first, last, v, hex ? 16 : 10);
-            if (digits.empty() || ec != std::errc{} || end != last || v > 255)
-                return bad;
+            if (digits.empty() || ec != std::errc{} || end != last || v > 255) return bad;
             in = std::to_string(v);
             return {};
         },

@@ -21,7 +21,9 @@ namespace {
 // How long a graceful or abortive close may take before we give up on it.
 constexpr auto kCloseLimit = std::chrono::seconds(10);
 
-Duration seconds(double s) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)); }
+Duration seconds(double s) {
+    return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
 
 struct Outcome {
     int code = exit_codes::kOk;
@@ -61,7 +63,7 @@ private:
     MacAddr remote_mac_;
     ConnHandle conn_;
     bool established_ = false;
-    bool ended_ = false;        // a terminal event came
+    bool ended_ = false;  // a terminal event came
     bool interrupted_ = false;
     std::optional<Duration> connect_time_;
     Instant connect_at_{};
@@ -153,7 +155,8 @@ bool Connector::establish(Instant deadline) {
             while (s_.core->poll_event()) {
             }
             ended_ = true;
-            return out_.set(exit_codes::kTimeout, "connection to " + to_.to_string() + " timed out after " +
+            return out_.set(exit_codes::kTimeout, "connection to " + to_.to_string() +
+                                                      " timed out after " +
                                                       std::to_string(o_.timeout_s) + " s");
         }
         if (!step(deadline)) return false;
@@ -204,7 +207,8 @@ bool Connector::close() {
     const Instant limit = io::TapHost::now() + kCloseLimit;
     while (!ended_ && io::TapHost::now() < limit)
         if (!step(limit)) return false;
-    if (!ended_) return out_.set(exit_codes::kTimeout, "close of " + to_.to_string() + " did not complete");
+    if (!ended_)
+        return out_.set(exit_codes::kTimeout, "close of " + to_.to_string() + " did not complete");
     return true;
 }
 
@@ -232,8 +236,8 @@ int Connector::run() {
         !interrupted_)
         out_.set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     if (xfer_) follow_transfer(io::TapHost::now());
-    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason,
-               connect_time_);
+    rep_.stats(io::TapHost::now(), *s_.core, *s_.host,
+               out_.code == exit_codes::kOk ? "ok" : "failed", out_.reason, connect_time_);
     if (out_.code != exit_codes::kOk) rep_.fail(out_.reason);
     return out_.code;
 }
@@ -304,8 +308,7 @@ std::pair<int, std::string> connect_failure(const Event& e) {
         case EventType::kAddressDown:
         case EventType::kAddressUp:
         case EventType::kReadable:
-        case EventType::kWritable:
-            break;
+        case EventType::kWritable: break;
     }
     IWCM_ASSERT(e.terminal());
     return {exit_codes::kError, "unexpected event"};

@@ -50,7 +50,9 @@ std::string printable(std::span<const std::byte> b) {
     return s;
 }
 
-double ms(Instant t) { return static_cast<double>(t.time_since_epoch().count()) / 1e6; }
+double ms(Instant t) {
+    return static_cast<double>(t.time_since_epoch().count()) / 1e6;
+}
 
 void print_event(const char* side, Instant now, const Event& e) {
     std::printf("  %9.3f ms  %s  %-15s %s -> %s  status=%d state=%s", ms(now), side,
@@ -72,25 +74,28 @@ void EventPrinter::operator()(const char* side, Instant now, const Event& e) con
 }
 
 void print_stats(const char* side, const Stats& s) {
-    std::printf("  %s: nodes %llu/%llu created/destroyed, accepts %llu, rejects %llu, established %llu, "
-                "retransmissions %llu, connect errors %llu, frames in/out %llu/%llu, dropped %llu\n",
-                side, (unsigned long long)s.nodes_created, (unsigned long long)s.nodes_destroyed,
-                (unsigned long long)s.accepts, (unsigned long long)s.rejects,
-                (unsigned long long)s.established, (unsigned long long)s.retransmissions,
-                (unsigned long long)s.connect_errors, (unsigned long long)s.frames_in,
-                (unsigned long long)s.frames_out, (unsigned long long)s.drops_total());
+    std::printf(
+        "  %s: nodes %llu/%llu created/destroyed, accepts %llu, rejects %llu, established %llu, "
+        "retransmissions %llu, connect errors %llu, frames in/out %llu/%llu, dropped %llu\n",
+        side, (unsigned long long)s.nodes_created, (unsigned long long)s.nodes_destroyed,
+        (unsigned long long)s.accepts, (unsigned long long)s.rejects,
+        (unsigned long long)s.established, (unsigned long long)s.retransmissions,
+        (unsigned long long)s.connect_errors, (unsigned long long)s.frames_in,
+        (unsigned long long)s.frames_out, (unsigned long long)s.drops_total());
 }
 
 void print_handoff(const char* side, const HandoffContext& c) {
-    std::printf("  %s: %s -> %s mac %s -> %s vlan %s ttl %u tos %u\n", side, c.local.to_string().c_str(),
-                c.remote.to_string().c_str(), c.local_mac.to_string().c_str(),
-                c.remote_mac.to_string().c_str(), c.vlan == kNoVlan ? "none" : std::to_string(c.vlan).c_str(),
-                c.ttl, c.tos);
-    std::printf("      snd_una %u snd_nxt %u rcv_nxt %u snd_wnd %u (shift %u) rcv_wnd %u (shift %u) mss %u\n",
-                c.snd_una, c.snd_nxt, c.rcv_nxt, c.snd_wnd, c.snd_wscale, c.rcv_wnd, c.rcv_wscale, c.mss);
-    std::printf("      MPA rev %u crc %d ird %u ord %u p2p %d rtr %s, %s\n", c.mpa.revision, c.mpa.crc, c.mpa.ird,
-                c.mpa.ord, c.mpa.peer_to_peer, std::string(to_string(c.mpa.rtr)).c_str(),
-                c.initiator ? "initiator" : "responder");
+    std::printf("  %s: %s -> %s mac %s -> %s vlan %s ttl %u tos %u\n", side,
+                c.local.to_string().c_str(), c.remote.to_string().c_str(),
+                c.local_mac.to_string().c_str(), c.remote_mac.to_string().c_str(),
+                c.vlan == kNoVlan ? "none" : std::to_string(c.vlan).c_str(), c.ttl, c.tos);
+    std::printf(
+        "      snd_una %u snd_nxt %u rcv_nxt %u snd_wnd %u (shift %u) rcv_wnd %u (shift %u) mss "
+        "%u\n",
+        c.snd_una, c.snd_nxt, c.rcv_nxt, c.snd_wnd, c.snd_wscale, c.rcv_wnd, c.rcv_wscale, c.mss);
+    std::printf("      MPA rev %u crc %d ird %u ord %u p2p %d rtr %s, %s\n", c.mpa.revision,
+                c.mpa.crc, c.mpa.ird, c.mpa.ord, c.mpa.peer_to_peer,
+                std::string(to_string(c.mpa.rtr)).c_str(), c.initiator ? "initiator" : "responder");
 }
 
 // The human report after the run: ladder, hand-off contexts, stats.
@@ -170,10 +175,11 @@ int run_demo(const DemoOptions& opt) {
     (void)ib;
 
     if (!opt.json) {
-        std::printf("iwarp-cm demo: A %s (%s) connects to B %s:4791 (%s) "
-                    "over the simulated network\n",
-                    ip_a.to_string().c_str(), ca.mac.to_string().c_str(), ip_b.to_string().c_str(),
-                    cb.mac.to_string().c_str());
+        std::printf(
+            "iwarp-cm demo: A %s (%s) connects to B %s:4791 (%s) "
+            "over the simulated network\n",
+            ip_a.to_string().c_str(), ca.mac.to_string().c_str(), ip_b.to_string().c_str(),
+            cb.mac.to_string().c_str());
         std::printf("  loss %.0f%%, seed %llu, latency 50 us, MPA revision %d\n\nEvents:\n",
                     opt.loss * 100, (unsigned long long)opt.seed, opt.mpa_rev);
     }
@@ -184,9 +190,11 @@ int run_demo(const DemoOptions& opt) {
         char line[400];
         const char* fate = r.fate == io::FrameFate::kLost ? "   x lost" : "";
         if (r.from == 0) {
-            std::snprintf(line, sizeof line, "  %9.3f ms  A ---> B  %s%s", ms(r.sent), what.c_str(), fate);
+            std::snprintf(line, sizeof line, "  %9.3f ms  A ---> B  %s%s", ms(r.sent), what.c_str(),
+                          fate);
         } else {
-            std::snprintf(line, sizeof line, "  %9.3f ms  A <--- B  %s%s", ms(r.sent), what.c_str(), fate);
+            std::snprintf(line, sizeof line, "  %9.3f ms  A <--- B  %s%s", ms(r.sent), what.c_str(),
+                          fate);
         }
         ladder.emplace_back(line);
     });
@@ -236,7 +244,8 @@ int run_demo(const DemoOptions& opt) {
         printer.rep.print(net.now(), r);
     } else {
         print_summary(ladder, contexts, a, b, net);
-        if (!a_established) std::printf("\nresult: NOT connected\n");
+        if (!a_established)
+            std::printf("\nresult: NOT connected\n");
         else
             std::printf("\nresult: connected, exchanged private data, disconnected%s\n",
                         clean ? ", nothing leaked" : " (LEAK)");
@@ -246,16 +255,22 @@ int run_demo(const DemoOptions& opt) {
 
 }  // namespace
 
-int exit_code() { return g_exit_code; }
-void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() {
+    return g_exit_code;
+}
+void set_exit_code(int code) {
+    g_exit_code = code;
+}
 
 void add_demo(CLI::App& app) {
     auto opt = std::make_shared<DemoOptions>();
-    CLI::App* cmd = app.add_subcommand("demo", "two connection managers connect over the simulated network");
+    CLI::App* cmd =
+        app.add_subcommand("demo", "two connection managers connect over the simulated network");
     cmd->add_option("--loss", opt->loss, "frame loss probability")->check(bounded(0, 0.9, false));
     cmd->add_option("--seed", opt->seed, "seed of the simulated network")
         ->check(bounded(0, 1e18, true));
-    cmd->add_option("--mpa-rev", opt->mpa_rev, "MPA revision of the initiator")->check(CLI::IsMember({1, 2}));
+    cmd->add_option("--mpa-rev", opt->mpa_rev, "MPA revision of the initiator")
+        ->check(CLI::IsMember({1, 2}));
     cmd->add_flag("--json", opt->json,
                   "one JSON object per event and a last demo_done line (docs/json.md)");
     cmd->footer(help_footer("iwarp-cm demo --loss 0.3 --seed 7"));

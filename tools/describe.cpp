@@ -38,9 +38,10 @@ std::string rtr_text(const wire::MpaV2Params& p) {
 
 std::string mpa_text(const wire::MpaRepr& m) {
     char buf[160];
-    const char* kind = m.kind == wire::MpaKind::kRequest ? "MPA request" : (m.reject ? "MPA reject" : "MPA reply");
-    int n = std::snprintf(buf, sizeof buf, "%s rev%u%s%s pd=%zu", kind, m.revision, m.crc ? " C" : "",
-                          m.markers ? " M" : "", m.private_data.size());
+    const char* kind =
+        m.kind == wire::MpaKind::kRequest ? "MPA request" : (m.reject ? "MPA reject" : "MPA reply");
+    int n = std::snprintf(buf, sizeof buf, "%s rev%u%s%s pd=%zu", kind, m.revision,
+                          m.crc ? " C" : "", m.markers ? " M" : "", m.private_data.size());
     std::string s(buf, static_cast<std::size_t>(n));
     if (m.v2) {
         std::snprintf(buf, sizeof buf, " ird=%u ord=%u%s rtr=%s", m.v2->ird, m.v2->ord,
@@ -57,7 +58,8 @@ std::string payload_text(wire::Bytes payload) {
             const char* names[] = {"send", "write", "read"};
             return std::string("FPDU RTR ") + names[static_cast<int>(*rtr)];
         }
-        if (auto t = wire::parse_terminate(f->ulpdu)) return std::string("FPDU TERMINATE ") + wire::to_string(*t);
+        if (auto t = wire::parse_terminate(f->ulpdu))
+            return std::string("FPDU TERMINATE ") + wire::to_string(*t);
         return "FPDU " + std::to_string(f->ulpdu.size()) + " bytes";
     }
     return std::to_string(payload.size()) + " bytes";
@@ -70,7 +72,8 @@ std::string describe_frame(std::span<const std::byte> frame) {
     if (!p) return "(unparsable: " + p.error().to_string() + ")";
     const wire::TcpRepr& t = p->repr.tcp;
     char buf[200];
-    int n = std::snprintf(buf, sizeof buf, "%-11s seq=%u", flags_text(t.flags).c_str(), t.seq.value());
+    int n =
+        std::snprintf(buf, sizeof buf, "%-11s seq=%u", flags_text(t.flags).c_str(), t.seq.value());
     std::string s(buf, static_cast<std::size_t>(n));
     if (t.has(wire::tcp_flags::kAck)) s += " ack=" + std::to_string(t.ack.value());
     if (t.options.mss) s += " mss=" + std::to_string(*t.options.mss);

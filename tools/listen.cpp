@@ -48,18 +48,21 @@ void on_terminal(const Event& e, Tally& t) {
     ++t.completed;
     std::erase(t.open, e.conn);
     if (e.type == EventType::kDisconnected) {
-        if (e.status == -ECONNRESET) t.failed(exit_codes::kReset, "connection from " + e.remote.to_string() + " reset by peer");
+        if (e.status == -ECONNRESET)
+            t.failed(exit_codes::kReset,
+                     "connection from " + e.remote.to_string() + " reset by peer");
         return;
     }
     if (e.type == EventType::kUnreachable)
         t.failed(exit_codes::kTimeout, "connection from " + e.remote.to_string() + " timed out");
     else
-        t.failed(e.status == -ECONNRESET ? exit_codes::kReset : exit_codes::kError,
-                 "connection from " + e.remote.to_string() + " failed: " + std::strerror(-e.status));
+        t.failed(
+            e.status == -ECONNRESET ? exit_codes::kReset : exit_codes::kError,
+            "connection from " + e.remote.to_string() + " failed: " + std::strerror(-e.status));
 }
 
-void on_request(Instant now, const Event& e, const ListenOptions& o, const std::vector<std::byte>& pdata,
-                Session& s, const Reporter& rep, Tally& t) {
+void on_request(Instant now, const Event& e, const ListenOptions& o,
+                const std::vector<std::byte>& pdata, Session& s, const Reporter& rep, Tally& t) {
     Report r;
     r.local = e.local;
     r.remote = e.remote;
@@ -80,7 +83,8 @@ void on_request(Instant now, const Event& e, const ListenOptions& o, const std::
     ap.ord = o.wire.ord;
     auto res = s.core->accept(now, e.conn, ap);
     r.event = "accept_sent";
-    if (!res) r.error = std::string(to_string(res.error()));
+    if (!res)
+        r.error = std::string(to_string(res.error()));
     else
         t.open.push_back(e.conn);
     rep.print(now, r);
@@ -169,8 +173,10 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
             const Instant t = io::TapHost::now();
             if (streams.on_event(t, *e)) continue;
             rep.print(t, Reporter::from_event(*e));
-            if (e->type == EventType::kConnectRequest) on_request(t, *e, o, pdata, s, rep, tally);
-            else if (e->terminal()) on_terminal(*e, tally);
+            if (e->type == EventType::kConnectRequest)
+                on_request(t, *e, o, pdata, s, rep, tally);
+            else if (e->terminal())
+                on_terminal(*e, tally);
         }
         streams.follow(io::TapHost::now(), tally.open);
         if (w == io::Wake::kSignal) return false;
@@ -196,7 +202,8 @@ int run_listen(const ListenOptions& o) {
     lp.tos = static_cast<std::uint8_t>(o.wire.tos);
     auto listener = s.core->listen(lp);
     if (!listener) {
-        rep.fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(listener.error())));
+        rep.fail("listen on " + lp.local.to_string() + ": " +
+                 std::string(to_string(listener.error())));
         return exit_codes::kSetup;
     }
     Report r;
@@ -239,7 +246,8 @@ int run_listen(const ListenOptions& o) {
 
 void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
-    CLI::App* cmd = app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
+    CLI::App* cmd =
+        app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--port", opt->port, "TCP port to listen on")
         ->required()

@@ -34,9 +34,9 @@ public:
 
 private:
     bool enabled_ = false;
-    bool drawn_ = false;       // something has been drawn since the last clear
-    bool ever_ = false;        // something has been drawn at all
-    std::size_t width_ = 0;    // columns of the text now on the line
+    bool drawn_ = false;     // something has been drawn since the last clear
+    bool ever_ = false;      // something has been drawn at all
+    std::size_t width_ = 0;  // columns of the text now on the line
     std::chrono::steady_clock::time_point last_{};
 };
 

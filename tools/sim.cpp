@@ -76,19 +76,23 @@ int run_sim(const SimOptions& opt) {
         }
         if (!o.ok) {
             ++failed;
-            std::printf("  replay: iwarp-cm sim --seed %llu --conns %zu --cores %zu --loss %g --log\n",
-                        static_cast<unsigned long long>(o.seed), opt.conns, opt.cores, opt.loss);
+            std::printf(
+                "  replay: iwarp-cm sim --seed %llu --conns %zu --cores %zu --loss %g --log\n",
+                static_cast<unsigned long long>(o.seed), opt.conns, opt.cores, opt.loss);
         }
     }
     double secs = elapsed();
     progress.finish(progress_text(opt.seeds, opt.seeds, secs, failed));
-    std::printf("sim: %llu seeds (%llu..%llu, %llu clean), %llu failed; %llu attempts, %llu established on both "
-                "sides, %llu frames; %.2f s, %.0f seeds/s\n",
-                static_cast<unsigned long long>(opt.seeds), static_cast<unsigned long long>(opt.start_seed),
-                static_cast<unsigned long long>(opt.start_seed + opt.seeds - 1), static_cast<unsigned long long>(clean),
-                static_cast<unsigned long long>(failed), static_cast<unsigned long long>(attempts),
-                static_cast<unsigned long long>(established), static_cast<unsigned long long>(frames), secs,
-                secs > 0 ? static_cast<double>(opt.seeds) / secs : 0.0);
+    std::printf(
+        "sim: %llu seeds (%llu..%llu, %llu clean), %llu failed; %llu attempts, %llu established on "
+        "both "
+        "sides, %llu frames; %.2f s, %.0f seeds/s\n",
+        static_cast<unsigned long long>(opt.seeds), static_cast<unsigned long long>(opt.start_seed),
+        static_cast<unsigned long long>(opt.start_seed + opt.seeds - 1),
+        static_cast<unsigned long long>(clean), static_cast<unsigned long long>(failed),
+        static_cast<unsigned long long>(attempts), static_cast<unsigned long long>(established),
+        static_cast<unsigned long long>(frames), secs,
+        secs > 0 ? static_cast<double>(opt.seeds) / secs : 0.0);
     return failed == 0 ? 0 : 1;
 }
 
@@ -96,7 +100,8 @@ int run_sim(const SimOptions& opt) {
 
 void add_sim(CLI::App& app) {
     auto opt = std::make_shared<SimOptions>();
-    CLI::App* cmd = app.add_subcommand("sim", "seeded fault simulation: many cores, connections, faults, invariants");
+    CLI::App* cmd = app.add_subcommand(
+        "sim", "seeded fault simulation: many cores, connections, faults, invariants");
     cmd->add_option("--seeds", opt->seeds, "how many seeds to run")->check(bounded(1, 1e9, true));
     cmd->add_option("--start-seed", opt->start_seed, "first seed")->check(bounded(0, 1e18, true));
     cmd->add_option("--seed", opt->seed, "replay this one seed (deterministic)")

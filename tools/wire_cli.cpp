@@ -32,7 +32,9 @@ std::string hex(const std::vector<std::byte>& b) {
     return s;
 }
 
-double seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
+double seconds(Duration d) {
+    return static_cast<double>(d.count()) / 1e9;
+}
 
 // A set of rtr::k* as a JSON array of RtrType names, e.g. ["send","read"].
 std::string rtr_list(std::uint8_t types) {
@@ -50,11 +52,13 @@ std::string rtr_list(std::uint8_t types) {
 }  // namespace
 
 void add_wire_options(CLI::App* cmd, WireOptions& o) {
-    cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")->required();
+    cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")
+        ->required();
     cmd->add_option("--ip", o.ip,
                     "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
         ->required();
-    cmd->add_option("--mac", o.mac, "the CM's own MAC (default 02:00 and the last 4 address bytes)");
+    cmd->add_option("--mac", o.mac,
+                    "the CM's own MAC (default 02:00 and the last 4 address bytes)");
     cmd->add_option("--gateway", o.gateway,
                     "router for peers outside the --ip prefix: its MAC is theirs (in the subnet, "
                     "unicast, not --ip)");
@@ -191,9 +195,11 @@ Expected<IpAddr, std::string> parse_gateway(const std::string& text, const Inter
 Expected<Interface, std::string> parse_interface(const WireOptions& o) {
     Interface i;
     auto slash = o.ip.find('/');
-    if (slash == std::string::npos) return fail("--ip " + o.ip + ": expected ADDR/PREFIX, e.g. 10.99.1.2/24");
+    if (slash == std::string::npos)
+        return fail("--ip " + o.ip + ": expected ADDR/PREFIX, e.g. 10.99.1.2/24");
     auto addr = IpAddr::parse(o.ip.substr(0, slash));
-    if (!addr || addr->is_unspecified()) return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
+    if (!addr || addr->is_unspecified())
+        return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
     i.addr = *addr;
     const unsigned max = addr->is_v4() ? 32 : 128;
     const std::string p = o.ip.substr(slash + 1);
@@ -209,7 +215,8 @@ Expected<Interface, std::string> parse_interface(const WireOptions& o) {
         i.mac = MacAddr{{0x02, 0x00, r[at], r[at + 1], r[at + 2], r[at + 3]}};
     } else {
         auto m = MacAddr::parse(o.mac);
-        if (!m || m->is_multicast() || *m == MacAddr{}) return fail("--mac " + o.mac + ": not a unicast MAC");
+        if (!m || m->is_multicast() || *m == MacAddr{})
+            return fail("--mac " + o.mac + ": not a unicast MAC");
         i.mac = *m;
     }
     if (o.vlan >= 0) i.vlan = static_cast<std::uint16_t>(o.vlan);
@@ -287,7 +294,9 @@ std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHan
     return reset;
 }
 
-void Report::add(const std::string& key, const std::string& v) { extra.emplace_back(key, json_quote(v)); }
+void Report::add(const std::string& key, const std::string& v) {
+    extra.emplace_back(key, json_quote(v));
+}
 
 Report Reporter::from_event(const Event& e) {
     Report r;
@@ -320,21 +329,34 @@ void Reporter::print(Instant now, const Report& r) const {
     if (json_) {
         JsonObject j;
         j.add("event", r.event).add("time", t);
-        if (r.local) j.add("local", r.local->to_string());
-        else j.add_null("local");
-        if (r.remote) j.add("remote", r.remote->to_string());
-        else j.add_null("remote");
-        if (r.mpa_rev >= 0) j.add("mpa_rev", r.mpa_rev).add("ird", r.ird).add("ord", r.ord);
-        else j.add_null("mpa_rev").add_null("ird").add_null("ord");
-        if (!r.has_pdata) j.add_null("pdata").add_null("pdata_hex");
+        if (r.local)
+            j.add("local", r.local->to_string());
+        else
+            j.add_null("local");
+        if (r.remote)
+            j.add("remote", r.remote->to_string());
+        else
+            j.add_null("remote");
+        if (r.mpa_rev >= 0)
+            j.add("mpa_rev", r.mpa_rev).add("ird", r.ird).add("ord", r.ord);
+        else
+            j.add_null("mpa_rev").add_null("ird").add_null("ord");
+        if (!r.has_pdata)
+            j.add_null("pdata").add_null("pdata_hex");
         else if (printable(r.pdata))
-            j.add("pdata", std::string(reinterpret_cast<const char*>(r.pdata.data()), r.pdata.size()))
+            j.add("pdata",
+                  std::string(reinterpret_cast<const char*>(r.pdata.data()), r.pdata.size()))
                 .add("pdata_hex", hex(r.pdata));
-        else j.add_null("pdata").add("pdata_hex", hex(r.pdata));
-        if (r.state.empty()) j.add_null("state");
-        else j.add("state", r.state);
-        if (r.error.empty()) j.add_null("error");
-        else j.add("error", r.error);
+        else
+            j.add_null("pdata").add("pdata_hex", hex(r.pdata));
+        if (r.state.empty())
+            j.add_null("state");
+        else
+            j.add("state", r.state);
+        if (r.error.empty())
+            j.add_null("error");
+        else
+            j.add("error", r.error);
         for (const auto& [k, v] : r.extra) j.add_raw(k, v);
         std::printf("%s\n", j.str().c_str());
     } else {
@@ -351,8 +373,9 @@ void Reporter::print(Instant now, const Report& r) const {
         for (const auto& [k, v] : r.extra) line += " " + k + "=" + v;
         if (r.has_pdata && !r.pdata.empty())
             line += printable(r.pdata)
-                        ? " pdata=" + json_quote(std::string(reinterpret_cast<const char*>(r.pdata.data()),
-                                                             r.pdata.size()))
+                        ? " pdata=" +
+                              json_quote(std::string(reinterpret_cast<const char*>(r.pdata.data()),
+                                                     r.pdata.size()))
                         : " pdata_hex=" + hex(r.pdata);
         if (!r.error.empty()) line += " error=" + json_quote(r.error);
         std::printf("%s\n", line.c_str());
@@ -360,8 +383,9 @@ void Reporter::print(Instant now, const Report& r) const {
     std::fflush(stdout);
 }
 
-void Reporter::stats(Instant now, const Core& core, const io::TapHost& host, const std::string& result,
-                     const std::string& error, std::optional<Duration> connect_time) const {
+void Reporter::stats(Instant now, const Core& core, const io::TapHost& host,
+                     const std::string& result, const std::string& error,
+                     std::optional<Duration> connect_time) const {
     const Stats& s = core.stats();
     const auto& h = host.counters();
     const auto& n = const_cast<io::TapHost&>(host).neighbors().counters();

@@ -24,7 +24,7 @@ struct WireOptions {
     std::string mac;
     std::string gateway;  // ADDR: the router for off-link peers
     int vlan = -1;
-    int tos = 0;  // --tos: the IP TOS byte of our frames (0 to 255)
+    int tos = 0;             // --tos: the IP TOS byte of our frames (0 to 255)
     std::string pdata;       // --pdata TEXT
     std::string pdata_hex;   // --pdata-hex HEX
     std::string pdata_file;  // --pdata-file FILE
@@ -77,7 +77,9 @@ struct Report {
     std::string state;
     std::string error;
     std::vector<std::pair<std::string, std::string>> extra;  // key, JSON literal
-    void add(const std::string& key, std::uint64_t v) { extra.emplace_back(key, std::to_string(v)); }
+    void add(const std::string& key, std::uint64_t v) {
+        extra.emplace_back(key, std::to_string(v));
+    }
     void add(const std::string& key, const std::string& v);
     void add_bool(const std::string& key, bool v) { extra.emplace_back(key, v ? "true" : "false"); }
 };

@@ -32,8 +32,10 @@ struct Ipv4Addr {
     std::array<std::uint8_t, 4> bytes{};
 
     static constexpr Ipv4Addr from_u32(std::uint32_t host_order) {
-        return {{static_cast<std::uint8_t>(host_order >> 24), static_cast<std::uint8_t>(host_order >> 16),
-                 static_cast<std::uint8_t>(host_order >> 8), static_cast<std::uint8_t>(host_order)}};
+        return {{static_cast<std::uint8_t>(host_order >> 24),
+                 static_cast<std::uint8_t>(host_order >> 16),
+                 static_cast<std::uint8_t>(host_order >> 8),
+                 static_cast<std::uint8_t>(host_order)}};
     }
     constexpr std::uint32_t to_u32() const {
         return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) |

@@ -10,8 +10,8 @@ namespace iwcm::detail {
 [[noreturn]] void assert_failed(const char* expr, const char* file, int line) noexcept;
 }  // namespace iwcm::detail
 
-#define IWCM_ASSERT(cond)                                                   \
-    do {                                                                    \
-        if (!(cond)) [[unlikely]]                                           \
-            ::iwcm::detail::assert_failed(#cond, __FILE__, __LINE__);       \
+#define IWCM_ASSERT(cond)                                             \
+    do {                                                              \
+        if (!(cond)) [[unlikely]]                                     \
+            ::iwcm::detail::assert_failed(#cond, __FILE__, __LINE__); \
     } while (0)

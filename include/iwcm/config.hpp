@@ -15,7 +15,8 @@ namespace iwcm {
 // PCP = DSCP / 8: the class-selector rule (see CoreConfig::dscp_to_pcp).
 constexpr std::array<std::uint8_t, 64> default_dscp_to_pcp() {
     std::array<std::uint8_t, 64> map{};
-    for (std::size_t dscp = 0; dscp < map.size(); ++dscp) map[dscp] = static_cast<std::uint8_t>(dscp / 8);
+    for (std::size_t dscp = 0; dscp < map.size(); ++dscp)
+        map[dscp] = static_cast<std::uint8_t>(dscp / 8);
     return map;
 }
 

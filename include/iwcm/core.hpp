@@ -53,14 +53,14 @@ struct ListenParams {
 };
 
 struct ConnectParams {
-    Endpoint local;          // port 0: an ephemeral port is chosen
+    Endpoint local;  // port 0: an ephemeral port is chosen
     Endpoint remote;
-    MacAddr remote_mac;      // resolved by the I/O layer (ARP / ND) beforehand
+    MacAddr remote_mac;            // resolved by the I/O layer (ARP / ND) beforehand
     std::uint16_t vlan = kNoVlan;  // kNoVlan: the local address's VLAN; else it must be that one
     std::optional<std::uint8_t> tos{};  // IP TOS of the connection; unset: CoreConfig::tos
     std::span<const std::byte> private_data;
-    std::uint16_t ird = 1;   // responder resources
-    std::uint16_t ord = 1;   // initiator depth
+    std::uint16_t ird = 1;          // responder resources
+    std::uint16_t ord = 1;          // initiator depth
     std::uint8_t mpa_revision = 0;  // 0: CoreConfig::mpa.revision
 };
 
@@ -94,20 +94,20 @@ struct HandoffParams {
 
 // A connection's byte stream as seen from the application.
 struct StreamInfo {
-    std::size_t send_space = 0;      // what send() would take now
-    std::size_t queued = 0;          // unsent plus unacknowledged bytes
-    std::size_t readable = 0;        // in-order bytes recv() would return
+    std::size_t send_space = 0;  // what send() would take now
+    std::size_t queued = 0;      // unsent plus unacknowledged bytes
+    std::size_t readable = 0;    // in-order bytes recv() would return
     std::uint32_t snd_una = 0;
     std::uint32_t snd_nxt = 0;
     std::uint32_t rcv_nxt = 0;
-    std::uint32_t snd_wnd = 0;       // the peer's window, bytes
-    std::uint32_t rcv_wnd = 0;       // ours, bytes
+    std::uint32_t snd_wnd = 0;  // the peer's window, bytes
+    std::uint32_t rcv_wnd = 0;  // ours, bytes
     std::uint32_t cwnd = 0;
     std::uint32_t ssthresh = 0;
-    Duration srtt{};                 // 0 before the first sample
+    Duration srtt{};  // 0 before the first sample
     Duration rto{};
     std::uint64_t retransmitted_segments = 0;
-    bool fin_received = false;       // the peer sends nothing more
+    bool fin_received = false;  // the peer sends nothing more
 };
 
 // What the data path needs to take an established connection over, as the
@@ -120,16 +120,16 @@ struct HandoffContext {
     std::uint16_t vlan = kNoVlan;
     std::uint8_t ttl = 0;
     std::uint8_t tos = 0;
-    std::uint8_t pcp = 0;             // 802.1Q priority the frames carry (with a VLAN)
+    std::uint8_t pcp = 0;  // 802.1Q priority the frames carry (with a VLAN)
     std::uint32_t snd_nxt = 0;
     std::uint32_t snd_una = 0;
     std::uint32_t rcv_nxt = 0;
-    std::uint32_t snd_wnd = 0;        // peer's window, unscaled bytes
-    std::uint32_t rcv_wnd = 0;        // our window, bytes
-    std::uint8_t snd_wscale = 0;      // peer's shift
-    std::uint8_t rcv_wscale = 0;      // our shift
-    std::uint16_t mss = 0;            // peer's MSS (what we may send)
-    MpaInfo mpa;                      // negotiated
+    std::uint32_t snd_wnd = 0;    // peer's window, unscaled bytes
+    std::uint32_t rcv_wnd = 0;    // our window, bytes
+    std::uint8_t snd_wscale = 0;  // peer's shift
+    std::uint8_t rcv_wscale = 0;  // our shift
+    std::uint16_t mss = 0;        // peer's MSS (what we may send)
+    MpaInfo mpa;                  // negotiated
     bool initiator = false;
     // Bytes the peer sent after its MPA frame (or RTR) that the core received
     // but that belong to the data path. Valid until the next core call.
@@ -220,8 +220,8 @@ public:
     const Stats& stats() const;
     const CoreConfig& config() const;
     void set_trace(TraceHook hook);
-    std::size_t live_nodes() const;       // nodes not yet destroyed
-    std::size_t pending_timers() const;   // timer entries armed
+    std::size_t live_nodes() const;      // nodes not yet destroyed
+    std::size_t pending_timers() const;  // timer entries armed
     std::size_t queued_events() const;
 
 private:

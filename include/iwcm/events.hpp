@@ -48,10 +48,10 @@ struct MpaInfo {
     bool crc = false;
     bool markers = false;
     bool peer_to_peer = false;
-    std::uint16_t ird = 0;          // responder resources
-    std::uint16_t ord = 0;          // initiator depth
-    std::uint8_t rtr_offered = 0;   // set of rtr::k* the peer offered (request)
-    RtrType rtr = RtrType::kNone;   // the RTR chosen (established)
+    std::uint16_t ird = 0;         // responder resources
+    std::uint16_t ord = 0;         // initiator depth
+    std::uint8_t rtr_offered = 0;  // set of rtr::k* the peer offered (request)
+    RtrType rtr = RtrType::kNone;  // the RTR chosen (established)
 };
 
 enum class EventType : std::uint8_t {
@@ -64,20 +64,20 @@ enum class EventType : std::uint8_t {
     // Listener events (conn is not valid; listener and local name it). As in
     // the driver (irdma_if_notify), a listener outlives its address: it stops
     // serving when the address goes and serves again when it comes back.
-    kAddressDown,     // a specific-address listener's address was removed (-ENETDOWN)
-    kAddressUp,       // ... and added again (0)
+    kAddressDown,  // a specific-address listener's address was removed (-ENETDOWN)
+    kAddressUp,    // ... and added again (0)
     // Byte stream events (a connection handed off in HandoffMode::kStream).
     // At most one of each kind waits in the queue per connection.
-    kReadable,        // received bytes wait for recv() / peek()
-    kWritable,        // send() was short and the send buffer has room again
+    kReadable,  // received bytes wait for recv() / peek()
+    kWritable,  // send() was short and the send buffer has room again
 };
 std::string_view to_string(EventType type) noexcept;
 
 struct Event {
     EventType type = EventType::kConnectError;
     ConnHandle conn;
-    ListenHandle listener;          // for passive connections
-    int status = 0;                 // 0 or a negative errno (see the table above)
+    ListenHandle listener;  // for passive connections
+    int status = 0;         // 0 or a negative errno (see the table above)
     Endpoint local;
     Endpoint remote;
     std::uint16_t vlan = kNoVlan;

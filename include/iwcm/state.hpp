@@ -55,6 +55,8 @@ private:
     std::uint32_t bits_ = 0;
 };
 
-constexpr CmStateSet operator|(CmState a, CmState b) { return CmStateSet(a) | CmStateSet(b); }
+constexpr CmStateSet operator|(CmState a, CmState b) {
+    return CmStateSet(a) | CmStateSet(b);
+}
 
 }  // namespace iwcm

@@ -9,22 +9,22 @@
 namespace iwcm {
 
 enum class DropReason : std::uint8_t {
-    kMalformed,        // a layer failed to parse (truncated, bad length, bad option or value)
-    kBadChecksum,      // IPv4 header or TCP checksum wrong
-    kNotForUs,         // destination MAC or address not ours, wrong VLAN
-    kNotTcp,           // not IPv4/IPv6 TCP (also TCP behind IPsec AH or ESP)
-    kOutOfWindow,      // sequence check failed (answered with an ACK where TCP says so)
-    kBadAck,           // ACK of something never sent
-    kBacklogFull,      // SYN over the listener's backlog
-    kNoListener,       // segment for nothing (answered with RST)
-    kRstIgnored,       // RST not exactly in sequence (RFC 5961) or for nothing
-    kUnexpected,       // a segment the state does not expect (e.g. SYN while synchronised)
-    kBadMpa,           // MPA frame that fails to parse
-    kDataAfterHandoff, // payload after OFFLOADED: the data path owns it
+    kMalformed,         // a layer failed to parse (truncated, bad length, bad option or value)
+    kBadChecksum,       // IPv4 header or TCP checksum wrong
+    kNotForUs,          // destination MAC or address not ours, wrong VLAN
+    kNotTcp,            // not IPv4/IPv6 TCP (also TCP behind IPsec AH or ESP)
+    kOutOfWindow,       // sequence check failed (answered with an ACK where TCP says so)
+    kBadAck,            // ACK of something never sent
+    kBacklogFull,       // SYN over the listener's backlog
+    kNoListener,        // segment for nothing (answered with RST)
+    kRstIgnored,        // RST not exactly in sequence (RFC 5961) or for nothing
+    kUnexpected,        // a segment the state does not expect (e.g. SYN while synchronised)
+    kBadMpa,            // MPA frame that fails to parse
+    kDataAfterHandoff,  // payload after OFFLOADED: the data path owns it
     kTooManyConnections,
-    kEventQueueFull,   // a new connection's SYN while max_events events wait unpolled
-    kFragment,         // an IPv4 fragment or IPv6 fragment header: a CM segment never is one
-    kBadCookie,        // an ACK returning a wrong or expired SYN cookie (answered with RST)
+    kEventQueueFull,  // a new connection's SYN while max_events events wait unpolled
+    kFragment,        // an IPv4 fragment or IPv6 fragment header: a CM segment never is one
+    kBadCookie,       // an ACK returning a wrong or expired SYN cookie (answered with RST)
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);
@@ -53,10 +53,10 @@ struct Stats {
     std::uint64_t frames_out = 0;
     std::uint64_t mpa_v1_fallbacks = 0;
     std::uint64_t terminates_sent = 0;
-    std::uint64_t syn_cookies_sent = 0;      // SYN-ACKs with a cookie (backlog full)
-    std::uint64_t syn_cookies_accepted = 0;  // ACKs with a valid cookie: a node made
-    std::uint64_t syn_cookies_failed = 0;    // ACKs with a wrong or expired cookie
-    std::uint64_t challenge_acks_sent = 0;   // RFC 5961 challenge ACKs sent
+    std::uint64_t syn_cookies_sent = 0;        // SYN-ACKs with a cookie (backlog full)
+    std::uint64_t syn_cookies_accepted = 0;    // ACKs with a valid cookie: a node made
+    std::uint64_t syn_cookies_failed = 0;      // ACKs with a wrong or expired cookie
+    std::uint64_t challenge_acks_sent = 0;     // RFC 5961 challenge ACKs sent
     std::uint64_t challenge_acks_limited = 0;  // ... and not sent: over the per-second budget
     std::array<std::uint64_t, kDropReasonCount> dropped{};
 

@@ -26,6 +26,8 @@ using Instant = Clock::time_point;
 constexpr Instant kInstantZero{};
 constexpr Instant kInstantNever{Duration{INT64_MAX}};
 
-constexpr Instant at_ms(std::int64_t ms) { return Instant{std::chrono::milliseconds{ms}}; }
+constexpr Instant at_ms(std::int64_t ms) {
+    return Instant{std::chrono::milliseconds{ms}};
+}
 
 }  // namespace iwcm

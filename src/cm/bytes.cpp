@@ -65,10 +65,16 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload});
     switch (a.verdict) {
         case tcp::Arrival::Verdict::kAccepted: break;
-        case tcp::Arrival::Verdict::kOutOfWindow: drop(now, DropReason::kOutOfWindow, node.get(), {}); break;
+        case tcp::Arrival::Verdict::kOutOfWindow:
+            drop(now, DropReason::kOutOfWindow, node.get(), {});
+            break;
         case tcp::Arrival::Verdict::kAckUnsent:
-        case tcp::Arrival::Verdict::kAckTooOld: drop(now, DropReason::kBadAck, node.get(), {}); break;
-        case tcp::Arrival::Verdict::kNoAck: drop(now, DropReason::kUnexpected, node.get(), {}); break;
+        case tcp::Arrival::Verdict::kAckTooOld:
+            drop(now, DropReason::kBadAck, node.get(), {});
+            break;
+        case tcp::Arrival::Verdict::kNoAck:
+            drop(now, DropReason::kUnexpected, node.get(), {});
+            break;
     }
     // The application hears of the bytes before it hears of the end.
     notify_stream(*node);
@@ -93,7 +99,8 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
 // retransmissions could last (for a stream, as long as its RTO could grow),
 // then reset, as Linux's tcp_fin_timeout bounds the wait.
 void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
-    timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial, cfg.retransmit.cap};
+    timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial,
+                              cfg.retransmit.cap};
     Duration wait = peer.total();
     if (node->stream) wait = std::max(wait, 2 * node->stream->tcp.config().rto_max);
     arm_phase_timer(now, node, cm::NodeTimer::kFinWait2, wait);

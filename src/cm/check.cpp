@@ -46,7 +46,8 @@ void Core::Impl::check_node(const Node& node) const {
     // MPAREQ_WAIT is the responder's, and nobody above knows the node before its request.
     IWCM_ASSERT(node.state != CmState::kMpaReqWait || (!node.initiator && !node.app_owned));
     // The application's handle and its reference go together.
-    IWCM_ASSERT(node.app_owned == (node.index < app_refs.size() && app_refs[node.index].get() == &node));
+    IWCM_ASSERT(node.app_owned ==
+                (node.index < app_refs.size() && app_refs[node.index].get() == &node));
     // Buffers: tx holds the unacknowledged bytes only (SYN and FIN take sequence space, not
     // bytes); our private data fits an MPA frame.
     if (node.bufs) {

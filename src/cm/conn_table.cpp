@@ -31,8 +31,9 @@ std::uint64_t hash_key(const ConnKey& key) {
     // are where RFC 6528's keyed hash matters).
     const auto& l = key.local.addr.raw();
     const auto& r = key.remote.addr.raw();
-    std::uint64_t h = (std::uint64_t{key.local.port} << 48) | (std::uint64_t{key.remote.port} << 32) |
-                      (std::uint64_t{key.vlan} << 16) | static_cast<std::uint64_t>(key.local.addr.family());
+    std::uint64_t h = (std::uint64_t{key.local.port} << 48) |
+                      (std::uint64_t{key.remote.port} << 32) | (std::uint64_t{key.vlan} << 16) |
+                      static_cast<std::uint64_t>(key.local.addr.family());
     h = (h ^ load64(l.data())) * 0x9E3779B97F4A7C15ULL;
     h = (h ^ load64(r.data())) * 0xC2B2AE3D27D4EB4FULL;
     if (key.local.addr.is_v6()) {

@@ -24,12 +24,15 @@ struct ConnKey {
 
 std::uint64_t hash_key(const ConnKey& key);
 
-inline ConnKey key_of(const Node& node) { return {node.local, node.remote, node.vlan}; }
+inline ConnKey key_of(const Node& node) {
+    return {node.local, node.remote, node.vlan};
+}
 
 // The node's key equals `key` (compared in place, most selective field first).
 inline bool matches(const Node& node, const ConnKey& key) {
     return node.remote.port == key.remote.port && node.local.port == key.local.port &&
-           node.vlan == key.vlan && node.remote.addr == key.remote.addr && node.local.addr == key.local.addr;
+           node.vlan == key.vlan && node.remote.addr == key.remote.addr &&
+           node.local.addr == key.local.addr;
 }
 
 class ConnTable {

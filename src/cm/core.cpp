@@ -31,9 +31,7 @@ cm::NodeTimersConfig timer_config(const CoreConfig& c) {
 }  // namespace
 
 Core::Impl::Impl(const CoreConfig& config)
-    : cfg(config),
-      pool(&Impl::on_node_destroyed, this),
-      timers(timer_config(config)) {
+    : cfg(config), pool(&Impl::on_node_destroyed, this), timers(timer_config(config)) {
     scratch.resize(2048);
 }
 
@@ -81,7 +79,9 @@ void Core::Impl::on_timer(Instant now) {
     drain_loopback(now);
 }
 
-std::optional<Instant> Core::Impl::next_deadline() const { return timers.next_deadline(); }
+std::optional<Instant> Core::Impl::next_deadline() const {
+    return timers.next_deadline();
+}
 
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
     if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
@@ -113,7 +113,8 @@ std::optional<Event> Core::Impl::poll_event() {
     }
     cm::QueuedEvent& q = events[event_head++];
     current_node = std::move(q.node);
-    current_pdata.assign(event_pdata.begin() + q.pdata_off, event_pdata.begin() + q.pdata_off + q.pdata_len);
+    current_pdata.assign(event_pdata.begin() + q.pdata_off,
+                         event_pdata.begin() + q.pdata_off + q.pdata_len);
     Event ev = q.event;
     ev.private_data = current_pdata;
     return ev;
@@ -140,7 +141,8 @@ CmStateSet allowed_from(CmState from) {
         case S::kMpaReqWait: return kClose | S::kMpaReqRcvd | S::kListenerDestroyed;
         case S::kEstablished: return kClose | S::kOffloaded;
         case S::kMpaReqSent: return kClose | S::kSynSent | S::kEstablished | S::kMpaRejRcvd;
-        case S::kMpaReqRcvd: return kClose | S::kOneSideEstablished | S::kEstablished | S::kListenerDestroyed;
+        case S::kMpaReqRcvd:
+            return kClose | S::kOneSideEstablished | S::kEstablished | S::kListenerDestroyed;
         case S::kOneSideEstablished: return kClose | S::kEstablished;
         case S::kMpaRejRcvd: return kClose;
         case S::kOffloaded: return kClose;
@@ -212,8 +214,10 @@ void Core::Impl::close_node(const NodeRef& node) {
 // address gone, cancel). An application's own reject() is an answer, not a failure
 // (it counts in `rejects`).
 void Core::Impl::count_failure(const Node& node) {
-    if (node.initiator) ++stats.connect_errors;
-    else if (!node.app_rejected) ++stats.passive_errors;
+    if (node.initiator)
+        ++stats.connect_errors;
+    else if (!node.app_rejected)
+        ++stats.passive_errors;
 }
 
 void Core::Impl::end_for_app(const NodeRef& node, EventType type, int status,
@@ -275,7 +279,8 @@ void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::By
     }
 }
 
-void Core::Impl::trace_frame(TraceRecord::Kind kind, Instant now, const Node* node, wire::Bytes frame) {
+void Core::Impl::trace_frame(TraceRecord::Kind kind, Instant now, const Node* node,
+                             wire::Bytes frame) {
     if (!trace) return;
     TraceRecord r;
     r.kind = kind;
@@ -319,7 +324,8 @@ cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vl
         if (!l.in_use || l.local.port != local.port) continue;
         if (l.vlan != kNoVlan && l.vlan != vlan) continue;
         if (l.local.addr == local.addr) return &l;
-        if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family()) wildcard = &l;
+        if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family())
+            wildcard = &l;
     }
     return wildcard;
 }
@@ -334,7 +340,8 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
         if (p.vlan != kNoVlan && p.vlan != *vlan) return fail(ApiError::kInvalidArgument);
     }
     for (const cm::Listener& l : listeners)
-        if (l.in_use && l.local == p.local && l.vlan == p.vlan) return fail(ApiError::kAddressInUse);
+        if (l.in_use && l.local == p.local && l.vlan == p.vlan)
+            return fail(ApiError::kAddressInUse);
     std::size_t i = 0;
     while (i < listeners.size() && listeners[i].in_use) ++i;
     if (i == listeners.size()) listeners.emplace_back();
@@ -354,8 +361,9 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
 Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
     now_ = now;
     cm::Listener* l = find_listener(h);
-    if (l == nullptr) return fail(h.valid() && h.index < listeners.size() ? ApiError::kStaleHandle
-                                                                          : ApiError::kInvalidHandle);
+    if (l == nullptr)
+        return fail(h.valid() && h.index < listeners.size() ? ApiError::kStaleHandle
+                                                            : ApiError::kInvalidHandle);
     // Connections the application has not accepted die with the listener
     // (irdma_cm_del_listen -> irdma_reset_list_prep): they get a reset.
     std::vector<NodeRef> doomed;
@@ -378,7 +386,8 @@ Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint&
     for (int tries = 0; tries < 16384; ++tries) {
         std::uint16_t port = next_port;
         next_port = next_port == 65535 ? 49152 : static_cast<std::uint16_t>(next_port + 1);
-        if (table.find({{local, port}, remote, vlan}) == nullptr && match_listener({local, port}, vlan) == nullptr)
+        if (table.find({{local, port}, remote, vlan}) == nullptr &&
+            match_listener({local, port}, vlan) == nullptr)
             return port;
     }
     return fail(ApiError::kNoPorts);
@@ -396,7 +405,8 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     std::uint8_t rev = p.mpa_revision == 0 ? cfg.mpa.revision : p.mpa_revision;
     if (rev != 1 && rev != 2) return fail(ApiError::kInvalidArgument);
     if (p.private_data.size() > pdata_limit(rev)) return fail(ApiError::kPrivateDataTooLong);
-    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
+    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax)
+        return fail(ApiError::kInvalidArgument);
     if (table.size() >= cfg.max_connections) return fail(ApiError::kTooManyConnections);
     if (events_full()) return fail(ApiError::kEventQueueFull);
     Endpoint local = p.local;
@@ -444,7 +454,6 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     return h;
 }
 
-
 // A connect request the application may still answer (accept or reject).
 Result<Node*> Core::Impl::answerable(ConnHandle conn, std::size_t pdata_len) const {
     auto n = app_node(conn);
@@ -459,7 +468,8 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     auto n = answerable(conn, p.private_data.size());
     if (!n) return fail(n.error());
     Node& node = **n;
-    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax) return fail(ApiError::kInvalidArgument);
+    if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax)
+        return fail(ApiError::kInvalidArgument);
     record_ird_ord(node, p.ird, p.ord);
     node.buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     ++stats.accepts;
@@ -586,7 +596,9 @@ std::optional<std::uint16_t> Core::Impl::address_vlan(const IpAddr& addr) const 
     return std::nullopt;
 }
 
-bool Core::Impl::is_local_addr(const IpAddr& addr) const { return address_vlan(addr).has_value(); }
+bool Core::Impl::is_local_addr(const IpAddr& addr) const {
+    return address_vlan(addr).has_value();
+}
 
 // A listener's own event: it holds no node, and the listener handle may be
 // stale by the time the application polls it.
@@ -604,7 +616,8 @@ void Core::Impl::push_listener_event(std::size_t index, EventType type, int stat
 
 void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status) {
     for (std::size_t i = 0; i < listeners.size(); ++i)
-        if (listeners[i].in_use && listeners[i].local.addr == addr) push_listener_event(i, type, status);
+        if (listeners[i].in_use && listeners[i].local.addr == addr)
+            push_listener_event(i, type, status);
 }
 
 // ---------------------------------------------------------------- Core
@@ -612,11 +625,21 @@ void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status
 Core::Core(const CoreConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 Core::~Core() = default;
 
-void Core::receive(Instant now, std::span<const std::byte> frame) { impl_->receive(now, frame); }
-void Core::on_timer(Instant now) { impl_->on_timer(now); }
-std::optional<Instant> Core::next_deadline() const { return impl_->next_deadline(); }
-std::optional<std::span<const std::byte>> Core::poll_transmit() { return impl_->poll_transmit(); }
-std::optional<Event> Core::poll_event() { return impl_->poll_event(); }
+void Core::receive(Instant now, std::span<const std::byte> frame) {
+    impl_->receive(now, frame);
+}
+void Core::on_timer(Instant now) {
+    impl_->on_timer(now);
+}
+std::optional<Instant> Core::next_deadline() const {
+    return impl_->next_deadline();
+}
+std::optional<std::span<const std::byte>> Core::poll_transmit() {
+    return impl_->poll_transmit();
+}
+std::optional<Event> Core::poll_event() {
+    return impl_->poll_event();
+}
 
 Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
     if (addr.is_unspecified()) return fail(ApiError::kInvalidArgument);
@@ -631,8 +654,8 @@ Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
 Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
     if (!impl_->is_local_addr(addr)) return fail(ApiError::kAddressNotLocal);
     std::size_t n = impl_->teardown(now, addr);
-    const std::size_t erased =
-        std::erase_if(impl_->addresses, [&](const Core::Impl::LocalAddress& a) { return a.addr == addr; });
+    const std::size_t erased = std::erase_if(
+        impl_->addresses, [&](const Core::Impl::LocalAddress& a) { return a.addr == addr; });
     IWCM_ASSERT(erased == 1);
     // Its listeners stay and are told (irdma_if_notify, NETDEV_DOWN tears
     // down connections, not listeners); a frame to the address finds none.
@@ -640,19 +663,33 @@ Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
     return n;
 }
 
-bool Core::is_local(IpAddr addr) const { return impl_->is_local_addr(addr); }
-Result<ListenHandle> Core::listen(const ListenParams& p) { return impl_->listen(p); }
-Result<void> Core::destroy_listen(Instant now, ListenHandle l) { return impl_->destroy_listen(now, l); }
-Result<ConnHandle> Core::connect(Instant now, const ConnectParams& p) { return impl_->connect(now, p); }
-Result<void> Core::accept(Instant now, ConnHandle c, const AcceptParams& p) { return impl_->accept(now, c, p); }
+bool Core::is_local(IpAddr addr) const {
+    return impl_->is_local_addr(addr);
+}
+Result<ListenHandle> Core::listen(const ListenParams& p) {
+    return impl_->listen(p);
+}
+Result<void> Core::destroy_listen(Instant now, ListenHandle l) {
+    return impl_->destroy_listen(now, l);
+}
+Result<ConnHandle> Core::connect(Instant now, const ConnectParams& p) {
+    return impl_->connect(now, p);
+}
+Result<void> Core::accept(Instant now, ConnHandle c, const AcceptParams& p) {
+    return impl_->accept(now, c, p);
+}
 Result<void> Core::reject(Instant now, ConnHandle c, std::span<const std::byte> pd) {
     return impl_->reject(now, c, pd);
 }
 Result<void> Core::disconnect(Instant now, ConnHandle c, DisconnectMode m) {
     return impl_->disconnect(now, c, m);
 }
-std::size_t Core::teardown_connections(Instant now, IpAddr addr) { return impl_->teardown(now, addr); }
-Result<HandoffContext> Core::handoff(ConnHandle c, const HandoffParams& p) { return impl_->handoff(c, p); }
+std::size_t Core::teardown_connections(Instant now, IpAddr addr) {
+    return impl_->teardown(now, addr);
+}
+Result<HandoffContext> Core::handoff(ConnHandle c, const HandoffParams& p) {
+    return impl_->handoff(c, p);
+}
 Result<CmState> Core::state(ConnHandle c) const {
     auto n = impl_->app_node(c);
     if (!n) return fail(n.error());
@@ -666,11 +703,23 @@ void Core::reserve(std::size_t connections) {
     impl_->app_refs.resize(std::max(impl_->app_refs.size(), impl_->pool.capacity()));
 }
 
-const Stats& Core::stats() const { return impl_->stats; }
-const CoreConfig& Core::config() const { return impl_->cfg; }
-void Core::set_trace(TraceHook hook) { impl_->trace = std::move(hook); }
-std::size_t Core::live_nodes() const { return impl_->pool.live(); }
-std::size_t Core::pending_timers() const { return impl_->timers.pending(); }
-std::size_t Core::queued_events() const { return impl_->events.size() - impl_->event_head; }
+const Stats& Core::stats() const {
+    return impl_->stats;
+}
+const CoreConfig& Core::config() const {
+    return impl_->cfg;
+}
+void Core::set_trace(TraceHook hook) {
+    impl_->trace = std::move(hook);
+}
+std::size_t Core::live_nodes() const {
+    return impl_->pool.live();
+}
+std::size_t Core::pending_timers() const {
+    return impl_->timers.pending();
+}
+std::size_t Core::queued_events() const {
+    return impl_->events.size() - impl_->event_head;
+}
 
 }  // namespace iwcm

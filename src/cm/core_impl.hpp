@@ -71,8 +71,8 @@ struct Listener {
     std::uint16_t vlan = kNoVlan;  // kNoVlan: the address's (every address's for a wildcard)
     std::uint8_t tos = 0;
     std::uint32_t backlog = 0;
-    std::uint32_t pending = 0;   // connections not yet accepted or rejected
-    std::uint32_t half_open = 0; // of those, the ones still in SYN_RCVD
+    std::uint32_t pending = 0;    // connections not yet accepted or rejected
+    std::uint32_t half_open = 0;  // of those, the ones still in SYN_RCVD
     // The last SYN cookie sent: ACKs for no node are checked as cookies only
     // while one sent may still be valid (two cookie periods).
     std::optional<Instant> last_cookie;
@@ -88,15 +88,16 @@ struct Segment {
     std::uint16_t vlan;
     // Sequence space the segment occupies (payload plus SYN and FIN).
     std::uint32_t seq_len() const {
-        return static_cast<std::uint32_t>(payload.size()) + (tcp->has(wire::tcp_flags::kSyn) ? 1 : 0) +
+        return static_cast<std::uint32_t>(payload.size()) +
+               (tcp->has(wire::tcp_flags::kSyn) ? 1 : 0) +
                (tcp->has(wire::tcp_flags::kFin) ? 1 : 0);
     }
 };
 
 struct QueuedEvent {
     Event event;
-    NodeRef node;                    // keeps the node (and its handle) alive until polled
-    std::uint32_t pdata_off = 0;     // the private data, in the core's event arena
+    NodeRef node;                 // keeps the node (and its handle) alive until polled
+    std::uint32_t pdata_off = 0;  // the private data, in the core's event arena
     std::uint32_t pdata_len = 0;
 };
 
@@ -127,7 +128,8 @@ struct Core::Impl {
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
     cm::Listener* find_listener(ListenHandle handle);
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
-    Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan);
+    Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote,
+                                    std::uint16_t vlan);
 
     // ---- segment arrival (tcp.cpp) ----
     void handle_frame(Instant now, wire::Bytes frame);
@@ -169,7 +171,8 @@ struct Core::Impl {
     void send_challenge_ack(Instant now, cm::Node& node);
 
     // ---- segment output (tcp.cpp) ----
-    wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags, wire::SeqNumber seq) const;
+    wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags,
+                                  wire::SeqNumber seq) const;
     void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
     void send_syn(cm::Node& node);
     void send_ack(cm::Node& node);
@@ -277,7 +280,8 @@ struct Core::Impl {
     // when its last reference (a queued event, say) goes.
     void close_node(const cm::NodeRef& node);
     // Reset and close, with an event for the application if it owns the node.
-    void abort_node(Instant now, const cm::NodeRef& node, EventType type, int status, bool send_rst);
+    void abort_node(Instant now, const cm::NodeRef& node, EventType type, int status,
+                    bool send_rst);
     void start_close(Instant now, const cm::NodeRef& node);
     void enter_time_wait(Instant now, const cm::NodeRef& node);
     void push_event(const cm::NodeRef& node, EventType type, int status,
@@ -296,18 +300,18 @@ struct Core::Impl {
     cm::NodePool pool;
     cm::ConnTable table;
     cm::NodeTimers timers;
-    std::vector<cm::NodeRef> app_refs;    // by node index: the application's handle
+    std::vector<cm::NodeRef> app_refs;  // by node index: the application's handle
     std::vector<cm::Listener> listeners;
     struct LocalAddress {
         IpAddr addr;
-        std::uint16_t vlan = kNoVlan;   // the VLAN it lives on
+        std::uint16_t vlan = kNoVlan;  // the VLAN it lives on
     };
     std::vector<LocalAddress> addresses;
 
     // Frames out: one arena, a list of (offset, length).
     cm::ByteArena tx_arena;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> tx_frames;
-    std::vector<ConnHandle> deferred_acks;   // names only: a deferred ACK keeps no node alive
+    std::vector<ConnHandle> deferred_acks;  // names only: a deferred ACK keeps no node alive
     std::size_t tx_head = 0;
     // Frames to our own addresses (loopback), handled after the current call.
     std::vector<std::vector<std::byte>> loop_queue;
@@ -318,12 +322,12 @@ struct Core::Impl {
     std::vector<cm::QueuedEvent> events;
     std::size_t event_head = 0;
     std::vector<std::byte> event_pdata;
-    cm::NodeRef current_node;             // the last polled event's node
-    std::vector<std::byte> current_pdata; // and its private data
-    std::vector<std::byte> pdata_scratch; // a peer's private data between parse and event
+    cm::NodeRef current_node;              // the last polled event's node
+    std::vector<std::byte> current_pdata;  // and its private data
+    std::vector<std::byte> pdata_scratch;  // a peer's private data between parse and event
 
     TraceHook trace;
-    Instant now_{};                       // the instant of the call in progress (for traces)
+    Instant now_{};  // the instant of the call in progress (for traces)
     std::uint16_t next_port = 49152;
     // SYN cookies: the keys of the last two periods used, by period parity.
     std::array<std::optional<std::uint64_t>, 2> cookie_periods;
@@ -331,7 +335,7 @@ struct Core::Impl {
     // Challenge ACKs: the second being counted and what is left of its budget.
     std::int64_t challenge_second = -1;
     std::uint32_t challenge_budget = 0;
-    std::vector<std::byte> scratch;       // frame building
+    std::vector<std::byte> scratch;  // frame building
 };
 
 }  // namespace iwcm

@@ -8,7 +8,9 @@ namespace iwcm::cm {
 
 namespace {
 
-constexpr std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+constexpr std::uint64_t rotl(std::uint64_t x, int b) {
+    return (x << b) | (x >> (64 - b));
+}
 
 struct SipState {
     std::uint64_t v0, v1, v2, v3;
@@ -49,7 +51,8 @@ std::uint64_t load_le64(const std::uint8_t* p, std::size_t n) {
 
 }  // namespace
 
-std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key, std::span<const std::uint8_t> data) {
+std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key,
+                        std::span<const std::uint8_t> data) {
     std::uint64_t k0 = load_le64(key.data(), 8);
     std::uint64_t k1 = load_le64(key.data() + 8, 8);
     SipState s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL, k0 ^ 0x6c7967656e657261ULL,
@@ -75,7 +78,8 @@ std::uint32_t initial_sequence(const std::array<std::uint8_t, 16>& secret, const
     buf[3] = static_cast<std::uint8_t>(remote.port);
     std::memcpy(buf + 4, local.addr.raw().data(), alen);
     std::memcpy(buf + 4 + alen, remote.addr.raw().data(), alen);
-    auto f = static_cast<std::uint32_t>(siphash24(secret, std::span<const std::uint8_t>(buf, 4 + 2 * alen)));
+    auto f = static_cast<std::uint32_t>(
+        siphash24(secret, std::span<const std::uint8_t>(buf, 4 + 2 * alen)));
     // M: a 4-microsecond clock (RFC 6528 section 3, after RFC 793).
     auto m = static_cast<std::uint32_t>(now.time_since_epoch().count() / 4000);
     return m + f;

@@ -14,7 +14,8 @@
 
 namespace iwcm::cm {
 
-std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key, std::span<const std::uint8_t> data);
+std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key,
+                        std::span<const std::uint8_t> data);
 
 std::uint32_t initial_sequence(const std::array<std::uint8_t, 16>& secret, const Endpoint& local,
                                const Endpoint& remote, Instant now);

@@ -49,7 +49,8 @@ wire::RtrType to_wire(RtrType t) {
 }
 
 std::uint8_t rtr_bits(const wire::MpaV2Params& p) {
-    return static_cast<std::uint8_t>((p.rtr_send ? rtr::kSend : 0) | (p.rtr_write ? rtr::kWrite : 0) |
+    return static_cast<std::uint8_t>((p.rtr_send ? rtr::kSend : 0) |
+                                     (p.rtr_write ? rtr::kWrite : 0) |
                                      (p.rtr_read ? rtr::kRead : 0));
 }
 
@@ -75,7 +76,8 @@ bool negotiate_ird_ord(Node& node, const MpaConfig& cfg) {
     bool ird_fits = node.peer_ord == none || node.ird >= node.peer_ord;
     if (cfg.strict_ird_ord) return ord_fits && ird_fits;
     if (!ord_fits) node.ord = node.peer_ird;
-    if (!ird_fits) node.ird = std::min<std::uint16_t>(node.peer_ord, std::max(node.ird, cfg.max_ird));
+    if (!ird_fits)
+        node.ird = std::min<std::uint16_t>(node.peer_ord, std::max(node.ird, cfg.max_ird));
     return true;
 }
 
@@ -181,8 +183,9 @@ static std::size_t complete_mpa(const Node& node) {
 void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     std::size_t len = complete_mpa(*node);
     if (len == 0) return;
-    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
-                                  : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    auto parsed = len == SIZE_MAX
+                      ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                      : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
     if (!parsed || parsed->kind != wire::MpaKind::kRequest) {
         // Not an MPA request (a reply, a bad key, revision 0 or 3, a length
         // over 512): the connection is not iWARP. Reset it, as the driver does.
@@ -280,7 +283,8 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     push_event(node, EventType::kEstablished, 0);
 }
 
-void Core::Impl::reject_request(Instant now, const NodeRef& node, std::span<const std::byte> pdata) {
+void Core::Impl::reject_request(Instant now, const NodeRef& node,
+                                std::span<const std::byte> pdata) {
     cancel_phase_timer(*node);
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;
@@ -309,8 +313,9 @@ void Core::Impl::reject_request(Instant now, const NodeRef& node, std::span<cons
 void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     std::size_t len = complete_mpa(*node);
     if (len == 0) return;
-    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
-                                  : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    auto parsed = len == SIZE_MAX
+                      ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                      : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
     bool bad = !parsed || parsed->kind != wire::MpaKind::kReply || parsed->revision > node->mpa_rev;
     if (bad || parsed->markers) {
         drop(now, DropReason::kBadMpa, node.get(), {});

@@ -53,7 +53,8 @@ void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
     // Keep a bounded number of spares, each with a bounded capacity.
     constexpr std::size_t kMaxSpares = 4096;
     constexpr std::size_t kMaxKept = 4096;
-    if (spare_buffers_.size() >= kMaxSpares || b->rx.capacity() > kMaxKept || b->tx.capacity() > kMaxKept)
+    if (spare_buffers_.size() >= kMaxSpares || b->rx.capacity() > kMaxKept ||
+        b->tx.capacity() > kMaxKept)
         return;
     b->tx.clear();
     b->rx.clear();
@@ -64,7 +65,8 @@ void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
 void NodePool::destroy(Node* node) {
     IWCM_ASSERT(node->refs == 0);
     node->release_buffers();
-    IWCM_ASSERT(!node->send_timer.valid() && !node->phase_timer.valid() && !node->stream_timer.valid());
+    IWCM_ASSERT(!node->send_timer.valid() && !node->phase_timer.valid() &&
+                !node->stream_timer.valid());
     on_destroy_(context_, *node);
     // Reset every field but the slot's identity; the generation moves on so
     // that old handles become stale.

@@ -93,15 +93,17 @@ inline constexpr CmStateSet kConnectedStates =
 // failed setup (kConnectError, kRejected, kUnreachable); after it, a kDisconnected. A closing
 // node counts as connected: a failed setup ends the application's handle when its close
 // starts, so an application that still owns a closing node was connected.
-constexpr bool connected(CmState state) { return kConnectedStates.contains(state); }
+constexpr bool connected(CmState state) {
+    return kConnectedStates.contains(state);
+}
 
 // Heap parts of a node that exist only while a connection is being set up:
 // unacknowledged bytes, the MPA reassembly buffer, private data. An idle
 // established (or offloaded) node has none of them.
 struct NodeBuffers {
-    std::vector<std::byte> tx;        // bytes from snd_una on, not yet acknowledged
-    std::vector<std::byte> rx;        // stream bytes received in order, not yet consumed
-    std::vector<std::byte> pdata;     // our private data (request or reply)
+    std::vector<std::byte> tx;     // bytes from snd_una on, not yet acknowledged
+    std::vector<std::byte> rx;     // stream bytes received in order, not yet consumed
+    std::vector<std::byte> pdata;  // our private data (request or reply)
 };
 
 // A handed-off connection's byte stream and what the core keeps beside it.
@@ -111,8 +113,8 @@ struct NodeStream {
     NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now)
         : tcp(config, init, now) {}
     tcp::Stream tcp;
-    bool readable_queued = false;   // a kReadable waits in the event queue
-    bool writable_wanted = false;   // send() was short: kWritable once space frees
+    bool readable_queued = false;  // a kReadable waits in the event queue
+    bool writable_wanted = false;  // send() was short: kWritable once space frees
 };
 
 struct Node {
@@ -126,13 +128,13 @@ struct Node {
     CmState state = CmState::kUnknown;
     bool initiator = false;
     bool loopback = false;
-    bool fin_sent = false;        // our FIN is in the sequence space (snd_nxt counts it)
+    bool fin_sent = false;  // our FIN is in the sequence space (snd_nxt counts it)
     bool fin_acked = false;
-    bool app_owned = false;       // the application holds a handle (or will, once told)
+    bool app_owned = false;  // the application holds a handle (or will, once told)
     bool counted_in_backlog = false;
-    bool v1_retry = false;        // this attempt is the revision-1 retry of a revision-2 one
-    bool wscale_ok = false;       // both SYNs carried the window-scale option (RFC 7323)
-    bool ack_deferred = false;    // an ACK waits for the next poll_transmit()
+    bool v1_retry = false;      // this attempt is the revision-1 retry of a revision-2 one
+    bool wscale_ok = false;     // both SYNs carried the window-scale option (RFC 7323)
+    bool ack_deferred = false;  // an ACK waits for the next poll_transmit()
     // Which timeout phase_timer (below) holds; kept here, in what would be padding.
     NodeTimer phase_kind = NodeTimer::kClose;
     std::uint16_t vlan = kNoVlan;
@@ -161,13 +163,13 @@ struct Node {
     std::uint8_t mpa_rev = 0;
     bool crc = false;
     bool peer_to_peer = false;
-    std::uint8_t rtr_offered = 0;   // initiator: what we offered; responder: what the peer offered
+    std::uint8_t rtr_offered = 0;  // initiator: what we offered; responder: what the peer offered
     RtrType rtr = RtrType::kNone;
-    std::uint8_t tos = 0;           // IP TOS of our frames (the VLAN priority follows it)
+    std::uint8_t tos = 0;  // IP TOS of our frames (the VLAN priority follows it)
     // Kept here, in what would be padding, so the node stays at 168 bytes.
-    bool app_rejected = false;      // the application answered the request with reject()
-    bool half_open = false;         // counted in the listener's half_open (passive, SYN_RCVD)
-    std::uint16_t ird = 0;          // ours (after negotiation)
+    bool app_rejected = false;  // the application answered the request with reject()
+    bool half_open = false;     // counted in the listener's half_open (passive, SYN_RCVD)
+    std::uint16_t ird = 0;      // ours (after negotiation)
     std::uint16_t ord = 0;
     std::uint16_t peer_ird = 0;
     std::uint16_t peer_ord = 0;
@@ -265,7 +267,9 @@ private:
     static constexpr std::uint32_t kChunkBits = 12;
     static constexpr std::uint32_t kChunk = 1u << kChunkBits;
     void add_chunk();
-    Node& at(std::uint32_t index) const { return chunks_[index >> kChunkBits][index & (kChunk - 1)]; }
+    Node& at(std::uint32_t index) const {
+        return chunks_[index >> kChunkBits][index & (kChunk - 1)];
+    }
 
     std::vector<std::unique_ptr<Node[]>> chunks_;
     std::vector<std::uint32_t> free_;

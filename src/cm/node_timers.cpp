@@ -101,7 +101,8 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
     if (in_phase_slot(kind)) node->phase_kind = kind;
     // Grown with the pool, a chunk at a time, not by doubling: the vector is part of what
     // every connection costs.
-    if (node->index >= refs_.size()) refs_.resize(std::max<std::size_t>(node->index + 1, node->pool->capacity()));
+    if (node->index >= refs_.size())
+        refs_.resize(std::max<std::size_t>(node->index + 1, node->pool->capacity()));
     NodeRef& held = refs_[node->index];
     if (!held) held = node;
     IWCM_ASSERT(held == node);
@@ -132,7 +133,9 @@ Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant
     return {};
 }
 
-bool NodeTimers::ack_send(Node& node) { return drop(node, node.send_timer); }
+bool NodeTimers::ack_send(Node& node) {
+    return drop(node, node.send_timer);
+}
 
 Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instant now) {
     if (node->phase_timer.valid()) {
@@ -153,7 +156,8 @@ void NodeTimers::arm_close_at(const NodeRef& node, Instant at) {
 }
 
 void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
-    IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream && kind != NodeTimer::kClose);
+    IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream &&
+                kind != NodeTimer::kClose);
     if (node->phase_timer.valid()) {
         IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
         wheel_.cancel(node->phase_timer);
@@ -162,7 +166,9 @@ void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
     arm(node, kind, at, 0);
 }
 
-bool NodeTimers::cancel_phase(Node& node) { return drop(node, node.phase_timer); }
+bool NodeTimers::cancel_phase(Node& node) {
+    return drop(node, node.phase_timer);
+}
 
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
     if (node->stream_timer.valid()) {
@@ -172,7 +178,9 @@ void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
     arm(node, NodeTimer::kStream, at, 0);
 }
 
-bool NodeTimers::cancel_stream(Node& node) { return drop(node, node.stream_timer); }
+bool NodeTimers::cancel_stream(Node& node) {
+    return drop(node, node.stream_timer);
+}
 
 void NodeTimers::cancel_all(Node& node) {
     // Each drop lets the reference go only once no slot is left armed.
@@ -225,7 +233,8 @@ std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
     if (due.kind == NodeTimer::kSend && due.attempt < config_.retrans.max_retrans) {
         // The driver's tick: resend, count down, re-arm from the time of this tick.
         const auto attempt = static_cast<std::uint8_t>(due.attempt + 1);
-        id = wheel_.schedule(now + config_.retrans.delay(attempt), cookie(node, NodeTimer::kSend, attempt));
+        id = wheel_.schedule(now + config_.retrans.delay(attempt),
+                             cookie(node, NodeTimer::kSend, attempt));
         return FiredTimer{std::move(due.node), NodeTimer::kSend, attempt, false};
     }
     id = {};

@@ -41,8 +41,8 @@ DropReason classify(const wire::ParseError& e) {
     return DropReason::kMalformed;
 }
 
-constexpr CmStateSet kFinSeenStates = CmState::kCloseWait | CmState::kLastAck |
-                                      CmState::kClosing | CmState::kTimeWait;
+constexpr CmStateSet kFinSeenStates =
+    CmState::kCloseWait | CmState::kLastAck | CmState::kClosing | CmState::kTimeWait;
 
 }  // namespace
 
@@ -156,7 +156,8 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         node->rcv_wscale = cfg.rcv_wscale;
     }
     node->snd_wnd = fr.tcp.window;
-    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
+    node->iss =
+        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
     table.insert(node);
@@ -211,10 +212,8 @@ const std::array<std::uint8_t, 16>& Core::Impl::cookie_key_of(std::uint64_t peri
 // is kept. The options are those a node's SYN-ACK would carry.
 void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    cm::CookieTuple tuple{{seg.frame->ip.dst, t.dst_port},
-                          {seg.frame->ip.src, t.src_port},
-                          seg.vlan,
-                          t.seq.value()};
+    cm::CookieTuple tuple{
+        {seg.frame->ip.dst, t.dst_port}, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value()};
     cm::CookieData data{effective_mss(seg.frame->ip.dst, t.options.mss), t.options.window_scale};
     std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
     wire::FrameRepr out = reply_frame(seg);
@@ -263,7 +262,8 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
         // retransmits what it sent (its MPA request) and the cookie again.
         bool backlog = l->queued() >= l->backlog;
         if (backlog) ++stats.backlog_drops;
-        drop(now, backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections, nullptr, {});
+        drop(now, backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections, nullptr,
+             {});
         return true;
     }
     ++stats.syn_cookies_accepted;
@@ -583,7 +583,8 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     auto& b = node->buffers();
     b.tx.clear();
     b.rx.clear();
-    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
+    node->iss =
+        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
     set_state(*node, CmState::kSynSent);
@@ -746,7 +747,8 @@ std::uint16_t Core::Impl::our_mss(const IpAddr& addr) const {
     return static_cast<std::uint16_t>(cfg.mtu - (addr.is_v4() ? 40 : 60));
 }
 
-std::uint16_t Core::Impl::effective_mss(const IpAddr& local, std::optional<std::uint16_t> peer) const {
+std::uint16_t Core::Impl::effective_mss(const IpAddr& local,
+                                        std::optional<std::uint16_t> peer) const {
     // RFC 9293 section 3.7.1 (MUST-15): without the option, 536 or 1220.
     std::uint16_t floor = std::max(cfg.min_peer_mss, cm::kCookieMss[0]);
     std::uint16_t rfc_default = local.is_v4() ? 536 : 1220;
@@ -768,7 +770,8 @@ void Core::Impl::send_challenge_ack(Instant now, Node& node) {
             auto bits = static_cast<std::uint64_t>(second);
             for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<std::uint8_t>(bits >> (8 * i));
             std::uint32_t low = (limit + 1) / 2;
-            std::uint64_t h = cm::siphash24(cfg.isn_secret, std::span<const std::uint8_t>(buf, sizeof buf));
+            std::uint64_t h =
+                cm::siphash24(cfg.isn_secret, std::span<const std::uint8_t>(buf, sizeof buf));
             challenge_budget = low + static_cast<std::uint32_t>(h % (limit - low + 1));
         }
         if (challenge_budget == 0) {
@@ -799,7 +802,8 @@ void Core::Impl::flush_deferred_acks() {
 
 // The frame of a segment of this connection; the ACK field is rcv_nxt and
 // the window what we can take (before hand-off: what is free of rcv_wnd).
-wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags, wire::SeqNumber seq) const {
+wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
+                                          wire::SeqNumber seq) const {
     wire::FrameRepr fr;
     fr.eth.dst = node.remote_mac;
     fr.eth.src = cfg.mac;
@@ -813,7 +817,8 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags, 
     fr.tcp.seq = seq;
     fr.tcp.flags = flags;
     if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
-    std::uint32_t wnd = (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    std::uint32_t wnd =
+        (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     if (flags & tf::kSyn) {
         // The window of a SYN is never scaled (RFC 7323 section 2.2).
@@ -825,7 +830,8 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags, 
     return fr;
 }
 
-void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload) {
+void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq,
+                              wire::Bytes payload) {
     if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
     emit_frame(segment_frame(node, flags, seq), payload, node.loopback);
 }
@@ -864,7 +870,8 @@ void Core::Impl::send_data(Instant now, const NodeRef& node, wire::Bytes data, b
         std::size_t n = std::min(mss, data.size() - off);
         bool last = off + n == data.size();
         std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
-        if (n || fin) send_segment(*node, flags, seq + static_cast<std::uint32_t>(off), data.subspan(off, n));
+        if (n || fin)
+            send_segment(*node, flags, seq + static_cast<std::uint32_t>(off), data.subspan(off, n));
         off += n;
         if (last) break;
     }
@@ -891,7 +898,8 @@ void Core::Impl::resend(Node& node) {
         std::size_t n = std::min(mss, tx.size() - off);
         bool last = off + n == tx.size();
         std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
-        send_segment(node, flags, node.snd_una + static_cast<std::uint32_t>(off), tx.subspan(off, n));
+        send_segment(node, flags, node.snd_una + static_cast<std::uint32_t>(off),
+                     tx.subspan(off, n));
         off += n;
     } while (off < tx.size());
 }
@@ -914,7 +922,8 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
     std::size_t off = tx_arena.size();
     wire::emit_tcp_frame(repr, payload, tx_arena.append(len));
     tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
-    trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, std::span<const std::byte>(tx_arena.data() + off, len));
+    trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr,
+                std::span<const std::byte>(tx_arena.data() + off, len));
 }
 
 }  // namespace iwcm

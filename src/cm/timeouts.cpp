@@ -129,6 +129,8 @@ void Core::Impl::arm_stream_timer(Instant now, const NodeRef& node, Instant at) 
     timers.arm_stream(node, at);
 }
 
-void Core::Impl::cancel_stream_timer(Node& node) { timers.cancel_stream(node); }
+void Core::Impl::cancel_stream_timer(Node& node) {
+    timers.cancel_stream(node);
+}
 
 }  // namespace iwcm

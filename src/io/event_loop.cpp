@@ -25,12 +25,15 @@ constexpr std::uint64_t kSignalTag = 3;
 // Frames handled per wake-up before timers get their turn.
 constexpr int kMaxFramesPerWake = 256;
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errno_text(const char* what) {
+    return std::string(what) + ": " + std::strerror(errno);
+}
 
 }  // namespace
 
 Instant TapHost::now() {
-    return Instant{std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())};
+    return Instant{
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())};
 }
 
 TapHost::TapHost(TapDevice tap, Core& core, std::uint16_t vlan, const TapHostConfig& config)
@@ -40,8 +43,8 @@ TapHost::TapHost(TapDevice tap, Core& core, std::uint16_t vlan, const TapHostCon
       neighbors_(core.config().mac, vlan, config.neighbors),
       rx_buf_(TapDevice::kMaxFrame) {}
 
-Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config, Core& core,
-                                                              std::uint16_t vlan) {
+Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
+                                                              Core& core, std::uint16_t vlan) {
     if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
     auto tap = TapDevice::open(config.tap);
     if (!tap) return fail(tap.error());
@@ -77,7 +80,8 @@ bool TapHost::setup(const TapHostConfig& config) {
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0 ||
-            (signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 || !add(signal_fd_, kSignalTag)) {
+            (signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
+            !add(signal_fd_, kSignalTag)) {
             error_ = errno_text("signalfd");
             return false;
         }
@@ -135,7 +139,8 @@ bool TapHost::for_core(std::span<const std::byte> frame) const {
     if (!eth) return false;
     const std::uint16_t vlan = eth->repr.vlan ? eth->repr.vlan->id : kNoVlan;
     if (vlan != vlan_ || eth->repr.dst != core_.config().mac) return false;
-    return eth->repr.ethertype == wire::kEtherTypeIpv4 || eth->repr.ethertype == wire::kEtherTypeIpv6;
+    return eth->repr.ethertype == wire::kEtherTypeIpv4 ||
+           eth->repr.ethertype == wire::kEtherTypeIpv6;
 }
 
 void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {
@@ -191,7 +196,8 @@ Wake TapHost::step(Instant until) {
                     return Wake::kError;
                 }
                 if (len == 0) break;
-                handle_frame(now(), std::span<const std::byte>(rx_buf_.data(), static_cast<std::size_t>(len)));
+                handle_frame(now(), std::span<const std::byte>(rx_buf_.data(),
+                                                               static_cast<std::size_t>(len)));
             }
         } else if (events[i].data.u64 == kTimerTag) {
             std::uint64_t expirations = 0;

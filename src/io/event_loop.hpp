@@ -33,10 +33,10 @@
 namespace iwcm::io {
 
 struct TapHostConfig {
-    std::string tap;            // device name
-    std::string pcap_path;      // empty: no capture
+    std::string tap;        // device name
+    std::string pcap_path;  // empty: no capture
     NeighborConfig neighbors;
-    bool handle_signals = true; // SIGINT / SIGTERM end step() with kSignal
+    bool handle_signals = true;  // SIGINT / SIGTERM end step() with kSignal
 };
 
 struct TapHostCounters {
@@ -54,8 +54,8 @@ class TapHost {
 public:
     // The core's MAC and VLAN are the host's: frames for other MACs and
     // VLANs are ignored. The core must outlive the host.
-    static Expected<std::unique_ptr<TapHost>, std::string> open(const TapHostConfig& config, Core& core,
-                                                                std::uint16_t vlan);
+    static Expected<std::unique_ptr<TapHost>, std::string> open(const TapHostConfig& config,
+                                                                Core& core, std::uint16_t vlan);
     ~TapHost();
     TapHost(const TapHost&) = delete;
     TapHost& operator=(const TapHost&) = delete;

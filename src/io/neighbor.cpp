@@ -54,7 +54,8 @@ bool NeighborTable::receive(Instant now, std::span<const std::byte> frame) {
     const MacAddr& dst = eth->repr.dst;
     if (dst != mac_ && !dst.is_multicast()) return false;
     if (eth->repr.ethertype == wire::kEtherTypeArp) return receive_arp(now, eth->payload);
-    if (eth->repr.ethertype == wire::kEtherTypeIpv6) return receive_icmpv6(now, eth->repr.src, eth->payload);
+    if (eth->repr.ethertype == wire::kEtherTypeIpv6)
+        return receive_icmpv6(now, eth->repr.src, eth->payload);
     return false;
 }
 
@@ -83,7 +84,8 @@ bool NeighborTable::receive_arp(Instant now, std::span<const std::byte> payload)
 // RFC 4861 7.1 validation (hop limit 255 here, the rest in parse_nd), 7.2.3
 // (answer a solicitation for our address; learn from its source link-layer
 // option) and 7.2.5 (an advertisement updates an entry we have).
-bool NeighborTable::receive_icmpv6(Instant now, const MacAddr& eth_src, std::span<const std::byte> packet) {
+bool NeighborTable::receive_icmpv6(Instant now, const MacAddr& eth_src,
+                                   std::span<const std::byte> packet) {
     auto ip = wire::parse_ipv6(packet);
     if (!ip || ip->repr.next_header != wire::kIpProtoIcmpv6) return false;
     auto nd = wire::parse_nd(ip->payload, ip->repr.src, ip->repr.dst);
@@ -99,8 +101,10 @@ bool NeighborTable::receive_icmpv6(Instant now, const MacAddr& eth_src, std::spa
     const bool for_us = is_local(IpAddr(nd->target));
     const bool src_unspecified = IpAddr(ip->repr.src).is_unspecified();
     if (nd->kind == wire::NdKind::kAdvertisement) {
-        if (nd->lladdr) update(now, IpAddr(nd->target), *nd->lladdr, false);
-        else ++counters_.ignored;
+        if (nd->lladdr)
+            update(now, IpAddr(nd->target), *nd->lladdr, false);
+        else
+            ++counters_.ignored;
         return true;
     }
     if (!for_us) {
@@ -139,7 +143,9 @@ void NeighborTable::update(Instant now, const IpAddr& ip, const MacAddr& mac, bo
     e.expires = now + config_.lifetime;
 }
 
-void NeighborTable::learn(Instant now, IpAddr ip, MacAddr mac) { update(now, ip, mac, true); }
+void NeighborTable::learn(Instant now, IpAddr ip, MacAddr mac) {
+    update(now, ip, mac, true);
+}
 
 // ---------------------------------------------------------------- resolution
 
@@ -251,7 +257,8 @@ void NeighborTable::trim(Instant now) {
         return kv.second.status == NeighborStatus::kResolved && now >= kv.second.expires;
     });
     if (entries_.size() < config_.max_entries) return;
-    std::erase_if(entries_, [](const auto& kv) { return kv.second.status == NeighborStatus::kFailed; });
+    std::erase_if(entries_,
+                  [](const auto& kv) { return kv.second.status == NeighborStatus::kFailed; });
 }
 
 // ---------------------------------------------------------------- output
@@ -267,16 +274,17 @@ std::vector<std::byte>& NeighborTable::new_frame(const MacAddr& dst, std::uint16
     return f;
 }
 
-void NeighborTable::send_arp(bool request, const MacAddr& dst, const Ipv4Addr& src_ip, const MacAddr& target_mac,
-                             const Ipv4Addr& target_ip) {
-    wire::ArpRepr arp{request ? wire::ArpOp::kRequest : wire::ArpOp::kReply, mac_, src_ip, target_mac, target_ip};
+void NeighborTable::send_arp(bool request, const MacAddr& dst, const Ipv4Addr& src_ip,
+                             const MacAddr& target_mac, const Ipv4Addr& target_ip) {
+    wire::ArpRepr arp{request ? wire::ArpOp::kRequest : wire::ArpOp::kReply, mac_, src_ip,
+                      target_mac, target_ip};
     std::size_t off = 0;
     auto& f = new_frame(dst, wire::kEtherTypeArp, wire::kArpLen, off);
     arp.emit(std::span<std::byte>(f).subspan(off));
 }
 
-void NeighborTable::send_nd(bool solicit, const MacAddr& dst_mac, const Ipv6Addr& src, const Ipv6Addr& dst,
-                            const Ipv6Addr& target, bool solicited) {
+void NeighborTable::send_nd(bool solicit, const MacAddr& dst_mac, const Ipv6Addr& src,
+                            const Ipv6Addr& dst, const Ipv6Addr& target, bool solicited) {
     wire::NdRepr nd;
     nd.kind = solicit ? wire::NdKind::kSolicitation : wire::NdKind::kAdvertisement;
     nd.target = target;
@@ -290,7 +298,8 @@ void NeighborTable::send_nd(bool solicit, const MacAddr& dst_mac, const Ipv6Addr
     ip.hop_limit = wire::kNdHopLimit;
     ip.payload_len = static_cast<std::uint16_t>(nd.buffer_len());
     std::size_t off = 0;
-    auto& f = new_frame(dst_mac, wire::kEtherTypeIpv6, wire::Ipv6Repr::kHeaderLen + nd.buffer_len(), off);
+    auto& f =
+        new_frame(dst_mac, wire::kEtherTypeIpv6, wire::Ipv6Repr::kHeaderLen + nd.buffer_len(), off);
     auto out = std::span<std::byte>(f).subspan(off);
     ip.emit(out);
     nd.emit(src, dst, out.subspan(wire::Ipv6Repr::kHeaderLen));

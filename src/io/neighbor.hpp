@@ -117,12 +117,12 @@ private:
     bool receive_arp(Instant now, std::span<const std::byte> payload);
     bool receive_icmpv6(Instant now, const MacAddr& eth_src, std::span<const std::byte> packet);
     void send_probe(const IpAddr& target, Entry& e);
-    void send_arp(bool request, const MacAddr& dst, const Ipv4Addr& src_ip, const MacAddr& target_mac,
-                  const Ipv4Addr& target_ip);
+    void send_arp(bool request, const MacAddr& dst, const Ipv4Addr& src_ip,
+                  const MacAddr& target_mac, const Ipv4Addr& target_ip);
     void send_nd(bool solicit, const MacAddr& dst_mac, const Ipv6Addr& src, const Ipv6Addr& dst,
                  const Ipv6Addr& target, bool solicited);
-    std::vector<std::byte>& new_frame(const MacAddr& dst, std::uint16_t ethertype, std::size_t payload_len,
-                                      std::size_t& offset);
+    std::vector<std::byte>& new_frame(const MacAddr& dst, std::uint16_t ethertype,
+                                      std::size_t payload_len, std::size_t& offset);
     void update(Instant now, const IpAddr& ip, const MacAddr& mac, bool create);
     void trim(Instant now);
 

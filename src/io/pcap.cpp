@@ -12,7 +12,9 @@ namespace iwcm::io {
 namespace {
 
 // Native byte order: the magic number tells readers which one it is.
-bool put(std::FILE* f, const void* data, std::size_t len) { return std::fwrite(data, 1, len, f) == len; }
+bool put(std::FILE* f, const void* data, std::size_t len) {
+    return std::fwrite(data, 1, len, f) == len;
+}
 
 }  // namespace
 
@@ -48,7 +50,8 @@ bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame) {
     const std::uint32_t record[4] = {static_cast<std::uint32_t>(unix_ns / 1'000'000'000),
                                      static_cast<std::uint32_t>(unix_ns % 1'000'000'000), caplen,
                                      static_cast<std::uint32_t>(frame.size())};
-    bool ok = put(file_, record, sizeof record) && put(file_, frame.data(), caplen) && std::fflush(file_) == 0;
+    bool ok = put(file_, record, sizeof record) && put(file_, frame.data(), caplen) &&
+              std::fflush(file_) == 0;
     if (ok) ++frames_;
     return ok;
 }

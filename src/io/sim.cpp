@@ -57,16 +57,11 @@ private:
 
 const char* to_string(FrameFate fate) {
     switch (fate) {
-        case FrameFate::kDelivered:
-            return "delivered";
-        case FrameFate::kLost:
-            return "lost";
-        case FrameFate::kDuplicated:
-            return "duplicated";
-        case FrameFate::kCorrupted:
-            return "corrupted";
-        case FrameFate::kReordered:
-            return "reordered";
+        case FrameFate::kDelivered: return "delivered";
+        case FrameFate::kLost: return "lost";
+        case FrameFate::kDuplicated: return "duplicated";
+        case FrameFate::kCorrupted: return "corrupted";
+        case FrameFate::kReordered: return "reordered";
     }
     return "?";
 }

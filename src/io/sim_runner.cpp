@@ -4,6 +4,7 @@
 // says which part of the contract it is).
 #include "io/sim_runner.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -15,7 +16,6 @@
 #include <memory>
 #include <queue>
 #include <tuple>
-#include <unistd.h>
 #include <vector>
 
 #include "iwcm/core.hpp"
@@ -75,9 +75,13 @@ std::string fmt(const char* f, ...) {
     return buf;
 }
 
-std::size_t wire_pdata_limit(std::uint8_t rev) { return 512 - (rev == 2 ? 4 : 0); }
+std::size_t wire_pdata_limit(std::uint8_t rev) {
+    return 512 - (rev == 2 ? 4 : 0);
+}
 
-double ms(Instant t) { return static_cast<double>(t.time_since_epoch().count()) / 1e6; }
+double ms(Instant t) {
+    return static_cast<double>(t.time_since_epoch().count()) / 1e6;
+}
 
 // One handle's life as its application saw it.
 struct SideLog {
@@ -104,9 +108,9 @@ struct Attempt {
     std::vector<std::byte> pdata;
     std::uint16_t ird = 0;
     std::uint16_t ord = 0;
-    std::uint8_t rev_param = 0;    // ConnectParams::mpa_revision
-    std::uint8_t rev = 0;          // effective
-    bool p2p = false;              // offered the peer-to-peer bit
+    std::uint8_t rev_param = 0;  // ConnectParams::mpa_revision
+    std::uint8_t rev = 0;        // effective
+    bool p2p = false;            // offered the peer-to-peer bit
     std::uint8_t rtr_offered = 0;
     bool have_handle = false;
     bool refused_locally = false;
@@ -205,9 +209,10 @@ private:
     std::vector<Attempt> attempts_;
     std::vector<Passive> passives_;
     std::vector<ListenerRec> listeners_;
-    std::vector<std::array<bool, 2>> addr_up_;   // [core][v6]
+    std::vector<std::array<bool, 2>> addr_up_;  // [core][v6]
     // (core, handle index, generation) -> (passive?, index)
-    std::map<std::tuple<std::size_t, std::uint32_t, std::uint32_t>, std::pair<bool, std::size_t>> handles_;
+    std::map<std::tuple<std::size_t, std::uint32_t, std::uint32_t>, std::pair<bool, std::size_t>>
+        handles_;
     std::priority_queue<Action, std::vector<Action>, ActionLater> actions_;
     std::uint64_t action_seq_ = 0;
     bool closing_ = false;
@@ -243,7 +248,8 @@ MacAddr Runner::mac(std::size_t core) const {
 
 std::vector<std::byte> Runner::random_pdata(std::size_t limit) {
     std::size_t n = 0;
-    if (!app_rng_.chance(0.2)) n = app_rng_.chance(0.8) ? app_rng_.below(64) : app_rng_.below(limit + 1);
+    if (!app_rng_.chance(0.2))
+        n = app_rng_.chance(0.8) ? app_rng_.below(64) : app_rng_.below(limit + 1);
     std::vector<std::byte> v(n);
     for (auto& b : v) b = static_cast<std::byte>(app_rng_.below(256));
     return v;
@@ -252,7 +258,8 @@ std::vector<std::byte> Runner::random_pdata(std::size_t limit) {
 Duration Runner::random_delay(Duration max) {
     if (app_rng_.chance(0.3)) return Duration::zero();
     auto us = std::chrono::duration_cast<microseconds>(max).count();
-    return microseconds(static_cast<std::int64_t>(app_rng_.below(static_cast<std::uint64_t>(us) + 1)));
+    return microseconds(
+        static_cast<std::int64_t>(app_rng_.below(static_cast<std::uint64_t>(us) + 1)));
 }
 
 void Runner::fail(const std::string& what) {
@@ -275,7 +282,8 @@ void Runner::build_cores() {
         c.mpa.revision = build_rng_.chance(0.8) ? 2 : 1;
         c.mpa.crc = build_rng_.chance(0.3);
         c.mpa.peer_to_peer = build_rng_.chance(0.7);
-        c.mpa.rtr_types = build_rng_.chance(0.8) ? rtr::kAll : static_cast<std::uint8_t>(1 + build_rng_.below(7));
+        c.mpa.rtr_types =
+            build_rng_.chance(0.8) ? rtr::kAll : static_cast<std::uint8_t>(1 + build_rng_.below(7));
         cfgs_.push_back(c);
     }
     established_events_.assign(sc_.cores, 0);
@@ -290,7 +298,8 @@ void Runner::build_cores() {
             core.set_trace([this, i](const TraceRecord& r) {
                 if (r.kind == TraceRecord::Kind::kState)
                     log(fmt("core %zu conn %u/%u %s => %s", i, r.conn.index, r.conn.generation,
-                            std::string(to_string(r.from)).c_str(), std::string(to_string(r.to)).c_str()));
+                            std::string(to_string(r.from)).c_str(),
+                            std::string(to_string(r.to)).c_str()));
                 if (r.kind == TraceRecord::Kind::kDrop)
                     log(fmt("core %zu conn %u/%u drop %s", i, r.conn.index, r.conn.generation,
                             std::string(to_string(r.drop)).c_str()));
@@ -298,15 +307,17 @@ void Runner::build_cores() {
         }
         IWCM_ASSERT(core.add_address(addr(i, false)).has_value());
         IWCM_ASSERT(core.add_address(addr(i, true)).has_value());
-        hosts_.push_back(std::make_unique<CoreHost>(core, [this, i](Instant now, Core&) { drain_events(i, now); }));
+        hosts_.push_back(std::make_unique<CoreHost>(
+            core, [this, i](Instant now, Core&) { drain_events(i, now); }));
         net_.add_host(*hosts_.back());
         // Port 4791 on both families, each a wildcard or the core's address;
         // 4792 with a backlog of 2 on IPv4 only.
         for (bool v6 : {false, true}) {
             ListenerRec l;
             l.core = i;
-            l.params.local = {build_rng_.chance(0.5) ? *IpAddr::parse(v6 ? "::" : "0.0.0.0") : addr(i, v6),
-                              kPortMain};
+            l.params.local = {
+                build_rng_.chance(0.5) ? *IpAddr::parse(v6 ? "::" : "0.0.0.0") : addr(i, v6),
+                kPortMain};
             listeners_.push_back(l);
         }
         ListenerRec small;
@@ -374,7 +385,8 @@ void Runner::build_disruptions() {
     if (!sc_.disruptions || out_.clean) return;
     std::size_t n = build_rng_.below(4);
     for (std::size_t i = 0; i < n; ++i) {
-        Instant t = kInstantZero + microseconds(static_cast<std::int64_t>(build_rng_.below(2'500'000)));
+        Instant t =
+            kInstantZero + microseconds(static_cast<std::int64_t>(build_rng_.below(2'500'000)));
         if (build_rng_.chance(0.5)) {
             std::size_t l = build_rng_.below(listeners_.size());
             bool relisten = build_rng_.chance(0.7);
@@ -382,7 +394,8 @@ void Runner::build_disruptions() {
         } else {
             std::size_t c = build_rng_.below(sc_.cores);
             bool v6 = build_rng_.chance(0.3);
-            Duration down_for = microseconds(200'000 + static_cast<std::int64_t>(build_rng_.below(1'800'000)));
+            Duration down_for =
+                microseconds(200'000 + static_cast<std::int64_t>(build_rng_.below(1'800'000)));
             at(t, [this, c, v6] { do_address_down(c, v6); });
             at(t + down_for, [this, c, v6] { do_address_up(c, v6); });
         }
@@ -402,7 +415,8 @@ void Runner::drive() {
     for (;;) {
         if (out_.steps > kMaxSteps || net_.now() - kInstantZero > kMaxVirtual) {
             fail(fmt("did not drain: %llu steps, %.1f s of virtual time, %zu frames in flight",
-                     static_cast<unsigned long long>(out_.steps), ms(net_.now()) / 1000, net_.in_flight()));
+                     static_cast<unsigned long long>(out_.steps), ms(net_.now()) / 1000,
+                     net_.in_flight()));
             return;
         }
         if (!actions_.empty()) {
@@ -430,7 +444,9 @@ SideLog* Runner::side(std::size_t core, bool passive, std::size_t index) {
 }
 
 void Runner::on_event(std::size_t core, Instant now, const Event& e) {
-    log(fmt("core %zu conn %u/%u %s status %d state %s %s -> %s rev %u ird %u ord %u p2p %d rtr %s pdata %zu",
+    log(
+        fmt("core %zu conn %u/%u %s status %d state %s %s -> %s rev %u ird %u ord %u p2p %d rtr %s "
+            "pdata %zu",
             core, e.conn.index, e.conn.generation, std::string(to_string(e.type)).c_str(), e.status,
             std::string(to_string(e.state)).c_str(), e.local.to_string().c_str(),
             e.remote.to_string().c_str(), e.mpa.revision, e.mpa.ird, e.mpa.ord, e.mpa.peer_to_peer,
@@ -452,9 +468,12 @@ void Runner::on_event(std::size_t core, Instant now, const Event& e) {
     auto [passive, index] = it->second;
     SideLog& s = *side(core, passive, index);
     const char* who = passive ? "responder" : "initiator";
-    if (s.terminal) fail(fmt("core %zu %s: %s after the terminal event", core, who, std::string(to_string(e.type)).c_str()));
+    if (s.terminal)
+        fail(fmt("core %zu %s: %s after the terminal event", core, who,
+                 std::string(to_string(e.type)).c_str()));
     if (passive && passives_[index].decision == Decision::kRejected)
-        fail(fmt("core %zu: %s on a handle the application rejected", core, std::string(to_string(e.type)).c_str()));
+        fail(fmt("core %zu: %s on a handle the application rejected", core,
+                 std::string(to_string(e.type)).c_str()));
     if (s.seen_local && (s.local != e.local || s.remote != e.remote))
         fail(fmt("core %zu %s: endpoints changed between events", core, who));
     s.seen_local = true;
@@ -487,8 +506,9 @@ void Runner::on_event(std::size_t core, Instant now, const Event& e) {
         fail(fmt("core %zu %s: handle still usable after its terminal event", core, who));
     if (app_rng_.chance(0.1)) {
         // Probe the stale handle later: every command must say so.
-        at(now + random_delay(milliseconds(50)),
-           [this, core, passive, index] { do_disconnect(core, passive, index, DisconnectMode::kGraceful); });
+        at(now + random_delay(milliseconds(50)), [this, core, passive, index] {
+            do_disconnect(core, passive, index, DisconnectMode::kGraceful);
+        });
     }
 }
 
@@ -499,9 +519,12 @@ void Runner::on_request(std::size_t core, Instant now, const Event& e) {
     }
     bool listener_live = false;
     for (const ListenerRec& l : listeners_)
-        if (l.core == core && l.live && l.handle == e.listener && l.params.local.port == e.local.port)
+        if (l.core == core && l.live && l.handle == e.listener &&
+            l.params.local.port == e.local.port)
             listener_live = true;
-    if (!listener_live) fail(fmt("core %zu: connect request on %s from no live listener", core, e.local.to_string().c_str()));
+    if (!listener_live)
+        fail(fmt("core %zu: connect request on %s from no live listener", core,
+                 e.local.to_string().c_str()));
     Passive p;
     p.core = core;
     p.handle = e.conn;
@@ -522,8 +545,10 @@ void Runner::on_request(std::size_t core, Instant now, const Event& e) {
     } else if (r < 0.85) {
         passives_[index].decision = Decision::kIgnored;  // the accept timer decides
     } else if (r < 0.95) {
-        DisconnectMode m = app_rng_.chance(0.5) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
-        at(now + random_delay(milliseconds(300)), [this, core, index, m] { do_disconnect(core, true, index, m); });
+        DisconnectMode m =
+            app_rng_.chance(0.5) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
+        at(now + random_delay(milliseconds(300)),
+           [this, core, index, m] { do_disconnect(core, true, index, m); });
     } else {
         at(now, [this, index] { do_accept(index); });
     }
@@ -531,23 +556,29 @@ void Runner::on_request(std::size_t core, Instant now, const Event& e) {
 
 void Runner::after_established(std::size_t core, bool passive, std::size_t index, Instant now) {
     if (closing_) {
-        DisconnectMode m = app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
+        DisconnectMode m =
+            app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
         at(now, [this, core, passive, index, m] { do_disconnect(core, passive, index, m); });
         return;
     }
     double r = app_rng_.unit();
     if (r < 0.40) {
-        at(now + random_delay(milliseconds(2000)),
-           [this, core, passive, index] { do_disconnect(core, passive, index, DisconnectMode::kGraceful); });
+        at(now + random_delay(milliseconds(2000)), [this, core, passive, index] {
+            do_disconnect(core, passive, index, DisconnectMode::kGraceful);
+        });
     } else if (r < 0.55) {
-        at(now + random_delay(milliseconds(2000)),
-           [this, core, passive, index] { do_disconnect(core, passive, index, DisconnectMode::kAbortive); });
+        at(now + random_delay(milliseconds(2000)), [this, core, passive, index] {
+            do_disconnect(core, passive, index, DisconnectMode::kAbortive);
+        });
     } else if (r < 0.60) {
         // A graceful close cut short by an abort while the FIN is out.
         Instant t = now + random_delay(milliseconds(1000));
-        at(t, [this, core, passive, index] { do_disconnect(core, passive, index, DisconnectMode::kGraceful); });
-        at(t + random_delay(milliseconds(5)),
-           [this, core, passive, index] { do_disconnect(core, passive, index, DisconnectMode::kAbortive); });
+        at(t, [this, core, passive, index] {
+            do_disconnect(core, passive, index, DisconnectMode::kGraceful);
+        });
+        at(t + random_delay(milliseconds(5)), [this, core, passive, index] {
+            do_disconnect(core, passive, index, DisconnectMode::kAbortive);
+        });
     }
     // Otherwise held until close_everything().
 }
@@ -566,8 +597,8 @@ void Runner::do_connect(Attempt& a) {
     p.mpa_revision = a.rev_param;
     auto h = cores_[a.from]->connect(now, p);
     log(fmt("core %zu connect #%zu %s -> %s rev %u ird %u ord %u pdata %zu: %s", a.from, a.id,
-            p.local.to_string().c_str(), p.remote.to_string().c_str(), a.rev, a.ird, a.ord, a.pdata.size(),
-            h ? "ok" : std::string(to_string(h.error())).c_str()));
+            p.local.to_string().c_str(), p.remote.to_string().c_str(), a.rev, a.ird, a.ord,
+            a.pdata.size(), h ? "ok" : std::string(to_string(h.error())).c_str()));
     if (!h) {
         if (h.error() == ApiError::kAddressNotLocal && !addr_up_[a.from][a.v6]) {
             a.refused_locally = true;
@@ -582,10 +613,12 @@ void Runner::do_connect(Attempt& a) {
     handles_[{a.from, h->index, h->generation}] = {false, a.id};
     if (app_rng_.chance(0.1)) {
         // The application gives up at a random moment (maybe after established).
-        DisconnectMode m = app_rng_.chance(0.5) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
+        DisconnectMode m =
+            app_rng_.chance(0.5) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
         std::size_t id = a.id;
         std::size_t from = a.from;
-        at(now + random_delay(milliseconds(150)), [this, from, id, m] { do_disconnect(from, false, id, m); });
+        at(now + random_delay(milliseconds(150)),
+           [this, from, id, m] { do_disconnect(from, false, id, m); });
     }
     drain_events(a.from, now);
 }
@@ -601,14 +634,17 @@ void Runner::do_accept(std::size_t index) {
     ap.ird = static_cast<std::uint16_t>(app_rng_.below(big ? 200 : 64));
     ap.ord = static_cast<std::uint16_t>(app_rng_.below(big ? 200 : 64));
     auto r = cores_[p.core]->accept(now, p.handle, ap);
-    log(fmt("core %zu accept %u/%u ird %u ord %u pdata %zu: %s", p.core, p.handle.index, p.handle.generation,
-            ap.ird, ap.ord, pdata.size(), r ? "ok" : std::string(to_string(r.error())).c_str()));
+    log(fmt("core %zu accept %u/%u ird %u ord %u pdata %zu: %s", p.core, p.handle.index,
+            p.handle.generation, ap.ird, ap.ord, pdata.size(),
+            r ? "ok" : std::string(to_string(r.error())).c_str()));
     if (p.log.terminal) {
-        if (r || r.error() != ApiError::kStaleHandle) fail(fmt("core %zu: accept on an ended handle was not refused as stale", p.core));
+        if (r || r.error() != ApiError::kStaleHandle)
+            fail(fmt("core %zu: accept on an ended handle was not refused as stale", p.core));
         return;
     }
     if (!r) {
-        fail(fmt("core %zu: accept refused: %s", p.core, std::string(to_string(r.error())).c_str()));
+        fail(
+            fmt("core %zu: accept refused: %s", p.core, std::string(to_string(r.error())).c_str()));
         return;
     }
     p.decision = Decision::kAccepted;
@@ -624,14 +660,16 @@ void Runner::do_reject(std::size_t index) {
     Instant now = net_.now();
     std::vector<std::byte> pdata = random_pdata(wire_pdata_limit(p.req.revision));
     auto r = cores_[p.core]->reject(now, p.handle, pdata);
-    log(fmt("core %zu reject %u/%u pdata %zu: %s", p.core, p.handle.index, p.handle.generation, pdata.size(),
-            r ? "ok" : std::string(to_string(r.error())).c_str()));
+    log(fmt("core %zu reject %u/%u pdata %zu: %s", p.core, p.handle.index, p.handle.generation,
+            pdata.size(), r ? "ok" : std::string(to_string(r.error())).c_str()));
     if (p.log.terminal) {
-        if (r || r.error() != ApiError::kStaleHandle) fail(fmt("core %zu: reject on an ended handle was not refused as stale", p.core));
+        if (r || r.error() != ApiError::kStaleHandle)
+            fail(fmt("core %zu: reject on an ended handle was not refused as stale", p.core));
         return;
     }
     if (!r) {
-        fail(fmt("core %zu: reject refused: %s", p.core, std::string(to_string(r.error())).c_str()));
+        fail(
+            fmt("core %zu: reject refused: %s", p.core, std::string(to_string(r.error())).c_str()));
         return;
     }
     p.decision = Decision::kRejected;
@@ -639,7 +677,8 @@ void Runner::do_reject(std::size_t index) {
     ++reject_calls_[p.core];
     // reject() ends the handle without an event.
     auto st = cores_[p.core]->state(p.handle);
-    if (st.has_value() || st.error() != ApiError::kStaleHandle) fail(fmt("core %zu: handle usable after reject", p.core));
+    if (st.has_value() || st.error() != ApiError::kStaleHandle)
+        fail(fmt("core %zu: handle usable after reject", p.core));
     drain_events(p.core, now);
 }
 
@@ -648,8 +687,9 @@ void Runner::do_disconnect(std::size_t core, bool passive, std::size_t index, Di
     SideLog& s = *side(core, passive, index);
     ConnHandle h = passive ? passives_[index].handle : attempts_[index].handle;
     auto r = cores_[core]->disconnect(now, h, mode);
-    log(fmt("core %zu disconnect %s %u/%u: %s", core, mode == DisconnectMode::kGraceful ? "graceful" : "abortive",
-            h.index, h.generation, r ? "ok" : std::string(to_string(r.error())).c_str()));
+    log(fmt("core %zu disconnect %s %u/%u: %s", core,
+            mode == DisconnectMode::kGraceful ? "graceful" : "abortive", h.index, h.generation,
+            r ? "ok" : std::string(to_string(r.error())).c_str()));
     bool ended = s.terminal || (passive && passives_[index].decision == Decision::kRejected);
     if (ended) {
         if (r || r.error() != ApiError::kStaleHandle)
@@ -657,10 +697,12 @@ void Runner::do_disconnect(std::size_t core, bool passive, std::size_t index, Di
         return;
     }
     if (!r) {
-        fail(fmt("core %zu: disconnect refused: %s", core, std::string(to_string(r.error())).c_str()));
+        fail(fmt("core %zu: disconnect refused: %s", core,
+                 std::string(to_string(r.error())).c_str()));
         return;
     }
-    if (passive && passives_[index].decision == Decision::kNone) passives_[index].decision = Decision::kDropped;
+    if (passive && passives_[index].decision == Decision::kNone)
+        passives_[index].decision = Decision::kDropped;
     if (!passive && !s.established) attempts_[index].app_ended_early = true;
     drain_events(core, now);
 }
@@ -671,8 +713,9 @@ void Runner::do_destroy_listen(std::size_t l, bool relisten) {
     auto r = cores_[rec.core]->destroy_listen(now, rec.handle);
     log(fmt("core %zu destroy_listen %s: %s", rec.core, rec.params.local.to_string().c_str(),
             r ? "ok" : std::string(to_string(r.error())).c_str()));
-    if (rec.live != r.has_value()) fail(fmt("core %zu: destroy_listen said %s for a listener that is %s", rec.core,
-                                            r ? "ok" : "error", rec.live ? "live" : "gone"));
+    if (rec.live != r.has_value())
+        fail(fmt("core %zu: destroy_listen said %s for a listener that is %s", rec.core,
+                 r ? "ok" : "error", rec.live ? "live" : "gone"));
     rec.live = false;
     drain_events(rec.core, now);
     if (relisten && !closing_)
@@ -689,11 +732,13 @@ void Runner::do_relisten(std::size_t l) {
     log(fmt("core %zu listen %s: %s", rec.core, rec.params.local.to_string().c_str(),
             r ? "ok" : std::string(to_string(r.error())).c_str()));
     if (addr_down) {
-        if (r || r.error() != ApiError::kAddressNotLocal) fail(fmt("core %zu: listen on a removed address", rec.core));
+        if (r || r.error() != ApiError::kAddressNotLocal)
+            fail(fmt("core %zu: listen on a removed address", rec.core));
         return;
     }
     if (!r) {
-        fail(fmt("core %zu: listen refused: %s", rec.core, std::string(to_string(r.error())).c_str()));
+        fail(fmt("core %zu: listen refused: %s", rec.core,
+                 std::string(to_string(r.error())).c_str()));
         return;
     }
     rec.handle = *r;
@@ -715,11 +760,13 @@ void Runner::on_listener_event(std::size_t core, const Event& e) {
     for (ListenerRec& l : listeners_) {
         if (l.core != core || !l.live || l.handle != e.listener) continue;
         int& owed = down ? l.owed_down : l.owed_up;
-        if (owed == 0) fail(fmt("core %zu: %s not owed to listener %s", core,
-                                std::string(to_string(e.type)).c_str(), l.params.local.to_string().c_str()));
+        if (owed == 0)
+            fail(fmt("core %zu: %s not owed to listener %s", core,
+                     std::string(to_string(e.type)).c_str(), l.params.local.to_string().c_str()));
         --owed;
         if (e.status != (down ? -ENETDOWN : 0) || e.local != l.params.local || e.conn.valid())
-            fail(fmt("core %zu: %s status %d local %s", core, std::string(to_string(e.type)).c_str(), e.status,
+            fail(fmt("core %zu: %s status %d local %s", core,
+                     std::string(to_string(e.type)).c_str(), e.status,
                      e.local.to_string().c_str()));
         return;
     }
@@ -732,27 +779,31 @@ void Runner::do_address_down(std::size_t core, bool v6) {
     auto r = cores_[core]->remove_address(now, a);
     log(fmt("core %zu address down %s: %s", core, a.to_string().c_str(),
             r ? fmt("%zu torn down", *r).c_str() : std::string(to_string(r.error())).c_str()));
-    if (r.has_value() != addr_up_[core][v6]) fail(fmt("core %zu: remove_address disagrees with the address table", core));
+    if (r.has_value() != addr_up_[core][v6])
+        fail(fmt("core %zu: remove_address disagrees with the address table", core));
     addr_up_[core][v6] = false;
     if (r) owe_address_events(core, a, true);
     drain_events(core, now);
     for (const ListenerRec& l : listeners_)
-        if (l.owed_down != 0) fail(fmt("core %zu: listener %s did not hear its address go", core,
-                                       l.params.local.to_string().c_str()));
+        if (l.owed_down != 0)
+            fail(fmt("core %zu: listener %s did not hear its address go", core,
+                     l.params.local.to_string().c_str()));
 }
 
 void Runner::do_address_up(std::size_t core, bool v6) {
     IpAddr a = addr(core, v6);
     if (addr_up_[core][v6]) return;
     auto r = cores_[core]->add_address(a);
-    log(fmt("core %zu address up %s: %s", core, a.to_string().c_str(), r ? "ok" : std::string(to_string(r.error())).c_str()));
+    log(fmt("core %zu address up %s: %s", core, a.to_string().c_str(),
+            r ? "ok" : std::string(to_string(r.error())).c_str()));
     if (!r) fail(fmt("core %zu: add_address refused", core));
     addr_up_[core][v6] = true;
     owe_address_events(core, a, false);
     drain_events(core, net_.now());
     for (std::size_t l = 0; l < listeners_.size(); ++l) {
-        if (listeners_[l].owed_up != 0) fail(fmt("core %zu: listener %s did not hear its address come back", core,
-                                                 listeners_[l].params.local.to_string().c_str()));
+        if (listeners_[l].owed_up != 0)
+            fail(fmt("core %zu: listener %s did not hear its address come back", core,
+                     listeners_[l].params.local.to_string().c_str()));
         // A listener destroyed while the address was away comes back now.
         if (listeners_[l].core == core && listeners_[l].params.local.addr == a) do_relisten(l);
     }
@@ -766,12 +817,16 @@ void Runner::close_everything() {
     for (std::size_t k = 0; k < attempts_.size(); ++k) {
         const Attempt& a = attempts_[k];
         if (a.have_handle && a.log.established && !a.log.terminal)
-            do_disconnect(a.from, false, k, app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive);
+            do_disconnect(
+                a.from, false, k,
+                app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive);
     }
     for (std::size_t k = 0; k < passives_.size(); ++k) {
         const Passive& p = passives_[k];
         if (p.log.established && !p.log.terminal)
-            do_disconnect(p.core, true, k, app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive);
+            do_disconnect(
+                p.core, true, k,
+                app_rng_.chance(0.8) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive);
     }
     // Listeners stay until the network is idle, so that unanswered requests
     // meet their timers rather than a listener's reset (run() destroys them).
@@ -783,23 +838,27 @@ void Runner::check_core(std::size_t c) {
     const Core& core = *cores_[c];
     const Stats& s = core.stats();
     // No leaked node, timer entry or event once the network is idle.
-    if (core.live_nodes() != 0) fail(fmt("core %zu: %zu nodes alive after drain", c, core.live_nodes()));
-    if (core.pending_timers() != 0) fail(fmt("core %zu: %zu timers armed after drain", c, core.pending_timers()));
-    if (core.queued_events() != 0) fail(fmt("core %zu: %zu events queued after drain", c, core.queued_events()));
+    if (core.live_nodes() != 0)
+        fail(fmt("core %zu: %zu nodes alive after drain", c, core.live_nodes()));
+    if (core.pending_timers() != 0)
+        fail(fmt("core %zu: %zu timers armed after drain", c, core.pending_timers()));
+    if (core.queued_events() != 0)
+        fail(fmt("core %zu: %zu events queued after drain", c, core.queued_events()));
     // Stats add up.
     if (s.nodes_created != s.nodes_destroyed)
-        fail(fmt("core %zu: nodes created %llu != destroyed %llu", c, (unsigned long long)s.nodes_created,
-                 (unsigned long long)s.nodes_destroyed));
+        fail(fmt("core %zu: nodes created %llu != destroyed %llu", c,
+                 (unsigned long long)s.nodes_created, (unsigned long long)s.nodes_destroyed));
     if (s.listeners_created != s.listeners_destroyed)
-        fail(fmt("core %zu: listeners created %llu != destroyed %llu", c, (unsigned long long)s.listeners_created,
+        fail(fmt("core %zu: listeners created %llu != destroyed %llu", c,
+                 (unsigned long long)s.listeners_created,
                  (unsigned long long)s.listeners_destroyed));
     if (s.established != established_events_[c])
         fail(fmt("core %zu: stats.established %llu != %llu kEstablished events", c,
                  (unsigned long long)s.established, (unsigned long long)established_events_[c]));
     if (s.accepts != accept_calls_[c] || s.rejects != reject_calls_[c])
-        fail(fmt("core %zu: stats accepts/rejects %llu/%llu != calls %llu/%llu", c, (unsigned long long)s.accepts,
-                 (unsigned long long)s.rejects, (unsigned long long)accept_calls_[c],
-                 (unsigned long long)reject_calls_[c]));
+        fail(fmt("core %zu: stats accepts/rejects %llu/%llu != calls %llu/%llu", c,
+                 (unsigned long long)s.accepts, (unsigned long long)s.rejects,
+                 (unsigned long long)accept_calls_[c], (unsigned long long)reject_calls_[c]));
     if (s.connect_errors != initiator_failures_[c])
         fail(fmt("core %zu: stats.connect_errors %llu != %llu failed connects", c,
                  (unsigned long long)s.connect_errors, (unsigned long long)initiator_failures_[c]));
@@ -819,7 +878,8 @@ void Runner::check_attempt(const Attempt& a) {
         return;
     }
     if (i.local.addr != addr(a.from, a.v6) || i.remote != Endpoint{addr(a.to, a.v6), a.port})
-        fail(fmt("connect #%zu: events name %s -> %s", a.id, i.local.to_string().c_str(), i.remote.to_string().c_str()));
+        fail(fmt("connect #%zu: events name %s -> %s", a.id, i.local.to_string().c_str(),
+                 i.remote.to_string().c_str()));
     std::vector<const Passive*> ps;
     for (const Passive& p : passives_)
         if (p.core == a.to && p.log.local == i.remote && p.log.remote == i.local) ps.push_back(&p);
@@ -832,14 +892,17 @@ void Runner::check_attempt(const Attempt& a) {
         // What the initiator asked for, clamped to what it can honour (irdma_record_ird_ord).
         const std::uint16_t ird = std::min(a.ird, cfgs_[a.from].mpa.max_ird);
         const std::uint16_t ord = std::min(a.ord, cfgs_[a.from].mpa.max_ord);
-        if (p->req.revision == 2 && (p->req.ird != ird || p->req.ord != ord || p->req.peer_to_peer != a.p2p ||
-                                      p->req.rtr_offered != a.rtr_offered))
-            fail(fmt("connect #%zu: request IRD/ORD/p2p/RTR %u/%u/%d/%u, sent %u/%u/%d/%u", a.id, p->req.ird,
-                     p->req.ord, p->req.peer_to_peer, p->req.rtr_offered, ird, ord, a.p2p, a.rtr_offered));
+        if (p->req.revision == 2 &&
+            (p->req.ird != ird || p->req.ord != ord || p->req.peer_to_peer != a.p2p ||
+             p->req.rtr_offered != a.rtr_offered))
+            fail(fmt("connect #%zu: request IRD/ORD/p2p/RTR %u/%u/%d/%u, sent %u/%u/%d/%u", a.id,
+                     p->req.ird, p->req.ord, p->req.peer_to_peer, p->req.rtr_offered, ird, ord,
+                     a.p2p, a.rtr_offered));
         // RFC 6581 section 6: with the peer-to-peer bit the responder is
         // established only on the initiator's RTR, sent once it is established.
         if (p->log.established && p->log.est.peer_to_peer && !i.established)
-            fail(fmt("connect #%zu: responder established on an RTR the initiator never sent", a.id));
+            fail(fmt("connect #%zu: responder established on an RTR the initiator never sent",
+                     a.id));
     }
     const Passive* accepted = nullptr;
     for (const Passive* p : ps)
@@ -849,17 +912,21 @@ void Runner::check_attempt(const Attempt& a) {
             fail(fmt("connect #%zu: initiator established but no responder accepted", a.id));
             return;
         }
-        if (i.est_pdata != accepted->answer_pdata) fail(fmt("connect #%zu: reply private data differs", a.id));
+        if (i.est_pdata != accepted->answer_pdata)
+            fail(fmt("connect #%zu: reply private data differs", a.id));
         if (i.est.revision != accepted->req.revision)
-            fail(fmt("connect #%zu: initiator revision %u, request %u", a.id, i.est.revision, accepted->req.revision));
+            fail(fmt("connect #%zu: initiator revision %u, request %u", a.id, i.est.revision,
+                     accepted->req.revision));
     }
     if (i.established && accepted->log.established) {
         const MpaInfo& x = i.est;
         const MpaInfo& y = accepted->log.est;
-        if (x.revision != y.revision || x.peer_to_peer != y.peer_to_peer || x.rtr != y.rtr || x.crc != y.crc)
-            fail(fmt("connect #%zu: sides disagree: rev %u/%u p2p %d/%d rtr %s/%s crc %d/%d", a.id, x.revision,
-                     y.revision, x.peer_to_peer, y.peer_to_peer, std::string(to_string(x.rtr)).c_str(),
-                     std::string(to_string(y.rtr)).c_str(), x.crc, y.crc));
+        if (x.revision != y.revision || x.peer_to_peer != y.peer_to_peer || x.rtr != y.rtr ||
+            x.crc != y.crc)
+            fail(fmt("connect #%zu: sides disagree: rev %u/%u p2p %d/%d rtr %s/%s crc %d/%d", a.id,
+                     x.revision, y.revision, x.peer_to_peer, y.peer_to_peer,
+                     std::string(to_string(x.rtr)).c_str(), std::string(to_string(y.rtr)).c_str(),
+                     x.crc, y.crc));
         if (x.peer_to_peer && x.rtr == RtrType::kNone)
             fail(fmt("connect #%zu: peer-to-peer without an RTR type", a.id));
         if (x.revision == 2) {
@@ -875,8 +942,11 @@ void Runner::check_attempt(const Attempt& a) {
             bool read_ok = x.rtr != RtrType::kRead || y.ird >= 1;
             if (y.ord > x.ird || x.ord > y.ird || x.ird != ird || y.ord != std::min(acc_ord, ird) ||
                 x.ord != want_x_ord || !read_ok)
-                fail(fmt("connect #%zu: IRD/ORD initiator %u/%u responder %u/%u (asked %u/%u, accepted %u/%u)", a.id,
-                         x.ird, x.ord, y.ird, y.ord, a.ird, a.ord, accepted->acc_ird, accepted->acc_ord));
+                fail(
+                    fmt("connect #%zu: IRD/ORD initiator %u/%u responder %u/%u (asked %u/%u, "
+                        "accepted %u/%u)",
+                        a.id, x.ird, x.ord, y.ird, y.ord, a.ird, a.ord, accepted->acc_ird,
+                        accepted->acc_ord));
         }
         ++out_.established_both;
     } else if (i.established || (accepted != nullptr && accepted->log.established)) {
@@ -900,8 +970,8 @@ void Runner::check_clean(const Attempt& a, const std::vector<const Passive*>& ps
     if (a.app_ended_early || a.port == kPortSmallBacklog) return;
     if (a.port == kPortClosed) {
         if (i.term_type != EventType::kRejected || i.term_status != -ECONNREFUSED)
-            fail(fmt("clean: connect #%zu to a closed port ended %s %d", a.id, std::string(to_string(i.term_type)).c_str(),
-                     i.term_status));
+            fail(fmt("clean: connect #%zu to a closed port ended %s %d", a.id,
+                     std::string(to_string(i.term_type)).c_str(), i.term_status));
         return;
     }
     if (ps.empty()) {
@@ -922,21 +992,27 @@ void Runner::check_clean(const Attempt& a, const std::vector<const Passive*>& ps
             bool rtr_fail = p.req.peer_to_peer && p.req.revision == 2 &&
                             (p.req.rtr_offered & cfgs_[a.to].mpa.rtr_types) == 0;
             if (rtr_fail) {
-                if (p.log.established) fail(fmt("clean: connect #%zu: responder established despite a mismatch", a.id));
+                if (p.log.established)
+                    fail(
+                        fmt("clean: connect #%zu: responder established despite a mismatch", a.id));
             } else if (!i.established || !p.log.established) {
-                fail(fmt("clean: connect #%zu accepted but established %d/%d", a.id, i.established, p.log.established));
+                fail(fmt("clean: connect #%zu accepted but established %d/%d", a.id, i.established,
+                         p.log.established));
             }
             return;
         }
         case Decision::kRejected:
-            if (i.term_type != EventType::kRejected || i.term_status != -ECONNREFUSED || i.term_pdata != p.answer_pdata)
-                fail(fmt("clean: connect #%zu rejected but ended %s %d", a.id, std::string(to_string(i.term_type)).c_str(),
-                         i.term_status));
+            if (i.term_type != EventType::kRejected || i.term_status != -ECONNREFUSED ||
+                i.term_pdata != p.answer_pdata)
+                fail(fmt("clean: connect #%zu rejected but ended %s %d", a.id,
+                         std::string(to_string(i.term_type)).c_str(), i.term_status));
             return;
         case Decision::kIgnored:
-            if (i.term_type != EventType::kUnreachable || p.log.term_type != EventType::kConnectError)
+            if (i.term_type != EventType::kUnreachable ||
+                p.log.term_type != EventType::kConnectError)
                 fail(fmt("clean: connect #%zu unanswered but ended %s / %s", a.id,
-                         std::string(to_string(i.term_type)).c_str(), std::string(to_string(p.log.term_type)).c_str()));
+                         std::string(to_string(i.term_type)).c_str(),
+                         std::string(to_string(p.log.term_type)).c_str()));
             return;
         case Decision::kDropped:
             if (i.established || i.term_type != EventType::kRejected)
@@ -961,19 +1037,23 @@ void Runner::check_all() {
     }
     const auto& nc = net_.counters();
     if (out - in != nc.sent - nc.delivered)
-        fail(fmt("frames: cores sent %llu and received %llu, the wire carried %llu and delivered %llu",
-                 (unsigned long long)out, (unsigned long long)in, (unsigned long long)nc.sent,
-                 (unsigned long long)nc.delivered));
+        fail(fmt(
+            "frames: cores sent %llu and received %llu, the wire carried %llu and delivered %llu",
+            (unsigned long long)out, (unsigned long long)in, (unsigned long long)nc.sent,
+            (unsigned long long)nc.delivered));
     for (const Attempt& a : attempts_) check_attempt(a);
     for (const Passive& p : passives_) {
         if (!p.log.terminal && p.decision != Decision::kRejected)
-            fail(fmt("core %zu: responder handle %u/%u never ended", p.core, p.handle.index, p.handle.generation));
+            fail(fmt("core %zu: responder handle %u/%u never ended", p.core, p.handle.index,
+                     p.handle.generation));
         bool matched = false;
         for (const Attempt& a : attempts_)
-            if (a.have_handle && a.to == p.core && a.log.remote == p.log.local && a.log.local == p.log.remote)
+            if (a.have_handle && a.to == p.core && a.log.remote == p.log.local &&
+                a.log.local == p.log.remote)
                 matched = true;
-        if (!matched) fail(fmt("core %zu: a connect request %s -> %s that no application made", p.core,
-                               p.log.remote.to_string().c_str(), p.log.local.to_string().c_str()));
+        if (!matched)
+            fail(fmt("core %zu: a connect request %s -> %s that no application made", p.core,
+                     p.log.remote.to_string().c_str(), p.log.local.to_string().c_str()));
     }
 }
 
@@ -1003,12 +1083,15 @@ SimOutcome run_scenario(const SimScenario& scenario) {
 }
 
 std::string describe(const SimOutcome& o) {
-    return fmt("seed %llu: %s%s, %zu attempts: %zu established, %zu one side, %zu rejected, %zu failed, %zu refused "
-               "locally; %llu frames, %llu retransmissions, %.1f s virtual%s%s",
-               static_cast<unsigned long long>(o.seed), o.ok ? "ok" : "FAIL", o.clean ? " (clean)" : "", o.attempts,
-               o.established_both, o.established_one_side, o.rejected, o.failed, o.refused_locally,
-               static_cast<unsigned long long>(o.frames), static_cast<unsigned long long>(o.retransmissions),
-               o.virtual_seconds, o.ok ? "" : ": ", o.failure.c_str());
+    return fmt(
+        "seed %llu: %s%s, %zu attempts: %zu established, %zu one side, %zu rejected, %zu failed, "
+        "%zu refused "
+        "locally; %llu frames, %llu retransmissions, %.1f s virtual%s%s",
+        static_cast<unsigned long long>(o.seed), o.ok ? "ok" : "FAIL", o.clean ? " (clean)" : "",
+        o.attempts, o.established_both, o.established_one_side, o.rejected, o.failed,
+        o.refused_locally, static_cast<unsigned long long>(o.frames),
+        static_cast<unsigned long long>(o.retransmissions), o.virtual_seconds, o.ok ? "" : ": ",
+        o.failure.c_str());
 }
 
 void install_seed_reporter() {

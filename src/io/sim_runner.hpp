@@ -40,31 +40,31 @@ namespace iwcm::io {
 
 struct SimScenario {
     std::uint64_t seed = 1;
-    std::size_t cores = 3;        // 2 to 4
-    std::size_t conns = 12;       // K: connection attempts
-    double max_loss = 0.30;       // the loss of each link is drawn in [0, max_loss]
-    bool faults = true;           // false: no loss, duplication, reordering or corruption
-    bool disruptions = true;      // destroy_listen and address down at random moments
-    bool log = false;             // print every event and command to stdout
+    std::size_t cores = 3;    // 2 to 4
+    std::size_t conns = 12;   // K: connection attempts
+    double max_loss = 0.30;   // the loss of each link is drawn in [0, max_loss]
+    bool faults = true;       // false: no loss, duplication, reordering or corruption
+    bool disruptions = true;  // destroy_listen and address down at random moments
+    bool log = false;         // print every event and command to stdout
 };
 
 struct SimOutcome {
     std::uint64_t seed = 0;
     bool ok = true;
-    std::string failure;          // the first invariant that broke, with details
-    bool clean = false;           // no faults and no disruptions: strict outcomes
+    std::string failure;  // the first invariant that broke, with details
+    bool clean = false;   // no faults and no disruptions: strict outcomes
     // What happened to the attempts.
     std::size_t attempts = 0;
-    std::size_t refused_locally = 0;      // connect() returned an error (address down)
+    std::size_t refused_locally = 0;  // connect() returned an error (address down)
     std::size_t established_both = 0;
     std::size_t established_one_side = 0;
-    std::size_t rejected = 0;             // MPA reject delivered to the initiator
-    std::size_t failed = 0;               // any other outcome
+    std::size_t rejected = 0;  // MPA reject delivered to the initiator
+    std::size_t failed = 0;    // any other outcome
     // Costs.
-    std::uint64_t frames = 0;             // frames on the wire
+    std::uint64_t frames = 0;  // frames on the wire
     std::uint64_t steps = 0;
     std::uint64_t retransmissions = 0;
-    double virtual_seconds = 0;           // virtual time until drained
+    double virtual_seconds = 0;  // virtual time until drained
 };
 
 SimOutcome run_scenario(const SimScenario& scenario);

@@ -41,7 +41,8 @@ bool bring_up(const std::string& name, MacAddr& mac, std::string& error) {
     if (ok) {
         ok = ::ioctl(s, SIOCGIFHWADDR, &ifr) == 0;
         if (!ok) error = why(name, "SIOCGIFHWADDR");
-        for (std::size_t i = 0; ok && i < 6; ++i) mac.bytes[i] = static_cast<std::uint8_t>(ifr.ifr_hwaddr.sa_data[i]);
+        for (std::size_t i = 0; ok && i < 6; ++i)
+            mac.bytes[i] = static_cast<std::uint8_t>(ifr.ifr_hwaddr.sa_data[i]);
     }
     ::close(s);
     return ok;
@@ -50,7 +51,8 @@ bool bring_up(const std::string& name, MacAddr& mac, std::string& error) {
 }  // namespace
 
 Expected<TapDevice, std::string> TapDevice::open(const std::string& name) {
-    if (name.empty() || name.size() >= IFNAMSIZ) return fail("TAP device name '" + name + "': 1 to 15 characters");
+    if (name.empty() || name.size() >= IFNAMSIZ)
+        return fail("TAP device name '" + name + "': 1 to 15 characters");
     int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return fail(why(name, "open /dev/net/tun (are you root?)"));
     ifreq ifr{};

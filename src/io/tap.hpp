@@ -44,7 +44,8 @@ public:
     int write(std::span<const std::byte> frame);
 
 private:
-    TapDevice(int fd, std::string name, MacAddr mac) : fd_(fd), name_(std::move(name)), kernel_mac_(mac) {}
+    TapDevice(int fd, std::string name, MacAddr mac)
+        : fd_(fd), name_(std::move(name)), kernel_mac_(mac) {}
     int fd_ = -1;
     std::string name_;
     MacAddr kernel_mac_;

@@ -59,26 +59,26 @@ struct StreamInit {
 struct SegmentIn {
     wire::SeqNumber seq;
     wire::SeqNumber ack;
-    std::uint8_t flags = 0;       // wire::tcp_flags
-    std::uint16_t window = 0;     // as on the wire (not scaled)
+    std::uint8_t flags = 0;    // wire::tcp_flags
+    std::uint16_t window = 0;  // as on the wire (not scaled)
     std::span<const std::byte> payload;
 };
 
 // What an arrival did.
 struct Arrival {
     enum class Verdict : std::uint8_t {
-        kAccepted,       // processed (it may still have carried nothing new)
-        kOutOfWindow,    // not acceptable (RFC 9293 3.10.7.4 first check): ACK queued, dropped
-                         // (an old duplicate's valid ACK is still used, as BSD does: see `acked`)
-        kAckUnsent,      // acknowledges data never sent: ACK queued, dropped (RFC 9293, 5961 5.2)
-        kAckTooOld,      // acknowledges below snd_una - max window: ACK queued, dropped (RFC 5961 5.2)
-        kNoAck,          // no ACK bit: dropped
+        kAccepted,     // processed (it may still have carried nothing new)
+        kOutOfWindow,  // not acceptable (RFC 9293 3.10.7.4 first check): ACK queued, dropped
+                       // (an old duplicate's valid ACK is still used, as BSD does: see `acked`)
+        kAckUnsent,    // acknowledges data never sent: ACK queued, dropped (RFC 9293, 5961 5.2)
+        kAckTooOld,  // acknowledges below snd_una - max window: ACK queued, dropped (RFC 5961 5.2)
+        kNoAck,      // no ACK bit: dropped
     };
     Verdict verdict = Verdict::kAccepted;
-    bool readable = false;     // readable() grew
-    bool fin = false;          // the peer's FIN was reached in order: it sends nothing more
-    bool acked = false;        // snd_una advanced: send space may have opened
-    bool fin_acked = false;    // our FIN is acknowledged (everything we sent is)
+    bool readable = false;   // readable() grew
+    bool fin = false;        // the peer's FIN was reached in order: it sends nothing more
+    bool acked = false;      // snd_una advanced: send space may have opened
+    bool fin_acked = false;  // our FIN is acknowledged (everything we sent is)
 };
 
 // A segment to send. The payload views the send buffer and stays valid
@@ -86,8 +86,8 @@ struct Arrival {
 struct SegmentOut {
     wire::SeqNumber seq;
     wire::SeqNumber ack;
-    std::uint8_t flags = 0;       // always kAck; kPsh with payload; kFin
-    std::uint16_t window = 0;     // to put on the wire (already shifted by rcv_wscale)
+    std::uint8_t flags = 0;    // always kAck; kPsh with payload; kFin
+    std::uint16_t window = 0;  // to put on the wire (already shifted by rcv_wscale)
     std::span<const std::byte> payload;
 };
 
@@ -106,7 +106,7 @@ public:
     // The oldest in-order bytes not yet consumed (a prefix of them when the
     // buffer wraps: consume and call again).
     std::span<const std::byte> readable() const;
-    std::size_t readable_bytes() const;      // all of them
+    std::size_t readable_bytes() const;  // all of them
     // Frees n bytes of readable(); may queue a window update.
     void consume(std::size_t n);
 
@@ -125,8 +125,8 @@ public:
 
     std::optional<Instant> next_deadline() const;
     enum class Timeout : std::uint8_t {
-        kNone,      // handled (a retransmission, probe or ACK may now be pending)
-        kGiveUp,    // max_retransmits or keepalive_probes ran out: reset the connection
+        kNone,    // handled (a retransmission, probe or ACK may now be pending)
+        kGiveUp,  // max_retransmits or keepalive_probes ran out: reset the connection
     };
     Timeout on_timer(Instant now);
 
@@ -134,16 +134,16 @@ public:
     const StreamConfig& config() const { return config_; }
     wire::SeqNumber snd_una() const;
     wire::SeqNumber snd_nxt() const;
-    wire::SeqNumber snd_max() const;     // highest sequence number sent + 1
+    wire::SeqNumber snd_max() const;  // highest sequence number sent + 1
     wire::SeqNumber rcv_nxt() const;
-    std::uint32_t snd_wnd() const;       // the peer's window, bytes
-    std::uint32_t rcv_wnd() const;       // the window we advertise, bytes
+    std::uint32_t snd_wnd() const;  // the peer's window, bytes
+    std::uint32_t rcv_wnd() const;  // the window we advertise, bytes
     std::uint32_t cwnd() const;
     std::uint32_t ssthresh() const;
     std::optional<Duration> srtt() const;
     Duration rto() const;
     std::size_t bytes_in_flight() const;
-    std::size_t bytes_queued() const;    // unsent + unacknowledged
+    std::size_t bytes_queued() const;  // unsent + unacknowledged
     std::size_t out_of_order_bytes() const;
     bool fin_sent() const;
     bool fin_acked() const;
@@ -177,7 +177,7 @@ private:
     wire::SeqNumber data_end() const;    // sequence number after the last queued byte
     Duration backed_off(unsigned shift) const;
     bool persist_wanted() const;
-    wire::SeqNumber ack_seq() const;     // the sequence number of an empty segment
+    wire::SeqNumber ack_seq() const;  // the sequence number of an empty segment
     // Sending new data: the bytes cwnd may cover (with limited transmit),
     // the length of the next new segment (0: only the FIN) or nullopt.
     std::uint32_t send_allowance() const;
@@ -225,11 +225,11 @@ private:
     wire::SeqNumber snd_una_;
     wire::SeqNumber snd_nxt_;
     wire::SeqNumber snd_max_;
-    wire::SeqNumber snd_wl1_;    // RFC 9293: the segment sequence and
-    wire::SeqNumber snd_wl2_;    // acknowledgment of the last window update
-    wire::SeqNumber recover_;    // RFC 6582 "recover": highest sequence sent at loss
-    wire::SeqNumber rtt_seq_;    // the ACK that ends the timed segment
-    wire::SeqNumber tlp_end_;    // RFC 8985 "TLP.end_seq": SND.MAX after the probe
+    wire::SeqNumber snd_wl1_;  // RFC 9293: the segment sequence and
+    wire::SeqNumber snd_wl2_;  // acknowledgment of the last window update
+    wire::SeqNumber recover_;  // RFC 6582 "recover": highest sequence sent at loss
+    wire::SeqNumber rtt_seq_;  // the ACK that ends the timed segment
+    wire::SeqNumber tlp_end_;  // RFC 8985 "TLP.end_seq": SND.MAX after the probe
     std::uint32_t snd_wnd_ = 0;
     std::uint32_t max_snd_wnd_ = 0;
     std::uint32_t cwnd_ = 0;
@@ -239,9 +239,9 @@ private:
     std::uint8_t snd_wscale_ = 0;
     std::uint8_t rcv_wscale_ = 0;
     std::uint8_t dupacks_ = 0;
-    std::uint8_t rto_backoff_ = 0;      // doublings of the RTO since the last RTT sample
-    std::uint8_t rto_count_ = 0;        // consecutive expiries without progress
-    std::uint8_t probes_out_ = 0;       // zero-window probes without an answer
+    std::uint8_t rto_backoff_ = 0;  // doublings of the RTO since the last RTT sample
+    std::uint8_t rto_count_ = 0;    // consecutive expiries without progress
+    std::uint8_t probes_out_ = 0;   // zero-window probes without an answer
     std::uint8_t persist_backoff_ = 0;
     std::uint8_t ka_probes_out_ = 0;
     bool fin_queued_ = false;
@@ -249,38 +249,38 @@ private:
     bool fin_acked_ = false;
     bool in_recovery_ = false;
     bool rtt_timing_ = false;
-    bool rexmit_una_ = false;           // fast retransmit / partial ACK: resend at snd_una
-    bool probe_pending_ = false;        // a zero-window probe is due
-    bool tlp_pending_ = false;          // the PTO fired: a loss probe is due
-    bool tlp_out_ = false;              // a loss probe is unanswered (TLP.end_seq set)
-    bool tlp_retrans_ = false;          // ... and it was a retransmission
-    bool ka_probe_pending_ = false;     // a keepalive probe is due
+    bool rexmit_una_ = false;        // fast retransmit / partial ACK: resend at snd_una
+    bool probe_pending_ = false;     // a zero-window probe is due
+    bool tlp_pending_ = false;       // the PTO fired: a loss probe is due
+    bool tlp_out_ = false;           // a loss probe is unanswered (TLP.end_seq set)
+    bool tlp_retrans_ = false;       // ... and it was a retransmission
+    bool ka_probe_pending_ = false;  // a keepalive probe is due
     bool ack_now_ = false;
     bool has_srtt_ = false;
-    bool peer_fin_known_ = false;       // peer_fin_seq_ is where the peer's FIN sits
+    bool peer_fin_known_ = false;  // peer_fin_seq_ is where the peer's FIN sits
     bool fin_received_ = false;
     Duration srtt_{};
     Duration rttvar_{};
-    Duration rto_base_{};               // the RTO before backoff
+    Duration rto_base_{};  // the RTO before backoff
     Instant rtt_start_{};
     Instant rto_at_ = kInstantNever;
-    Instant tlp_at_ = kInstantNever;    // the probe timeout (PTO)
+    Instant tlp_at_ = kInstantNever;  // the probe timeout (PTO)
     Instant persist_at_ = kInstantNever;
     Instant delack_at_ = kInstantNever;
     Instant keepalive_at_ = kInstantNever;
-    Instant last_oow_ack_{};            // the last answer to an empty out-of-window segment
+    Instant last_oow_ack_{};  // the last answer to an empty out-of-window segment
     std::uint64_t retransmitted_ = 0;
     // Receive side: rcv_buf_[rcv_read_, rcv_read_ + rcv_unread_) are readable;
     // the byte of sequence s >= rcv_nxt (out of order) sits at
     // rcv_read_ + rcv_unread_ + (s - rcv_nxt).
     std::vector<std::byte> rcv_buf_;
-    std::vector<Range> ooo_;            // sorted, disjoint, not adjacent, all above rcv_nxt
+    std::vector<Range> ooo_;  // sorted, disjoint, not adjacent, all above rcv_nxt
     std::uint32_t rcv_read_ = 0;
     std::uint32_t rcv_unread_ = 0;
-    std::uint32_t rcv_unacked_ = 0;     // in-order bytes taken since our last ACK
+    std::uint32_t rcv_unacked_ = 0;  // in-order bytes taken since our last ACK
     std::uint32_t ooo_bytes_ = 0;
     wire::SeqNumber rcv_nxt_;
-    wire::SeqNumber rcv_adv_;           // the right edge we offered: never moves left
+    wire::SeqNumber rcv_adv_;  // the right edge we offered: never moves left
     wire::SeqNumber peer_fin_seq_;
 };
 

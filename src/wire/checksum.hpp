@@ -58,7 +58,8 @@ inline std::uint32_t fold16(std::uint64_t sum) {
 // is padded with a zero byte. The result, folded, is the byte-swapped image of the
 // big-endian sum on a little-endian host: compare it with 0xFFFF (its own image) or swap it.
 inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t acc) {
-    static_assert(std::endian::native == std::endian::little, "sum_native assumes a little-endian host");
+    static_assert(std::endian::native == std::endian::little,
+                  "sum_native assumes a little-endian host");
     auto add = [&acc](std::uint64_t w) {
         acc += w;
         acc += acc < w ? 1 : 0;

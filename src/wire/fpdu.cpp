@@ -71,12 +71,9 @@ void put_untagged(MutBytes u, std::uint8_t opcode, std::uint32_t qn) {
 
 std::size_t rtr_ulpdu_len(RtrType type) {
     switch (type) {
-        case RtrType::kSend:
-            return kUntaggedHeaderLen;
-        case RtrType::kWrite:
-            return kTaggedHeaderLen;
-        case RtrType::kRead:
-            return kReadRequestLen;
+        case RtrType::kSend: return kUntaggedHeaderLen;
+        case RtrType::kWrite: return kTaggedHeaderLen;
+        case RtrType::kRead: return kReadRequestLen;
     }
     IWCM_ASSERT(false);
     return 0;
@@ -84,9 +81,7 @@ std::size_t rtr_ulpdu_len(RtrType type) {
 
 void put_rtr_ulpdu(const RtrParams& p, MutBytes u) {
     switch (p.type) {
-        case RtrType::kSend:
-            put_untagged(u, kOpSend, kQnSend);
-            return;
+        case RtrType::kSend: put_untagged(u, kOpSend, kQnSend); return;
         case RtrType::kWrite:
             store_u8(u, kDdpCtrlOff, kDdpTaggedLast);
             store_u8(u, kRdmapCtrlOff, kRdmapV1 | kOpWrite);
@@ -208,20 +203,13 @@ ParseResult<RtrType> parse_rtr(Bytes u) {
 
 const char* to_string(TermError e) {
     switch (e) {
-        case TermError::kTcpConnectionLost:
-            return "TCP connection closed, terminated or lost";
-        case TermError::kCrcError:
-            return "MPA CRC error";
-        case TermError::kMarkerMismatch:
-            return "MPA marker and ULPDU length field mismatch";
-        case TermError::kInvalidRequestReply:
-            return "invalid MPA request or reply frame";
-        case TermError::kLocalCatastrophic:
-            return "local catastrophic error";
-        case TermError::kInsufficientIrd:
-            return "insufficient IRD resources";
-        case TermError::kNoMatchingRtr:
-            return "no matching RTR option";
+        case TermError::kTcpConnectionLost: return "TCP connection closed, terminated or lost";
+        case TermError::kCrcError: return "MPA CRC error";
+        case TermError::kMarkerMismatch: return "MPA marker and ULPDU length field mismatch";
+        case TermError::kInvalidRequestReply: return "invalid MPA request or reply frame";
+        case TermError::kLocalCatastrophic: return "local catastrophic error";
+        case TermError::kInsufficientIrd: return "insufficient IRD resources";
+        case TermError::kNoMatchingRtr: return "no matching RTR option";
     }
     return "unknown TERMINATE error";
 }

@@ -164,7 +164,8 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out) {
 
     const std::byte* const tcp = ip + Ipv4Repr::kHeaderLen;
     const std::size_t segment_len = total_len - Ipv4Repr::kHeaderLen;
-    const std::size_t header_len = static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
+    const std::size_t header_len =
+        static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
     if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
     // The pseudo-header in native order: both addresses as loaded, then the protocol and
     // the length as the byte-swapped images of their big-endian 16-bit words.
@@ -218,7 +219,8 @@ std::size_t put_ethernet(const EthernetRepr& eth, std::uint16_t type, std::byte*
     IWCM_ASSERT(tag.id <= kVlanIdMax);
     IWCM_ASSERT(tag.priority <= 7);
     put_be16(p + 12, kEtherTypeVlan);
-    put_be16(p + 14, static_cast<std::uint16_t>((tag.priority << 13) | (tag.dei ? 0x1000u : 0u) | tag.id));
+    put_be16(p + 14,
+             static_cast<std::uint16_t>((tag.priority << 13) | (tag.dei ? 0x1000u : 0u) | tag.id));
     put_be16(p + 16, type);
     return kEthernetVlanHeaderLen;
 }

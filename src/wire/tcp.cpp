@@ -61,8 +61,7 @@ DecodeStatus decode_known_option(Bytes h, std::size_t off, std::uint8_t kind, st
                                    "timestamps length is not 10");
             o.timestamps = TcpTimestamps{load_be32(h, off + 2), load_be32(h, off + 6)};
             return std::nullopt;
-        default:
-            return std::nullopt;  // unknown kinds are skipped by their length
+        default: return std::nullopt;  // unknown kinds are skipped by their length
     }
 }
 
@@ -107,7 +106,8 @@ std::uint64_t write_tcp_header(const TcpRepr& repr, std::size_t header_len, std:
     put(repr.urgent);  // the checksum field, zero, in the high half
     // The options in Linux's order (see tcp.hpp), each one whole 32-bit word.
     const TcpOptions& o = repr.options;
-    if (o.mss) put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{kLenMss} << 16) | *o.mss);
+    if (o.mss)
+        put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{kLenMss} << 16) | *o.mss);
     if (o.timestamps) {
         // SACK-permitted folds into the two bytes in front of the timestamps, NOP NOP else.
         put(o.sack_permitted ? 0x0402080Au : 0x0101080Au);

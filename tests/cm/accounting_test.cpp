@@ -17,16 +17,18 @@ namespace {
 std::string ledger(const Stats& s) {
     std::ostringstream o;
     o << "nodes_created " << s.nodes_created << "\nnodes_destroyed " << s.nodes_destroyed
-      << "\nlisteners_created " << s.listeners_created << "\nlisteners_destroyed " << s.listeners_destroyed
-      << "\nloopback_connections " << s.loopback_connections << "\naccepts " << s.accepts
-      << "\nrejects " << s.rejects << "\nconnect_errors " << s.connect_errors << "\npassive_errors "
-      << s.passive_errors << "\nretransmissions " << s.retransmissions << "\nbacklog_drops "
-      << s.backlog_drops << "\nsyns_received " << s.syns_received << "\nresets_sent " << s.resets_sent
-      << "\nresets_received " << s.resets_received << "\nestablished " << s.established
-      << "\nframes_in " << s.frames_in << "\nframes_out " << s.frames_out << "\nmpa_v1_fallbacks "
-      << s.mpa_v1_fallbacks << "\nterminates_sent " << s.terminates_sent << "\n";
+      << "\nlisteners_created " << s.listeners_created << "\nlisteners_destroyed "
+      << s.listeners_destroyed << "\nloopback_connections " << s.loopback_connections
+      << "\naccepts " << s.accepts << "\nrejects " << s.rejects << "\nconnect_errors "
+      << s.connect_errors << "\npassive_errors " << s.passive_errors << "\nretransmissions "
+      << s.retransmissions << "\nbacklog_drops " << s.backlog_drops << "\nsyns_received "
+      << s.syns_received << "\nresets_sent " << s.resets_sent << "\nresets_received "
+      << s.resets_received << "\nestablished " << s.established << "\nframes_in " << s.frames_in
+      << "\nframes_out " << s.frames_out << "\nmpa_v1_fallbacks " << s.mpa_v1_fallbacks
+      << "\nterminates_sent " << s.terminates_sent << "\n";
     for (std::size_t r = 0; r < kDropReasonCount; ++r)
-        if (s.dropped[r] != 0) o << "dropped " << to_string(static_cast<DropReason>(r)) << " " << s.dropped[r] << "\n";
+        if (s.dropped[r] != 0)
+            o << "dropped " << to_string(static_cast<DropReason>(r)) << " " << s.dropped[r] << "\n";
     return o.str();
 }
 
@@ -68,7 +70,7 @@ TEST(Accounting, ApplicationRejectIsNotAFailure) {
     ASSERT_EQ(o.size(), 2u);  // the reject reply, then our FIN
     EXPECT_TRUE(o[1].tcp().flags & tf::kFin);
     d.dut_nxt += static_cast<std::uint32_t>(o[0].payload.size()) + 1;
-    d.seg(tf::kAck | tf::kFin);  // the peer acknowledges both and closes
+    d.seg(tf::kAck | tf::kFin);     // the peer acknowledges both and closes
     ASSERT_EQ(d.out().size(), 1u);  // our last ACK; TIME_WAIT
     d.advance(std::chrono::seconds(1));
     EXPECT_TRUE(d.evs().empty());
@@ -170,7 +172,8 @@ TEST(EventQueue, ApplicationThatNeverPollsIsRefusedNewConnectionsNotAborted) {
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(p.a.connect(p.now, p.connect_params()).has_value());
     p.pump();
     EXPECT_EQ(p.b.queued_events(), 4u);
-    for (int i = 4; i < kConns; ++i) ASSERT_TRUE(p.a.connect(p.now, p.connect_params()).has_value());
+    for (int i = 4; i < kConns; ++i)
+        ASSERT_TRUE(p.a.connect(p.now, p.connect_params()).has_value());
     p.pump();
     EXPECT_EQ(p.b.queued_events(), 4u);
     EXPECT_EQ(p.b.stats().drops(DropReason::kEventQueueFull), 6u);

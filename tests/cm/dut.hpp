@@ -47,8 +47,8 @@ struct Dut {
     Endpoint peer{ip_a(), 5000};
     Endpoint self{ip_b(), 4791};
     std::uint32_t peer_iss = 1000;
-    wire::SeqNumber peer_nxt{1001};   // the peer's next sequence number
-    wire::SeqNumber dut_nxt{};        // what the peer has seen of the DUT's sequence
+    wire::SeqNumber peer_nxt{1001};  // the peer's next sequence number
+    wire::SeqNumber dut_nxt{};       // what the peer has seen of the DUT's sequence
     std::vector<std::pair<CmState, CmState>> transitions;
 
     explicit Dut(CoreConfig cfg = config_for(kMacB, 7)) : core(cfg) {
@@ -129,7 +129,8 @@ struct Dut {
     }
 
     // Listen, take a SYN, answer it: SYN_RCVD. Returns the SYN-ACK.
-    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7, std::optional<std::uint16_t> mss = 1460) {
+    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7,
+                     std::optional<std::uint16_t> mss = 1460) {
         auto l = core.listen({self, 0});
         EXPECT_TRUE(l.has_value());
         listener = *l;
@@ -216,8 +217,11 @@ struct Dut {
 namespace detail {
 
 inline std::string flag_names(std::uint8_t f) {
-    static constexpr std::pair<std::uint8_t, const char*> kNames[] = {
-        {tf::kFin, "FIN"}, {tf::kSyn, "SYN"}, {tf::kRst, "RST"}, {tf::kPsh, "PSH"}, {tf::kAck, "ACK"}};
+    static constexpr std::pair<std::uint8_t, const char*> kNames[] = {{tf::kFin, "FIN"},
+                                                                      {tf::kSyn, "SYN"},
+                                                                      {tf::kRst, "RST"},
+                                                                      {tf::kPsh, "PSH"},
+                                                                      {tf::kAck, "ACK"}};
     std::string out;
     for (auto [bit, name] : kNames) {
         if ((f & bit) == 0) continue;
@@ -227,17 +231,25 @@ inline std::string flag_names(std::uint8_t f) {
     return out.empty() ? "none" : out;
 }
 
-inline std::string str(std::uint32_t v) { return std::to_string(v); }
-inline std::string str(wire::SeqNumber v) { return std::to_string(v.value()); }
-inline std::string str(const IpAddr& a) { return a.to_string(); }
+inline std::string str(std::uint32_t v) {
+    return std::to_string(v);
+}
+inline std::string str(wire::SeqNumber v) {
+    return std::to_string(v.value());
+}
+inline std::string str(const IpAddr& a) {
+    return a.to_string();
+}
 inline std::string str(const MacAddr& m) {
     std::ostringstream os;
-    for (std::size_t i = 0; i < m.bytes.size(); ++i) os << (i ? ":" : "") << std::hex << int{m.bytes[i]};
+    for (std::size_t i = 0; i < m.bytes.size(); ++i)
+        os << (i ? ":" : "") << std::hex << int{m.bytes[i]};
     return os.str();
 }
 inline std::string str(const std::optional<wire::VlanTag>& v) {
     if (!v) return "none";
-    return "id " + std::to_string(v->id) + " pcp " + std::to_string(v->priority) + (v->dei ? " dei" : "");
+    return "id " + std::to_string(v->id) + " pcp " + std::to_string(v->priority) +
+           (v->dei ? " dei" : "");
 }
 inline std::string str(const wire::TcpOptions& o) {
     std::string s;
@@ -260,7 +272,8 @@ inline std::string str(const std::vector<std::byte>& p) {
 inline std::string frame_diff(const Frame& want, const Sent& got) {
     std::string out;
     auto field = [&](const char* name, const auto& w, const auto& g) {
-        if (!(w == g)) out += std::string("    ") + name + ": expected " + str(w) + ", sent " + str(g) + "\n";
+        if (!(w == g))
+            out += std::string("    ") + name + ": expected " + str(w) + ", sent " + str(g) + "\n";
     };
     const wire::FrameRepr& w = want.repr;
     const wire::FrameRepr& g = got.repr;
@@ -278,7 +291,8 @@ inline std::string frame_diff(const Frame& want, const Sent& got) {
     field("tcp.src_port", std::uint32_t{w.tcp.src_port}, std::uint32_t{g.tcp.src_port});
     field("tcp.dst_port", std::uint32_t{w.tcp.dst_port}, std::uint32_t{g.tcp.dst_port});
     if (w.tcp.flags != g.tcp.flags)
-        out += "    tcp.flags: expected " + flag_names(w.tcp.flags) + ", sent " + flag_names(g.tcp.flags) + "\n";
+        out += "    tcp.flags: expected " + flag_names(w.tcp.flags) + ", sent " +
+               flag_names(g.tcp.flags) + "\n";
     field("tcp.seq", w.tcp.seq, g.tcp.seq);
     field("tcp.ack", w.tcp.ack, g.tcp.ack);
     field("tcp.window", std::uint32_t{w.tcp.window}, std::uint32_t{g.tcp.window});
@@ -289,8 +303,8 @@ inline std::string frame_diff(const Frame& want, const Sent& got) {
 }
 
 inline std::string describe(const Sent& s) {
-    return flag_names(s.repr.tcp.flags) + " seq " + str(s.repr.tcp.seq) + " ack " + str(s.repr.tcp.ack) + ", " +
-           str(s.payload);
+    return flag_names(s.repr.tcp.flags) + " seq " + str(s.repr.tcp.seq) + " ack " +
+           str(s.repr.tcp.ack) + ", " + str(s.payload);
 }
 
 }  // namespace detail
@@ -306,14 +320,17 @@ inline void expect_sent(Dut& d, std::initializer_list<Frame> want,
         if (i >= got.size()) {
             report += "  frame " + std::to_string(i) + ": expected, not sent\n";
         } else if (i >= want.size()) {
-            report += "  frame " + std::to_string(i) + ": sent, not expected: " + detail::describe(got[i]) + "\n";
+            report += "  frame " + std::to_string(i) +
+                      ": sent, not expected: " + detail::describe(got[i]) + "\n";
         } else if (std::string diff = detail::frame_diff(want.begin()[i], got[i]); !diff.empty()) {
-            report += "  frame " + std::to_string(i) + " (" + detail::describe(got[i]) + "):\n" + diff;
+            report +=
+                "  frame " + std::to_string(i) + " (" + detail::describe(got[i]) + "):\n" + diff;
         }
     }
     if (!report.empty()) {
         ADD_FAILURE_AT(at.file_name(), static_cast<int>(at.line()))
-            << "expected " << want.size() << " frame(s), the DUT sent " << got.size() << "\n" << report;
+            << "expected " << want.size() << " frame(s), the DUT sent " << got.size() << "\n"
+            << report;
     }
 }
 
@@ -324,14 +341,16 @@ inline void expect_nothing_sent(Dut& d, std::source_location at = std::source_lo
 
 // Moves the DUT's clock to `since` after the epoch, its timers firing on the way, and checks
 // that nothing went out up to a millisecond before: the next timer fires exactly then.
-inline void quiet_until(Dut& d, Duration since, std::source_location at = std::source_location::current()) {
+inline void quiet_until(Dut& d, Duration since,
+                        std::source_location at = std::source_location::current()) {
     d.advance(since - std::chrono::milliseconds(1) - d.now.time_since_epoch());
     expect_nothing_sent(d, at);
     d.advance(std::chrono::milliseconds(1));
 }
 
-inline wire::MpaRepr request_v2(std::span<const std::byte> pd, std::uint16_t ird = 4, std::uint16_t ord = 4,
-                                bool p2p = true, bool send = true, bool write = true, bool read = true) {
+inline wire::MpaRepr request_v2(std::span<const std::byte> pd, std::uint16_t ird = 4,
+                                std::uint16_t ord = 4, bool p2p = true, bool send = true,
+                                bool write = true, bool read = true) {
     wire::MpaRepr m;
     m.kind = wire::MpaKind::kRequest;
     m.revision = 2;
@@ -358,11 +377,16 @@ inline wire::MpaRepr request_v1(std::span<const std::byte> pd) {
 inline wire::MpaRepr parse_mpa_or_fail(const std::vector<std::byte>& payload);
 
 // A revision-2 reply with this IRD/ORD word (rtr_bits: a set of rtr::k*).
-inline wire::MpaRepr reply_v2(std::uint16_t ird, std::uint16_t ord, bool p2p, std::uint8_t rtr_bits) {
+inline wire::MpaRepr reply_v2(std::uint16_t ird, std::uint16_t ord, bool p2p,
+                              std::uint8_t rtr_bits) {
     wire::MpaRepr m;
     m.kind = wire::MpaKind::kReply;
     m.revision = 2;
-    m.v2 = wire::MpaV2Params{ird, ord, p2p, (rtr_bits & rtr::kSend) != 0, (rtr_bits & rtr::kWrite) != 0,
+    m.v2 = wire::MpaV2Params{ird,
+                             ord,
+                             p2p,
+                             (rtr_bits & rtr::kSend) != 0,
+                             (rtr_bits & rtr::kWrite) != 0,
                              (rtr_bits & rtr::kRead) != 0};
     return m;
 }

@@ -26,8 +26,12 @@ inline std::string text(std::span<const std::byte> b) {
 
 constexpr MacAddr kMacA{{0x02, 0, 0, 0, 0, 0x0a}};
 constexpr MacAddr kMacB{{0x02, 0, 0, 0, 0, 0x0b}};
-inline IpAddr ip_a() { return *IpAddr::parse("10.0.0.1"); }
-inline IpAddr ip_b() { return *IpAddr::parse("10.0.0.2"); }
+inline IpAddr ip_a() {
+    return *IpAddr::parse("10.0.0.1");
+}
+inline IpAddr ip_b() {
+    return *IpAddr::parse("10.0.0.2");
+}
 
 inline CoreConfig config_for(MacAddr mac, std::uint8_t secret) {
     CoreConfig c;

@@ -12,7 +12,8 @@ TEST(Api, MisuseReturnsErrorsThatSayWhat) {
     EXPECT_EQ(d.core.accept(d.now, ConnHandle{}, {}).error(), ApiError::kInvalidHandle);
     EXPECT_EQ(d.core.accept(d.now, ConnHandle{5000, 1}, {}).error(), ApiError::kInvalidHandle);
     EXPECT_EQ(d.core.listen({{ip_b(), 0}, 0}).error(), ApiError::kInvalidArgument);
-    EXPECT_EQ(d.core.listen({{*IpAddr::parse("10.9.9.9"), 80}, 0}).error(), ApiError::kAddressNotLocal);
+    EXPECT_EQ(d.core.listen({{*IpAddr::parse("10.9.9.9"), 80}, 0}).error(),
+              ApiError::kAddressNotLocal);
     ConnectParams p;
     p.local = {ip_b(), 0};
     p.remote = {*IpAddr::parse("fe80::1"), 80};
@@ -20,10 +21,11 @@ TEST(Api, MisuseReturnsErrorsThatSayWhat) {
     p.remote = {ip_a(), 80};
     std::vector<std::byte> big(509);
     p.private_data = big;
-    EXPECT_EQ(d.core.connect(d.now, p).error(), ApiError::kPrivateDataTooLong);  // 508 at revision 2
+    EXPECT_EQ(d.core.connect(d.now, p).error(),
+              ApiError::kPrivateDataTooLong);  // 508 at revision 2
     p.mpa_revision = 1;
     p.private_data = std::span<const std::byte>(big).first(508);
-    EXPECT_TRUE(d.core.connect(d.now, p).has_value());                          // 512 at revision 1
+    EXPECT_TRUE(d.core.connect(d.now, p).has_value());  // 512 at revision 1
     p.mpa_revision = 3;
     EXPECT_EQ(d.core.connect(d.now, p).error(), ApiError::kInvalidArgument);
     EXPECT_EQ(d.core.add_address(ip_b()).error(), ApiError::kAddressInUse);
@@ -122,7 +124,8 @@ struct SimPair {
                     }};
     io::CoreHost hb{b, [this](Instant now, Core& c) {
                         for (auto& e : events(c)) {
-                            if (e.type == EventType::kConnectRequest) (void)c.accept(now, e.conn, {});
+                            if (e.type == EventType::kConnectRequest)
+                                (void)c.accept(now, e.conn, {});
                             eb.push_back(e);
                         }
                     }};
@@ -138,7 +141,8 @@ struct SimPair {
         net.set_faults(f);
     }
     std::size_t count(const std::vector<Ev>& v, EventType t) {
-        return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [t](const Ev& e) { return e.type == t; }));
+        return static_cast<std::size_t>(
+            std::count_if(v.begin(), v.end(), [t](const Ev& e) { return e.type == t; }));
     }
 };
 

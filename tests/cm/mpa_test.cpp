@@ -28,8 +28,8 @@ TEST(MpaReqRcvd, AcceptV2NegotiatesIrdOrdAndPicksOneRtr) {
     AcceptParams ap;
     auto rpd = bytes("reply data");
     ap.private_data = rpd;
-    ap.ird = 4;   // below the peer's ORD 6: raised to 6 (max_ird 128)
-    ap.ord = 5;   // above the peer's IRD 2: lowered to 2
+    ap.ird = 4;  // below the peer's ORD 6: raised to 6 (max_ird 128)
+    ap.ord = 5;  // above the peer's IRD 2: lowered to 2
     auto rep = accept_and_take_reply(d, e, ap);
     EXPECT_EQ(rep.kind, wire::MpaKind::kReply);
     EXPECT_FALSE(rep.reject);

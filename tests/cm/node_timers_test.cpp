@@ -33,12 +33,16 @@ struct Seen {
 
 std::ostream& operator<<(std::ostream& os, const Seen& s) {
     return os << "{t=" << s.at.time_since_epoch().count() << "ns " << to_string(s.kind)
-              << (s.exhausted ? " exhausted" : "") << " node=" << s.node
-              << " attempt=" << s.attempt << "}";
+              << (s.exhausted ? " exhausted" : "") << " node=" << s.node << " attempt=" << s.attempt
+              << "}";
 }
 
-Instant at_s(std::int64_t s) { return kInstantZero + seconds(s); }
-Instant at_ms(std::int64_t ms) { return kInstantZero + milliseconds(ms); }
+Instant at_s(std::int64_t s) {
+    return kInstantZero + seconds(s);
+}
+Instant at_ms(std::int64_t ms) {
+    return kInstantZero + milliseconds(ms);
+}
 
 void ignore_destroyed(void*, Node&) {}
 
@@ -181,7 +185,8 @@ TEST(NodeTimersClose, SecondCloseEntryIsAnError) {
     const auto second = b.timers.arm_close(node, at_ms(50));
     ASSERT_FALSE(second.has_value());
     EXPECT_EQ(second.error(), NodeTimerError::kCloseEntryExists);
-    EXPECT_NE(to_string(NodeTimerError::kCloseEntryExists), to_string(NodeTimerError::kSendEntryExists));
+    EXPECT_NE(to_string(NodeTimerError::kCloseEntryExists),
+              to_string(NodeTimerError::kSendEntryExists));
     // The first one still fires at its own time.
     EXPECT_EQ(b.drive(at_s(1)), (std::vector<Seen>{{at_ms(100), kClose, false, node->index, 0}}));
 }
@@ -217,9 +222,13 @@ TEST(NodeTimersPhase, ArmingAnotherPhaseReplacesTheFirst) {
 TEST(NodeTimersPhase, EveryKindFiresAsItself) {
     // One node per kind, all on the one wheel, each due a second after the previous one.
     Bench b;
-    const std::array<NodeTimer, 8> kinds = {kSend, kClose, NodeTimer::kMpaRequest,
-                                            NodeTimer::kMpaReply, NodeTimer::kAccept,
-                                            NodeTimer::kRtr, NodeTimer::kFinWait2,
+    const std::array<NodeTimer, 8> kinds = {kSend,
+                                            kClose,
+                                            NodeTimer::kMpaRequest,
+                                            NodeTimer::kMpaReply,
+                                            NodeTimer::kAccept,
+                                            NodeTimer::kRtr,
+                                            NodeTimer::kFinWait2,
                                             NodeTimer::kStream};
     std::vector<NodeRef> nodes;
     std::vector<Seen> expected;
@@ -242,7 +251,8 @@ TEST(NodeTimersPhase, EveryKindFiresAsItself) {
     EXPECT_EQ(b.timers.pending(), kinds.size());
     auto seen = b.drive(at_s(8));
     std::erase_if(seen, [](const Seen& s) { return s.kind == kSend && s.attempt > 1; });
-    std::sort(expected.begin(), expected.end(), [](const Seen& x, const Seen& y) { return x.at < y.at; });
+    std::sort(expected.begin(), expected.end(),
+              [](const Seen& x, const Seen& y) { return x.at < y.at; });
     EXPECT_EQ(seen, expected);
 }
 
@@ -255,7 +265,8 @@ TEST(NodeTimersStream, IndependentOfTheOtherSlots) {
     b.timers.arm_stream(node, at_ms(400));  // Re-arming moves the one stream deadline.
     EXPECT_EQ(b.timers.pending(), 3u);
     EXPECT_EQ(node->refs, 2u);  // One reference for all of the node's timers.
-    EXPECT_EQ(b.run(at_ms(400)), (std::vector<Seen>{{at_ms(400), NodeTimer::kStream, false, node->index, 0}}));
+    EXPECT_EQ(b.run(at_ms(400)),
+              (std::vector<Seen>{{at_ms(400), NodeTimer::kStream, false, node->index, 0}}));
     b.timers.arm_stream(node, at_ms(600));
     EXPECT_TRUE(b.timers.cancel_stream(*node));
     EXPECT_FALSE(b.timers.cancel_stream(*node));
@@ -282,7 +293,8 @@ TEST(NodeTimersService, CancelAllDropsEveryTimer) {
     EXPECT_EQ(NodeTimers::phase(*node), std::nullopt);
     EXPECT_TRUE(b.timers.consistent(*node));
     b.timers.cancel_all(*node);  // Nothing left: harmless.
-    EXPECT_EQ(b.drive(at_s(100)), (std::vector<Seen>{{at_ms(100), kClose, false, other->index, 0}}));
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_ms(100), kClose, false, other->index, 0}}));
 }
 
 TEST(NodeTimersService, CustomPolicyAndCloseDelay) {

@@ -15,13 +15,13 @@ std::vector<std::byte> rtr_with_stag(wire::RtrType type, std::uint32_t stag, std
     std::vector<std::byte> b(wire::rtr_fpdu_len(type));
     wire::emit_rtr_fpdu({type, 1}, false, b);
     if (type == wire::RtrType::kWrite) {
-        wire::store_be32(b, 2 + 2, stag);       // STag
-        wire::store_be32(b, 2 + 10, to_low);    // tagged offset, low word
+        wire::store_be32(b, 2 + 2, stag);     // STag
+        wire::store_be32(b, 2 + 10, to_low);  // tagged offset, low word
     } else {
-        wire::store_be32(b, 2 + 18, stag);      // sink STag
-        wire::store_be32(b, 2 + 26, to_low);    // sink tagged offset, low word
-        wire::store_be32(b, 2 + 34, stag);      // source STag
-        wire::store_be32(b, 2 + 42, to_low);    // source tagged offset, low word
+        wire::store_be32(b, 2 + 18, stag);    // sink STag
+        wire::store_be32(b, 2 + 26, to_low);  // sink tagged offset, low word
+        wire::store_be32(b, 2 + 34, stag);    // source STag
+        wire::store_be32(b, 2 + 42, to_low);  // source tagged offset, low word
     }
     return b;
 }
@@ -50,11 +50,13 @@ void expect_rtr_establishes(wire::RtrType type, std::uint32_t stag) {
 }
 
 TEST(OneSideEstablished, WriteRtrWithAnyStagAndOffsetEstablishes) {
-    for (std::uint32_t stag : {0u, 1u, 0x80000000u}) expect_rtr_establishes(wire::RtrType::kWrite, stag);
+    for (std::uint32_t stag : {0u, 1u, 0x80000000u})
+        expect_rtr_establishes(wire::RtrType::kWrite, stag);
 }
 
 TEST(OneSideEstablished, ReadRtrWithAnyStagAndOffsetEstablishes) {
-    for (std::uint32_t stag : {0u, 1u, 0x80000000u}) expect_rtr_establishes(wire::RtrType::kRead, stag);
+    for (std::uint32_t stag : {0u, 1u, 0x80000000u})
+        expect_rtr_establishes(wire::RtrType::kRead, stag);
 }
 
 TEST(MpaReqSent, OurRtrCarriesStagOne) {

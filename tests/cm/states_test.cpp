@@ -31,7 +31,9 @@ void expect_event(Dut& d, EventType type, int status, CmState state) {
 }
 
 // The sequence number just before s (a retransmitted FIN's).
-wire::SeqNumber before(wire::SeqNumber s) { return s + static_cast<std::uint32_t>(-1); }
+wire::SeqNumber before(wire::SeqNumber s) {
+    return s + static_cast<std::uint32_t>(-1);
+}
 
 // The peer's segment at `seq` acknowledging `ack` (not necessarily all the DUT sent).
 void feed_at(Dut& d, std::uint8_t flags, wire::SeqNumber seq, wire::SeqNumber ack) {

@@ -19,7 +19,9 @@ CoreConfig immediate_acks() {
     return c;
 }
 
-std::string text(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+std::string text(std::span<const std::byte> b) {
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
 
 // Connected as initiator (MPA v2, no RTR), then handed off as a stream.
 void stream_up(Dut& d, HandoffParams params = {}) {
@@ -253,7 +255,7 @@ TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
     EXPECT_EQ(text(o[0].payload), "a");  // a one-byte probe
     d.feed(closed);                      // still closed
     EXPECT_TRUE(d.out().empty());
-    d.advance(seconds(2));               // the probe interval backs off
+    d.advance(seconds(2));  // the probe interval backs off
     EXPECT_EQ(d.out().size(), 1u);
     auto open = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
     d.feed(open);

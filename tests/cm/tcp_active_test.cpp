@@ -97,7 +97,8 @@ TEST(SynSent, FullBackoffThenUnreachable) {
     Sent syn = d.to_syn_sent();
     const int at_s[] = {1, 3, 7, 15, 27, 39, 51, 63};
     for (int t : at_s) {
-        d.advance(std::chrono::seconds(t) - d.now.time_since_epoch() - std::chrono::milliseconds(1));
+        d.advance(std::chrono::seconds(t) - d.now.time_since_epoch() -
+                  std::chrono::milliseconds(1));
         EXPECT_TRUE(d.out().empty()) << "early at " << t << " s";
         d.advance(std::chrono::milliseconds(1));
         auto o = d.out();

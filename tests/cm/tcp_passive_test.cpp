@@ -11,9 +11,9 @@ TEST(Listen, SynGetsSynAckWithOptions) {
     Sent sa = d.to_syn_rcvd(/*wscale=*/7, /*mss=*/1400);
     EXPECT_TRUE(sa.flags(tf::kSyn | tf::kAck));
     EXPECT_EQ(sa.tcp().ack.value(), d.peer_iss + 1);
-    EXPECT_EQ(sa.tcp().options.mss, 1460);            // MTU 1500 - 40
-    EXPECT_EQ(sa.tcp().options.window_scale, 2);      // the driver's shift
-    EXPECT_EQ(sa.tcp().window, 64240);                // unscaled in a SYN
+    EXPECT_EQ(sa.tcp().options.mss, 1460);        // MTU 1500 - 40
+    EXPECT_EQ(sa.tcp().options.window_scale, 2);  // the driver's shift
+    EXPECT_EQ(sa.tcp().window, 64240);            // unscaled in a SYN
     EXPECT_EQ(sa.repr.eth.dst, kMacA);
     EXPECT_EQ(sa.repr.ip.dst, ip_a());
     EXPECT_EQ(d.transitions.back(), std::make_pair(CmState::kInited, CmState::kSynRcvd));
@@ -209,7 +209,7 @@ TEST(SynRcvd, AckCarryingTheMpaRequestIsTaken) {
 TEST(MpaReqWait, RequestTimerResetsSilentPeer) {
     Dut d;
     d.to_mpareq_wait();
-    EXPECT_EQ(d.core.pending_timers(), 1u);  // the request wait; nothing to retransmit
+    EXPECT_EQ(d.core.pending_timers(), 1u);    // the request wait; nothing to retransmit
     quiet_until(d, std::chrono::seconds(10));  // request_timeout 10 s
     expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});
     EXPECT_TRUE(d.evs().empty());

@@ -123,7 +123,8 @@ TEST(Established, AbortiveCloseSendsRstAndFreesAtOnce) {
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kDisconnected);
     EXPECT_EQ(d.core.live_nodes(), 0u);
-    EXPECT_EQ(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).error(), ApiError::kStaleHandle);
+    EXPECT_EQ(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).error(),
+              ApiError::kStaleHandle);
 }
 
 TEST(Established, ExactRstResetsAndReports) {
@@ -221,7 +222,8 @@ namespace iwcm::test {
 namespace {
 
 bool saw(const Dut& d, CmState from, CmState to) {
-    return std::find(d.transitions.begin(), d.transitions.end(), std::make_pair(from, to)) != d.transitions.end();
+    return std::find(d.transitions.begin(), d.transitions.end(), std::make_pair(from, to)) !=
+           d.transitions.end();
 }
 
 TEST(FinWait2, PeerThatNeverClosesIsResetAfterItsRetransmissionsWouldEnd) {

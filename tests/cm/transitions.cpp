@@ -18,7 +18,8 @@ public:
         if (std::getenv("IWCM_PRINT_TRANSITIONS") == nullptr) return;
         std::printf("state transitions exercised (%zu):\n", seen_transitions().size());
         for (auto& [from, to] : seen_transitions())
-            std::printf("  %s => %s\n", std::string(to_string(from)).c_str(), std::string(to_string(to)).c_str());
+            std::printf("  %s => %s\n", std::string(to_string(from)).c_str(),
+                        std::string(to_string(to)).c_str());
     }
 };
 

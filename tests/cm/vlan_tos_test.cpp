@@ -157,11 +157,14 @@ TEST(Tos, ConnectCarriesItsTosAndPriority) {
 }
 
 TEST(Tos, PassiveTakesTheLargerOfListenerAndSyn) {
-    struct Case { std::uint8_t listener, syn, want; };
+    struct Case {
+        std::uint8_t listener, syn, want;
+    };
     for (Case c : {Case{0x20, 0x88, 0x88}, Case{0xB8, 0x00, 0xB8}, Case{0x00, 0x00, 0x00}}) {
-        SCOPED_TRACE(::testing::Message() << "listener " << int(c.listener) << " syn " << int(c.syn));
+        SCOPED_TRACE(::testing::Message()
+                     << "listener " << int(c.listener) << " syn " << int(c.syn));
         Dut d;
-    put_on(d, 100);
+        put_on(d, 100);
         ListenParams lp;
         lp.local = d.self;
         lp.tos = c.listener;

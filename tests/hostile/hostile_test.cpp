@@ -31,9 +31,12 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr MacAddr kMacEvil{{0x02, 0, 0, 0, 0, 0x0e}};
-inline IpAddr ip_evil() { return *IpAddr::parse("10.0.0.9"); }
+inline IpAddr ip_evil() {
+    return *IpAddr::parse("10.0.0.9");
+}
 
-std::vector<std::byte> mpa_request(std::uint8_t rev, std::span<const std::byte> pdata, const char* key = "MPA ID Req Frame") {
+std::vector<std::byte> mpa_request(std::uint8_t rev, std::span<const std::byte> pdata,
+                                   const char* key = "MPA ID Req Frame") {
     wire::MpaRepr m;
     m.kind = wire::MpaKind::kRequest;
     m.revision = rev == 2 ? 2 : 1;
@@ -69,7 +72,8 @@ struct RawPeer {
         f.tcp.window = 65535;
         return f;
     }
-    static std::vector<std::byte> build(const wire::FrameRepr& f, std::span<const std::byte> payload = {}) {
+    static std::vector<std::byte> build(const wire::FrameRepr& f,
+                                        std::span<const std::byte> payload = {}) {
         std::vector<std::byte> buf(wire::tcp_frame_len(f, payload.size()));
         buf.resize(wire::emit_tcp_frame(f, payload, buf));
         return buf;
@@ -78,7 +82,8 @@ struct RawPeer {
     std::vector<Sent> send(std::uint8_t flags, std::span<const std::byte> payload = {}) {
         auto f = frame(flags, snd_nxt);
         core.receive(now, build(f, payload));
-        snd_nxt += static_cast<std::uint32_t>(payload.size()) + ((flags & tf::kSyn) ? 1 : 0) + ((flags & tf::kFin) ? 1 : 0);
+        snd_nxt += static_cast<std::uint32_t>(payload.size()) + ((flags & tf::kSyn) ? 1 : 0) +
+                   ((flags & tf::kFin) ? 1 : 0);
         return drain(core);
     }
     // SYN, SYN-ACK, ACK: B's side is then ESTABLISHED, waiting for a request.
@@ -334,9 +339,15 @@ void expect_mpa_refused(Hostile& h, std::span<const std::byte> request) {
     h.expect_bystander_ok();
 }
 
-TEST_F(Hostile, WrongMpaKey) { expect_mpa_refused(*this, mpa_request(2, bytes("x"), "MPA ID Req Fraem")); }
-TEST_F(Hostile, MpaRevision0) { expect_mpa_refused(*this, mpa_request(0, bytes("x"))); }
-TEST_F(Hostile, MpaRevision3) { expect_mpa_refused(*this, mpa_request(3, bytes("x"))); }
+TEST_F(Hostile, WrongMpaKey) {
+    expect_mpa_refused(*this, mpa_request(2, bytes("x"), "MPA ID Req Fraem"));
+}
+TEST_F(Hostile, MpaRevision0) {
+    expect_mpa_refused(*this, mpa_request(0, bytes("x")));
+}
+TEST_F(Hostile, MpaRevision3) {
+    expect_mpa_refused(*this, mpa_request(3, bytes("x")));
+}
 TEST_F(Hostile, MpaReplyWhileWeAreResponder) {
     expect_mpa_refused(*this, mpa_request(2, bytes("x"), "MPA ID Rep Frame"));
 }
@@ -671,8 +682,8 @@ TEST_F(Hostile, SynFloodBeyondBacklog) {
     EXPECT_EQ(p.b.stats().backlog_drops - drops, 0u);
     EXPECT_EQ(p.b.stats().drops(DropReason::kBacklogFull), 0u);
     EXPECT_EQ(p.b.live_nodes(), 1u + 128u);
-    std::printf("SYN flood, backlog 128: %zu bytes of heap grown per 100k SYNs (%zu live nodes)\n", grown,
-                p.b.live_nodes());
+    std::printf("SYN flood, backlog 128: %zu bytes of heap grown per 100k SYNs (%zu live nodes)\n",
+                grown, p.b.live_nodes());
     RecordProperty("heap_bytes_per_100k_syns_backlog_128", static_cast<int>(grown));
     // The half-open nodes go quietly when their SYN-ACK retransmissions run out.
     p.advance(p.now + seconds(80));
@@ -713,12 +724,14 @@ TEST_F(Hostile, SynFloodLegitimateClientConnects) {
     std::uint64_t syn_acks = 0;
     std::size_t grown = flood(*this, 50'000, &syn_acks);
     connect_through_flood(*this, "during the flood");
-    grown += flood(*this, 50'000, &syn_acks);  // (same tuples again: half-open ones get their SYN-ACK again)
+    grown += flood(*this, 50'000,
+                   &syn_acks);  // (same tuples again: half-open ones get their SYN-ACK again)
     connect_through_flood(*this, "right after the flood");
     EXPECT_EQ(p.b.stats().syn_cookies_accepted, 2u);
     EXPECT_EQ(p.b.stats().syn_cookies_failed, 0u);
     EXPECT_EQ(p.b.live_nodes(), 1u + 128u);
-    std::printf("SYN flood with 2 clients, backlog 128: %zu bytes of heap grown per 100k SYNs\n", grown);
+    std::printf("SYN flood with 2 clients, backlog 128: %zu bytes of heap grown per 100k SYNs\n",
+                grown);
     p.advance(p.now + seconds(80));
     EXPECT_EQ(p.b.live_nodes(), 1u);
     expect_bystander_ok();
@@ -755,8 +768,10 @@ TEST_F(Hostile, SynFloodWithinAHugeBacklog) {
     std::size_t grown = flood(*this, 100'000, &syn_acks);
     EXPECT_EQ(syn_acks, 100'000u);
     EXPECT_EQ(p.b.live_nodes(), 1u + 100'000u);
-    std::printf("SYN flood, backlog 200k: %zu bytes of heap grown per 100k SYNs (%zu bytes per half-open node)\n",
-                grown, grown / 100'000);
+    std::printf(
+        "SYN flood, backlog 200k: %zu bytes of heap grown per 100k SYNs (%zu bytes per half-open "
+        "node)\n",
+        grown, grown / 100'000);
     RecordProperty("heap_bytes_per_100k_syns_admitted", static_cast<int>(grown));
     p.advance(p.now + seconds(80));
     EXPECT_EQ(p.b.live_nodes(), 1u);

@@ -24,7 +24,8 @@ const IpAddr kPeer6 = *IpAddr::parse("fd99::1");
 
 using Frame = std::vector<std::byte>;
 
-Frame eth_frame(const MacAddr& dst, const MacAddr& src, std::uint16_t type, std::uint16_t vlan, std::size_t len) {
+Frame eth_frame(const MacAddr& dst, const MacAddr& src, std::uint16_t type, std::uint16_t vlan,
+                std::size_t len) {
     wire::EthernetRepr e{dst, src, std::nullopt, type};
     if (vlan != kNoVlan) e.vlan = wire::VlanTag{vlan, 0, false};
     Frame f(e.header_len() + len);
@@ -32,16 +33,16 @@ Frame eth_frame(const MacAddr& dst, const MacAddr& src, std::uint16_t type, std:
     return f;
 }
 
-Frame arp_frame(wire::ArpOp op, const MacAddr& dst, const MacAddr& smac, IpAddr sip, const MacAddr& tmac, IpAddr tip,
-                std::uint16_t vlan = kNoVlan) {
+Frame arp_frame(wire::ArpOp op, const MacAddr& dst, const MacAddr& smac, IpAddr sip,
+                const MacAddr& tmac, IpAddr tip, std::uint16_t vlan = kNoVlan) {
     Frame f = eth_frame(dst, smac, wire::kEtherTypeArp, vlan, wire::kArpLen);
     wire::ArpRepr a{op, smac, sip.v4(), tmac, tip.v4()};
     a.emit(std::span<std::byte>(f).last(wire::kArpLen));
     return f;
 }
 
-Frame nd_frame(const wire::NdRepr& nd, const MacAddr& dst_mac, const MacAddr& src_mac, const Ipv6Addr& src,
-               const Ipv6Addr& dst, std::uint8_t hop_limit = 255) {
+Frame nd_frame(const wire::NdRepr& nd, const MacAddr& dst_mac, const MacAddr& src_mac,
+               const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t hop_limit = 255) {
     const std::size_t len = wire::Ipv6Repr::kHeaderLen + nd.buffer_len();
     Frame f = eth_frame(dst_mac, src_mac, wire::kEtherTypeIpv6, kNoVlan, len);
     auto out = std::span<std::byte>(f).last(len);
@@ -99,7 +100,8 @@ TEST(Neighbor, IgnoresArpForOtherAddressesAndOtherFrames) {
     Frame ip = eth_frame(kOurMac, kPeerMac, wire::kEtherTypeIpv4, kNoVlan, 20);
     EXPECT_FALSE(t.receive(at_ms(0), ip));  // IPv4: for the core
     // Another host's unicast ARP is not ours to look at.
-    auto unicast = arp_frame(wire::ArpOp::kRequest, *MacAddr::parse("02:00:00:00:00:99"), kPeerMac, kPeer4, {}, kOur4);
+    auto unicast = arp_frame(wire::ArpOp::kRequest, *MacAddr::parse("02:00:00:00:00:99"), kPeerMac,
+                             kPeer4, {}, kOur4);
     EXPECT_FALSE(t.receive(at_ms(0), unicast));
 }
 
@@ -150,7 +152,8 @@ TEST(Neighbor, AnswersSolicitationWithSolicitedAdvertisement) {
     ns.target = kOur6.v6();
     ns.lladdr = kPeerMac;
     const Ipv6Addr group = wire::solicited_node_multicast(kOur6.v6());
-    EXPECT_TRUE(t.receive(at_ms(0), nd_frame(ns, wire::ipv6_multicast_mac(group), kPeerMac, kPeer6.v6(), group)));
+    EXPECT_TRUE(t.receive(
+        at_ms(0), nd_frame(ns, wire::ipv6_multicast_mac(group), kPeerMac, kPeer6.v6(), group)));
     auto out = drain(t);
     ASSERT_EQ(out.size(), 1u);
     auto eth = wire::parse_ethernet(out[0]);
@@ -175,7 +178,8 @@ TEST(Neighbor, IgnoresSolicitationWithWrongHopLimit) {
     ns.target = kOur6.v6();
     ns.lladdr = kPeerMac;
     const Ipv6Addr group = wire::solicited_node_multicast(kOur6.v6());
-    EXPECT_TRUE(t.receive(at_ms(0), nd_frame(ns, wire::ipv6_multicast_mac(group), kPeerMac, kPeer6.v6(), group, 64)));
+    EXPECT_TRUE(t.receive(
+        at_ms(0), nd_frame(ns, wire::ipv6_multicast_mac(group), kPeerMac, kPeer6.v6(), group, 64)));
     EXPECT_TRUE(drain(t).empty());
 }
 
@@ -205,12 +209,15 @@ TEST(Neighbor, ResolvesIpv6WithSolicitationToSolicitedNodeGroup) {
 
 TEST(Neighbor, VlanTaggedBothWays) {
     auto t = make_table(100);
-    auto untagged = arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4);
+    auto untagged =
+        arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4);
     EXPECT_FALSE(t.receive(at_ms(0), untagged));
-    auto other_vlan = arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4, 200);
+    auto other_vlan =
+        arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4, 200);
     EXPECT_FALSE(t.receive(at_ms(0), other_vlan));
     EXPECT_TRUE(drain(t).empty());
-    auto tagged = arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4, 100);
+    auto tagged =
+        arp_frame(wire::ArpOp::kRequest, MacAddr::broadcast(), kPeerMac, kPeer4, {}, kOur4, 100);
     EXPECT_TRUE(t.receive(at_ms(0), tagged));
     auto out = drain(t);
     ASSERT_EQ(out.size(), 1u);

@@ -18,8 +18,8 @@ std::vector<std::uint8_t> slurp(const std::string& path) {
 }
 
 std::uint32_t le32(const std::vector<std::uint8_t>& b, std::size_t off) {
-    return std::uint32_t{b[off]} | std::uint32_t{b[off + 1]} << 8 | std::uint32_t{b[off + 2]} << 16 |
-           std::uint32_t{b[off + 3]} << 24;
+    return std::uint32_t{b[off]} | std::uint32_t{b[off + 1]} << 8 |
+           std::uint32_t{b[off + 2]} << 16 | std::uint32_t{b[off + 3]} << 24;
 }
 
 TEST(Pcap, WritesHeaderAndRecords) {

@@ -82,11 +82,13 @@ int child() {
         pollfd p{tap->fd(), POLLIN, 0};
         if (::poll(&p, 1, 100) <= 0) continue;
         for (long n; (n = tap->read(buf)) > 0;) {
-            auto e = wire::parse_ethernet(std::span<const std::byte>(buf, static_cast<std::size_t>(n)));
+            auto e =
+                wire::parse_ethernet(std::span<const std::byte>(buf, static_cast<std::size_t>(n)));
             if (!e || e->repr.ethertype != wire::kEtherTypeArp) continue;  // IPv6 chatter
             auto arp = wire::parse_arp(e->payload);
             if (arp && arp->op == wire::ArpOp::kReply && e->repr.dst == kOurMac &&
-                arp->sender_mac == tap->kernel_mac() && IpAddr(arp->sender_ip) == *IpAddr::parse("10.99.200.1"))
+                arp->sender_mac == tap->kernel_mac() &&
+                IpAddr(arp->sender_ip) == *IpAddr::parse("10.99.200.1"))
                 return 0;
         }
     }
@@ -106,7 +108,9 @@ void run_in_child(int (*body)()) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
 }
 
-TEST(Tap, CreatesDeviceAndExchangesFramesWithTheKernel) { run_in_child(child); }
+TEST(Tap, CreatesDeviceAndExchangesFramesWithTheKernel) {
+    run_in_child(child);
+}
 
 // A packet socket on `name` that sees every frame the TAP's writer injects.
 int capture_socket(const char* name) {
@@ -196,7 +200,9 @@ int announce_child() {
     return 0;
 }
 
-TEST(Tap, TapHostAnnouncesAddedAddressesTwice) { run_in_child(announce_child); }
+TEST(Tap, TapHostAnnouncesAddedAddressesTwice) {
+    run_in_child(announce_child);
+}
 
 TEST(Tap, BadNameIsRefusedWithAReason) {
     auto t = TapDevice::open("a-name-that-is-far-too-long");

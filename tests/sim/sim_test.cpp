@@ -93,26 +93,38 @@ void run_seeds(SimScenario sc, std::uint64_t first, std::uint64_t count) {
         one_side += o.established_one_side;
         attempts += o.attempts;
         clean += o.clean;
-        ASSERT_TRUE(o.ok) << describe(o) << "\n  replay: iwarp-cm sim --seed " << s << " --conns " << sc.conns
-                          << " --cores " << sc.cores << (sc.faults ? "" : " --no-faults")
+        ASSERT_TRUE(o.ok) << describe(o) << "\n  replay: iwarp-cm sim --seed " << s << " --conns "
+                          << sc.conns << " --cores " << sc.cores
+                          << (sc.faults ? "" : " --no-faults")
                           << (sc.disruptions ? "" : " --no-disruptions") << " --log";
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("sim: seeds %llu..%llu (%llu clean): %llu attempts, %llu established on both sides, %llu on one; "
-                "%.2f s, %.0f seeds/s\n",
-                static_cast<unsigned long long>(first), static_cast<unsigned long long>(first + count - 1),
-                static_cast<unsigned long long>(clean), static_cast<unsigned long long>(attempts),
-                static_cast<unsigned long long>(established), static_cast<unsigned long long>(one_side), secs,
-                secs > 0 ? static_cast<double>(count) / secs : 0.0);
-    ::testing::Test::RecordProperty("seeds_per_second", static_cast<int>(secs > 0 ? count / secs : 0));
+    std::printf(
+        "sim: seeds %llu..%llu (%llu clean): %llu attempts, %llu established on both sides, %llu "
+        "on one; "
+        "%.2f s, %.0f seeds/s\n",
+        static_cast<unsigned long long>(first), static_cast<unsigned long long>(first + count - 1),
+        static_cast<unsigned long long>(clean), static_cast<unsigned long long>(attempts),
+        static_cast<unsigned long long>(established), static_cast<unsigned long long>(one_side),
+        secs, secs > 0 ? static_cast<double>(count) / secs : 0.0);
+    ::testing::Test::RecordProperty("seeds_per_second",
+                                    static_cast<int>(secs > 0 ? count / secs : 0));
 }
 
 // Four suites of the default scenario (3 cores, 12 attempts, loss up to 30 %,
 // disruptions): 10,000 seeds by default, run in parallel by ctest.
-TEST(Sim, Seeds1) { run_seeds({}, 1, seeds_per_suite()); }
-TEST(Sim, Seeds2) { run_seeds({}, 1 + seeds_per_suite(), seeds_per_suite()); }
-TEST(Sim, Seeds3) { run_seeds({}, 1 + 2 * seeds_per_suite(), seeds_per_suite()); }
-TEST(Sim, Seeds4) { run_seeds({}, 1 + 3 * seeds_per_suite(), seeds_per_suite()); }
+TEST(Sim, Seeds1) {
+    run_seeds({}, 1, seeds_per_suite());
+}
+TEST(Sim, Seeds2) {
+    run_seeds({}, 1 + seeds_per_suite(), seeds_per_suite());
+}
+TEST(Sim, Seeds3) {
+    run_seeds({}, 1 + 2 * seeds_per_suite(), seeds_per_suite());
+}
+TEST(Sim, Seeds4) {
+    run_seeds({}, 1 + 3 * seeds_per_suite(), seeds_per_suite());
+}
 
 // Many concurrent attempts on four cores.
 TEST(Sim, ManyConnections) {

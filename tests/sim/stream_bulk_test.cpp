@@ -33,7 +33,8 @@ std::uint64_t seed_count() {
 
 // The byte at `offset` of the stream that side `side` sends under `seed`.
 std::byte pattern(std::uint64_t seed, int side, std::uint64_t offset) {
-    std::uint64_t x = (seed * 0x9E3779B97F4A7C15ull) ^ (offset * 0xBF58476D1CE4E5B9ull) ^ (side + 1u);
+    std::uint64_t x =
+        (seed * 0x9E3779B97F4A7C15ull) ^ (offset * 0xBF58476D1CE4E5B9ull) ^ (side + 1u);
     x ^= x >> 31;
     x *= 0x94D049BB133111EBull;
     x ^= x >> 29;
@@ -44,11 +45,11 @@ std::byte pattern(std::uint64_t seed, int side, std::uint64_t offset) {
 struct Side {
     int id = 0;
     std::uint64_t seed = 0;
-    std::size_t total = 0;           // bytes each way
+    std::size_t total = 0;  // bytes each way
     io::Rng* rng = nullptr;
     ConnHandle conn;
     bool up = false;
-    bool closed = false;             // disconnect() called
+    bool closed = false;  // disconnect() called
     std::size_t written = 0;
     std::size_t read = 0;
     Instant paused_until{};
@@ -205,8 +206,8 @@ Outcome run_seed(std::uint64_t seed) {
                 const auto& t = p->repr.tcp;
                 std::printf("%s %.3f %s seq %u ack %u len %zu flags %02x win %u\n", name,
                             r.now.time_since_epoch().count() / 1e9,
-                            r.kind == TraceRecord::Kind::kFrameIn ? "in " : "out", t.seq.value(), t.ack.value(),
-                            p->payload.size(), t.flags, t.window);
+                            r.kind == TraceRecord::Kind::kFrameIn ? "in " : "out", t.seq.value(),
+                            t.ack.value(), p->payload.size(), t.flags, t.window);
             });
         }
     }
@@ -258,26 +259,31 @@ Outcome run_seed(std::uint64_t seed) {
         auto i = core.stream_info(s.conn);
         if (!i) return std::string(" [no stream]");
         auto d = core.next_deadline();
-        return " [queued " + std::to_string(i->queued) + " readable " + std::to_string(i->readable) + " snd_wnd " +
-               std::to_string(i->snd_wnd) + " rcv_wnd " + std::to_string(i->rcv_wnd) + " cwnd " +
-               std::to_string(i->cwnd) + " una " + std::to_string(i->snd_una) + " nxt " +
-               std::to_string(i->snd_nxt) + " rcv_nxt " + std::to_string(i->rcv_nxt) + " deadline " +
-               (d ? std::to_string(d->time_since_epoch().count()) : std::string("none")) + " paused " +
-               std::to_string(s.paused_until.time_since_epoch().count()) + " up " + std::to_string(s.up) + "]";
+        return " [queued " + std::to_string(i->queued) + " readable " +
+               std::to_string(i->readable) + " snd_wnd " + std::to_string(i->snd_wnd) +
+               " rcv_wnd " + std::to_string(i->rcv_wnd) + " cwnd " + std::to_string(i->cwnd) +
+               " una " + std::to_string(i->snd_una) + " nxt " + std::to_string(i->snd_nxt) +
+               " rcv_nxt " + std::to_string(i->rcv_nxt) + " deadline " +
+               (d ? std::to_string(d->time_since_epoch().count()) : std::string("none")) +
+               " paused " + std::to_string(s.paused_until.time_since_epoch().count()) + " up " +
+               std::to_string(s.up) + "]";
     };
     auto summary = [&] {
-        return info(a, sa) + info(b, sb) + " now " + std::to_string(net.now().time_since_epoch().count()) +
-               " status A " + std::to_string(sa.disconnect_status) + " B " + std::to_string(sb.disconnect_status) +
-               " (loss " + std::to_string(f.loss) + ", total " + std::to_string(total) + ", A read " +
-               std::to_string(sa.read) + " wrote " + std::to_string(sa.written) + ", B read " +
-               std::to_string(sb.read) + " wrote " + std::to_string(sb.written) + ", steps " +
-               std::to_string(steps) + ")";
+        return info(a, sa) + info(b, sb) + " now " +
+               std::to_string(net.now().time_since_epoch().count()) + " status A " +
+               std::to_string(sa.disconnect_status) + " B " + std::to_string(sb.disconnect_status) +
+               " (loss " + std::to_string(f.loss) + ", total " + std::to_string(total) +
+               ", A read " + std::to_string(sa.read) + " wrote " + std::to_string(sa.written) +
+               ", B read " + std::to_string(sb.read) + " wrote " + std::to_string(sb.written) +
+               ", steps " + std::to_string(steps) + ")";
     };
     if (!why.empty()) return {false, why + summary()};
     for (Side* s : {&sa, &sb}) {
-        if (s->read != total) return {false, "side " + std::to_string(s->id) + " read short" + summary()};
+        if (s->read != total)
+            return {false, "side " + std::to_string(s->id) + " read short" + summary()};
         if (s->disconnected != 1 || s->disconnect_status != 0)
-            return {false, "side " + std::to_string(s->id) + " did not end with one kDisconnected(0)" + summary()};
+            return {false, "side " + std::to_string(s->id) +
+                               " did not end with one kDisconnected(0)" + summary()};
     }
     for (Core* core : {&a, &b}) {
         if (core->live_nodes() != 0 || core->pending_timers() != 0 || core->queued_events() != 0)

@@ -109,8 +109,8 @@ TEST(Wheel, CancelBeforeFire) {
 TEST(Wheel, StaleAndDoubleCancelReturnFalse) {
     TimerWheel wheel;
     EXPECT_FALSE(wheel.cancel(TimerId{}));
-    EXPECT_FALSE(wheel.cancel(TimerId{0, 1}));        // A sentinel index.
-    EXPECT_FALSE(wheel.cancel(TimerId{100000, 1}));   // Out of range.
+    EXPECT_FALSE(wheel.cancel(TimerId{0, 1}));       // A sentinel index.
+    EXPECT_FALSE(wheel.cancel(TimerId{100000, 1}));  // Out of range.
     const TimerId a = wheel.schedule(at_ms(10), 1);
     EXPECT_FALSE(wheel.cancel(TimerId{a.index, a.generation + 1}));
     EXPECT_TRUE(wheel.cancel(a));
@@ -139,9 +139,18 @@ TEST(Wheel, FarDeadlinesCascadeThroughEveryLevel) {
     TimerWheel wheel;
     // One entry per level boundary and a few far beyond: hours and days at 1 ms ticks.
     const std::vector<Duration> offsets = {
-        milliseconds(63),   milliseconds(64),   milliseconds(4095),    milliseconds(4096),
-        milliseconds(262'145), hours(1) + milliseconds(7), hours(5),    kDay + milliseconds(1),
-        kDay * 3 + milliseconds(333), kDay * 30, kDay * 400,           kDay * 794,
+        milliseconds(63),
+        milliseconds(64),
+        milliseconds(4095),
+        milliseconds(4096),
+        milliseconds(262'145),
+        hours(1) + milliseconds(7),
+        hours(5),
+        kDay + milliseconds(1),
+        kDay * 3 + milliseconds(333),
+        kDay * 30,
+        kDay * 400,
+        kDay * 794,
     };
     for (std::size_t i = 0; i < offsets.size(); ++i) wheel.schedule(kInstantZero + offsets[i], i);
     for (std::size_t i = 0; i < offsets.size(); ++i) {
@@ -285,9 +294,8 @@ TEST(Wheel, CallbackThatReArmsForNowDoesNotSpin) {
     TimerWheel wheel;
     wheel.schedule(at_ms(1), 1);
     for (int round = 1; round <= 5; ++round) {
-        const std::size_t n = wheel.advance(at_ms(1), [&](std::uint64_t c) {
-            wheel.schedule(at_ms(1), c);
-        });
+        const std::size_t n =
+            wheel.advance(at_ms(1), [&](std::uint64_t c) { wheel.schedule(at_ms(1), c); });
         EXPECT_EQ(n, 1u) << "round " << round;
     }
 }
@@ -395,8 +403,8 @@ struct DifferentialCase {
 };
 
 void run_differential(const DifferentialCase& c, int steps) {
-    SCOPED_TRACE(testing::Message() << "seed=" << c.seed << " granularity_ns="
-                                    << c.granularity_ns << " max_delay_ns=" << c.max_delay_ns);
+    SCOPED_TRACE(testing::Message() << "seed=" << c.seed << " granularity_ns=" << c.granularity_ns
+                                    << " max_delay_ns=" << c.max_delay_ns);
     std::mt19937_64 rng(c.seed);
     TimerWheel wheel(nanoseconds(c.granularity_ns));
     Model model(static_cast<std::uint64_t>(c.granularity_ns));
@@ -493,8 +501,7 @@ TEST(WheelDifferential, OddGranularityShortRange) {
 
 TEST(WheelDifferential, ManySeeds) {
     for (std::uint64_t seed = 100; seed < 120; ++seed) {
-        run_differential({seed, static_cast<std::int64_t>(1 + seed % 7), 1'000'000'000'000},
-                         3000);
+        run_differential({seed, static_cast<std::int64_t>(1 + seed % 7), 1'000'000'000'000}, 3000);
     }
 }
 

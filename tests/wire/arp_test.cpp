@@ -31,8 +31,8 @@ TEST(Arp, Deconstruct) {
 }
 
 TEST(Arp, Construct) {
-    ArpRepr r{ArpOp::kRequest, *MacAddr::parse("26:81:fd:9c:50:d9"), *Ipv4Addr::parse("10.99.1.1"), MacAddr{},
-              *Ipv4Addr::parse("10.99.1.2")};
+    ArpRepr r{ArpOp::kRequest, *MacAddr::parse("26:81:fd:9c:50:d9"), *Ipv4Addr::parse("10.99.1.1"),
+              MacAddr{}, *Ipv4Addr::parse("10.99.1.2")};
     std::vector<std::byte> out(kArpLen);
     r.emit(out);
     const auto golden = hex_bytes(kLinuxRequest);

@@ -100,17 +100,17 @@ TEST(Rtr, RoundTrip) {
 TEST(Rtr, AnyStagAndTaggedOffsetAccepted) {
     for (std::uint32_t stag : {0u, 1u, 0xFFFFFFFFu}) {
         Buffer w = rtr(RtrType::kWrite, false);
-        store_be32(w, 2 + 2, stag);                 // STag
-        store_be32(w, 2 + 6, 0xDEADBEEF);           // tagged offset, high word
-        store_be32(w, 2 + 10, 0x12345678);          // tagged offset, low word
+        store_be32(w, 2 + 2, stag);         // STag
+        store_be32(w, 2 + 6, 0xDEADBEEF);   // tagged offset, high word
+        store_be32(w, 2 + 10, 0x12345678);  // tagged offset, low word
         auto r = parse_rtr(Bytes(w).subspan(2, 14));
         ASSERT_TRUE(r) << r.error().to_string();
         EXPECT_EQ(*r, RtrType::kWrite);
         Buffer rd = rtr(RtrType::kRead, false);
-        store_be32(rd, 2 + 18, stag);               // sink STag
-        store_be32(rd, 2 + 22, 0xCAFEF00D);         // sink tagged offset
-        store_be32(rd, 2 + 34, stag);               // source STag
-        store_be32(rd, 2 + 42, 0x0BADF00D);         // source tagged offset
+        store_be32(rd, 2 + 18, stag);        // sink STag
+        store_be32(rd, 2 + 22, 0xCAFEF00D);  // sink tagged offset
+        store_be32(rd, 2 + 34, stag);        // source STag
+        store_be32(rd, 2 + 42, 0x0BADF00D);  // source tagged offset
         r = parse_rtr(Bytes(rd).subspan(2, 46));
         ASSERT_TRUE(r) << r.error().to_string();
         EXPECT_EQ(*r, RtrType::kRead);

@@ -91,13 +91,15 @@ TEST(Icmpv6, TruncatedAndBadOptionsRefused) {
     ns.lladdr = kMac;
     std::vector<std::byte> out(ns.buffer_len());
     ns.emit(kA, kB, out);
-    for (std::size_t n = 0; n < kNdMinLen; ++n) EXPECT_FALSE(parse_nd(Bytes(out).first(n), kA, kB)) << n;
+    for (std::size_t n = 0; n < kNdMinLen; ++n)
+        EXPECT_FALSE(parse_nd(Bytes(out).first(n), kA, kB)) << n;
     // An option of length 0 (RFC 4861 section 4.6: must be silently discarded).
     std::vector<std::byte> zero = out;
     zero[25] = std::byte{0};
     zero[2] = zero[3] = std::byte{0};
-    store_be16(zero, 2, internet_checksum(zero, pseudo_header_sum(IpAddr(kA), IpAddr(kB), kIpProtoIcmpv6,
-                                                                  static_cast<std::uint32_t>(zero.size()))));
+    store_be16(zero, 2,
+               internet_checksum(zero, pseudo_header_sum(IpAddr(kA), IpAddr(kB), kIpProtoIcmpv6,
+                                                         static_cast<std::uint32_t>(zero.size()))));
     auto r = parse_nd(zero, kA, kB);
     ASSERT_FALSE(r);
     EXPECT_STREQ(r.error().field, "option_length");

@@ -146,7 +146,8 @@ TEST(Ipv6, ExtensionHeaderChainSkipped) {
 
 TEST(Ipv6, UnknownSkippableOptionSkipped) {
     // Type 0x1e: high bits 00, "skip over this option".
-    const Buffer pkt = packet_with(60, "06 00 1e 04 aa bb cc dd");  // the result's views point into it
+    const Buffer pkt =
+        packet_with(60, "06 00 1e 04 aa bb cc dd");  // the result's views point into it
     auto r = parse_ipv6(pkt);
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(to_hex(r->payload), "deadbeef");
