@@ -77,6 +77,8 @@ void Sha256::block(const std::uint8_t* p) {
 }
 
 void Sha256::update(std::span<const std::byte> data) {
+    // An empty span may have no data pointer at all, which memcpy may not see.
+    if (data.empty()) return;
     const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());
     std::size_t n = data.size();
     length_ += n;
