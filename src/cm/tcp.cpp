@@ -41,9 +41,6 @@ DropReason classify(const wire::ParseError& e) {
     return DropReason::kMalformed;
 }
 
-constexpr CmStateSet kFinSeenStates =
-    CmState::kCloseWait | CmState::kLastAck | CmState::kClosing | CmState::kTimeWait;
-
 }  // namespace
 
 // ---------------------------------------------------------------- arrival
