@@ -36,6 +36,15 @@ struct StreamSample {
     double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0; }
 };
 
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline StreamSample failed(StreamSample s) {
+    s.error = true;
+    return s;
+}
+
 class StreamPair {
 public:
     explicit StreamPair(std::uint32_t buffer = 256 * 1024)
@@ -58,16 +67,16 @@ public:
                 std::chrono::steady_clock::now().time_since_epoch()));
             if (sent < bytes) {
                 auto n = a_.send(now_, conn_a_, chunk_);
-                if (!n) return fail(s);
+                if (!n) return failed(s);
                 sent += *n;
             }
             s.frames += ferry(a_, b_);
             while (true) {
                 auto view = b_.peek(conn_b_);
-                if (!view) return fail(s);
+                if (!view) return failed(s);
                 if (view->empty()) break;
                 s.bytes += view->size();
-                if (!b_.consume(now_, conn_b_, view->size())) return fail(s);
+                if (!b_.consume(now_, conn_b_, view->size())) return failed(s);
             }
             s.frames += ferry(b_, a_);
             for (Core* c : {&a_, &b_})
@@ -76,12 +85,9 @@ public:
             }
             while (b_.poll_event()) {
             }
-            if ((++spins & 255) == 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-                    max_seconds)
-                break;
+            if ((++spins & 255) == 0 && seconds_since(start) > max_seconds) break;
         }
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        s.seconds = seconds_since(start);
         return s;
     }
 
@@ -135,11 +141,6 @@ private:
         return a_up && b_up && a_.handoff(conn_a_).has_value() && b_.handoff(conn_b_).has_value();
     }
 
-    StreamSample fail(StreamSample s) {
-        s.error = true;
-        return s;
-    }
-
     Core a_;
     Core b_;
     Instant now_{};
@@ -176,7 +177,7 @@ public:
                 if (n > 0)
                     sent += static_cast<std::uint64_t>(n);
                 else if (n < 0 && errno != EAGAIN)
-                    return fail(s);
+                    return failed(s);
             }
             while (true) {
                 ssize_t n = ::recv(rx_, buf_.data(), buf_.size(), MSG_DONTWAIT);
@@ -184,15 +185,12 @@ public:
                     s.bytes += static_cast<std::uint64_t>(n);
                     continue;
                 }
-                if (n < 0 && errno != EAGAIN) return fail(s);
+                if (n < 0 && errno != EAGAIN) return failed(s);
                 break;
             }
-            if ((++spins & 255) == 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-                    max_seconds)
-                break;
+            if ((++spins & 255) == 0 && seconds_since(start) > max_seconds) break;
         }
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        s.seconds = seconds_since(start);
         return s;
     }
 
@@ -215,11 +213,6 @@ private:
         if (::connect(tx_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
         rx_ = ::accept(listen_fd_, nullptr, nullptr);
         return rx_ >= 0;
-    }
-
-    StreamSample fail(StreamSample s) {
-        s.error = true;
-        return s;
     }
 
     int listen_fd_ = -1;
