@@ -1,0 +1,244 @@
+// iwcm::rdma: the data path's application interface, shaped after libibverbs.
+//
+// Read first: docs/design.md "Data path", RFC 5040 (RDMAP) sections 4-5, RFC 5041
+// (DDP) sections 3-5, RFC 5044 (MPA) section 6. A libibverbs user will know the
+// parts: memory regions registered from the application's memory (one STag
+// serves as lkey and rkey, its tagged offset is the memory's address, as siw
+// does), queue pairs, completion queues, work requests and work completions
+// with statuses named after ibv_wc_status.
+//
+// Like the Core, a Device is sans-I/O: it reads no clock and owns no socket.
+// It carries each queue pair's RDMA messages as MPA FPDUs over its
+// connection's byte stream (Core::handoff in HandoffMode::kStream), so it is
+// driven by the same loop that drives the Core:
+//   - every Event that Core::poll_event() returns goes to Device::on_event()
+//     first; it returns true when the event was the data path's (the bytes of
+//     a queue pair's connection) and the application must not act on it;
+//   - post_send / post_recv queue work, poll_cq returns completions,
+//     poll_qp_event reports a queue pair's end (disconnect or TERMINATE).
+// A Device and its Core belong to one thread. Memory that is registered or
+// named by a posted work request must stay valid until it is deregistered or
+// the work request completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "iwcm/core.hpp"
+
+namespace iwcm::rdma {
+
+enum class VerbsError : std::uint8_t {
+    kStaleHandle,      // the handle names a memory region, queue or QP that is gone
+    kInvalidHandle,    // never issued by this device
+    kInvalidArgument,  // a parameter out of range (empty region, zero capacity, ...)
+    kWrongState,       // the QP is not in RTS (it ended), or the connection cannot be bound
+    kQueueFull,        // max_send_wr / max_recv_wr work requests are outstanding
+    kTooManySge,       // more than max_sge scatter/gather entries
+    kLocalProtection,  // an SGE outside its memory region, or an lkey without the access needed
+    kCoreError,        // the Core refused a call made for the QP (see the Core's ApiError)
+};
+std::string_view to_string(VerbsError error) noexcept;
+
+template <class T>
+using VResult = Expected<T, VerbsError>;
+
+// ibv_access_flags. Local read is always allowed.
+enum Access : std::uint32_t {
+    kAccessLocalWrite = 1u << 0,
+    kAccessRemoteWrite = 1u << 1,
+    kAccessRemoteRead = 1u << 2,
+};
+
+struct MrHandle {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+    friend constexpr bool operator==(MrHandle, MrHandle) = default;
+};
+struct CqHandle {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+    friend constexpr bool operator==(CqHandle, CqHandle) = default;
+};
+struct QpHandle {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+    friend constexpr bool operator==(QpHandle, QpHandle) = default;
+};
+
+// What reg_mr returns: the STag is both the lkey and the rkey; the region's
+// tagged offsets run from `addr` (the memory's address) for `length` bytes.
+struct MemoryRegion {
+    MrHandle handle;
+    std::uint32_t lkey = 0;
+    std::uint32_t rkey = 0;
+    std::uint64_t addr = 0;
+    std::size_t length = 0;
+    std::uint32_t access = 0;
+};
+
+// A scatter/gather entry (ibv_sge): `length` bytes at address `addr` inside
+// the memory region whose lkey is `lkey`.
+struct Sge {
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+    std::uint32_t lkey = 0;
+};
+
+enum class WrOpcode : std::uint8_t {
+    kSend,       // IBV_WR_SEND
+    kRdmaWrite,  // IBV_WR_RDMA_WRITE
+    kRdmaRead,   // IBV_WR_RDMA_READ (one SGE: the local sink)
+};
+
+struct SendWr {
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::kSend;
+    std::span<const Sge> sg_list;   // copied by post_send
+    bool signaled = true;           // IBV_SEND_SIGNALED (ignored with QpAttr::sq_sig_all)
+    bool solicited = false;         // IBV_SEND_SOLICITED: Send with Solicited Event
+    std::uint64_t remote_addr = 0;  // WRITE / READ: the peer's tagged offset
+    std::uint32_t rkey = 0;         // WRITE / READ: the peer's STag
+};
+
+struct RecvWr {
+    std::uint64_t wr_id = 0;
+    std::span<const Sge> sg_list;  // copied by post_recv
+};
+
+// ibv_wc_status, the ones an iWARP QP reports.
+enum class WcStatus : std::uint8_t {
+    kSuccess,       // IBV_WC_SUCCESS
+    kLocLenErr,     // IBV_WC_LOC_LEN_ERR: a received message longer than the posted buffer
+    kLocQpOpErr,    // IBV_WC_LOC_QP_OP_ERR
+    kLocProtErr,    // IBV_WC_LOC_PROT_ERR: an SGE the region does not allow
+    kWrFlushErr,    // IBV_WC_WR_FLUSH_ERR: the QP ended before the request ran
+    kRemAccessErr,  // IBV_WC_REM_ACCESS_ERR: the peer refused our STag, bounds or rights
+    kRemOpErr,      // IBV_WC_REM_OP_ERR: the peer could not carry the operation out
+    kRemInvReqErr,  // IBV_WC_REM_INV_REQ_ERR: the peer found our request invalid
+    kFatalErr,      // IBV_WC_FATAL_ERR
+    kGeneralErr,    // IBV_WC_GENERAL_ERR
+};
+std::string_view to_string(WcStatus status) noexcept;
+
+enum class WcOpcode : std::uint8_t {
+    kSend,       // IBV_WC_SEND
+    kRdmaWrite,  // IBV_WC_RDMA_WRITE
+    kRdmaRead,   // IBV_WC_RDMA_READ
+    kRecv,       // IBV_WC_RECV
+};
+std::string_view to_string(WcOpcode opcode) noexcept;
+
+struct WorkCompletion {
+    std::uint64_t wr_id = 0;
+    WcStatus status = WcStatus::kSuccess;
+    WcOpcode opcode = WcOpcode::kSend;
+    std::uint32_t byte_len = 0;  // kRecv: bytes received; kRdmaRead: bytes read
+    QpHandle qp;
+    bool solicited = false;  // kRecv: the Send asked for a solicited event
+};
+
+struct QpAttr {
+    CqHandle send_cq;
+    CqHandle recv_cq;
+    std::uint32_t max_send_wr = 64;
+    std::uint32_t max_recv_wr = 64;
+    std::uint32_t max_sge = 4;
+    bool sq_sig_all = false;  // every send work request completes with a WC
+};
+
+// A TERMINATE message's Terminate Control fields (RFC 5040 section 4.8):
+// layer 0 RDMAP, 1 DDP, 2 LLP (MPA); error type and code per layer.
+struct TermInfo {
+    std::uint8_t layer = 0;
+    std::uint8_t etype = 0;
+    std::uint8_t code = 0;
+};
+std::string describe(const TermInfo& term);
+
+enum class QpEventType : std::uint8_t {
+    kDisconnected,       // the connection ended (status as Event::status); WRs flushed
+    kTerminateReceived,  // the peer sent a TERMINATE (term); the connection is closing
+    kTerminateSent,      // we sent one (term says why); the connection is closing
+};
+std::string_view to_string(QpEventType type) noexcept;
+
+struct QpEvent {
+    QpEventType type = QpEventType::kDisconnected;
+    QpHandle qp;
+    ConnHandle conn;
+    int status = 0;
+    TermInfo term;
+};
+
+enum class QpState : std::uint8_t {
+    kRts,      // messages flow
+    kClosing,  // disconnect asked or TERMINATE exchanged; no new work
+    kError,    // the connection is gone; every request was flushed
+};
+
+struct QpInfo {
+    QpState state = QpState::kRts;
+    ConnHandle conn;
+    bool crc = false;
+    std::uint16_t ird = 0;       // Read Requests we serve at once (negotiated)
+    std::uint16_t ord = 0;       // Read Requests we may have outstanding (negotiated)
+    std::uint32_t max_fpdu = 0;  // the largest FPDU we send (from the stream's MSS)
+    std::uint32_t send_queued = 0;
+    std::uint32_t recv_posted = 0;
+    std::uint32_t reads_outstanding = 0;
+};
+
+struct DeviceConfig {
+    std::uint32_t max_mrs = 4096;
+    std::uint32_t max_qps = 65536;
+};
+
+class Device {
+public:
+    explicit Device(Core& core, const DeviceConfig& config = {});
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    // ---- memory ----
+    // Registers application memory; access is a set of Access bits. The
+    // memory must outlive the registration.
+    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access);
+    VResult<void> dereg_mr(MrHandle mr);
+
+    // ---- queues ----
+    VResult<CqHandle> create_cq(std::uint32_t capacity);
+    VResult<void> destroy_cq(CqHandle cq);  // kWrongState while a QP uses it
+    // Binds an established connection (after kEstablished) to a new QP: the
+    // connection is handed off in HandoffMode::kStream, the negotiated CRC
+    // and IRD/ORD come from its MPA exchange.
+    VResult<QpHandle> create_qp(Instant now, ConnHandle conn, const QpAttr& attr);
+    // Flushes the QP's outstanding work, disconnects its connection
+    // gracefully if it is still up, and frees the QP.
+    VResult<void> destroy_qp(Instant now, QpHandle qp);
+    VResult<QpInfo> query_qp(QpHandle qp) const;
+
+    // ---- work ----
+    VResult<void> post_send(Instant now, QpHandle qp, const SendWr& wr);
+    VResult<void> post_recv(QpHandle qp, const RecvWr& wr);
+    // Moves up to out.size() completions out; returns how many.
+    std::size_t poll_cq(CqHandle cq, std::span<WorkCompletion> out);
+
+    // ---- driving ----
+    // Give every event of the Core here first; true: it was a QP's and is
+    // handled (kReadable, kWritable and the terminal event of a QP's
+    // connection, which becomes a QpEvent).
+    bool on_event(Instant now, const Event& event);
+    std::optional<QpEvent> poll_qp_event();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iwcm::rdma
