@@ -40,7 +40,8 @@ between is left in the socket, unprocessed, until more data arrives (with
 
 Faults, to see what the other side does: --corrupt-crc K spoils the CRC of the
 K-th FPDU we send (with --crc); --read-extra N (server) reads N bytes more than
-the client advertised. A received Terminate is printed ("terminate") and fails.
+the client advertised. A received Terminate is printed ("terminate"), then we
+wait (up to --timeout) for the peer to close first, and exit 1.
 Every step prints one JSON object per line, like mpa_peer.py.
 """
 import argparse
@@ -71,6 +72,10 @@ RDMA_STAG, RDMA_TO = 0x00C0FE03, 0x00007F0000300000
 
 class PeerError(Exception):
     pass
+
+
+class Terminated(PeerError):
+    """The peer sent a Terminate message."""
 
 
 def ping_pattern(ping, size):
@@ -154,11 +159,15 @@ def parse_ddp(ulpdu):
 
 
 def describe_terminate(body):
-    """The fields of a Terminate message (RFC 5040 section 4.8)."""
+    """The fields of a Terminate message (RFC 5040 section 4.8: layer in the high
+    nibble, M/D/R the top bits of the third byte). siw (Linux 6.1 on x86) fills
+    them from little-endian bitfields: layer in the low nibble, M/D/R in bits 0-2;
+    the siw_* fields read them that way."""
     if len(body) < 4:
         return {"raw": body.hex()}
     return {"layer": body[0] >> 4, "etype": body[0] & 0x0F, "ecode": body[1],
-            "hdrct": (body[2] >> 5) & 0x7, "raw": body.hex()}
+            "hdrct": body[2] >> 5, "siw_layer": body[0] & 0x0F, "siw_etype": body[0] >> 4,
+            "siw_hdrct": body[2] & 0x7, "raw": body.hex()}
 
 
 class Rdma:
@@ -249,7 +258,7 @@ class Rdma:
             body = bytes(self.partial.pop((seg["qn"], seg["msn"])))
             if seg["op"] == OP_TERMINATE:
                 say(event="terminate", qn=seg["qn"], msn=seg["msn"], **describe_terminate(body))
-                raise PeerError("peer sent a Terminate")
+                raise Terminated("peer sent a Terminate")
             if seg["op"] == OP_READ_REQ:
                 self.serve_read(body)
                 continue
@@ -305,6 +314,8 @@ def close_graceful(sock, first):
             result["trailing_bytes"] += len(chunk)
     except ConnectionResetError:
         result["reset_by_peer"] = True
+    except socket.timeout:
+        result["timed_out"] = True
     sock.close()
     say(event="closed", **result)
     return result
@@ -404,7 +415,12 @@ def run(a):
     fpdu = Fpdu(sock, crc, max_fpdu(a, sock), a.corrupt_crc)
     say(event="established", crc=crc, max_fpdu=fpdu.max_fpdu, max_ulpdu=fpdu.max_ulpdu())
     rdma = Rdma(fpdu)
-    closed = run_client(a, sock, rdma) if a.mode == "client" else run_server(a, sock, rdma)
+    try:
+        closed = run_client(a, sock, rdma) if a.mode == "client" else run_server(a, sock, rdma)
+    except Terminated:
+        # See how the peer ends the connection after its Terminate: we send nothing more.
+        close_graceful(sock, False)
+        raise
     say(event="done", iterations=a.count, fpdus_sent=fpdu.sent, fpdus_received=fpdu.received,
         largest_fpdu_received=fpdu.largest_in, reads_served=rdma.reads_served)
     return closed["peer_eof"] and not closed["reset_by_peer"]
