@@ -146,12 +146,13 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     }
 }
 
-// kReadable once per read (at most one waits), kWritable once per short send.
+// kReadable when bytes wait that the application was not told of (at most
+// one waits), kWritable once per short send.
 void Core::Impl::notify_stream(Node& node) {
     cm::NodeStream& ns = *node.stream;
     if (!node.app_owned) return;
     NodeRef ref(&node);
-    if (!ns.readable_queued && ns.tcp.readable_bytes() > 0) {
+    if (!ns.readable_queued && ns.tcp.readable_bytes() > ns.readable_told) {
         ns.readable_queued = true;
         push_event(ref, EventType::kReadable, 0);
     }
@@ -198,6 +199,7 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     s.consume(n);
     // The application read: what is left, or the next arrival, is told again.
     node.stream->readable_queued = false;
+    node.stream->readable_told = 0;
     NodeRef ref(&node);
     flush_stream(now, ref);
     drain_loopback(now);

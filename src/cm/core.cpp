@@ -117,6 +117,14 @@ std::optional<Event> Core::Impl::poll_event() {
                          event_pdata.begin() + q.pdata_off + q.pdata_len);
     Event ev = q.event;
     ev.private_data = current_pdata;
+    // The application has been told of what is readable now: more bytes
+    // tell it again, read or not (a data path waits for a whole FPDU
+    // without consuming a part of it).
+    if (ev.type == EventType::kReadable && current_node && current_node->stream) {
+        cm::NodeStream& ns = *current_node->stream;
+        ns.readable_queued = false;
+        ns.readable_told = ns.tcp.readable_bytes();
+    }
     return ev;
 }
 

@@ -114,6 +114,9 @@ struct NodeStream {
         : tcp(config, init, now) {}
     tcp::Stream tcp;
     bool readable_queued = false;  // a kReadable waits in the event queue
+    // Readable bytes the application was told of by the last kReadable it
+    // polled (0 after a read): only more than these queue another.
+    std::size_t readable_told = 0;
     bool writable_wanted = false;  // send() was short: kWritable once space frees
 };
 

@@ -58,15 +58,23 @@ TEST(Stream, PeerBytesAreAcknowledgedAndReadableInOrder) {
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kReadable);
     EXPECT_EQ(text(*d.core.peek(d.conn)), "hello");
-    // A second arrival before the read: no second kReadable, polled or not.
+    // A second arrival before the read: the first kReadable was polled, so
+    // one more tells of the new bytes; a third while that one waits adds none.
     d.seg(tf::kAck | tf::kPsh, bytes(" world"));
     d.out();
+    d.seg(tf::kAck | tf::kPsh, bytes("!"));
+    d.out();
+    e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kReadable);
+    // Nothing new arrived: no event, however the stream is stirred.
+    d.core.on_timer(d.now);
     EXPECT_TRUE(d.evs().empty());
-    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 11u);
+    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 12u);
     std::array<std::byte, 64> buf{};
     auto n = d.core.recv(d.now, d.conn, buf);
     ASSERT_TRUE(n.has_value());
-    EXPECT_EQ(text(std::span(buf).first(*n)), "hello world");
+    EXPECT_EQ(text(std::span(buf).first(*n)), "hello world!");
     EXPECT_EQ(d.core.peek(d.conn)->size(), 0u);
     // Once read, the next arrival is told again.
     d.seg(tf::kAck | tf::kPsh, bytes("!"));
