@@ -15,6 +15,10 @@
 //       M | D | R | 13 reserved; then, when M, the DDP segment length (2);
 //       when D, the terminated DDP header (14 or 18); when R, the terminated
 //       Read Request header (28).
+// The values of section 7 and this Terminate layout are the ones Linux siw
+// (drivers/infiniband/sw/siw/iwarp.h, siw_send_terminate) and Wireshark's
+// iWARP dissector use: M, D, R are bits 0x8000, 0x4000, 0x2000 of the
+// control word, and the 16-bit DDP segment length sits right after it.
 //
 // Parsing is lenient where the data path must answer with a TERMINATE: a
 // header with a wrong DDP or RDMAP version, an unknown opcode or a queue
