@@ -14,6 +14,7 @@
 #include "fuzz/fuzz_util.hpp"
 #include "iwcm/core.hpp"
 #include "tests/wire/ip_extras.hpp"
+#include "wire/ddp.hpp"
 #include "wire/fpdu.hpp"
 #include "wire/frame.hpp"
 #include "wire/mpa.hpp"
@@ -136,6 +137,44 @@ void write_ip_variants(const std::vector<std::byte>& f, std::vector<std::byte>& 
     }
 }
 
+// DDP seeds: the ULPDUs of RTRs, a tagged Write with data, and Terminates
+// without and with the quoted DDP and Read Request headers.
+void write_ddp_seeds() {
+    for (auto type : {wire::RtrType::kSend, wire::RtrType::kWrite, wire::RtrType::kRead}) {
+        std::byte buf[64];
+        std::size_t n = wire::emit_rtr_fpdu({type, 0x1234}, false, buf);
+        write("ddp", 0, false, wire::parse_fpdu(std::span<const std::byte>(buf, n), false)->ulpdu);
+    }
+    wire::DdpHeader w;
+    w.tagged = true;
+    w.stag = 0x923AD900;
+    w.to = 0x5568CFBCBF30;
+    std::vector<std::byte> write_seg(w.header_len() + 8, std::byte{'x'});
+    wire::emit_ddp_header(w, write_seg);
+    write("ddp", 0, false, write_seg);
+    std::byte rr[64];
+    wire::emit_rtr_fpdu({wire::RtrType::kRead, 0x1234}, false, rr);
+    const std::byte* read_ulpdu = rr + wire::kFpduLengthLen;
+    wire::TerminateRepr t;
+    for (int k = 0; k < 3; ++k) {
+        t.layer = k == 0   ? wire::TermLayer::kLlp
+                  : k == 1 ? wire::TermLayer::kDdp
+                           : wire::TermLayer::kRdmap;
+        t.etype = static_cast<std::uint8_t>(k);
+        t.code = static_cast<std::uint8_t>(k + 1);
+        if (k >= 1) {
+            t.ddp_segment_len = 28;
+            t.ddp_header = std::span<const std::byte>(read_ulpdu, wire::kDdpUntaggedHeaderLen);
+        }
+        if (k == 2)
+            t.rdmap_header = std::span<const std::byte>(read_ulpdu + wire::kDdpUntaggedHeaderLen,
+                                                        wire::kReadRequestPayloadLen);
+        std::vector<std::byte> term(wire::terminate_ulpdu_len(t));
+        wire::emit_terminate_ulpdu(t, 1, term);
+        write("ddp", 0, false, term);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +285,7 @@ int main(int argc, char** argv) {
         std::size_t n = wire::emit_terminate_fpdu(err, e == 2, buf);
         write("fpdu", e == 2 ? 1 : 0, true, std::span<const std::byte>(buf, n));
     }
+    write_ddp_seeds();
     std::printf("corpus: %zu frames captured, %zu files, %zu core inputs, in %s\n",
                 cap.frames.size(), g_written.size(), core_inputs, g_root.c_str());
     return 0;
