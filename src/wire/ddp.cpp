@@ -64,8 +64,8 @@ std::uint32_t term_control_word(const TermHeader& h) {
 ParseResult<Bytes> take_quoted_ddp_header(Bytes rest, std::size_t off) {
     if (rest.empty())
         return parse_fail(kTruncated, kTermLayer, "ddp_header", off, "D set, no DDP header");
-    const std::size_t len = (load_u8(rest, 0) & kDdpFlagTagged) != 0 ? kDdpTaggedHeaderLen
-                                                                     : kDdpUntaggedHeaderLen;
+    const std::size_t len =
+        (load_u8(rest, 0) & kDdpFlagTagged) != 0 ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen;
     if (rest.size() < len)
         return parse_fail(kTruncated, kTermLayer, "ddp_header", off, "quoted DDP header cut");
     return rest.first(len);
@@ -252,8 +252,11 @@ std::size_t emit_terminate_ulpdu(const TerminateRepr& t, std::uint32_t msn, MutB
     h.qn = kQnTerminate;
     h.msn = msn;
     std::size_t off = emit_ddp_header(h, out);
-    const TermHeader ctrl{static_cast<std::uint8_t>(t.layer), t.etype, t.code,
-                          t.ddp_segment_len.has_value(), !t.ddp_header.empty(),
+    const TermHeader ctrl{static_cast<std::uint8_t>(t.layer),
+                          t.etype,
+                          t.code,
+                          t.ddp_segment_len.has_value(),
+                          !t.ddp_header.empty(),
                           !t.rdmap_header.empty()};
     store_be32(out, off, term_control_word(ctrl));
     off += kTermCtrlLen;

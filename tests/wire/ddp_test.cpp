@@ -45,20 +45,20 @@ Buffer emit(const DdpHeader& h) {
 
 TEST(Ddp, TaggedBytes) {
     EXPECT_EQ(to_hex(emit(tagged_header())),
-              "81"                 // T, not L, version 1
-              "42"                 // RDMAP version 1, Read Response
-              "11223344"           // STag
-              "0102030405060708"); // TO
+              "81"                  // T, not L, version 1
+              "42"                  // RDMAP version 1, Read Response
+              "11223344"            // STag
+              "0102030405060708");  // TO
 }
 
 TEST(Ddp, UntaggedBytes) {
     EXPECT_EQ(to_hex(emit(untagged_header())),
-              "41"         // L, version 1
-              "46"         // RDMAP version 1, Send with SE and Invalidate
-              "a0b0c0d0"   // invalidate STag
-              "00000000"   // QN 0
-              "01020304"   // MSN
-              "00001000"); // MO
+              "41"          // L, version 1
+              "46"          // RDMAP version 1, Send with SE and Invalidate
+              "a0b0c0d0"    // invalidate STag
+              "00000000"    // QN 0
+              "01020304"    // MSN
+              "00001000");  // MO
 }
 
 TEST(Ddp, RoundTrip) {
@@ -102,7 +102,9 @@ TEST(Ddp, BadVersionsAndUnknownOpcodesParse) {
     EXPECT_EQ(s->header.msn, 9u);
     EXPECT_TRUE(s->payload.empty());
     // Re-emitted, only the reserved bits (0x3C of byte 0, 0x30 of byte 1) differ.
-    EXPECT_EQ(to_hex(emit(s->header)), "420c000000000000000700000009" "00000000");
+    EXPECT_EQ(to_hex(emit(s->header)),
+              "420c000000000000000700000009"
+              "00000000");
 }
 
 TEST(Ddp, OpcodeNames) {
@@ -116,11 +118,11 @@ TEST(Ddp, OpcodeNames) {
 
 const ReadRequest kRead{0x00001234, 0x1122334455667788, 0x40, 0x6E9A9100, 0x00005568CFBCBD50};
 const char* const kReadHex =
-    "00001234"          // sink STag
-    "1122334455667788"  // sink TO
-    "00000040"          // read size
-    "6e9a9100"          // source STag
-    "00005568cfbcbd50"; // source TO
+    "00001234"           // sink STag
+    "1122334455667788"   // sink TO
+    "00000040"           // read size
+    "6e9a9100"           // source STag
+    "00005568cfbcbd50";  // source TO
 
 TEST(ReadRequestCodec, Bytes) {
     Buffer out(kReadRequestPayloadLen);
@@ -160,13 +162,17 @@ constexpr const char* kTermUntaggedHeader =
     "00000000";  // MO 0
 
 TEST(TerminateCodec, WithoutHeaders) {
-    const TerminateRepr t{TermLayer::kRdmap, kRdmapEtypeLocalCatastrophic, kRdmapCodeUnspecified,
-                          std::nullopt, {}, {}};
+    const TerminateRepr t{TermLayer::kRdmap,
+                          kRdmapEtypeLocalCatastrophic,
+                          kRdmapCodeUnspecified,
+                          std::nullopt,
+                          {},
+                          {}};
     const Buffer b = emit_term(t, 3);
     EXPECT_EQ(to_hex(b), std::string(kTermUntaggedHeader) +
-                             "00"     // layer 0 (RDMAP), error type 0
-                             "ff"     // code
-                             "0000"); // M, D, R clear, reserved
+                             "00"      // layer 0 (RDMAP), error type 0
+                             "ff"      // code
+                             "0000");  // M, D, R clear, reserved
     auto s = parse_ddp(b);
     ASSERT_TRUE(s);
     auto back = parse_terminate_payload(s->payload);
@@ -180,8 +186,8 @@ TEST(TerminateCodec, WithoutHeaders) {
 
 TEST(TerminateCodec, DdpErrorQuotesTheTaggedHeader) {
     const Buffer quoted = emit(tagged_header());
-    const TerminateRepr t{TermLayer::kDdp, kDdpEtypeTagged, kDdpTaggedBaseBounds, 0x0400, quoted,
-                          {}};
+    const TerminateRepr t{TermLayer::kDdp, kDdpEtypeTagged, kDdpTaggedBaseBounds,
+                          0x0400,          quoted,          {}};
     const Buffer b = emit_term(t, 3);
     EXPECT_EQ(to_hex(b), std::string(kTermUntaggedHeader) +
                              "11"    // layer 1 (DDP), error type 1 (tagged buffer)
@@ -207,18 +213,20 @@ TEST(TerminateCodec, ReadRequestErrorQuotesBothHeaders) {
     rr.msn = 5;
     const Buffer ddp = emit(rr);
     const Buffer rdmap = hex_bytes(kReadHex);
-    const TerminateRepr t{TermLayer::kRdmap, kRdmapEtypeRemoteProtection, kRdmapCodeAccessRights,
-                          0, ddp, rdmap};
+    const TerminateRepr t{
+        TermLayer::kRdmap, kRdmapEtypeRemoteProtection, kRdmapCodeAccessRights, 0, ddp, rdmap};
     const Buffer b = emit_term(t, 1);
     EXPECT_EQ(terminate_ulpdu_len(t), 18u + 4 + 2 + 18 + 28);
     EXPECT_EQ(to_hex(b),
-              "4147000000000000000200000001" "00000000"  // Terminate, MSN 1
-              "01"                                        // layer 0, error type 1
-              "02"                                        // access rights violation
-              "e000"                                      // M, D, R
-              "0000"                                      // DDP segment length
-              "4141000000000000000100000005" "00000000"   // the Read Request's DDP header
-              + std::string(kReadHex));
+              "4147000000000000000200000001"
+              "00000000"  // Terminate, MSN 1
+              "01"        // layer 0, error type 1
+              "02"        // access rights violation
+              "e000"      // M, D, R
+              "0000"      // DDP segment length
+              "4141000000000000000100000005"
+              "00000000"  // the Read Request's DDP header
+                  + std::string(kReadHex));
     auto back = parse_terminate_payload(parse_ddp(b)->payload);
     ASSERT_TRUE(back) << back.error().to_string();
     EXPECT_EQ(to_hex(back->ddp_header), to_hex(ddp));
@@ -229,8 +237,7 @@ TEST(TerminateCodec, ReadRequestErrorQuotesBothHeaders) {
 // siw reports an RDMAP protection error on a Send with M, D and R set and
 // only the Send's DDP header quoted (siw_send_terminate).
 TEST(TerminateCodec, RWithoutAnRdmapHeaderParses) {
-    const Buffer p = hex_bytes(
-        "01 00 e0 00  0010  4143 00000000 00000000 00000001 00000000");
+    const Buffer p = hex_bytes("01 00 e0 00  0010  4143 00000000 00000000 00000001 00000000");
     auto t = parse_terminate_payload(p);
     ASSERT_TRUE(t) << t.error().to_string();
     EXPECT_EQ(t->ddp_segment_len, 0x10);
