@@ -1,0 +1,251 @@
+// iwcm::rdma::Device: the Engine over a Core's byte streams.
+//
+// Read first: include/iwcm/verbs.hpp, engine.hpp, link.hpp. CoreLinks is
+// the byte link of every queue pair of the device: LinkId is the
+// connection's handle. Each FPDU is one record. Until the Core offers
+// send_record (one record per TCP segment, all or nothing), a record is
+// given to send() and what it does not take waits here (a "tail") for the
+// kWritable that the short send armed; the queue pair sends nothing else
+// meanwhile, so records never interleave.
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "iwcm/assert.hpp"
+#include "iwcm/verbs.hpp"
+#include "rdma/engine.hpp"
+
+namespace iwcm::rdma {
+
+namespace {
+
+LinkId link_of(ConnHandle c) {
+    return {std::uint64_t{c.index} << 32 | c.generation};
+}
+
+ConnHandle conn_of(LinkId l) {
+    return {static_cast<std::uint32_t>(l.value >> 32), static_cast<std::uint32_t>(l.value)};
+}
+
+class CoreLinks final : public Links {
+public:
+    explicit CoreLinks(Core& core) : core_(core) {}
+
+    Instant now{};
+
+    std::size_t send_space(LinkId l) override {
+        auto i = core_.stream_info(conn_of(l));
+        return !i || tails_.count(l.value) > 0 ? 0 : i->send_space;
+    }
+
+    bool send_record(LinkId l, wire::Bytes record) override {
+        if (tails_.count(l.value) > 0) return false;
+        auto n = core_.send(now, conn_of(l), record);
+        if (!n) return false;  // the stream is closing; the link's end follows
+        if (*n < record.size()) tails_[l.value].assign(record.begin() + *n, record.end());
+        return true;
+    }
+
+    std::size_t readable(LinkId l) override {
+        auto i = core_.stream_info(conn_of(l));
+        return i ? i->readable : 0;
+    }
+
+    wire::Bytes peek(LinkId l) override {
+        auto v = core_.peek(conn_of(l));
+        return v ? *v : wire::Bytes{};
+    }
+
+    void consume(LinkId l, std::size_t n) override {
+        auto ok = core_.consume(now, conn_of(l), n);
+        IWCM_ASSERT(ok.has_value());
+    }
+
+    void close(LinkId l, bool abortive) override {
+        if (!abortive && tails_.count(l.value) > 0) {
+            close_after_tail_.push_back(l.value);
+            return;
+        }
+        tails_.erase(l.value);
+        (void)core_.disconnect(now, conn_of(l),
+                               abortive ? DisconnectMode::kAbortive : DisconnectMode::kGraceful);
+    }
+
+    // kWritable: the rest of a record goes first.
+    void flush_tail(LinkId l) {
+        auto it = tails_.find(l.value);
+        if (it == tails_.end()) return;
+        auto n = core_.send(now, conn_of(l), it->second);
+        if (!n) {
+            tails_.erase(it);
+            return;
+        }
+        if (*n < it->second.size()) {
+            it->second.erase(it->second.begin(), it->second.begin() + static_cast<long>(*n));
+            return;
+        }
+        tails_.erase(it);
+        auto c = std::find(close_after_tail_.begin(), close_after_tail_.end(), l.value);
+        if (c != close_after_tail_.end()) {
+            close_after_tail_.erase(c);
+            close(l, false);
+        }
+    }
+
+    void forget(LinkId l) {
+        tails_.erase(l.value);
+        std::erase(close_after_tail_, l.value);
+    }
+
+private:
+    Core& core_;
+    std::unordered_map<std::uint64_t, std::vector<std::byte>> tails_;
+    std::vector<std::uint64_t> close_after_tail_;
+};
+
+// Which QP a connection (by its index) carries.
+struct ConnSlot {
+    QpHandle qp;
+    std::uint32_t conn_generation = 0;
+    bool used = false;
+    bool destroyed = false;  // the QP is gone; the connection's events are swallowed
+};
+
+}  // namespace
+
+struct Device::Impl {
+    Impl(Core& c, const DeviceConfig& config) : core(c), links(c), engine(links, config) {}
+
+    ConnSlot* slot(ConnHandle conn) {
+        if (!conn.valid() || conn.index >= slots.size()) return nullptr;
+        ConnSlot& s = slots[conn.index];
+        return s.used && s.conn_generation == conn.generation ? &s : nullptr;
+    }
+
+    Core& core;
+    CoreLinks links;
+    Engine engine;
+    std::vector<ConnSlot> slots;
+};
+
+Device::Device(Core& core, const DeviceConfig& config)
+    : impl_(std::make_unique<Impl>(core, config)) {}
+
+Device::~Device() = default;
+
+VResult<MemoryRegion> Device::reg_mr(std::span<std::byte> memory, std::uint32_t access) {
+    return impl_->engine.reg_mr(memory, access);
+}
+
+VResult<void> Device::dereg_mr(MrHandle mr) {
+    return impl_->engine.dereg_mr(mr);
+}
+
+VResult<CqHandle> Device::create_cq(std::uint32_t capacity) {
+    return impl_->engine.create_cq(capacity);
+}
+
+VResult<void> Device::destroy_cq(CqHandle cq) {
+    return impl_->engine.destroy_cq(cq);
+}
+
+VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& attr) {
+    Impl& d = *impl_;
+    if (!conn.valid()) return fail(VerbsError::kInvalidHandle);
+    if (d.slot(conn) != nullptr) return fail(VerbsError::kWrongState);
+    auto ctx = d.core.handoff(conn, HandoffParams{HandoffMode::kStream, std::nullopt});
+    if (!ctx) {
+        return fail(ctx.error() == ApiError::kStaleHandle ? VerbsError::kStaleHandle
+                                                          : VerbsError::kWrongState);
+    }
+    // One FPDU per segment: the largest is the effective MSS.
+    std::uint32_t own_mss = d.core.config().mtu - (ctx->local.addr.is_v6() ? 60u : 40u);
+    QpParams p;
+    p.link = link_of(conn);
+    p.conn = conn;
+    p.attr = attr;
+    p.crc = ctx->mpa.crc;
+    p.ird = ctx->mpa.ird;
+    p.ord = ctx->mpa.ord;
+    p.max_fpdu = std::min<std::uint32_t>(ctx->mss, own_mss);
+    auto qp = d.engine.create_qp(p);
+    if (!qp) return fail(qp.error());
+    if (conn.index >= d.slots.size()) d.slots.resize(conn.index + 1);
+    d.slots[conn.index] = ConnSlot{*qp, conn.generation, true, false};
+    d.links.now = now;
+    d.engine.on_readable(*qp);  // bytes that came with or right after the hand-off
+    return qp;
+}
+
+VResult<void> Device::destroy_qp(Instant now, QpHandle qp) {
+    Impl& d = *impl_;
+    auto info = d.engine.query_qp(qp);
+    if (!info) return fail(info.error());
+    d.links.now = now;
+    auto done = d.engine.destroy_qp(qp);
+    if (!done) return done;
+    if (ConnSlot* s = d.slot(info->conn)) {
+        // The connection closes gracefully; its last events are ours.
+        if (info->state == QpState::kError) {
+            *s = ConnSlot{};
+        } else {
+            s->destroyed = true;
+        }
+    }
+    return {};
+}
+
+VResult<QpInfo> Device::query_qp(QpHandle qp) const {
+    return impl_->engine.query_qp(qp);
+}
+
+VResult<void> Device::post_send(Instant now, QpHandle qp, const SendWr& wr) {
+    impl_->links.now = now;
+    return impl_->engine.post_send(qp, wr);
+}
+
+VResult<void> Device::post_recv(QpHandle qp, const RecvWr& wr) {
+    return impl_->engine.post_recv(qp, wr);
+}
+
+std::size_t Device::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
+    return impl_->engine.poll_cq(cq, out);
+}
+
+bool Device::on_event(Instant now, const Event& event) {
+    Impl& d = *impl_;
+    ConnSlot* s = d.slot(event.conn);
+    if (s == nullptr) return false;
+    d.links.now = now;
+    LinkId link = link_of(event.conn);
+    if (s->destroyed) {
+        if (event.terminal()) {
+            d.links.forget(link);
+            *s = ConnSlot{};
+        }
+        return true;
+    }
+    QpHandle qp = s->qp;
+    if (event.type == EventType::kReadable) {
+        d.engine.on_readable(qp);
+        return true;
+    }
+    if (event.type == EventType::kWritable) {
+        d.links.flush_tail(link);
+        d.engine.on_writable(qp);
+        return true;
+    }
+    if (!event.terminal()) return false;
+    // Bytes that arrived before the end are still readable now.
+    d.engine.on_readable(qp);
+    d.engine.on_link_down(qp, event.status);
+    d.links.forget(link);
+    *s = ConnSlot{};
+    return true;
+}
+
+std::optional<QpEvent> Device::poll_qp_event() {
+    return impl_->engine.poll_qp_event();
+}
+
+}  // namespace iwcm::rdma

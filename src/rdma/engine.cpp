@@ -1,0 +1,380 @@
+// The engine's tables and verbs: completion queues, queue pairs, posting,
+// flushing. Read first: engine.hpp; then engine_tx.cpp and engine_rx.cpp.
+#include "rdma/engine.hpp"
+
+#include <algorithm>
+
+#include "iwcm/assert.hpp"
+
+namespace iwcm::rdma {
+
+namespace {
+constexpr std::uint32_t kMaxQueueDepth = 1u << 16;
+constexpr std::uint32_t kMaxMessage = 1u << 31;  // as ibv's max_msg_sz of siw
+}  // namespace
+
+Engine::Engine(Links& links, const DeviceConfig& config)
+    : links_(links), config_(config), mrs_(config.max_mrs) {}
+
+Engine::~Engine() = default;
+
+// ---------------------------------------------------------------- slabs
+
+std::uint32_t Engine::alloc_wr() {
+    std::uint32_t index = wr_free_;
+    if (index != kNil) {
+        wr_free_ = wrs_[index].next;
+    } else {
+        index = static_cast<std::uint32_t>(wrs_.size());
+        wrs_.emplace_back();
+    }
+    wrs_[index] = WrEntry{};
+    return index;
+}
+
+void Engine::free_wr(std::uint32_t index) {
+    IWCM_ASSERT(index < wrs_.size());
+    wrs_[index].next = wr_free_;
+    wr_free_ = index;
+}
+
+void Engine::push(WrQueue& q, std::uint32_t index) {
+    IWCM_ASSERT(index < wrs_.size());
+    wrs_[index].next = kNil;
+    if (q.tail == kNil) {
+        q.head = index;
+    } else {
+        wrs_[q.tail].next = index;
+    }
+    q.tail = index;
+}
+
+std::uint32_t Engine::pop(WrQueue& q) {
+    std::uint32_t index = q.head;
+    IWCM_ASSERT(index != kNil);
+    q.head = wrs_[index].next;
+    if (q.head == kNil) q.tail = kNil;
+    return index;
+}
+
+QpRecord* Engine::find_qp(QpHandle qp) {
+    if (qp.index >= qps_.size()) return nullptr;
+    QpRecord& r = qps_[qp.index];
+    return r.live && r.generation == qp.generation ? &r : nullptr;
+}
+
+const QpRecord* Engine::find_qp(QpHandle qp) const {
+    return const_cast<Engine*>(this)->find_qp(qp);
+}
+
+VResult<QpRecord*> Engine::checked_qp(QpHandle qp) {
+    if (qp.index == UINT32_MAX || qp.index >= qps_.size()) return fail(VerbsError::kInvalidHandle);
+    QpRecord* r = find_qp(qp);
+    if (r == nullptr) return fail(VerbsError::kStaleHandle);
+    return r;
+}
+
+Engine::Cq* Engine::find_cq(CqHandle cq) {
+    if (cq.index >= cqs_.size()) return nullptr;
+    Cq& c = cqs_[cq.index];
+    return c.live && c.generation == cq.generation ? &c : nullptr;
+}
+
+std::size_t Engine::live_qps() const {
+    return static_cast<std::size_t>(
+        std::count_if(qps_.begin(), qps_.end(), [](const QpRecord& r) { return r.live; }));
+}
+
+// ---------------------------------------------------------------- memory
+
+VResult<MemoryRegion> Engine::reg_mr(std::span<std::byte> memory, std::uint32_t access) {
+    return mrs_.reg(memory, access);
+}
+
+VResult<void> Engine::dereg_mr(MrHandle mr) {
+    return mrs_.dereg(mr);
+}
+
+// ---------------------------------------------------------------- completion queues
+
+VResult<CqHandle> Engine::create_cq(std::uint32_t capacity) {
+    if (capacity == 0 || capacity > (1u << 22)) return fail(VerbsError::kInvalidArgument);
+    std::uint32_t index = 0;
+    while (index < cqs_.size() && cqs_[index].live) ++index;
+    if (index == cqs_.size()) cqs_.emplace_back();
+    Cq& c = cqs_[index];
+    c.ring.assign(capacity, WorkCompletion{});
+    c.head = c.count = 0;
+    c.users = 0;
+    c.overflows = 0;
+    c.live = true;
+    return CqHandle{index, c.generation};
+}
+
+VResult<void> Engine::destroy_cq(CqHandle cq) {
+    if (cq.index >= cqs_.size()) return fail(VerbsError::kInvalidHandle);
+    Cq* c = find_cq(cq);
+    if (c == nullptr) return fail(VerbsError::kStaleHandle);
+    if (c->users > 0) return fail(VerbsError::kWrongState);
+    c->live = false;
+    c->ring = {};
+    ++c->generation;
+    return {};
+}
+
+std::uint64_t Engine::cq_overflows(CqHandle cq) const {
+    const Cq* c = const_cast<Engine*>(this)->find_cq(cq);
+    return c == nullptr ? 0 : c->overflows;
+}
+
+// A full queue drops the completion and counts it (an application that sizes
+// its queue below its outstanding work, as an ibv CQ overrun).
+void Engine::complete(std::uint32_t cq, const WorkCompletion& wc) {
+    IWCM_ASSERT(cq < cqs_.size() && cqs_[cq].live);
+    Cq& c = cqs_[cq];
+    if (c.count == c.ring.size()) {
+        ++c.overflows;
+        return;
+    }
+    c.ring[(c.head + c.count) % c.ring.size()] = wc;
+    ++c.count;
+}
+
+void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,
+                         std::uint32_t byte_len) {
+    const QpRecord& r = qps_[qp];
+    WorkCompletion wc;
+    wc.wr_id = e.wr_id;
+    wc.status = status;
+    wc.byte_len = byte_len;
+    wc.qp = {qp, r.generation};
+    switch (e.kind) {
+        case WrKind::kSend: wc.opcode = WcOpcode::kSend; break;
+        case WrKind::kWrite: wc.opcode = WcOpcode::kRdmaWrite; break;
+        case WrKind::kRead: wc.opcode = WcOpcode::kRdmaRead; break;
+        case WrKind::kRecv: wc.opcode = WcOpcode::kRecv; break;
+        case WrKind::kReadResponse: return;  // the peer's work, no completion here
+    }
+    // Errors always complete; successes of send work as signaled.
+    if (e.kind != WrKind::kRecv && status == WcStatus::kSuccess && !e.signaled && !r.sq_sig_all) {
+        return;
+    }
+    complete(e.kind == WrKind::kRecv ? r.recv_cq : r.send_cq, wc);
+}
+
+std::size_t Engine::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
+    Cq* c = find_cq(cq);
+    if (c == nullptr) return 0;
+    std::size_t n = std::min(out.size(), c->count);
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = c->ring[c->head];
+        c->head = (c->head + 1) % c->ring.size();
+    }
+    c->count -= n;
+    return n;
+}
+
+std::optional<QpEvent> Engine::poll_qp_event() {
+    if (events_.empty()) return std::nullopt;
+    QpEvent e = events_.front();
+    events_.pop_front();
+    return e;
+}
+
+// ---------------------------------------------------------------- queue pairs
+
+VResult<QpHandle> Engine::create_qp(const QpParams& p) {
+    const QpAttr& a = p.attr;
+    Cq* scq = find_cq(a.send_cq);
+    Cq* rcq = find_cq(a.recv_cq);
+    if (scq == nullptr || rcq == nullptr) return fail(VerbsError::kStaleHandle);
+    if (a.max_send_wr == 0 || a.max_recv_wr == 0 || a.max_send_wr > kMaxQueueDepth ||
+        a.max_recv_wr > kMaxQueueDepth || a.max_sge == 0 || a.max_sge > kMaxSge ||
+        p.max_fpdu < 64) {
+        return fail(VerbsError::kInvalidArgument);
+    }
+    std::uint32_t index = qp_free_;
+    if (index != kNil) {
+        qp_free_ = qps_[index].sq.head;  // the free list runs through sq.head
+    } else {
+        if (qps_.size() >= config_.max_qps) return fail(VerbsError::kQueueFull);
+        index = static_cast<std::uint32_t>(qps_.size());
+        qps_.emplace_back();
+    }
+    QpRecord& r = qps_[index];
+    std::uint32_t generation = r.generation;
+    r = QpRecord{};
+    r.generation = generation;
+    r.link = p.link;
+    r.conn = p.conn;
+    r.send_cq = a.send_cq.index;
+    r.recv_cq = a.recv_cq.index;
+    r.max_fpdu = static_cast<std::uint32_t>(std::min<std::size_t>(p.max_fpdu, kMaxFpdu));
+    r.max_send_wr = a.max_send_wr;
+    r.max_recv_wr = a.max_recv_wr;
+    r.max_sge = static_cast<std::uint8_t>(a.max_sge);
+    r.sq_sig_all = a.sq_sig_all;
+    r.crc = p.crc;
+    r.ird = std::min(p.ird, kMaxReadDepth);
+    r.ord = std::min(p.ord, kMaxReadDepth);
+    r.live = true;
+    r.link_up = true;
+    ++scq->users;
+    ++rcq->users;
+    if (tx_buf_.empty()) {
+        tx_buf_.resize(kMaxFpdu);
+        rx_buf_.resize(kMaxFpdu);
+    }
+    return QpHandle{index, generation};
+}
+
+VResult<void> Engine::destroy_qp(QpHandle qp) {
+    auto found = checked_qp(qp);
+    if (!found) return fail(found.error());
+    QpRecord& r = **found;
+    flush_all(qp.index);
+    if (r.link_up) links_.close(r.link, false);
+    r.link_up = false;
+    pending_terms_.erase(qp.index);
+    --cqs_[r.send_cq].users;
+    --cqs_[r.recv_cq].users;
+    r.live = false;
+    ++r.generation;
+    r.sq.head = qp_free_;
+    qp_free_ = qp.index;
+    return {};
+}
+
+VResult<QpInfo> Engine::query_qp(QpHandle qp) const {
+    const QpRecord* r = find_qp(qp);
+    if (r == nullptr) {
+        return fail(qp.index < qps_.size() ? VerbsError::kStaleHandle : VerbsError::kInvalidHandle);
+    }
+    QpInfo i;
+    i.state = r->state;
+    i.conn = r->conn;
+    i.crc = r->crc;
+    i.ird = r->ird;
+    i.ord = r->ord;
+    i.max_fpdu = r->max_fpdu;
+    i.send_queued = r->send_count;
+    i.recv_posted = r->recv_count;
+    i.reads_outstanding = r->orq_count;
+    return i;
+}
+
+// Every SGE inside its region with the access asked; total is their sum.
+VResult<void> Engine::check_sges(std::span<const Sge> sges, std::uint32_t access,
+                                 std::uint32_t& total) const {
+    std::uint64_t sum = 0;
+    for (const Sge& s : sges) {
+        if (mrs_.check(s.lkey, s.addr, s.length, access, nullptr) != MemCheck::kOk) {
+            return fail(VerbsError::kLocalProtection);
+        }
+        sum += s.length;
+    }
+    if (sum > kMaxMessage) return fail(VerbsError::kInvalidArgument);
+    total = static_cast<std::uint32_t>(sum);
+    return {};
+}
+
+VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
+    auto found = checked_qp(qp);
+    if (!found) return fail(found.error());
+    QpRecord& r = **found;
+    if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
+    bool read = wr.opcode == WrOpcode::kRdmaRead;
+    if (wr.sg_list.size() > r.max_sge || (read && wr.sg_list.size() > 1)) {
+        return fail(VerbsError::kTooManySge);
+    }
+    if (read && r.ord == 0) return fail(VerbsError::kInvalidArgument);
+    if (r.send_count >= r.max_send_wr) return fail(VerbsError::kQueueFull);
+    std::uint32_t total = 0;
+    auto ok = check_sges(wr.sg_list, read ? std::uint32_t{kAccessLocalWrite} : 0u, total);
+    if (!ok) return fail(ok.error());
+    std::uint32_t index = alloc_wr();
+    WrEntry& e = wrs_[index];
+    e.wr_id = wr.wr_id;
+    e.kind =
+        read ? WrKind::kRead : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
+    e.remote_addr = wr.remote_addr;
+    e.rkey = wr.rkey;
+    e.length = total;
+    e.signaled = wr.signaled;
+    e.solicited = wr.solicited;
+    e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
+    push(r.sq, index);
+    ++r.send_count;
+    tx_progress(qp.index);
+    return {};
+}
+
+VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
+    auto found = checked_qp(qp);
+    if (!found) return fail(found.error());
+    QpRecord& r = **found;
+    if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
+    if (wr.sg_list.size() > r.max_sge) return fail(VerbsError::kTooManySge);
+    if (r.recv_count >= r.max_recv_wr) return fail(VerbsError::kQueueFull);
+    std::uint32_t total = 0;
+    auto ok = check_sges(wr.sg_list, kAccessLocalWrite, total);
+    if (!ok) return fail(ok.error());
+    std::uint32_t index = alloc_wr();
+    WrEntry& e = wrs_[index];
+    e.wr_id = wr.wr_id;
+    e.kind = WrKind::kRecv;
+    e.length = total;
+    e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
+    push(r.rq, index);
+    ++r.recv_count;
+    return {};
+}
+
+// ---------------------------------------------------------------- ends
+
+// Every outstanding work request completes with kWrFlushErr (reads that
+// were sent first, then the send queue in order, then receives); inbound
+// reads not yet answered are dropped.
+void Engine::flush_all(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    for (WrQueue* q : {&r.orq, &r.sq, &r.rq, &r.irq}) {
+        while (!q->empty()) {
+            std::uint32_t index = pop(*q);
+            complete_wr(qp, wrs_[index], WcStatus::kWrFlushErr, 0);
+            free_wr(index);
+        }
+    }
+    r.send_count = r.recv_count = 0;
+    r.orq_count = r.irq_count = 0;
+    r.tx_active = TxActive::kNone;
+    r.rx_in_send = r.rx_in_rresp = false;
+}
+
+// After a TERMINATE (sent or received): no new work, the rest flushed; the
+// link closes once our TERMINATE (if any) was taken.
+void Engine::enter_closing(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    IWCM_ASSERT(r.live);
+    if (r.state == QpState::kRts) r.state = QpState::kClosing;
+    flush_all(qp);
+}
+
+void Engine::on_link_down(QpHandle qp, int status) {
+    QpRecord* r = find_qp(qp);
+    if (r == nullptr || !r->link_up) return;
+    r->link_up = false;
+    r->term_pending = false;
+    pending_terms_.erase(qp.index);
+    flush_all(qp.index);
+    r->state = QpState::kError;
+    QpEvent e;
+    e.type = QpEventType::kDisconnected;
+    e.qp = qp;
+    e.conn = r->conn;
+    e.status = status;
+    events_.push_back(e);
+}
+
+}  // namespace iwcm::rdma

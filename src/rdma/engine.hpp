@@ -1,0 +1,233 @@
+// The RDMAP/DDP/MPA protocol engine of a Device: memory regions, completion
+// queues and queue pairs over any byte link (link.hpp).
+//
+// Read first: include/iwcm/verbs.hpp (the application's view), RFC 5040
+// sections 4-5 and 7, RFC 5041 sections 4-7, RFC 5044 section 6, and
+// docs/design.md "Data path". The choices of TERMINATE layer, error type and
+// code per error are Linux siw's (drivers/infiniband/sw/siw/siw_qp_rx.c,
+// siw_qp.c siw_send_terminate), so that a siw peer reads what it would send.
+//
+// Shape, for memory: a queue pair is a small fixed record (QpState, see
+// kQpStateBytes); its work requests live in one device-wide slab of WrEntry
+// and are chained into intrusive queues by index; the receive reassembly and
+// transmit buffers are the Engine's, shared by every queue pair. The byte
+// link buffers an FPDU until it is whole, so a queue pair keeps no partial
+// FPDU except one held byte (an FPDU whose length field straddles the ring).
+//
+// The engine reads no clock and calls nothing back: completions go to the
+// completion queues, queue-pair ends to poll_qp_event().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "iwcm/verbs.hpp"
+#include "rdma/link.hpp"
+#include "rdma/mr_table.hpp"
+#include "wire/ddp.hpp"
+#include "wire/fpdu.hpp"
+
+namespace iwcm::rdma {
+
+constexpr std::uint32_t kNil = UINT32_MAX;
+constexpr std::size_t kMaxSge = 4;
+// Largest FPDU we build (a 16-bit ULPDU length, pad and CRC).
+constexpr std::size_t kMaxFpdu = 2 + 65535 + 3 + 4;
+// IRD/ORD above this are capped (0x3FFF, "no value", among them).
+constexpr std::uint16_t kMaxReadDepth = 128;
+
+struct QpParams {
+    LinkId link;
+    ConnHandle conn;  // reported in QpEvent
+    QpAttr attr;
+    bool crc = false;
+    std::uint16_t ird = 1;
+    std::uint16_t ord = 1;
+    std::uint32_t max_fpdu = 1448;
+};
+
+// A queue of WrEntry indices chained through WrEntry::next.
+struct WrQueue {
+    std::uint32_t head = kNil;
+    std::uint32_t tail = kNil;
+    bool empty() const { return head == kNil; }
+};
+
+enum class WrKind : std::uint8_t { kSend, kWrite, kRead, kRecv, kReadResponse };
+
+// One work request (or one inbound Read Request to answer). For
+// kReadResponse: sge[0] is the source (STag in lkey, TO in addr, size in
+// length), rkey / remote_addr the requester's sink.
+struct WrEntry {
+    std::uint64_t wr_id = 0;
+    std::uint64_t remote_addr = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;  // bytes of the message
+    std::uint32_t done = 0;    // bytes sent or placed so far
+    std::uint32_t next = kNil;
+    WrKind kind = WrKind::kSend;
+    std::uint8_t num_sge = 0;
+    bool signaled = true;
+    bool solicited = false;
+    Sge sge[kMaxSge]{};
+};
+
+// Which message the transmit side is in the middle of: one message goes out
+// whole before the next starts (siw refuses DDP segments of two messages of
+// the same kind interleaved).
+enum class TxActive : std::uint8_t { kNone, kSendQueue, kReadResponse };
+
+struct QpRecord {
+    LinkId link;
+    ConnHandle conn;
+    std::uint32_t generation = 0;
+    std::uint32_t send_cq = kNil;
+    std::uint32_t recv_cq = kNil;
+    std::uint32_t max_fpdu = 0;
+    std::uint32_t tx_msn_send = 1;  // next MSN of queue 0 (Send)
+    std::uint32_t tx_msn_rreq = 1;  // next MSN of queue 1 (Read Request)
+    std::uint32_t rx_msn_send = 1;  // expected MSN of queue 0
+    std::uint32_t rx_msn_rreq = 1;  // expected MSN of queue 1
+    WrQueue sq;                     // posted sends, writes, reads not yet (fully) sent
+    WrQueue orq;                    // reads sent, awaiting their Read Responses
+    WrQueue irq;                    // inbound reads to answer
+    WrQueue rq;                     // posted receives
+    std::uint32_t send_count = 0;   // entries in sq and orq
+    std::uint32_t recv_count = 0;
+    std::uint32_t max_send_wr = 0;
+    std::uint32_t max_recv_wr = 0;
+    std::uint16_t orq_count = 0;
+    std::uint16_t irq_count = 0;
+    std::uint16_t ird = 0;
+    std::uint16_t ord = 0;
+    std::uint8_t max_sge = 0;
+    QpState state = QpState::kRts;
+    TxActive tx_active = TxActive::kNone;
+    bool live = false;
+    bool crc = false;
+    bool sq_sig_all = false;
+    bool link_up = false;
+    bool rx_in_send = false;   // a Send's first segment was placed, its L not yet
+    bool rx_in_rresp = false;  // the same for a Read Response
+    bool rx_held = false;      // rx_held_byte is an FPDU's first byte, consumed
+    std::byte rx_held_byte{};
+    bool term_pending = false;  // a TERMINATE waits in Engine::pending_terms_
+};
+
+// What an idle queue pair costs: its record (the Device adds one 4-byte
+// entry of its connection map).
+constexpr std::size_t kQpStateBytes = sizeof(QpRecord);
+static_assert(kQpStateBytes <= 160, "a queue pair with nothing outstanding stays small");
+
+class Engine {
+public:
+    Engine(Links& links, const DeviceConfig& config);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access);
+    VResult<void> dereg_mr(MrHandle mr);
+    VResult<CqHandle> create_cq(std::uint32_t capacity);
+    VResult<void> destroy_cq(CqHandle cq);
+    VResult<QpHandle> create_qp(const QpParams& params);
+    // Flushes the QP's work, closes its link gracefully if it is up, frees it.
+    VResult<void> destroy_qp(QpHandle qp);
+    VResult<QpInfo> query_qp(QpHandle qp) const;
+    VResult<void> post_send(QpHandle qp, const SendWr& wr);
+    VResult<void> post_recv(QpHandle qp, const RecvWr& wr);
+    std::size_t poll_cq(CqHandle cq, std::span<WorkCompletion> out);
+    std::optional<QpEvent> poll_qp_event();
+
+    // The link has bytes to read / room to write / ended (status as
+    // Event::status). Each is harmless when there is nothing to do.
+    void on_readable(QpHandle qp);
+    void on_writable(QpHandle qp);
+    void on_link_down(QpHandle qp, int status);
+
+    std::size_t live_qps() const;
+    std::size_t wr_slab_size() const { return wrs_.size(); }
+    std::uint64_t cq_overflows(CqHandle cq) const;
+
+private:
+    struct Cq {
+        std::vector<WorkCompletion> ring;
+        std::size_t head = 0;
+        std::size_t count = 0;
+        std::uint32_t generation = 0;
+        std::uint32_t users = 0;
+        std::uint64_t overflows = 0;
+        bool live = false;
+    };
+    // The outcome of one inbound FPDU.
+    struct RxVerdict {
+        bool terminate = false;  // a TERMINATE was built into term_buf_
+        bool peer_terminated = false;
+        TermInfo term;
+    };
+
+    // ---- slabs and queues (engine.cpp) ----
+    std::uint32_t alloc_wr();
+    void free_wr(std::uint32_t index);
+    void push(WrQueue& q, std::uint32_t index);
+    std::uint32_t pop(WrQueue& q);
+    QpRecord* find_qp(QpHandle qp);
+    const QpRecord* find_qp(QpHandle qp) const;
+    VResult<QpRecord*> checked_qp(QpHandle qp);
+    Cq* find_cq(CqHandle cq);
+    void complete(std::uint32_t cq, const WorkCompletion& wc);
+    void complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status, std::uint32_t byte_len);
+    void flush_all(std::uint32_t qp);
+    void enter_closing(std::uint32_t qp);
+    VResult<void> check_sges(std::span<const Sge> sges, std::uint32_t access,
+                             std::uint32_t& total) const;
+
+    // ---- transmit (engine_tx.cpp) ----
+    void tx_progress(std::uint32_t qp);
+    bool tx_send_queue(std::uint32_t qp);
+    bool tx_read_response(std::uint32_t qp);
+    bool tx_read_request(std::uint32_t qp, WrEntry& e);
+    bool tx_terminate(std::uint32_t qp);
+    bool gather(const WrEntry& e, std::size_t offset, wire::MutBytes out) const;
+    bool send_fpdu(std::uint32_t qp, std::size_t ulpdu_len);
+    void local_failure(std::uint32_t qp, std::uint32_t wr, WcStatus status);
+
+    // ---- receive (engine_rx.cpp) ----
+    void rx_drain(std::uint32_t qp);
+    std::optional<wire::Bytes> rx_next_fpdu(std::uint32_t qp, bool& in_place, std::size_t& len);
+    RxVerdict rx_fpdu(std::uint32_t qp, wire::Bytes fpdu);
+    RxVerdict rx_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
+    RxVerdict rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
+    RxVerdict rx_write(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
+    RxVerdict rx_read_request(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
+    RxVerdict rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
+                               std::size_t ulpdu_len);
+    RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
+    bool place(const WrEntry& e, std::size_t offset, wire::Bytes data);
+    RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
+    RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
+    void after_rx(std::uint32_t qp, const RxVerdict& verdict);
+
+    Links& links_;
+    DeviceConfig config_;
+    MrTable mrs_;
+    std::vector<Cq> cqs_;
+    std::vector<QpRecord> qps_;
+    std::uint32_t qp_free_ = kNil;
+    std::vector<WrEntry> wrs_;
+    std::uint32_t wr_free_ = kNil;
+    std::deque<QpEvent> events_;
+    // TERMINATE FPDUs not yet taken by their link, by QP index.
+    std::unordered_map<std::uint32_t, std::vector<std::byte>> pending_terms_;
+    // Shared by every QP: one FPDU being built, one being reassembled.
+    std::vector<std::byte> tx_buf_;
+    std::vector<std::byte> rx_buf_;
+    std::vector<std::byte> term_buf_;
+};
+
+}  // namespace iwcm::rdma

@@ -1,0 +1,444 @@
+// The receive side: FPDUs out of the link, CRC, DDP and RDMAP checks,
+// placement, completions, and the TERMINATE that answers every error.
+//
+// Read first: engine.hpp; RFC 5044 section 6-8 (FPDU, CRC: a bad one closes
+// the stream), RFC 5041 section 7 and RFC 5040 section 7 (error layers,
+// types and codes), RFC 5040 section 6.4 (Read Requests: at most IRD).
+// Which code answers which error follows Linux siw (siw_qp_rx.c):
+//   no receive posted, message too long   DDP untagged 2/2 (siw: "no buffer")
+//   Send with a wrong QN / MSN / MO       DDP untagged 2/1, 2/3, 2/4
+//   Write: unknown STag or no rights      DDP tagged 1/0 (siw: RFC 5041 has no rights code)
+//   Write: outside the region             DDP tagged 1/1
+//   Read Response nobody asked for        DDP catastrophic 0/0
+//   Read Response to the wrong STag / TO  DDP tagged 1/0 / 1/1
+//   Read Request: MSN                     DDP untagged 2/3
+//   Read Request beyond IRD               RDMAP remote operation 2/7 (catastrophic stream)
+//   Read Request source STag/rights/bounds RDMAP remote protection 1/0, 1/2, 1/1 (+ R)
+//   bad DDP version                       DDP 1/4 or 2/6, nothing quoted
+//   bad RDMAP version, unknown opcode     RDMAP 2/5, 2/6, nothing quoted
+//   bad CRC                               MPA (LLP) 0/2, nothing quoted
+// DDP-layer and RDMAP remote errors quote the segment's length (M) and DDP
+// header (D), remote protection errors the Read Request too (R).
+#include <algorithm>
+#include <cstring>
+
+#include "iwcm/assert.hpp"
+#include "rdma/engine.hpp"
+#include "wire/fpdu.hpp"
+
+namespace iwcm::rdma {
+
+namespace {
+
+using wire::RdmapOpcode;
+using wire::TermLayer;
+
+wire::TerminateRepr term_of(TermLayer layer, std::uint8_t etype, std::uint8_t code) {
+    wire::TerminateRepr t;
+    t.layer = layer;
+    t.etype = etype;
+    t.code = code;
+    return t;
+}
+
+// M and D: the segment's length and its DDP header as received.
+wire::TerminateRepr quoting(TermLayer layer, std::uint8_t etype, std::uint8_t code,
+                            const wire::DdpSegment& seg, std::size_t ulpdu_len) {
+    wire::TerminateRepr t = term_of(layer, etype, code);
+    t.ddp_segment_len = static_cast<std::uint16_t>(ulpdu_len);
+    t.ddp_header = seg.header_bytes;
+    return t;
+}
+
+wire::TerminateRepr ddp_tagged(std::uint8_t code, const wire::DdpSegment& seg, std::size_t len) {
+    return quoting(TermLayer::kDdp, wire::kDdpEtypeTagged, code, seg, len);
+}
+
+wire::TerminateRepr ddp_untagged(std::uint8_t code, const wire::DdpSegment& seg, std::size_t len) {
+    return quoting(TermLayer::kDdp, wire::kDdpEtypeUntagged, code, seg, len);
+}
+
+// siw_tagged_error: RFC 5041 has no access-rights code; siw says invalid STag.
+std::uint8_t tagged_code(MemCheck c) {
+    return c == MemCheck::kBaseBounds ? wire::kDdpTaggedBaseBounds : wire::kDdpTaggedInvalidStag;
+}
+
+// siw_rdmap_error.
+std::uint8_t rdmap_code(MemCheck c) {
+    switch (c) {
+        case MemCheck::kInvalidStag: return wire::kRdmapCodeInvalidStag;
+        case MemCheck::kAccessRights: return wire::kRdmapCodeAccessRights;
+        case MemCheck::kBaseBounds: return wire::kRdmapCodeBaseBounds;
+        case MemCheck::kOk: break;
+    }
+    return wire::kRdmapCodeUnspecified;
+}
+
+// The status of the request a peer's TERMINATE most likely answers.
+WcStatus status_for(const wire::TermHeader& t) {
+    if (t.layer == wire::kTermLayerRdmap && t.etype == wire::kRdmapEtypeRemoteProtection) {
+        return WcStatus::kRemAccessErr;
+    }
+    if (t.layer == wire::kTermLayerDdp && t.etype == wire::kDdpEtypeTagged) {
+        return WcStatus::kRemAccessErr;
+    }
+    if (t.layer == wire::kTermLayerDdp && t.etype == wire::kDdpEtypeUntagged) {
+        return WcStatus::kRemInvReqErr;
+    }
+    return WcStatus::kRemOpErr;
+}
+
+}  // namespace
+
+void Engine::on_readable(QpHandle qp) {
+    if (find_qp(qp) != nullptr) rx_drain(qp.index);
+}
+
+void Engine::rx_drain(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    while (r.live && r.link_up) {
+        if (r.state != QpState::kRts) {
+            // Closing: what the peer still sends is read and dropped.
+            while (std::size_t n = links_.peek(r.link).size()) links_.consume(r.link, n);
+            break;
+        }
+        bool in_place = false;
+        std::size_t len = 0;
+        auto fpdu = rx_next_fpdu(qp, in_place, len);
+        if (!fpdu) break;
+        RxVerdict v = rx_fpdu(qp, *fpdu);
+        if (in_place) links_.consume(r.link, len);
+        after_rx(qp, v);
+    }
+    tx_progress(qp);
+}
+
+// The next whole FPDU: in place in the link's buffer when it lies in one
+// piece (in_place; the caller consumes len bytes after it), else gathered
+// into rx_buf_ (already consumed). nullopt while it is incomplete.
+std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, bool& in_place,
+                                                std::size_t& len) {
+    QpRecord& r = qps_[qp];
+    std::size_t avail = links_.readable(r.link) + (r.rx_held ? 1 : 0);
+    if (avail < 2) return std::nullopt;
+    wire::Bytes view = links_.peek(r.link);
+    IWCM_ASSERT(!view.empty());
+    if (!r.rx_held && view.size() < 2) {
+        // The length field straddles the ring's end: hold its first byte.
+        r.rx_held = true;
+        r.rx_held_byte = view[0];
+        links_.consume(r.link, 1);
+        view = links_.peek(r.link);
+        IWCM_ASSERT(!view.empty());
+    }
+    std::byte head[2] = {r.rx_held ? r.rx_held_byte : view[0], r.rx_held ? view[0] : view[1]};
+    len = *wire::fpdu_frame_len(wire::Bytes(head, 2));
+    if (avail < len) return std::nullopt;
+    if (!r.rx_held && view.size() >= len) {
+        in_place = true;
+        return view.first(len);
+    }
+    in_place = false;
+    std::size_t have = 0;
+    if (r.rx_held) {
+        rx_buf_[have++] = r.rx_held_byte;
+        r.rx_held = false;
+    }
+    while (have < len) {
+        wire::Bytes v = links_.peek(r.link);
+        IWCM_ASSERT(!v.empty());
+        std::size_t n = std::min(v.size(), len - have);
+        std::memcpy(rx_buf_.data() + have, v.data(), n);
+        links_.consume(r.link, n);
+        have += n;
+    }
+    return wire::Bytes(rx_buf_).first(len);
+}
+
+Engine::RxVerdict Engine::rx_fpdu(std::uint32_t qp, wire::Bytes fpdu) {
+    auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
+    if (!f || !f->crc_ok) return terminate_mpa(qp, wire::TermError::kCrcError);
+    auto seg = wire::parse_ddp(f->ulpdu);
+    if (!seg) {
+        // Shorter than any DDP header: nothing to quote.
+        return terminate(qp, term_of(TermLayer::kDdp, wire::kDdpEtypeLocalCatastrophic, 0));
+    }
+    return rx_segment(qp, *seg, f->ulpdu.size());
+}
+
+Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& seg,
+                                     std::size_t len) {
+    const wire::DdpHeader& h = seg.header;
+    if (h.ddp_version != wire::kDdpVersion) {
+        return h.tagged ? terminate(qp, term_of(TermLayer::kDdp, wire::kDdpEtypeTagged,
+                                                wire::kDdpTaggedInvalidVersion))
+                        : terminate(qp, term_of(TermLayer::kDdp, wire::kDdpEtypeUntagged,
+                                                wire::kDdpUntaggedInvalidVersion));
+    }
+    auto remote_op = [&](std::uint8_t code) {
+        return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation, code));
+    };
+    if (h.rdmap_version != wire::kRdmapVersion) return remote_op(wire::kRdmapCodeInvalidVersion);
+    auto op = static_cast<RdmapOpcode>(h.opcode);
+    bool tagged_op = op == RdmapOpcode::kWrite || op == RdmapOpcode::kReadResponse;
+    if (h.opcode > static_cast<std::uint8_t>(RdmapOpcode::kTerminate) || tagged_op != h.tagged) {
+        return remote_op(wire::kRdmapCodeUnexpectedOpcode);
+    }
+    switch (op) {
+        case RdmapOpcode::kWrite: return rx_write(qp, seg, len);
+        case RdmapOpcode::kReadRequest: return rx_read_request(qp, seg, len);
+        case RdmapOpcode::kReadResponse: return rx_read_response(qp, seg, len);
+        case RdmapOpcode::kSend:
+        case RdmapOpcode::kSendSe: return rx_send(qp, seg, len);
+        case RdmapOpcode::kTerminate: return rx_terminate(qp, seg);
+        case RdmapOpcode::kSendInvalidate:
+        case RdmapOpcode::kSendSeInvalidate: break;  // optional; not offered
+    }
+    return remote_op(wire::kRdmapCodeUnexpectedOpcode);
+}
+
+// Scatters data at the message offset into a receive's SGEs.
+bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
+    std::size_t placed = 0;
+    for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
+        const Sge& s = e.sge[i];
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        std::size_t n = std::min<std::size_t>(s.length - offset, data.size() - placed);
+        std::byte* to = nullptr;
+        if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
+            return false;
+        }
+        std::memcpy(to, data.data() + placed, n);
+        placed += n;
+        offset = 0;
+    }
+    return placed == data.size();
+}
+
+Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t len) {
+    QpRecord& r = qps_[qp];
+    const wire::DdpHeader& h = seg.header;
+    // siw_proc_send, then siw_send_check_ntoh, in their order.
+    if (r.rq.empty()) return terminate(qp, ddp_untagged(wire::kDdpUntaggedNoBuffer, seg, len));
+    if (h.qn != wire::kQnSend) {
+        return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidQn, seg, len));
+    }
+    if (h.msn != r.rx_msn_send) {
+        return terminate(qp, ddp_untagged(wire::kDdpUntaggedMsnRange, seg, len));
+    }
+    std::uint32_t index = r.rq.head;
+    WrEntry& e = wrs_[index];
+    if (h.mo != e.done) return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidMo, seg, len));
+    if (seg.payload.size() > e.length - e.done) {
+        pop(r.rq);
+        --r.recv_count;
+        complete_wr(qp, e, WcStatus::kLocLenErr, 0);
+        free_wr(index);
+        return terminate(qp, ddp_untagged(wire::kDdpUntaggedNoBuffer, seg, len));
+    }
+    if (!place(e, e.done, seg.payload)) {
+        pop(r.rq);
+        --r.recv_count;
+        complete_wr(qp, e, WcStatus::kLocProtErr, 0);
+        free_wr(index);
+        return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeLocalCatastrophic, 0));
+    }
+    e.done += static_cast<std::uint32_t>(seg.payload.size());
+    r.rx_in_send = !h.last;
+    if (h.last) {
+        pop(r.rq);
+        --r.recv_count;
+        ++r.rx_msn_send;
+        WorkCompletion wc;
+        wc.wr_id = e.wr_id;
+        wc.opcode = WcOpcode::kRecv;
+        wc.byte_len = e.done;
+        wc.qp = {qp, r.generation};
+        wc.solicited = h.opcode == static_cast<std::uint8_t>(RdmapOpcode::kSendSe);
+        complete(r.recv_cq, wc);
+        free_wr(index);
+    }
+    return {};
+}
+
+Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t len) {
+    const wire::DdpHeader& h = seg.header;
+    if (seg.payload.empty()) return {};  // siw checks nothing of a zero-length Write
+    std::byte* to = nullptr;
+    MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, &to);
+    if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
+    std::memcpy(to, seg.payload.data(), seg.payload.size());
+    return {};
+}
+
+Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegment& seg,
+                                          std::size_t len) {
+    QpRecord& r = qps_[qp];
+    const wire::DdpHeader& h = seg.header;
+    if (h.qn != wire::kQnReadRequest) {
+        return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidQn, seg, len));
+    }
+    if (h.msn != r.rx_msn_rreq) {
+        return terminate(qp, ddp_untagged(wire::kDdpUntaggedMsnRange, seg, len));
+    }
+    auto rr = wire::parse_read_request(seg.payload);
+    if (!rr || !h.last || h.mo != 0) {
+        return terminate(qp, quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                     wire::kRdmapCodeUnspecified, seg, len));
+    }
+    if (r.irq_count >= r.ird) {
+        return terminate(qp, quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                     wire::kRdmapCodeCatastrophicStream, seg, len));
+    }
+    MemCheck c = mrs_.check(rr->source_stag, rr->source_to, rr->size, kAccessRemoteRead, nullptr);
+    if (c != MemCheck::kOk) {
+        wire::TerminateRepr t =
+            quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, rdmap_code(c), seg, len);
+        t.rdmap_header = seg.payload;
+        return terminate(qp, t);
+    }
+    ++r.rx_msn_rreq;
+    std::uint32_t index = alloc_wr();
+    WrEntry& e = wrs_[index];
+    e.kind = WrKind::kReadResponse;
+    e.length = rr->size;
+    e.rkey = rr->sink_stag;
+    e.remote_addr = rr->sink_to;
+    e.num_sge = 1;
+    e.sge[0] = Sge{rr->source_to, rr->size, rr->source_stag};
+    push(r.irq, index);
+    ++r.irq_count;
+    return {};
+}
+
+Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
+                                           std::size_t len) {
+    QpRecord& r = qps_[qp];
+    const wire::DdpHeader& h = seg.header;
+    if (r.orq.empty()) {
+        // siw_proc_rresp: nothing was asked for (ORQ empty).
+        return terminate(qp,
+                         quoting(TermLayer::kDdp, wire::kDdpEtypeLocalCatastrophic, 0, seg, len));
+    }
+    std::uint32_t index = r.orq.head;
+    WrEntry& e = wrs_[index];
+    std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
+    std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
+    std::size_t n = seg.payload.size();
+    if (h.stag != sink_stag)
+        return terminate(qp, ddp_tagged(wire::kDdpTaggedInvalidStag, seg, len));
+    if (h.to != sink_to || n > e.length - e.done || (h.last && e.done + n != e.length)) {
+        return terminate(qp, ddp_tagged(wire::kDdpTaggedBaseBounds, seg, len));
+    }
+    if (n > 0) {
+        std::byte* to = nullptr;
+        MemCheck c = mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, &to);
+        if (c != MemCheck::kOk) {
+            pop(r.orq);
+            --r.orq_count;
+            --r.send_count;
+            complete_wr(qp, e, WcStatus::kLocProtErr, 0);
+            free_wr(index);
+            return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
+        }
+        std::memcpy(to, seg.payload.data(), n);
+    }
+    e.done += static_cast<std::uint32_t>(n);
+    r.rx_in_rresp = !h.last;
+    if (h.last) {
+        pop(r.orq);
+        --r.orq_count;
+        --r.send_count;
+        complete_wr(qp, e, WcStatus::kSuccess, e.length);
+        free_wr(index);
+    }
+    return {};
+}
+
+Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg) {
+    QpRecord& r = qps_[qp];
+    RxVerdict v;
+    v.peer_terminated = true;
+    // The Terminate Control word follows the untagged header.
+    wire::TermHeader t;
+    if (seg.payload.size() >= 4) {
+        auto b = seg.payload;
+        t.layer = static_cast<std::uint8_t>(b[0]) >> 4;
+        t.etype = static_cast<std::uint8_t>(b[0]) & 0xF;
+        t.code = static_cast<std::uint8_t>(b[1]);
+    }
+    v.term = {t.layer, t.etype, t.code};
+    // The request in flight takes the peer's reason; the rest are flushed.
+    WrQueue& q = !r.orq.empty() ? r.orq : r.sq;
+    if (!q.empty()) {
+        std::uint32_t index = pop(q);
+        if (&q == &r.orq) --r.orq_count;
+        --r.send_count;
+        complete_wr(qp, wrs_[index], status_for(t), 0);
+        free_wr(index);
+    }
+    enter_closing(qp);
+    QpEvent e;
+    e.type = QpEventType::kTerminateReceived;
+    e.qp = {qp, r.generation};
+    e.conn = r.conn;
+    e.term = v.term;
+    events_.push_back(e);
+    return v;
+}
+
+// Builds our TERMINATE (sent by tx_progress once the FPDU in hand is
+// consumed), reports it and flushes the QP's work.
+Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr& term) {
+    QpRecord& r = qps_[qp];
+    std::size_t ulpdu_len = wire::terminate_ulpdu_len(term);
+    std::vector<std::byte>& out = pending_terms_[qp];
+    out.assign(wire::fpdu_len_for_ulpdu(ulpdu_len), std::byte{0});
+    std::size_t n = wire::emit_terminate_ulpdu(term, 1, wire::MutBytes(out).subspan(2));
+    IWCM_ASSERT(n == ulpdu_len);
+    std::size_t total = wire::seal_fpdu_in_place(ulpdu_len, r.crc, out);
+    IWCM_ASSERT(total == out.size());
+    RxVerdict v;
+    v.terminate = true;
+    v.term = {static_cast<std::uint8_t>(term.layer), term.etype, term.code};
+    r.term_pending = true;
+    enter_closing(qp);
+    QpEvent e;
+    e.type = QpEventType::kTerminateSent;
+    e.qp = {qp, r.generation};
+    e.conn = r.conn;
+    e.term = v.term;
+    events_.push_back(e);
+    return v;
+}
+
+Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error) {
+    QpRecord& r = qps_[qp];
+    std::vector<std::byte>& out = pending_terms_[qp];
+    out.assign(wire::terminate_fpdu_len(), std::byte{0});
+    std::size_t n = wire::emit_terminate_fpdu(error, r.crc, out);
+    IWCM_ASSERT(n == out.size());
+    RxVerdict v;
+    v.terminate = true;
+    v.term = {wire::kTermLayerLlp, wire::kTermEtypeMpa, static_cast<std::uint8_t>(error)};
+    r.term_pending = true;
+    enter_closing(qp);
+    QpEvent e;
+    e.type = QpEventType::kTerminateSent;
+    e.qp = {qp, r.generation};
+    e.conn = r.conn;
+    e.term = v.term;
+    events_.push_back(e);
+    return v;
+}
+
+void Engine::after_rx(std::uint32_t qp, const RxVerdict& verdict) {
+    QpRecord& r = qps_[qp];
+    // The peer ended the stream with its TERMINATE: we close our side too.
+    if (verdict.peer_terminated && r.link_up) links_.close(r.link, false);
+}
+
+}  // namespace iwcm::rdma

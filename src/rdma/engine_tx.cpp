@@ -1,0 +1,215 @@
+// The transmit side: the send queue (Send, Send with Solicited Event, RDMA
+// Write, RDMA Read Request), Read Responses to the peer's reads, TERMINATE.
+//
+// Read first: engine.hpp; RFC 5040 section 5 (which queue and header each
+// message uses), RFC 5041 section 5 (segmentation: MO, L), RFC 5044 section
+// 6 ("MPA-aware" senders: one FPDU per TCP segment). Every FPDU is one
+// record of the link, at most max_fpdu bytes; a message longer than that is
+// cut into DDP segments, L on the last. One message goes out whole before
+// the next starts; Read Responses go before the send queue.
+#include <algorithm>
+#include <cstring>
+
+#include "iwcm/assert.hpp"
+#include "rdma/engine.hpp"
+#include "wire/fpdu.hpp"
+
+namespace iwcm::rdma {
+
+using wire::kDdpTaggedHeaderLen;
+using wire::kDdpUntaggedHeaderLen;
+
+void Engine::on_writable(QpHandle qp) {
+    if (find_qp(qp) != nullptr) tx_progress(qp.index);
+}
+
+void Engine::tx_progress(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    if (!r.live || !r.link_up) return;
+    if (r.term_pending) {
+        tx_terminate(qp);
+        return;
+    }
+    while (r.state == QpState::kRts) {
+        bool sent = false;
+        if (r.tx_active == TxActive::kReadResponse ||
+            (r.tx_active == TxActive::kNone && !r.irq.empty())) {
+            sent = tx_read_response(qp);
+        } else if (!r.sq.empty()) {
+            sent = tx_send_queue(qp);
+        }
+        if (!sent) break;
+    }
+    if (r.term_pending) tx_terminate(qp);  // a local failure while sending
+}
+
+// Seals the ULPDU built at tx_buf_[2...] and hands it to the link.
+bool Engine::send_fpdu(std::uint32_t qp, std::size_t ulpdu_len) {
+    const QpRecord& r = qps_[qp];
+    std::size_t n = wire::seal_fpdu_in_place(ulpdu_len, r.crc, tx_buf_);
+    IWCM_ASSERT(n <= r.max_fpdu);
+    return links_.send_record(r.link, wire::Bytes(tx_buf_).first(n));
+}
+
+// Copies the message's bytes [offset, offset + out.size()) from its SGEs.
+// False when a region went away or shrank under the request.
+bool Engine::gather(const WrEntry& e, std::size_t offset, wire::MutBytes out) const {
+    std::uint32_t access = e.kind == WrKind::kReadResponse ? std::uint32_t{kAccessRemoteRead} : 0u;
+    std::size_t copied = 0;
+    for (std::uint8_t i = 0; i < e.num_sge && copied < out.size(); ++i) {
+        const Sge& s = e.sge[i];
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        std::size_t n = std::min<std::size_t>(s.length - offset, out.size() - copied);
+        std::byte* from = nullptr;
+        if (mrs_.check(s.lkey, s.addr + offset, n, access, &from) != MemCheck::kOk) return false;
+        std::memcpy(out.data() + copied, from, n);
+        copied += n;
+        offset = 0;
+    }
+    return copied == out.size();
+}
+
+bool Engine::tx_send_queue(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    std::uint32_t index = r.sq.head;
+    WrEntry& e = wrs_[index];
+    if (e.kind == WrKind::kRead) {
+        // The send queue stalls at a READ while ORD reads are outstanding.
+        return r.orq_count < r.ord && tx_read_request(qp, e);
+    }
+    bool send = e.kind == WrKind::kSend;
+    std::size_t header_len = send ? kDdpUntaggedHeaderLen : kDdpTaggedHeaderLen;
+    std::size_t room = wire::max_ulpdu_for_fpdu(r.max_fpdu) - header_len;
+    std::size_t chunk = std::min<std::size_t>(e.length - e.done, room);
+    bool last = e.done + chunk == e.length;
+    wire::DdpHeader h;
+    h.tagged = !send;
+    h.last = last;
+    if (send) {
+        h.opcode = static_cast<std::uint8_t>(e.solicited ? wire::RdmapOpcode::kSendSe
+                                                         : wire::RdmapOpcode::kSend);
+        h.qn = wire::kQnSend;
+        h.msn = r.tx_msn_send;
+        h.mo = e.done;
+    } else {
+        h.opcode = static_cast<std::uint8_t>(wire::RdmapOpcode::kWrite);
+        h.stag = e.rkey;
+        h.to = e.remote_addr + e.done;
+    }
+    wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
+    std::size_t written = wire::emit_ddp_header(h, ulpdu);
+    IWCM_ASSERT(written == header_len);
+    if (!gather(e, e.done, ulpdu.subspan(header_len, chunk))) {
+        local_failure(qp, index, WcStatus::kLocProtErr);
+        return false;
+    }
+    if (!send_fpdu(qp, header_len + chunk)) return false;
+    e.done += static_cast<std::uint32_t>(chunk);
+    r.tx_active = TxActive::kSendQueue;
+    if (!last) return true;
+    // Taken by the link: the request is complete (siw completes here too).
+    pop(r.sq);
+    r.tx_active = TxActive::kNone;
+    --r.send_count;
+    if (send) ++r.tx_msn_send;
+    complete_wr(qp, e, WcStatus::kSuccess, e.length);
+    free_wr(index);
+    return true;
+}
+
+bool Engine::tx_read_request(std::uint32_t qp, WrEntry& e) {
+    QpRecord& r = qps_[qp];
+    wire::DdpHeader h;
+    h.tagged = false;
+    h.last = true;
+    h.opcode = static_cast<std::uint8_t>(wire::RdmapOpcode::kReadRequest);
+    h.qn = wire::kQnReadRequest;
+    h.msn = r.tx_msn_rreq;
+    h.mo = 0;
+    wire::ReadRequest rr;
+    rr.sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
+    rr.sink_to = e.num_sge > 0 ? e.sge[0].addr : 0;
+    rr.size = e.length;
+    rr.source_stag = e.rkey;
+    rr.source_to = e.remote_addr;
+    wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
+    std::size_t n = wire::emit_ddp_header(h, ulpdu);
+    n += wire::emit_read_request(rr, ulpdu.subspan(n));
+    IWCM_ASSERT(n == kDdpUntaggedHeaderLen + wire::kReadRequestPayloadLen);
+    if (!send_fpdu(qp, n)) return false;
+    ++r.tx_msn_rreq;
+    std::uint32_t index = pop(r.sq);
+    push(r.orq, index);
+    ++r.orq_count;
+    return true;
+}
+
+bool Engine::tx_read_response(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    std::uint32_t index = r.irq.head;
+    WrEntry& e = wrs_[index];
+    std::size_t room = wire::max_ulpdu_for_fpdu(r.max_fpdu) - kDdpTaggedHeaderLen;
+    std::size_t chunk = std::min<std::size_t>(e.length - e.done, room);
+    bool last = e.done + chunk == e.length;
+    wire::DdpHeader h;
+    h.tagged = true;
+    h.last = last;
+    h.opcode = static_cast<std::uint8_t>(wire::RdmapOpcode::kReadResponse);
+    h.stag = e.rkey;
+    h.to = e.remote_addr + e.done;
+    wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
+    std::size_t written = wire::emit_ddp_header(h, ulpdu);
+    IWCM_ASSERT(written == kDdpTaggedHeaderLen);
+    if (!gather(e, e.done, ulpdu.subspan(kDdpTaggedHeaderLen, chunk))) {
+        local_failure(qp, index, WcStatus::kLocProtErr);
+        return false;
+    }
+    if (!send_fpdu(qp, kDdpTaggedHeaderLen + chunk)) return false;
+    e.done += static_cast<std::uint32_t>(chunk);
+    r.tx_active = TxActive::kReadResponse;
+    if (!last) return true;
+    pop(r.irq);
+    --r.irq_count;
+    r.tx_active = TxActive::kNone;
+    free_wr(index);
+    return true;
+}
+
+// A region named by a request went away (deregistered after the post): the
+// request fails with `status`, the QP sends a local catastrophic TERMINATE.
+void Engine::local_failure(std::uint32_t qp, std::uint32_t wr, WcStatus status) {
+    QpRecord& r = qps_[qp];
+    IWCM_ASSERT(wr == r.sq.head || wr == r.irq.head);
+    WrQueue& q = wr == r.sq.head ? r.sq : r.irq;
+    pop(q);
+    if (&q == &r.sq) {
+        --r.send_count;
+    } else {
+        --r.irq_count;
+    }
+    r.tx_active = TxActive::kNone;
+    complete_wr(qp, wrs_[wr], status, 0);
+    free_wr(wr);
+    wire::TerminateRepr term;
+    term.layer = wire::TermLayer::kRdmap;
+    term.etype = wire::kRdmapEtypeLocalCatastrophic;
+    term.code = 0;
+    terminate(qp, term);
+}
+
+bool Engine::tx_terminate(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    auto it = pending_terms_.find(qp);
+    IWCM_ASSERT(it != pending_terms_.end());
+    if (!links_.send_record(r.link, it->second)) return false;
+    pending_terms_.erase(it);
+    r.term_pending = false;
+    // RFC 5040 section 5.3: the stream ends after the TERMINATE.
+    links_.close(r.link, false);
+    return true;
+}
+
+}  // namespace iwcm::rdma

@@ -1,0 +1,41 @@
+// The byte link a queue pair's FPDUs travel on: the Core's byte stream (the
+// Device), a kernel TCP socket (the benchmark's baseline) or an in-memory
+// pipe (unit tests).
+//
+// Read first: engine.hpp (who calls this), include/iwcm/core.hpp ("byte
+// stream": send, peek, consume). One Links object serves every queue pair of
+// an Engine; a LinkId names one connection in it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "wire/bytes.hpp"
+
+namespace iwcm::rdma {
+
+struct LinkId {
+    std::uint64_t value = 0;
+    friend constexpr bool operator==(LinkId, LinkId) = default;
+};
+
+class Links {
+public:
+    virtual ~Links() = default;
+    // What send_record() would take now, in bytes.
+    virtual std::size_t send_space(LinkId link) = 0;
+    // One whole record (one FPDU), all or nothing: false when it does not
+    // fit now; the link then reports writable (Engine::on_writable) once
+    // space frees.
+    virtual bool send_record(LinkId link, wire::Bytes record) = 0;
+    // All received bytes not yet consumed.
+    virtual std::size_t readable(LinkId link) = 0;
+    // The oldest received bytes (a prefix of them when a ring wraps). The
+    // view is valid until the next call on this object.
+    virtual wire::Bytes peek(LinkId link) = 0;
+    virtual void consume(LinkId link, std::size_t n) = 0;
+    // Ends the connection: graceful after the bytes already sent, or abortive.
+    virtual void close(LinkId link, bool abortive) = 0;
+};
+
+}  // namespace iwcm::rdma
