@@ -25,7 +25,7 @@ std::string exit_code_table() {
            "    3  reset by the peer (\"connection refused (reset by peer)\" included)\n"
            "    4  rejected by the peer (MPA reject)\n"
            "    5  timed out (no answer)\n"
-           "    6  any other failure of listen or connect\n"
+           "    6  any other failure of listen, connect or rping\n"
            "    7  the peer's address did not resolve (no ARP / ND answer)\n"
            "  130  interrupted by SIGINT, 143 by SIGTERM (open connections closed first)\n";
 }

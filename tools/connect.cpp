@@ -106,41 +106,16 @@ void Connector::on_event(Instant now, const Event& e) {
 }
 
 bool Connector::resolve(Instant deadline) {
-    auto& nb = s_.host->neighbors();
-    Report r;
-    r.event = "resolving";
-    r.remote = to_;
-    const bool via = hop_ != to_.addr;
-    if (via) r.add("gateway", hop_.to_string());
-    rep_.print(io::TapHost::now(), r);
-    nb.resolve(io::TapHost::now(), hop_, s_.iface.addr);
-    const std::string what = (via ? "gateway " : "") + hop_.to_string();
-    for (;;) {
-        const Instant now = io::TapHost::now();
-        const auto st = nb.status(now, hop_);
-        if (st == io::NeighborStatus::kResolved) break;
-        const std::string proto = hop_.is_v4() ? "ARP reply" : "neighbour advertisement";
-        if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown)
-            return out_.set(exit_codes::kResolution, "cannot resolve " + what + ": no " + proto);
-        if (now >= deadline)
-            return out_.set(exit_codes::kResolution,
-                            "cannot resolve " + what + ": no " + proto + " before --timeout");
-        if (!step(deadline)) return false;
-    }
-    remote_mac_ = *nb.lookup(io::TapHost::now(), hop_);
-    r.event = "resolved";
-    r.add("mac", remote_mac_.to_string());
-    rep_.print(io::TapHost::now(), r);
+    auto mac = resolve_peer(
+        s_, rep_, to_, hop_, deadline, [this](Instant until) { return step(until); },
+        [this](int code, std::string why) { out_.set(code, std::move(why)); });
+    if (!mac) return false;
+    remote_mac_ = *mac;
     return true;
 }
 
 bool Connector::establish(Instant deadline) {
-    ConnectParams cp;
-    cp.local = {s_.iface.addr, 0};
-    cp.remote = to_;
-    cp.remote_mac = remote_mac_;
-    cp.vlan = s_.iface.vlan;
-    cp.tos = static_cast<std::uint8_t>(o_.wire.tos);
+    ConnectParams cp = connect_params(s_, o_.wire, to_, remote_mac_);
     cp.private_data = pdata_;
     cp.ird = o_.wire.ird;
     cp.ord = o_.wire.ord;
@@ -248,16 +223,8 @@ ConnectTarget check_args(const ConnectOptions& o, const Interface& iface) {
     auto to = Endpoint::parse(o.to);
     if (!to || to->port == 0)
         throw UsageError{"--to " + o.to + ": expected ADDR:PORT or [ADDR]:PORT"};
-    if (const std::string why = not_unicast(to->addr, iface); !why.empty())
-        throw UsageError{"--to " + o.to + ": " + why + " cannot be a peer"};
-    if (to->addr == iface.addr)
-        throw UsageError{"--to " + o.to + ": that is our own address (--ip)"};
-    const auto hop = iface.next_hop(to->addr);
-    if (!hop)
-        throw UsageError{"--to " + o.to + ": not in the subnet of --ip " + o.wire.ip +
-                         " (an off-link peer needs --gateway)"};
+    t.next_hop = check_peer("--to " + o.to, to->addr, iface, o.wire.ip);
     t.to = *to;
-    t.next_hop = *hop;
     t.pdata = private_data(o.wire);
     return t;
 }

@@ -51,7 +51,7 @@ std::string rtr_list(std::uint8_t types) {
 
 }  // namespace
 
-void add_wire_options(CLI::App* cmd, WireOptions& o) {
+void add_interface_options(CLI::App* cmd, WireOptions& o) {
     cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")
         ->required();
     cmd->add_option("--ip", o.ip,
@@ -69,6 +69,16 @@ void add_wire_options(CLI::App* cmd, WireOptions& o) {
                     "follows it (PCP = DSCP / 8). listen: a connection takes the larger of this "
                     "and its client's SYN's")
         ->check(byte_value());
+}
+
+void add_output_options(CLI::App* cmd, WireOptions& o) {
+    cmd->add_option("--pcap", o.pcap, "write every frame in and out to this pcap file");
+    cmd->add_flag("--json", o.json, "one JSON object per line per event");
+    cmd->add_flag("--crc", o.crc, "ask for CRC32c on FPDUs (MPA C flag)");
+}
+
+void add_wire_options(CLI::App* cmd, WireOptions& o) {
+    add_interface_options(cmd, o);
     auto* text = cmd->add_option("--pdata", o.pdata,
                                  "private data to send (request, reply or reject), as text");
     auto* hex =
@@ -84,9 +94,7 @@ void add_wire_options(CLI::App* cmd, WireOptions& o) {
                     "MPA revision: connect sends this revision; listen rejects requests above it. "
                     "Private data at most 512 bytes at 1, 508 at 2")
         ->check(CLI::IsMember({1, 2}));
-    cmd->add_option("--pcap", o.pcap, "write every frame in and out to this pcap file");
-    cmd->add_flag("--json", o.json, "one JSON object per line per event");
-    cmd->add_flag("--crc", o.crc, "ask for CRC32c on FPDUs (MPA C flag)");
+    add_output_options(cmd, o);
     cmd->add_flag("--no-p2p", o.no_p2p, "revision 2: do not offer peer-to-peer mode (no RTR)");
 }
 
@@ -255,6 +263,65 @@ std::vector<std::byte> to_bytes(const std::string& s) {
     std::vector<std::byte> v(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) v[i] = static_cast<std::byte>(s[i]);
     return v;
+}
+
+IpAddr check_peer(const std::string& what, const IpAddr& peer, const Interface& iface,
+                  const std::string& ip) {
+    if (const std::string why = not_unicast(peer, iface); !why.empty())
+        throw UsageError{what + ": " + why + " cannot be a peer"};
+    if (peer == iface.addr) throw UsageError{what + ": that is our own address (--ip)"};
+    const auto hop = iface.next_hop(peer);
+    if (!hop)
+        throw UsageError{what + ": not in the subnet of --ip " + ip +
+                         " (an off-link peer needs --gateway)"};
+    return *hop;
+}
+
+ConnectParams connect_params(const Session& s, const WireOptions& o, const Endpoint& to,
+                             const MacAddr& mac) {
+    ConnectParams cp;
+    cp.local = {s.iface.addr, 0};
+    cp.remote = to;
+    cp.remote_mac = mac;
+    cp.vlan = s.iface.vlan;
+    cp.tos = static_cast<std::uint8_t>(o.tos);
+    return cp;
+}
+
+std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpoint& to,
+                                    const IpAddr& hop, Instant deadline,
+                                    const std::function<bool(Instant)>& step,
+                                    const std::function<void(int, std::string)>& fail) {
+    auto& nb = s.host->neighbors();
+    Report r;
+    r.event = "resolving";
+    r.remote = to;
+    const bool via = hop != to.addr;
+    if (via) r.add("gateway", hop.to_string());
+    rep.print(io::TapHost::now(), r);
+    nb.resolve(io::TapHost::now(), hop, s.iface.addr);
+    const std::string what = (via ? "gateway " : "") + hop.to_string();
+    const std::string proto = hop.is_v4() ? "ARP reply" : "neighbour advertisement";
+    for (;;) {
+        const Instant now = io::TapHost::now();
+        const auto st = nb.status(now, hop);
+        if (st == io::NeighborStatus::kResolved) break;
+        if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) {
+            fail(exit_codes::kResolution, "cannot resolve " + what + ": no " + proto);
+            return std::nullopt;
+        }
+        if (now >= deadline) {
+            fail(exit_codes::kResolution,
+                 "cannot resolve " + what + ": no " + proto + " before --timeout");
+            return std::nullopt;
+        }
+        if (!step(deadline)) return std::nullopt;
+    }
+    const MacAddr mac = *nb.lookup(io::TapHost::now(), hop);
+    r.event = "resolved";
+    r.add("mac", mac.to_string());
+    rep.print(io::TapHost::now(), r);
+    return mac;
 }
 
 bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event) {

@@ -37,6 +37,12 @@ struct WireOptions {
     bool no_p2p = false;
 };
 
+// --tap, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.
+void add_interface_options(CLI::App* cmd, WireOptions& o);
+// --pcap, --json, --crc.
+void add_output_options(CLI::App* cmd, WireOptions& o);
+// The interface options and those of MPA (--pdata..., --ird, --ord,
+// --mpa-rev, --crc, --no-p2p) and output (--pcap, --json).
 void add_wire_options(CLI::App* cmd, WireOptions& o);
 
 // The private data of --pdata, --pdata-hex or --pdata-file, checked against
@@ -62,6 +68,13 @@ Expected<Interface, std::string> parse_interface(const WireOptions& o);
 // Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
 // or an empty string.
 std::string not_unicast(const IpAddr& addr, const Interface& iface);
+
+// The next hop toward `peer`, named in messages as `what` (e.g. "--to
+// 10.99.1.1:4791"): the peer itself when on-link, else the gateway. Throws
+// UsageError for a multicast or broadcast peer, our own address, and an
+// off-link peer without --gateway.
+IpAddr check_peer(const std::string& what, const IpAddr& peer, const Interface& iface,
+                  const std::string& ip);
 
 // One line of output: human text by default, one JSON object with --json.
 // Every JSON field is in docs/json.md and docs/json-schema.json.
@@ -110,6 +123,21 @@ struct Session {
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface);
 
 std::vector<std::byte> to_bytes(const std::string& s);
+
+// The parameters of a connection to `to` (whose frames go to `mac`) from
+// --ip, --vlan and --tos; the MPA ones are the caller's.
+ConnectParams connect_params(const Session& s, const WireOptions& o, const Endpoint& to,
+                             const MacAddr& mac);
+
+// Resolves the MAC of `hop` (the peer of `to`, or the gateway toward it)
+// before `deadline`, printing the `resolving` and `resolved` lines. `step`
+// runs one round of the loop until the time it is given (false: stop, it
+// noted why); a failed resolution goes to `fail` (exit code, reason).
+// Returns the MAC, or nothing after a stop or a failure.
+std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpoint& to,
+                                    const IpAddr& hop, Instant deadline,
+                                    const std::function<bool(Instant)>& step,
+                                    const std::function<void(int, std::string)>& fail);
 
 // Steps the loop until the core holds no node, `limit` passes or a signal
 // arrives (then returns false). Events are handed to on_event as they come

@@ -109,6 +109,7 @@ struct ConnSlot {
     std::uint32_t conn_generation = 0;
     bool used = false;
     bool destroyed = false;  // the QP is gone; the connection's events are swallowed
+    bool unread = false;     // bytes of the hand-off not read yet (until the first post_recv)
 };
 
 }  // namespace
@@ -173,7 +174,10 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     if (conn.index >= d.slots.size()) d.slots.resize(conn.index + 1);
     d.slots[conn.index] = ConnSlot{*qp, conn.generation, true, false};
     d.links.now = now;
-    d.engine.on_readable(*qp);  // bytes that came with or right after the hand-off
+    // Bytes that came with or right after the hand-off (a Send right behind
+    // the RTR, say) wait for the first post_recv: read now, they would find
+    // no receive posted and end the QP with a TERMINATE.
+    d.slots[conn.index].unread = true;
     return qp;
 }
 
@@ -205,7 +209,16 @@ VResult<void> Device::post_send(Instant now, QpHandle qp, const SendWr& wr) {
 }
 
 VResult<void> Device::post_recv(QpHandle qp, const RecvWr& wr) {
-    return impl_->engine.post_recv(qp, wr);
+    Impl& d = *impl_;
+    auto r = d.engine.post_recv(qp, wr);
+    if (!r) return r;
+    auto info = d.engine.query_qp(qp);
+    ConnSlot* s = info ? d.slot(info->conn) : nullptr;
+    if (s != nullptr && s->unread) {
+        s->unread = false;
+        d.engine.on_readable(qp);  // what arrived before the first receive
+    }
+    return r;
 }
 
 std::size_t Device::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
@@ -227,6 +240,7 @@ bool Device::on_event(Instant now, const Event& event) {
     }
     QpHandle qp = s->qp;
     if (event.type == EventType::kReadable) {
+        s->unread = false;
         d.engine.on_readable(qp);
         return true;
     }

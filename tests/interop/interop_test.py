@@ -1170,18 +1170,20 @@ def case_stream_corrupt(c):
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(cases=None, doc=None):
+    """Runs one case of `cases` (this file's by default; rping_test.py passes its own)."""
+    cases = cases or CASES
+    p = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True)
     p.add_argument("--tmp", default="/tmp")
-    p.add_argument("case", choices=sorted(CASES))
+    p.add_argument("case", choices=sorted(cases))
     a = p.parse_args()
     if os.geteuid() != 0:
         print("FAIL: the interop tests need root (network namespaces, TAP devices)")
         return 1
     start = time.monotonic()
     try:
-        CASES[a.case](Case(a))
+        cases[a.case](Case(a))
     except Failure as e:
         print("FAIL %s: %s" % (a.case, e), flush=True)
         return 1

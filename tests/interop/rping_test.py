@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""`iwarp-cm rping` end to end (README "rping"): both ends of ours over two
+TAPs on one bridge, and ours against rping_peer.py (rdma-core's rping exchange
+over a kernel TCP socket) in both roles; tshark decodes every FPDU of our
+capture. Needs root: each case makes its own namespace (interop_test.Net).
+
+Read first: interop_test.py (Net, Case, Proc), rping_peer.py, tools/rping.hpp.
+
+  rping_test.py --bin build/bin/iwarp-cm [--tmp DIR] CASE
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import interop_test  # noqa: E402
+from interop_test import Net, check, check_capture, expect_exit, tshark  # noqa: E402
+
+RPING_PEER = os.path.join(HERE, "rping_peer.py")
+PORT = 7174
+# RDMAP opcodes as tshark names them (iwarp_rdma.opcode).
+OPCODES = {0: "write", 1: "read_request", 2: "read_response", 3: "send", 7: "terminate"}
+
+
+def rping_pair(c, name, subnet, crc, count, size):
+    """`rping -s` at .3 on tap1 and `rping -c` at .2 on tap0 (capturing): both
+    exit 0 with `count` verified iterations. Returns (client, server, pcap)."""
+    with Net(name, subnet, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap(name)
+        opts = ["-C", str(count), "-S", str(size), "-V", "-v"] + (["--crc"] if crc else [])
+        srv = c.cm(net, "cm-server", "rping", "-s", *opts, ip="10.99.%d.3/24" % subnet, tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        cli = c.cm(net, "cm-client", "rping", "-c", "-a", "10.99.%d.3" % subnet, "--pcap", pcap, *opts)
+        for proc, role in ((cli, "client"), (srv, "server")):
+            expect_exit(proc, 0, timeout=120)
+            s = proc.events("rping")
+            check(len(s) == 1, "%s: rping lines %s" % (proc.name, s))
+            s = s[0]
+            check(s["role"] == role and s["iterations"] == count and s["verified"] is True
+                  and s["size"] == size and s["error"] is None, "%s summary: %s" % (proc.name, s))
+            pings = proc.events("ping_data")
+            check([p["iteration"] for p in pings] == list(range(count)), "%s: ping_data %s" % (proc.name, pings))
+            check(pings[-1]["data"].startswith("rdma-ping-%d: " % (count - 1)), "last ping: %s" % pings[-1])
+            est = proc.events("established")
+            check(len(est) == 1 and est[0]["crc"] == crc and est[0]["ird"] == 1 and est[0]["ord"] == 1,
+                  "%s established: %s" % (proc.name, est))
+        print("  client: %s" % cli.events("rping")[0], flush=True)
+        return cli, srv, pcap
+
+
+def fpdu_rows(pcap):
+    """Every FPDU of a capture as (source address, RDMAP opcode name)."""
+    out = tshark(pcap, "-Y", "iwarp_ddp_rdmap", "-T", "fields", "-e", "ip.src", "-e", "iwarp_rdma.opcode",
+                 "-E", "occurrence=a", "-E", "aggregator=,")
+    rows = []
+    for line in out.splitlines():
+        src, ops = (line.split("\t") + [""])[:2]
+        rows += [(src, OPCODES.get(int(op, 16), "opcode " + op)) for op in ops.split(",")]
+    return rows
+
+
+def check_fpdus(pcap, crc, count, size, mss=1460, rtr=True):
+    """tshark decodes every FPDU (issue 13 item 8): the RTR, and per iteration
+    two Sends each way, one Read Request, and the Read Responses and Writes of
+    `size` bytes, one per FPDU of at most the MSS; with --crc every CRC32c is
+    good, without it every CRC field is zero."""
+    check_capture(pcap)
+    rows = fpdu_rows(pcap)
+    kinds = {}
+    for _, op in rows:
+        kinds[op] = kinds.get(op, 0) + 1
+    print("  FPDUs in the capture: %s" % kinds, flush=True)
+    segs = -(-size // (mss - 2 - 14 - 4))  # the payload of a tagged FPDU: MSS - length, header, CRC
+    want = {"send": 4 * count + (1 if rtr else 0), "read_request": count, "read_response": count * segs,
+            "write": count * segs}
+    check(kinds == want, "FPDUs %s, expected %s" % (kinds, want))
+    detail = tshark(pcap, "-Y", "iwarp_ddp_rdmap", "-V")
+    good, zero = detail.count("(Good CRC32)"), detail.count("CRC: 0x00000000")
+    if crc:
+        check(good == len(rows) and "Bad CRC" not in detail, "%d good CRCs of %d FPDUs" % (good, len(rows)))
+    else:
+        check(zero == len(rows) and good == 0, "%d zero CRC fields of %d FPDUs" % (zero, len(rows)))
+
+
+def case_rping_pair(c):
+    """iwarp-cm rping -s against iwarp-cm rping -c, -C 50 -S 4096 -V, no CRC."""
+    _, _, pcap = rping_pair(c, "rping-pair", 60, False, 50, 4096)
+    check_fpdus(pcap, False, 50, 4096)
+
+
+def case_rping_pair_crc(c):
+    """The same with --crc: tshark checks every FPDU's CRC32c."""
+    _, _, pcap = rping_pair(c, "rping-pair-crc", 61, True, 50, 4096)
+    check_fpdus(pcap, True, 50, 4096)
+
+
+def kernel_peer(net, name, *argv):
+    return net.start(name, ["python3", RPING_PEER] + list(argv))
+
+
+def check_summary(cm, role, count, size):
+    s = cm.events("rping")
+    check(len(s) == 1 and s[0]["role"] == role and s[0]["iterations"] == count and s[0]["verified"] is True
+          and s[0]["size"] == size, "%s summary: %s" % (cm.name, s))
+
+
+def case_rping_kernel_client(c):
+    """iwarp-cm rping -c against rping_peer.py's server on a kernel socket,
+    with and without CRC: 50 verified iterations of 4096 bytes each; the
+    peer checks what it read and we check what it wrote back."""
+    count, size = 50, 4096
+    for crc in (True, False):
+        with Net("rping-kc", 62) as net:
+            pcap = c.pcap("rping-kernel-client")
+            flags = ["--crc"] if crc else []
+            srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "-C", str(count),
+                              "-S", str(size), "-V", *flags)
+            srv.wait_for("listening")
+            cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "-C", str(count), "-S", str(size), "-V",
+                      "--pcap", pcap, *flags)
+            expect_exit(cm, 0, timeout=120)
+            check(srv.finish(60) == 0, "the kernel peer failed")
+            done = srv.events("done")
+            check(len(done) == 1 and done[0]["iterations"] == count, "peer: %s" % done)
+            reads = srv.events("read_done")
+            check(len(reads) == count and all(r["verified"] for r in reads), "peer reads: %s" % reads[-1:])
+            check_summary(cm, "client", count, size)
+            est = cm.events("established")
+            check(len(est) == 1 and est[0]["crc"] == crc, "established: %s" % est)
+            check_fpdus(pcap, crc, count, size, rtr=False)
+
+
+def case_rping_kernel_server(c):
+    """iwarp-cm rping -s against rping_peer.py's client, with and without CRC:
+    the peer verifies each iteration's data written back, we verify what we read."""
+    count, size = 50, 4096
+    for crc in (True, False):
+        with Net("rping-ks", 63) as net:
+            flags = ["--crc"] if crc else []
+            cm = c.cm(net, "cm", "rping", "-s", "-C", str(count), "-S", str(size), "-V", *flags)
+            cm.wait_for("listening")
+            net.wait_link_up()
+            cli = kernel_peer(net, "peer", "client", "--to", "10.99.63.2:%d" % PORT, "-C", str(count),
+                              "-S", str(size), "-V", *flags)
+            check(cli.finish(120) == 0, "the kernel peer failed")
+            pings = cli.events("ping")
+            check(len(pings) == count and all(p["verified"] for p in pings), "peer pings: %s" % pings[-1:])
+            expect_exit(cm, 0, timeout=60)
+            check_summary(cm, "server", count, size)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+if __name__ == "__main__":
+    sys.exit(interop_test.main(CASES, __doc__))

@@ -1,0 +1,386 @@
+// iwarp-cm rping: rdma-core's rping over a TAP device, wire-compatible with
+// it (README "rping"). Read first: tools/rping.hpp (the exchange),
+// tools/wire_cli.hpp (session, reports), include/iwcm/verbs.hpp.
+//
+// The loop is connect's and listen's: one step of the TAP driver, then every
+// core event to the Device first (the data path's bytes), the rest printed
+// and acted on; the QP's events; then the rping state machine polls its CQ.
+// -s serves one client, as rping -s without -P: with -C it stops after that
+// many iterations (and waits for the client to close), without -C it runs
+// until the client closes between two iterations.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "iwcm/assert.hpp"
+#include "tools/commands.hpp"
+#include "tools/connect.hpp"
+#include "tools/rping.hpp"
+#include "tools/wire_cli.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+struct RpingOptions {
+    WireOptions wire;
+    bool server = false;
+    bool client = false;
+    std::string addr;  // -a
+    std::uint16_t port = kRpingDefaultPort;
+    std::uint64_t count = 0;
+    std::uint32_t size = kRpingDefaultSize;
+    bool verbose = false;
+    bool verify = false;
+    double timeout_s = 10;
+};
+
+// How long a close may take before the rest is reset.
+constexpr auto kCloseLimit = std::chrono::seconds(5);
+
+Duration seconds(double s) {
+    return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+double to_seconds(Duration d) {
+    return std::chrono::duration<double>(d).count();
+}
+
+class RpingRun {
+public:
+    RpingRun(const RpingOptions& o, Session& s, const Reporter& rep)
+        : o_(o), s_(s), rep_(rep), dev_(*s.core), rping_(dev_, config(o)) {}
+
+    int run_client(const Endpoint& to, const IpAddr& hop);
+    int run_server(const Endpoint& local);
+
+private:
+    static RpingConfig config(const RpingOptions& o) {
+        return {o.server, o.size, o.count, o.verify, o.verbose};
+    }
+    bool step(Instant until);
+    void pump(Instant now);
+    void on_event(Instant now, const Event& e);
+    void on_request(Instant now, const Event& e);
+    void on_qp_event(Instant now, const rdma::QpEvent& q);
+    bool connect(const Endpoint& to, const MacAddr& mac, Instant deadline);
+    bool iterate();
+    void wait_for_close();
+    int finish();
+    void print_summary(Instant now);
+    bool set(int code, std::string why) {
+        if (code_ == exit_codes::kOk) {
+            code_ = code;
+            reason_ = std::move(why);
+        }
+        return false;
+    }
+
+    const RpingOptions& o_;
+    Session& s_;
+    const Reporter& rep_;
+    rdma::Device dev_;
+    Rping rping_;
+    std::optional<ListenHandle> listener_;
+    ConnHandle conn_;
+    Endpoint peer_;
+    bool established_ = false;
+    bool ended_ = false;  // the connection's end (a terminal event or the QP's)
+    bool interrupted_ = false;
+    Instant started_{};
+    int code_ = exit_codes::kOk;
+    std::string reason_;
+};
+
+bool RpingRun::step(Instant until) {
+    const io::Wake w = s_.host->step(until);
+    pump(io::TapHost::now());
+    if (w == io::Wake::kError) return set(exit_codes::kError, s_.host->error());
+    if (w == io::Wake::kSignal) {
+        interrupted_ = true;
+        return false;
+    }
+    return true;
+}
+
+void RpingRun::pump(Instant now) {
+    while (auto e = s_.core->poll_event()) on_event(now, *e);
+    while (auto q = dev_.poll_qp_event()) on_qp_event(now, *q);
+    rping_.poll(now);
+    while (auto l = rping_.take_line()) {
+        if (!o_.wire.json) {
+            std::printf("%sping data: %s\n", o_.server ? "server " : "", l->data.c_str());
+            std::fflush(stdout);
+            continue;
+        }
+        Report r;
+        r.event = "ping_data";
+        r.add("iteration", l->iteration);
+        r.add("data", l->data);
+        rep_.print(now, r);
+    }
+    if (rping_.phase() == Rping::Phase::kFailed) set(rping_.code(), rping_.reason());
+}
+
+void RpingRun::on_event(Instant now, const Event& e) {
+    if (dev_.on_event(now, e) || is_stream_event(e)) return;
+    rep_.print(now, Reporter::from_event(e));
+    if (e.type == EventType::kConnectRequest) return on_request(now, e);
+    if (e.type == EventType::kEstablished && e.conn == conn_) {
+        established_ = true;
+        started_ = now;
+        rping_.start(now, e.conn);
+        return;
+    }
+    if (!e.terminal() || e.conn != conn_) return;
+    ended_ = true;
+    // After the last iteration any end is fine; a QP's end before it is a QpEvent.
+    if (rping_.phase() == Rping::Phase::kDone) return;
+    if (e.type == EventType::kDisconnected && e.status == 0) return;
+    if (o_.client) {
+        auto [code, why] = connect_failure(e);
+        set(code, why);
+    } else {
+        set(e.status == -ECONNRESET ? exit_codes::kReset : exit_codes::kError,
+            "connection from " + e.remote.to_string() + " failed: " + std::strerror(-e.status));
+    }
+}
+
+// The first client is accepted with rping's IRD and ORD (1, 1) and no
+// private data; later ones are rejected while it is served.
+void RpingRun::on_request(Instant now, const Event& e) {
+    Report r;
+    r.local = e.local;
+    r.remote = e.remote;
+    if (conn_.valid()) {
+        (void)s_.core->reject(now, e.conn, {});
+        r.event = "reject_sent";
+        r.add("why", std::string("serving another client"));
+        rep_.print(now, r);
+        return;
+    }
+    AcceptParams ap;
+    ap.ird = 1;
+    ap.ord = 1;
+    r.event = "accept_sent";
+    if (auto res = s_.core->accept(now, e.conn, ap); !res) {
+        r.error = std::string(to_string(res.error()));
+    } else {
+        conn_ = e.conn;
+        peer_ = e.remote;
+    }
+    rep_.print(now, r);
+}
+
+void RpingRun::on_qp_event(Instant now, const rdma::QpEvent& q) {
+    Report r;
+    r.remote = peer_;
+    if (q.type == rdma::QpEventType::kDisconnected) {
+        r.event = "disconnected";
+        if (q.status != 0) r.error = std::strerror(-q.status);
+        r.extra.emplace_back("status", std::to_string(q.status));
+        ended_ = true;
+    } else {
+        r.event = q.type == rdma::QpEventType::kTerminateReceived ? "terminate_received"
+                                                                  : "terminate_sent";
+        r.add("layer", std::uint64_t{q.term.layer});
+        r.add("etype", std::uint64_t{q.term.etype});
+        r.add("code", std::uint64_t{q.term.code});
+        r.add("why", rdma::describe(q.term));
+    }
+    rep_.print(now, r);
+    rping_.on_qp_event(q);
+}
+
+bool RpingRun::connect(const Endpoint& to, const MacAddr& mac, Instant deadline) {
+    ConnectParams cp = connect_params(s_, o_.wire, to, mac);
+    cp.ird = 1;  // rping's responder_resources and initiator_depth
+    cp.ord = 1;
+    auto c = s_.core->connect(io::TapHost::now(), cp);
+    if (!c) return set(exit_codes::kSetup, "connect: " + std::string(to_string(c.error())));
+    conn_ = *c;
+    peer_ = to;
+    while (!established_ && !ended_) {
+        if (io::TapHost::now() >= deadline) {
+            (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kAbortive);
+            ended_ = true;
+            return set(exit_codes::kTimeout, "connection to " + to.to_string() +
+                                                 " timed out after " +
+                                                 std::to_string(o_.timeout_s) + " s");
+        }
+        if (!step(deadline)) return false;
+    }
+    return established_ && !ended_;
+}
+
+// Until the iterations are done, one failed, the connection ended, or a
+// step of an iteration waited longer than --timeout.
+bool RpingRun::iterate() {
+    while (rping_.running() && !ended_) {
+        const Instant limit = rping_.last_progress() + seconds(o_.timeout_s);
+        if (io::TapHost::now() >= limit) {
+            return set(exit_codes::kTimeout,
+                       "no progress for " + std::to_string(o_.timeout_s) + " s in iteration " +
+                           std::to_string(rping_.iterations()) + " (peer " + peer_.to_string() +
+                           ")");
+        }
+        if (!step(limit)) return false;
+    }
+    return rping_.phase() == Rping::Phase::kDone;
+}
+
+// The server after -C iterations: the client closes first, as rping does;
+// after --timeout the server closes.
+void RpingRun::wait_for_close() {
+    const Instant limit = io::TapHost::now() + seconds(o_.timeout_s);
+    while (!ended_ && io::TapHost::now() < limit)
+        if (!step(limit)) return;
+}
+
+int RpingRun::run_client(const Endpoint& to, const IpAddr& hop) {
+    const Instant deadline = io::TapHost::now() + seconds(o_.timeout_s);
+    auto mac = resolve_peer(
+        s_, rep_, to, hop, deadline, [this](Instant until) { return step(until); },
+        [this](int code, std::string why) { set(code, std::move(why)); });
+    if (mac && connect(to, *mac, deadline)) iterate();
+    return finish();
+}
+
+int RpingRun::run_server(const Endpoint& local) {
+    ListenParams lp;
+    lp.local = local;
+    lp.vlan = s_.iface.vlan;
+    lp.tos = static_cast<std::uint8_t>(o_.wire.tos);
+    auto listener = s_.core->listen(lp);
+    if (!listener) {
+        rep_.fail("listen on " + local.to_string() + ": " +
+                  std::string(to_string(listener.error())));
+        return exit_codes::kSetup;
+    }
+    listener_ = *listener;
+    Report r;
+    r.event = "listening";
+    r.local = local;
+    r.add("mac", s_.iface.mac.to_string());
+    r.add("tap", o_.wire.tap);
+    rep_.print(io::TapHost::now(), r);
+    while (!established_ && !ended_ && code_ == exit_codes::kOk)
+        if (!step(io::TapHost::now() + std::chrono::hours(1))) break;
+    if (established_ && iterate() && o_.count != 0) wait_for_close();
+    return finish();
+}
+
+// Closes (the QP's close is graceful), lets the last frames go, prints the
+// summary and the stats line, and returns the exit code.
+int RpingRun::finish() {
+    const Instant end = rping_.last_progress();
+    rping_.stop(io::TapHost::now());
+    if (listener_) (void)s_.core->destroy_listen(io::TapHost::now(), *listener_);
+    const auto print = [this](const Event& e) { on_event(io::TapHost::now(), e); };
+    if (interrupted_) {
+        close_all(s_, rep_, {}, print);
+        const int sig = s_.host->last_signal();
+        code_ = exit_codes::kOk;
+        set(interrupted_code(sig), std::string("interrupted by ") +
+                                       (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
+                                       std::to_string(rping_.iterations()) + " iterations");
+    } else if (!drain(*s_.host, io::TapHost::now() + kCloseLimit, print)) {
+        set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
+    }
+    if (rping_.phase() == Rping::Phase::kRunning && code_ == exit_codes::kOk)
+        set(exit_codes::kError, "the connection ended after " +
+                                    std::to_string(rping_.iterations()) + " iterations");
+    print_summary(established_ ? end : started_);
+    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, code_ == exit_codes::kOk ? "ok" : "failed",
+               reason_, std::nullopt);
+    if (code_ != exit_codes::kOk) rep_.fail(reason_);
+    return code_;
+}
+
+void RpingRun::print_summary(Instant end) {
+    Report r;
+    r.event = "rping";
+    r.error = reason_;
+    if (peer_.port != 0) r.remote = peer_;
+    r.add("role", std::string(o_.server ? "server" : "client"));
+    r.add("iterations", rping_.iterations());
+    r.add("count", o_.count);
+    r.add("size", std::uint64_t{o_.size});
+    r.add("bytes", rping_.bytes());
+    if (!o_.verify)
+        r.extra.emplace_back("verified", "null");
+    else
+        r.add_bool("verified", code_ == exit_codes::kOk);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6f", established_ ? to_seconds(end - started_) : 0.0);
+    r.extra.emplace_back("seconds", buf);
+    rep_.print(io::TapHost::now(), r);
+}
+
+// Every check of the arguments, before any device is touched.
+int run_rping(RpingOptions& o) {
+    if (o.server == o.client)
+        throw UsageError{o.server ? "-s and -c exclude each other"
+                                  : "one of -s (serve) or -c (connect to -a) is required"};
+    const Instant start = io::TapHost::now();
+    Reporter rep(o.wire.json, start);
+    auto iface = parse_interface(o.wire);
+    if (!iface) throw UsageError{iface.error()};
+    std::optional<IpAddr> addr;
+    if (!o.addr.empty()) {
+        addr = IpAddr::parse(o.addr);
+        if (!addr) throw UsageError{"-a " + o.addr + ": not an IPv4 or IPv6 address"};
+    }
+    IpAddr hop;
+    Endpoint local{iface->addr, o.port};
+    if (o.client) {
+        if (!addr) throw UsageError{"-c needs -a PEER_ADDR (the server's address)"};
+        hop = check_peer("-a " + o.addr, *addr, *iface, o.wire.ip);
+    } else if (addr && !addr->is_unspecified() && *addr != iface->addr) {
+        throw UsageError{"-a " + o.addr + ": -s serves on the address of --ip (" +
+                         iface->addr.to_string() + ")"};
+    }
+    auto session = open_session(o.wire, *iface);
+    if (!session) {
+        rep.fail(session.error());
+        return exit_codes::kSetup;
+    }
+    RpingRun run(o, *session, rep);
+    return o.client ? run.run_client({*addr, o.port}, hop) : run.run_server(local);
+}
+
+}  // namespace
+
+void add_rping(CLI::App& app) {
+    auto opt = std::make_shared<RpingOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "rping", "rdma-core's rping over a TAP device: RDMA Send, Read and Write, verified");
+    add_interface_options(cmd, opt->wire);
+    cmd->add_flag("-s", opt->server, "serve: accept one client and answer its pings");
+    cmd->add_flag("-c", opt->client, "connect to -a:-p and ping");
+    cmd->add_option("-a", opt->addr, "-c: the server's address; -s: our own (--ip's) address");
+    cmd->add_option("-p", opt->port, "TCP port")->check(bounded(1, 65535, true));
+    cmd->add_option("-C", opt->count,
+                    "iterations; 0: -c pings until interrupted, -s serves until the client "
+                    "closes")
+        ->check(bounded(0, 1e9, true));
+    cmd->add_option("-S", opt->size, "ping data size in bytes (rping's limits)")
+        ->check(bounded(kRpingMinSize, kRpingMaxSize, true));
+    cmd->add_flag("-v", opt->verbose, "print each iteration's ping data");
+    cmd->add_flag("-V", opt->verify,
+                  "verify the ping data: -c the data written back, -s the data read");
+    cmd->add_option("--timeout", opt->timeout_s,
+                    "seconds to resolve and connect, and the longest wait for any step of an "
+                    "iteration")
+        ->check(bounded(0.1, 3600, false));
+    add_output_options(cmd, opt->wire);
+    cmd->footer(help_footer(
+        "iwarp-cm rping -c --tap tap0 --ip 10.99.1.2/24 -a 10.99.1.1 -C 100 -S 4096 -V"));
+    cmd->callback([opt] { set_exit_code(run_rping(*opt)); });
+}
+
+}  // namespace iwcm::tools
