@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "wire/bytes.hpp"
+#include "wire/fpdu.hpp"
 
 namespace iwcm::wire {
 
@@ -68,6 +69,7 @@ struct DdpHeader {
     std::uint32_t mo = 0;
 
     std::size_t header_len() const { return tagged ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen; }
+    bool operator==(const DdpHeader&) const = default;
 };
 
 struct DdpSegment {
@@ -87,6 +89,7 @@ struct ReadRequest {
     std::uint32_t size = 0;
     std::uint32_t source_stag = 0;
     std::uint64_t source_to = 0;
+    bool operator==(const ReadRequest&) const = default;
 };
 ParseResult<ReadRequest> parse_read_request(Bytes payload);  // exactly 28 bytes
 std::size_t emit_read_request(const ReadRequest& request, MutBytes out);
@@ -130,10 +133,14 @@ struct TerminateRepr {
     TermLayer layer = TermLayer::kRdmap;
     std::uint8_t etype = 0;
     std::uint8_t code = 0;
-    // M: the terminated segment's MPA ULPDU length (DDP segment length).
+    // M: the DDP segment length of the terminated segment. RFC 5040 calls it
+    // the segment's length; Linux siw writes the ULPDU length less the DDP
+    // and RDMAP headers (its payload length), so a peer may see either.
     std::optional<std::uint16_t> ddp_segment_len{};
-    Bytes ddp_header{};    // D when not empty: 14 or 18 bytes, as received
-    Bytes rdmap_header{};  // R when not empty: the 28-byte Read Request header
+    Bytes ddp_header{};  // D when not empty: 14 or 18 bytes (its T bit says which), as received
+    // R when not empty: the 28-byte Read Request header. siw also sets R on
+    // Send errors without quoting one; that parses as R with nothing here.
+    Bytes rdmap_header{};
 };
 
 // The whole Terminate ULPDU: untagged header (queue 2, opcode 7, MSN, MO 0,
@@ -144,11 +151,16 @@ std::size_t emit_terminate_ulpdu(const TerminateRepr& term, std::uint32_t msn, M
 ParseResult<TerminateRepr> parse_terminate_payload(Bytes payload);
 const char* describe_term(TermLayer layer, std::uint8_t etype, std::uint8_t code);
 
+// The Terminate Control word (layer, error type, code, M, D, R) as fields;
+// fpdu.cpp reads MPA-layer Terminates with it too.
+TermHeader decode_term_control(std::uint32_t word);
+
 // ---- FPDU around pieces ----
 // Writes length, zero pad and CRC (zero when crc is false) around a ULPDU
 // already at out[2, 2 + ulpdu_len). Returns the FPDU length.
 std::size_t seal_fpdu_in_place(std::size_t ulpdu_len, bool crc, MutBytes out);
-// The most ULPDU bytes an FPDU of at most max_fpdu bytes carries.
+// The most ULPDU bytes an FPDU of at most max_fpdu bytes carries (at most
+// 65535); 0 when max_fpdu is below 8, the smallest FPDU.
 std::size_t max_ulpdu_for_fpdu(std::size_t max_fpdu);
 
 }  // namespace iwcm::wire

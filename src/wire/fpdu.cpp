@@ -5,6 +5,7 @@
 #include "wire/fpdu.hpp"
 
 #include "wire/crc32c.hpp"
+#include "wire/ddp.hpp"
 
 namespace iwcm::wire {
 
@@ -16,64 +17,32 @@ constexpr const char* kLayer = "fpdu";
 constexpr const char* kRtrLayer = "rtr";
 constexpr const char* kTermLayer = "terminate";
 
-// DDP control byte: T (0x80), L (0x40), 4 reserved bits, DDP version 1.
-constexpr std::uint8_t kDdpUntaggedLast = 0x41;
-constexpr std::uint8_t kDdpTaggedLast = 0xC1;
-// RDMAP control byte: version 1 in the top two bits, the opcode in the low four.
-constexpr std::uint8_t kRdmapV1 = 0x40;
-constexpr std::uint8_t kOpWrite = 0x0;
-constexpr std::uint8_t kOpReadRequest = 0x1;
-constexpr std::uint8_t kOpSend = 0x3;
-constexpr std::uint8_t kOpTerminate = 0x7;
-
-constexpr std::uint32_t kQnSend = 0;
-constexpr std::uint32_t kQnReadRequest = 1;
-constexpr std::uint32_t kQnTerminate = 2;
 constexpr std::uint32_t kFirstMsn = 1;
-
-// Offsets inside a ULPDU.
-constexpr std::size_t kDdpCtrlOff = 0;
+constexpr std::size_t kMsnOff = 10;  // in the untagged DDP header, for error offsets
 constexpr std::size_t kRdmapCtrlOff = 1;
-constexpr std::size_t kUlpReservedOff = 2;
-constexpr std::size_t kQnOff = 6;
-constexpr std::size_t kMsnOff = 10;
-constexpr std::size_t kMoOff = 14;
-constexpr std::size_t kUntaggedHeaderLen = 18;
-constexpr std::size_t kStagOff = 2;
-constexpr std::size_t kToOff = 6;
-constexpr std::size_t kTaggedHeaderLen = 14;
-constexpr std::size_t kSinkStagOff = 18;
-constexpr std::size_t kSinkToOff = 22;
-constexpr std::size_t kReadSizeOff = 30;
-constexpr std::size_t kSourceStagOff = 34;
-constexpr std::size_t kSourceToOff = 38;
-constexpr std::size_t kReadRequestLen = 46;
-constexpr std::size_t kTermCtrlOff = 18;
-constexpr std::size_t kTerminateLen = 22;
+constexpr std::size_t kReadSizeOff = kDdpUntaggedHeaderLen + 12;
+constexpr std::size_t kTermCtrlOff = kDdpUntaggedHeaderLen;
+constexpr std::size_t kTerminateLen = kDdpUntaggedHeaderLen + 4;
 
-constexpr std::uint32_t kTermFlagM = 0x8000;
-constexpr std::uint32_t kTermFlagD = 0x4000;
-constexpr std::uint32_t kTermFlagR = 0x2000;
-
-std::size_t pad_len(std::size_t ulpdu_len) {
-    return (4 - (kFpduLengthLen + ulpdu_len) % 4) % 4;
+std::uint8_t op(RdmapOpcode o) {
+    return static_cast<std::uint8_t>(o);
 }
 
-// Writes the untagged DDP + RDMAP header shared by SEND, READ request and TERMINATE.
-void put_untagged(MutBytes u, std::uint8_t opcode, std::uint32_t qn) {
-    store_u8(u, kDdpCtrlOff, kDdpUntaggedLast);
-    store_u8(u, kRdmapCtrlOff, kRdmapV1 | opcode);
-    store_be32(u, kUlpReservedOff, 0);
-    store_be32(u, kQnOff, qn);
-    store_be32(u, kMsnOff, kFirstMsn);
-    store_be32(u, kMoOff, 0);
+// The untagged header of a one-segment first message (MSN 1, MO 0), as RTRs
+// and the MPA-layer TERMINATE are.
+DdpHeader first_untagged(RdmapOpcode opcode, std::uint32_t qn) {
+    DdpHeader h;
+    h.opcode = op(opcode);
+    h.qn = qn;
+    h.msn = kFirstMsn;
+    return h;
 }
 
 std::size_t rtr_ulpdu_len(RtrType type) {
     switch (type) {
-        case RtrType::kSend: return kUntaggedHeaderLen;
-        case RtrType::kWrite: return kTaggedHeaderLen;
-        case RtrType::kRead: return kReadRequestLen;
+        case RtrType::kSend: return kDdpUntaggedHeaderLen;
+        case RtrType::kWrite: return kDdpTaggedHeaderLen;
+        case RtrType::kRead: return kDdpUntaggedHeaderLen + kReadRequestPayloadLen;
     }
     IWCM_ASSERT(false);
     return 0;
@@ -81,70 +50,67 @@ std::size_t rtr_ulpdu_len(RtrType type) {
 
 void put_rtr_ulpdu(const RtrParams& p, MutBytes u) {
     switch (p.type) {
-        case RtrType::kSend: put_untagged(u, kOpSend, kQnSend); return;
-        case RtrType::kWrite:
-            store_u8(u, kDdpCtrlOff, kDdpTaggedLast);
-            store_u8(u, kRdmapCtrlOff, kRdmapV1 | kOpWrite);
-            store_be32(u, kStagOff, p.stag);
-            store_be64(u, kToOff, 0);
+        case RtrType::kSend:
+            emit_ddp_header(first_untagged(RdmapOpcode::kSend, kQnSend), u);
             return;
-        case RtrType::kRead:
-            put_untagged(u, kOpReadRequest, kQnReadRequest);
-            store_be32(u, kSinkStagOff, p.stag);
-            store_be64(u, kSinkToOff, 0);
-            store_be32(u, kReadSizeOff, 0);
-            store_be32(u, kSourceStagOff, p.stag);
-            store_be64(u, kSourceToOff, 0);
+        case RtrType::kWrite: {
+            DdpHeader h;
+            h.tagged = true;
+            h.opcode = op(RdmapOpcode::kWrite);
+            h.stag = p.stag;
+            emit_ddp_header(h, u);
             return;
+        }
+        case RtrType::kRead: {
+            const std::size_t n =
+                emit_ddp_header(first_untagged(RdmapOpcode::kReadRequest, kQnReadRequest), u);
+            emit_read_request(ReadRequest{p.stag, 0, 0, p.stag, 0}, u.subspan(n));
+            return;
+        }
     }
 }
 
-// Writes length, zero pad and CRC around a ULPDU already at out[2, 2 + ulpdu_len).
-std::size_t seal_fpdu(std::size_t ulpdu_len, bool crc, MutBytes out) {
-    IWCM_ASSERT(ulpdu_len <= 0xFFFF);
-    const std::size_t crc_off = kFpduLengthLen + ulpdu_len + pad_len(ulpdu_len);
-    IWCM_ASSERT(out.size() >= crc_off + kFpduCrcLen);
-    store_be16(out, 0, static_cast<std::uint16_t>(ulpdu_len));
-    for (std::size_t i = kFpduLengthLen + ulpdu_len; i < crc_off; ++i) store_u8(out, i, 0);
-    store_le32(out, crc_off, crc ? crc32c(out.first(crc_off)) : 0);
-    return crc_off + kFpduCrcLen;
+// A whole-message version-1 header of this opcode, tagged or not.
+bool is_v1_last(const DdpHeader& h, RdmapOpcode opcode) {
+    return h.last && h.ddp_version == kDdpVersion && h.rdmap_version == kRdmapVersion &&
+           h.opcode == op(opcode);
 }
 
-// Checks the DDP and RDMAP control bytes of an untagged message and its queue.
-bool untagged_is(Bytes u, std::uint8_t opcode, std::uint32_t qn) {
-    return u.size() >= kUntaggedHeaderLen && load_u8(u, kDdpCtrlOff) == kDdpUntaggedLast &&
-           load_u8(u, kRdmapCtrlOff) == (kRdmapV1 | opcode) && load_be32(u, kQnOff) == qn;
+bool untagged_is(const DdpHeader& h, RdmapOpcode opcode, std::uint32_t qn) {
+    return !h.tagged && is_v1_last(h, opcode) && h.qn == qn;
 }
 
-ParseResult<RtrType> check_untagged_rtr(Bytes u, RtrType type) {
-    if (load_be32(u, kMsnOff) != kFirstMsn || load_be32(u, kMoOff) != 0)
+ParseResult<RtrType> check_untagged_rtr(const DdpHeader& h, RtrType type) {
+    if (h.msn != kFirstMsn || h.mo != 0)
         return parse_fail(kBadValue, kRtrLayer, "msn", kMsnOff,
                           "RTR is not the first message (MSN 1, MO 0)");
     return type;
 }
 
-ParseResult<RtrType> check_read_rtr(Bytes u) {
-    if (u.size() != kReadRequestLen)
+ParseResult<RtrType> check_read_rtr(const DdpSegment& s) {
+    auto rr = parse_read_request(s.payload);
+    if (!rr)
         return parse_fail(kBadLength, kRtrLayer, "ulpdu_length", 0,
                           "READ request RTR is not 46 bytes");
     // The STags and offsets are not checked, as for the WRITE RTR: a
     // zero-length read moves nothing.
-    if (load_be32(u, kReadSizeOff) != 0)
+    if (rr->size != 0)
         return parse_fail(kBadValue, kRtrLayer, "read_size", kReadSizeOff,
                           "READ RTR is not zero-length");
-    return check_untagged_rtr(u, RtrType::kRead);
+    return check_untagged_rtr(s.header, RtrType::kRead);
 }
 
 }  // namespace
 
 std::size_t fpdu_len_for_ulpdu(std::size_t ulpdu_len) {
-    return kFpduLengthLen + ulpdu_len + pad_len(ulpdu_len) + kFpduCrcLen;
+    // The length field and the ULPDU, padded to a multiple of 4, then the CRC.
+    return ((kFpduLengthLen + ulpdu_len + 3) & ~std::size_t{3}) + kFpduCrcLen;
 }
 
 std::size_t emit_fpdu(Bytes ulpdu, bool crc, MutBytes out) {
     IWCM_ASSERT(out.size() >= fpdu_len_for_ulpdu(ulpdu.size()));
     store_bytes(out, kFpduLengthLen, ulpdu);
-    return seal_fpdu(ulpdu.size(), crc, out);
+    return seal_fpdu_in_place(ulpdu.size(), crc, out);
 }
 
 std::size_t rtr_fpdu_len(RtrType type) {
@@ -156,7 +122,7 @@ std::size_t emit_rtr_fpdu(const RtrParams& params, bool crc, MutBytes out) {
     const std::size_t ulpdu_len = rtr_ulpdu_len(params.type);
     IWCM_ASSERT(out.size() >= fpdu_len_for_ulpdu(ulpdu_len));
     put_rtr_ulpdu(params, out.subspan(kFpduLengthLen, ulpdu_len));
-    return seal_fpdu(ulpdu_len, crc, out);
+    return seal_fpdu_in_place(ulpdu_len, crc, out);
 }
 
 std::optional<std::size_t> fpdu_frame_len(Bytes prefix) {
@@ -179,25 +145,25 @@ ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected) {
 }
 
 ParseResult<RtrType> parse_rtr(Bytes u) {
-    if (u.size() < kTaggedHeaderLen)
+    auto seg = parse_ddp(u);
+    if (!seg)
         return parse_fail(kTruncated, kRtrLayer, "ulpdu_length", 0, "shorter than any DDP header");
-    const std::uint8_t ddp = load_u8(u, kDdpCtrlOff);
-    const std::uint8_t rdmap = load_u8(u, kRdmapCtrlOff);
-    if (ddp == kDdpTaggedLast && rdmap == (kRdmapV1 | kOpWrite)) {
+    const DdpHeader& h = seg->header;
+    if (h.tagged && is_v1_last(h, RdmapOpcode::kWrite)) {
         // Any STag and tagged offset: RFC 6581 asks the responder to check
         // neither (siw sends STag 1, other peers 0), and nothing is placed.
-        if (u.size() != kTaggedHeaderLen)
+        if (!seg->payload.empty())
             return parse_fail(kBadValue, kRtrLayer, "ulpdu_length", 0,
                               "WRITE RTR is not zero-length");
         return RtrType::kWrite;
     }
-    if (untagged_is(u, kOpSend, kQnSend)) {
-        if (u.size() != kUntaggedHeaderLen)
+    if (untagged_is(h, RdmapOpcode::kSend, kQnSend)) {
+        if (!seg->payload.empty())
             return parse_fail(kBadValue, kRtrLayer, "ulpdu_length", 0,
                               "SEND RTR is not zero-length");
-        return check_untagged_rtr(u, RtrType::kSend);
+        return check_untagged_rtr(h, RtrType::kSend);
     }
-    if (untagged_is(u, kOpReadRequest, kQnReadRequest)) return check_read_rtr(u);
+    if (untagged_is(h, RdmapOpcode::kReadRequest, kQnReadRequest)) return check_read_rtr(*seg);
     return parse_fail(kBadValue, kRtrLayer, "opcode", kRdmapCtrlOff, "not an RTR message");
 }
 
@@ -220,30 +186,23 @@ std::size_t terminate_fpdu_len() {
 
 std::size_t emit_terminate_fpdu(TermError error, bool crc, MutBytes out) {
     IWCM_ASSERT(out.size() >= terminate_fpdu_len());
-    MutBytes u = out.subspan(kFpduLengthLen, kTerminateLen);
-    put_untagged(u, kOpTerminate, kQnTerminate);
-    const std::uint32_t ctrl = (std::uint32_t{kTermLayerLlp} << 28) |
-                               (std::uint32_t{kTermEtypeMpa} << 24) |
-                               (std::uint32_t{static_cast<std::uint8_t>(error)} << 16);
-    store_be32(u, kTermCtrlOff, ctrl);
-    return seal_fpdu(kTerminateLen, crc, out);
+    TerminateRepr t;
+    t.layer = TermLayer::kLlp;
+    t.etype = kTermEtypeMpa;
+    t.code = static_cast<std::uint8_t>(error);
+    const std::size_t n = emit_terminate_ulpdu(t, kFirstMsn, out.subspan(kFpduLengthLen));
+    IWCM_ASSERT(n == kTerminateLen);
+    return seal_fpdu_in_place(n, crc, out);
 }
 
 ParseResult<TermHeader> parse_terminate_header(Bytes u) {
-    if (u.size() < kTerminateLen)
+    auto seg = parse_ddp(u);
+    if (!seg || u.size() < kTerminateLen)
         return parse_fail(kTruncated, kTermLayer, "ulpdu_length", 0, "shorter than a TERMINATE");
-    if (!untagged_is(u, kOpTerminate, kQnTerminate))
+    if (!untagged_is(seg->header, RdmapOpcode::kTerminate, kQnTerminate))
         return parse_fail(kBadValue, kTermLayer, "opcode", kRdmapCtrlOff,
                           "not a TERMINATE on queue 2");
-    const std::uint32_t ctrl = load_be32(u, kTermCtrlOff);
-    TermHeader h;
-    h.layer = static_cast<std::uint8_t>(ctrl >> 28);
-    h.etype = static_cast<std::uint8_t>((ctrl >> 24) & 0xF);
-    h.code = static_cast<std::uint8_t>(ctrl >> 16);
-    h.m = (ctrl & kTermFlagM) != 0;
-    h.d = (ctrl & kTermFlagD) != 0;
-    h.r = (ctrl & kTermFlagR) != 0;
-    return h;
+    return decode_term_control(load_be32(u, kTermCtrlOff));
 }
 
 ParseResult<TermError> parse_terminate(Bytes u) {

@@ -1,16 +1,20 @@
 // Real iWARP frames from Linux soft-iWARP (siw): MPA v2 request, reply, reject,
-// and CRC-protected and unprotected FPDUs, parsed and emitted again.
+// and CRC-protected and unprotected FPDUs, parsed (down to DDP and RDMAP) and
+// emitted again.
 //
 // Read first: docs/fixtures.md "tests/fixtures/siw" (how the captures were made;
 // frames from 10.231.0.1 were captured before checksum offload and carry wrong
 // TCP checksums), src/wire/mpa.hpp, src/wire/fpdu.hpp.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wire/checksum.hpp"
 #include "wire/crc32c.hpp"
+#include "wire/ddp.hpp"
 #include "wire/fpdu.hpp"
 #include "wire/frame.hpp"
 #include "wire/ipv4.hpp"
@@ -222,6 +226,106 @@ TEST(Siw, FpduCrcZeroWithoutCrc) {
         EXPECT_TRUE(f->crc_ok);
         EXPECT_EQ(f->total_len, p.size());
         EXPECT_FALSE(parse_fpdu(p, true)->crc_ok);
+    }
+}
+
+// rping's advertisement in a Send (rping.c struct rping_rdma_info): the
+// buffer's address, its rkey and its size, all big-endian.
+struct RpingInfo {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t size = 0;
+};
+
+RpingInfo rping_info(Bytes payload) {
+    EXPECT_EQ(payload.size(), 16u);
+    if (payload.size() != 16) return {};
+    return {load_be64(payload, 0), load_be32(payload, 8), load_be32(payload, 12)};
+}
+
+// One FPDU of the capture, parsed down to its DDP segment; the header must
+// emit back to the captured bytes.
+struct CapturedSegment {
+    const Captured* frame = nullptr;
+    DdpSegment seg;
+};
+
+std::vector<CapturedSegment> segments(const std::vector<Captured>& frames, bool crc) {
+    std::vector<CapturedSegment> out;
+    for (const Captured* c : fpdus(frames)) {
+        auto f = parse_fpdu(c->frame.payload, crc);
+        EXPECT_TRUE(f && f->crc_ok);
+        if (!f) continue;
+        EXPECT_EQ(f->total_len, c->frame.payload.size());  // one FPDU per segment
+        auto s = parse_ddp(f->ulpdu);
+        EXPECT_TRUE(s) << s.error().to_string();
+        if (!s) continue;
+        Buffer again(s->header.header_len());
+        emit_ddp_header(s->header, again);
+        EXPECT_EQ(to_hex(again), to_hex(s->header_bytes));
+        EXPECT_EQ(s->header.ddp_version, kDdpVersion);
+        EXPECT_EQ(s->header.rdmap_version, kRdmapVersion);
+        EXPECT_TRUE(s->header.last);
+        out.push_back({c, *s});
+    }
+    return out;
+}
+
+// rping (client siw at 10.231.0.2, server at 10.231.0.1): the client's Send
+// advertises its source buffer, the server reads it (Read Request, Read
+// Response), answers with a Send, the client advertises its sink buffer, the
+// server writes into it and sends its last Send.
+TEST(Siw, RpingDdpSegments) {
+    using Op = RdmapOpcode;
+    const Op expected[] = {Op::kSend, Op::kReadRequest, Op::kReadResponse, Op::kSend,
+                           Op::kSend, Op::kWrite,       Op::kSend};
+    for (const auto& [name, crc] :
+         {std::pair{"client-rping-crc.pcap", true}, std::pair{"client-rping-nocrc.pcap", false}}) {
+        SCOPED_TRACE(name);
+        const auto list = segments(load(name), crc);
+        ASSERT_EQ(list.size(), std::size(expected));
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const DdpHeader& h = list[i].seg.header;
+            EXPECT_EQ(h.opcode, static_cast<std::uint8_t>(expected[i])) << i;
+            const bool tagged = expected[i] == Op::kReadResponse || expected[i] == Op::kWrite;
+            EXPECT_EQ(h.tagged, tagged) << i;
+            if (!tagged) {
+                EXPECT_EQ(h.mo, 0u) << i;
+            }
+        }
+        // Send MSNs count from 1 per direction; the Read Request queue from 1.
+        EXPECT_EQ(list[0].seg.header.msn, 1u);
+        EXPECT_EQ(list[3].seg.header.msn, 1u);
+        EXPECT_EQ(list[4].seg.header.msn, 2u);
+        EXPECT_EQ(list[6].seg.header.msn, 2u);
+        EXPECT_EQ(list[1].seg.header.qn, kQnReadRequest);
+        EXPECT_EQ(list[1].seg.header.msn, 1u);
+        EXPECT_EQ(list[0].frame->frame.repr.ip.src, kSiwHost);
+        EXPECT_EQ(list[1].frame->frame.repr.ip.src, kOffloadHost);
+
+        // The Read Request reads what the first Send advertised.
+        const RpingInfo source = rping_info(list[0].seg.payload);
+        auto rr = parse_read_request(list[1].seg.payload);
+        ASSERT_TRUE(rr) << rr.error().to_string();
+        EXPECT_EQ(rr->source_stag, source.rkey);
+        EXPECT_EQ(rr->source_to, source.addr);
+        EXPECT_EQ(rr->size, source.size);
+        Buffer again(kReadRequestPayloadLen);
+        emit_read_request(*rr, again);
+        EXPECT_EQ(to_hex(again), to_hex(list[1].seg.payload));
+        // The Read Response lands in the requester's sink buffer.
+        const DdpHeader& resp = list[2].seg.header;
+        EXPECT_EQ(resp.stag, rr->sink_stag);
+        EXPECT_EQ(resp.to, rr->sink_to);
+        EXPECT_EQ(list[2].seg.payload.size(), rr->size);
+        // The Write goes where the client's second Send pointed.
+        const RpingInfo sink = rping_info(list[4].seg.payload);
+        const DdpHeader& write = list[5].seg.header;
+        EXPECT_EQ(write.stag, sink.rkey);
+        EXPECT_EQ(write.to, sink.addr);
+        EXPECT_EQ(list[5].seg.payload.size(), sink.size);
+        // rping writes back what it read.
+        EXPECT_EQ(to_hex(list[5].seg.payload), to_hex(list[2].seg.payload));
     }
 }
 

@@ -1,0 +1,216 @@
+// Device over two Cores on an in-memory wire, driven with a virtual clock:
+// an rping-like exchange (Send of the client's buffer info, the server's
+// Read of it, go-ahead Send, Send of the sink info, the server's Write,
+// final Send), data verified, CRC on and off, then both sides close.
+// Read first: examples/stream_pair.cpp (how two cores are driven).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "iwcm/verbs.hpp"
+
+namespace iwcm::rdma::test {
+namespace {
+
+struct Side {
+    explicit Side(Core& c) : core(c), dev(c) {}
+    Core& core;
+    Device dev;
+    ConnHandle conn;
+    QpHandle qp;
+    CqHandle cq;
+    bool up = false;
+    int disconnected = 0;
+    std::vector<WorkCompletion> wcs;
+    std::vector<QpEvent> qp_events;
+};
+
+struct Net {
+    explicit Net(bool crc) : a(config(0x0a, crc)), b(config(0x0b, crc)), sa(a), sb(b) {
+        EXPECT_TRUE(a.add_address(ip_a).has_value());
+        EXPECT_TRUE(b.add_address(ip_b).has_value());
+        EXPECT_TRUE(b.listen({{ip_b, 4791}, 0}).has_value());
+        ConnectParams p;
+        p.local = {ip_a, 0};
+        p.remote = {ip_b, 4791};
+        p.remote_mac = b.config().mac;
+        auto c = a.connect(now, p);
+        EXPECT_TRUE(c.has_value());
+        sa.conn = *c;
+    }
+    static CoreConfig config(std::uint8_t mac, bool crc) {
+        CoreConfig c;
+        c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
+        c.mpa.crc = crc;
+        return c;
+    }
+
+    // Moves frames and events until `done` holds or nothing moves (then time
+    // runs to the next deadline); a bounded number of steps.
+    template <class Done>
+    bool run(Done done) {
+        Side* sides[2] = {&sa, &sb};
+        for (int step = 0; step < 200000; ++step) {
+            if (done()) return true;
+            int moved = 0;
+            for (int i = 0; i < 2; ++i) {
+                for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
+                    sides[1 - i]->core.receive(now, *f);
+                }
+            }
+            for (Side* s : sides) moved += events(*s);
+            if (moved > 0) continue;
+            auto next = a.next_deadline(), nb = b.next_deadline();
+            if (nb && (!next || *nb < *next)) next = nb;
+            if (!next) return done();
+            now = std::max(now, *next);
+            a.on_timer(now);
+            b.on_timer(now);
+        }
+        return false;
+    }
+
+    int events(Side& s) {
+        int moved = 0;
+        while (auto e = s.core.poll_event()) {
+            ++moved;
+            if (s.dev.on_event(now, *e)) continue;
+            if (e->type == EventType::kConnectRequest) {
+                AcceptParams ap;
+                ap.ird = ap.ord = 2;
+                EXPECT_TRUE(s.core.accept(now, e->conn, ap).has_value());
+            }
+            if (e->type == EventType::kEstablished) {
+                s.conn = e->conn;
+                s.cq = *s.dev.create_cq(64);
+                QpAttr attr;
+                attr.send_cq = attr.recv_cq = s.cq;
+                auto qp = s.dev.create_qp(now, e->conn, attr);
+                EXPECT_TRUE(qp.has_value());
+                s.qp = *qp;
+                s.up = true;
+            }
+            if (e->type == EventType::kDisconnected) ++s.disconnected;
+        }
+        WorkCompletion wc[16];
+        for (std::size_t n; (n = s.dev.poll_cq(s.cq, wc)) > 0; moved += static_cast<int>(n)) {
+            s.wcs.insert(s.wcs.end(), wc, wc + n);
+        }
+        while (auto q = s.dev.poll_qp_event()) s.qp_events.push_back(*q);
+        return moved;
+    }
+
+    IpAddr ip_a = *IpAddr::parse("192.0.2.1");
+    IpAddr ip_b = *IpAddr::parse("192.0.2.2");
+    Instant now = kInstantZero;
+    Core a, b;
+    Side sa, sb;
+};
+
+// rping's info message: address, rkey, size in network byte order.
+std::vector<std::byte> info(std::uint64_t addr, std::uint32_t rkey, std::uint32_t size) {
+    std::vector<std::byte> v(16);
+    for (int i = 0; i < 8; ++i) v[i] = std::byte(addr >> (56 - 8 * i));
+    for (int i = 0; i < 4; ++i) v[8 + i] = std::byte(rkey >> (24 - 8 * i));
+    for (int i = 0; i < 4; ++i) v[12 + i] = std::byte(size >> (24 - 8 * i));
+    return v;
+}
+
+std::uint64_t be(const std::vector<std::byte>& v, std::size_t off, int n) {
+    std::uint64_t x = 0;
+    for (int i = 0; i < n; ++i) x = x << 8 | static_cast<std::uint8_t>(v[off + i]);
+    return x;
+}
+
+bool has(const Side& s, WcOpcode op, std::size_t n) {
+    std::size_t k = 0;
+    for (const auto& w : s.wcs) k += w.opcode == op && w.status == WcStatus::kSuccess;
+    return k >= n;
+}
+
+class DevicePair : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
+    constexpr std::size_t kSize = 64 * 1024;
+    Net n(GetParam());
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->crc, GetParam());
+    EXPECT_LE(n.sa.dev.query_qp(n.sa.qp)->max_fpdu, 1460u);
+    Device& ca = n.sa.dev;  // client
+    Device& sv = n.sb.dev;  // server
+    std::vector<std::byte> start(kSize), sink(kSize, std::byte{0}), srv(kSize, std::byte{0});
+    for (std::size_t i = 0; i < kSize; ++i) start[i] = std::byte('a' + i % 26);
+    std::vector<std::byte> c_send(16), c_recv(16), s_send(16), s_recv(16);
+    auto mr_start = *ca.reg_mr(start, kAccessRemoteRead);
+    auto mr_sink = *ca.reg_mr(sink, kAccessRemoteWrite | kAccessLocalWrite);
+    auto mr_cs = *ca.reg_mr(c_send, 0);
+    auto mr_cr = *ca.reg_mr(c_recv, kAccessLocalWrite);
+    auto mr_srv = *sv.reg_mr(srv, kAccessLocalWrite);
+    auto mr_ss = *sv.reg_mr(s_send, 0);
+    auto mr_sr = *sv.reg_mr(s_recv, kAccessLocalWrite);
+    Sge cs{mr_cs.addr, 16, mr_cs.lkey}, cr{mr_cr.addr, 16, mr_cr.lkey};
+    Sge ss{mr_ss.addr, 16, mr_ss.lkey}, sr{mr_sr.addr, 16, mr_sr.lkey};
+    auto recv = [&](Device& d, QpHandle qp, Sge& s) {
+        ASSERT_TRUE(d.post_recv(qp, {1, std::span(&s, 1)}).has_value());
+    };
+    auto send = [&](Device& d, QpHandle qp, Sge& s) {
+        SendWr wr;
+        wr.sg_list = std::span(&s, 1);
+        ASSERT_TRUE(d.post_send(n.now, qp, wr).has_value());
+    };
+    recv(sv, n.sb.qp, sr);
+    recv(ca, n.sa.qp, cr);
+    // 1. The client sends its start buffer's address, rkey and size.
+    auto put = [&](const std::vector<std::byte>& v) {
+        std::copy(v.begin(), v.end(), c_send.begin());
+    };
+    put(info(mr_start.addr, mr_start.rkey, kSize));
+    send(ca, n.sa.qp, cs);
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRecv, 1); }));
+    // 2. The server reads it.
+    Sge rd{mr_srv.addr, kSize, mr_srv.lkey};
+    SendWr read;
+    read.opcode = WrOpcode::kRdmaRead;
+    read.sg_list = std::span(&rd, 1);
+    read.remote_addr = be(s_recv, 0, 8);
+    read.rkey = static_cast<std::uint32_t>(be(s_recv, 8, 4));
+    ASSERT_EQ(be(s_recv, 12, 4), kSize);
+    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, read).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaRead, 1); }));
+    EXPECT_TRUE(srv == start);
+    // 3. Go-ahead; 4. the client sends its sink's info.
+    recv(sv, n.sb.qp, sr);
+    send(sv, n.sb.qp, ss);
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1); }));
+    recv(ca, n.sa.qp, cr);
+    put(info(mr_sink.addr, mr_sink.rkey, kSize));
+    send(ca, n.sa.qp, cs);
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRecv, 2); }));
+    // 5. The server writes what it read into the client's sink; 6. final Send.
+    Sge wsrc{mr_srv.addr, kSize, mr_srv.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&wsrc, 1);
+    write.remote_addr = be(s_recv, 0, 8);
+    write.rkey = static_cast<std::uint32_t>(be(s_recv, 8, 4));
+    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, write).has_value());
+    send(sv, n.sb.qp, ss);
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
+    EXPECT_TRUE(sink == start);
+    EXPECT_TRUE(n.sa.qp_events.empty());
+    EXPECT_TRUE(n.sb.qp_events.empty());
+    // The client ends its QP: both sides see the end, nothing leaks.
+    ASSERT_TRUE(ca.destroy_qp(n.now, n.sa.qp).has_value());
+    ASSERT_TRUE(n.run([&] { return n.a.live_nodes() + n.b.live_nodes() == 0; }));
+    ASSERT_EQ(n.sb.qp_events.size(), 1u);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kDisconnected);
+    EXPECT_EQ(sv.query_qp(n.sb.qp)->state, QpState::kError);
+    EXPECT_EQ(n.sa.disconnected, 0);  // the device swallowed the QP connection's events
+    EXPECT_EQ(n.sb.disconnected, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Crc, DevicePair, ::testing::Values(false, true));
+
+}  // namespace
+}  // namespace iwcm::rdma::test

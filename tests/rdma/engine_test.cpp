@@ -1,0 +1,284 @@
+// The engine over an in-memory link pair: messages of every size end to end,
+// segmentation, the ORD stall, completions. Errors: error_test.cpp.
+#include "fixture.hpp"
+
+namespace iwcm::rdma::test {
+namespace {
+
+struct SendCase {
+    std::size_t size;
+    bool crc;
+    std::size_t ring;
+    std::size_t chunk;
+};
+
+class SendRecv : public ::testing::TestWithParam<SendCase> {};
+
+// Each message arrives whole and exactly where the receive points; it went
+// out as ceil(size / room) FPDUs, each at most max_fpdu and one record.
+TEST_P(SendRecv, PlacesEveryByteAndCutsIntoFpdus) {
+    const SendCase c = GetParam();
+    PairOptions o;
+    o.crc = c.crc;
+    o.ring = c.ring;
+    Pair p(o);
+    Buf src = Pair::buf(p.a, c.size, 0, 3);
+    Buf dst = Pair::buf(p.b, c.size + 16, kAccessLocalWrite, 9);
+    ByteVec before = dst.mem;
+    Sge rs = dst.sge(8, c.size);
+    ASSERT_TRUE(p.b.post_recv(p.qb, {77, std::span(&rs, 1)}).has_value());
+    Sge ss = src.all();
+    SendWr wr;
+    wr.wr_id = 5;
+    wr.sg_list = std::span(&ss, 1);
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    p.pump(c.chunk);
+    auto rw = Pair::wcs(p.b, p.bcq);
+    ASSERT_EQ(rw.size(), 1u);
+    EXPECT_EQ(rw[0].wr_id, 77u);
+    EXPECT_EQ(rw[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(rw[0].opcode, WcOpcode::kRecv);
+    EXPECT_EQ(rw[0].byte_len, c.size);
+    EXPECT_FALSE(rw[0].solicited);
+    EXPECT_TRUE(std::equal(src.mem.begin(), src.mem.end(), dst.mem.begin() + 8));
+    EXPECT_TRUE(std::equal(before.begin(), before.begin() + 8, dst.mem.begin()));
+    EXPECT_TRUE(std::equal(before.end() - 8, before.end(), dst.mem.end() - 8));
+    auto sw = Pair::wcs(p.a, p.acq);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].wr_id, 5u);
+    EXPECT_EQ(sw[0].opcode, WcOpcode::kSend);
+    EXPECT_EQ(sw[0].status, WcStatus::kSuccess);
+    // Segmentation: ULPDU room = 1460 - 2 - 4 rounded down to 4, minus 2
+    // (pad), minus the 18-byte untagged header.
+    std::size_t room = wire::max_ulpdu_for_fpdu(1460) - 18;
+    std::size_t want = std::max<std::size_t>(1, (c.size + room - 1) / room);
+    const auto& sent = p.links.end(0).sent;
+    ASSERT_EQ(sent.size(), want);
+    std::uint32_t mo = 0;
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+        EXPECT_LE(sent[i].size(), 1460u);
+        EXPECT_EQ(sent[i][2], std::byte(i + 1 == sent.size() ? 0x41 : 0x01));
+        EXPECT_EQ(get32(sent[i], 2 + 10), 1u);  // MSN 1 for every segment
+        EXPECT_EQ(get32(sent[i], 2 + 14), mo);  // MO
+        mo += get16(sent[i], 0) - 18;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, SendRecv,
+                         ::testing::Values(SendCase{1, false, 256 * 1024, SIZE_MAX},
+                                           SendCase{4096, true, 256 * 1024, 1000},
+                                           SendCase{65536, false, 10007, 777},
+                                           SendCase{65536, true, 4099, 3},
+                                           SendCase{1 << 20, true, 65537, 5000},
+                                           SendCase{1 << 20, false, 256 * 1024, SIZE_MAX}));
+
+TEST(Engine, WritePlacesAtTheTaggedOffset) {
+    Pair p;
+    Buf src = Pair::buf(p.a, 10000, 0, 1);
+    Buf dst = Pair::buf(p.b, 20000, kAccessRemoteWrite, 2);
+    ByteVec before = dst.mem;
+    Sge ss = src.all();
+    SendWr wr;
+    wr.wr_id = 9;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.sg_list = std::span(&ss, 1);
+    wr.remote_addr = dst.mr.addr + 100;
+    wr.rkey = dst.mr.rkey;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    p.pump(1200);
+    EXPECT_TRUE(std::equal(src.mem.begin(), src.mem.end(), dst.mem.begin() + 100));
+    EXPECT_TRUE(std::equal(before.begin(), before.begin() + 100, dst.mem.begin()));
+    EXPECT_TRUE(std::equal(before.begin() + 10100, before.end(), dst.mem.begin() + 10100));
+    auto sw = Pair::wcs(p.a, p.acq);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].opcode, WcOpcode::kRdmaWrite);
+    EXPECT_EQ(sw[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(Pair::wcs(p.b, p.bcq).empty());  // a Write completes nothing at the target
+    // Tagged segments: T|L only on the last, TO advancing.
+    const auto& sent = p.links.end(0).sent;
+    ASSERT_GT(sent.size(), 1u);
+    EXPECT_EQ(sent.back()[2], std::byte{0xC1});
+    EXPECT_EQ(sent.front()[2], std::byte{0x81});
+    EXPECT_EQ(get32(sent[1], 4), dst.mr.rkey);
+}
+
+TEST(Engine, ReadFetchesTheRemoteBytes) {
+    PairOptions o;
+    o.crc = true;
+    Pair p(o);
+    Buf sink = Pair::buf(p.a, 70000, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 70000, kAccessRemoteRead, 2);
+    Sge s = sink.sge(0, 65000);
+    SendWr wr;
+    wr.wr_id = 11;
+    wr.opcode = WrOpcode::kRdmaRead;
+    wr.sg_list = std::span(&s, 1);
+    wr.remote_addr = source.mr.addr + 5;
+    wr.rkey = source.mr.rkey;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    EXPECT_EQ(p.a.query_qp(p.qa)->reads_outstanding, 1u);
+    p.pump(999);
+    EXPECT_TRUE(std::equal(sink.mem.begin(), sink.mem.begin() + 65000, source.mem.begin() + 5));
+    auto sw = Pair::wcs(p.a, p.acq);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].wr_id, 11u);
+    EXPECT_EQ(sw[0].opcode, WcOpcode::kRdmaRead);
+    EXPECT_EQ(sw[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(sw[0].byte_len, 65000u);
+    EXPECT_EQ(p.a.query_qp(p.qa)->reads_outstanding, 0u);
+    // The request: 46-byte ULPDU on queue 1 naming both buffers.
+    const ByteVec& rr = p.links.end(0).sent.at(0);
+    EXPECT_EQ(get16(rr, 0), 46u);
+    EXPECT_EQ(get32(rr, 2 + 6), 1u);
+    EXPECT_EQ(get32(rr, 2 + 18), sink.mr.lkey);
+    EXPECT_EQ(get32(rr, 2 + 30), 65000u);
+    EXPECT_EQ(get32(rr, 2 + 34), source.mr.rkey);
+    EXPECT_GT(p.links.end(1).sent.size(), 40u);  // the response in many FPDUs
+}
+
+TEST(Engine, SolicitedEventFlagReachesTheReceiver) {
+    Pair p;
+    Buf src = Pair::buf(p.a, 64, 0);
+    Buf dst = Pair::buf(p.b, 128, kAccessLocalWrite);
+    for (std::uint64_t id : {1, 2}) {
+        Sge rs = dst.sge(id * 64 - 64, 64);
+        ASSERT_TRUE(p.b.post_recv(p.qb, {id, std::span(&rs, 1)}).has_value());
+    }
+    Sge ss = src.all();
+    SendWr wr;
+    wr.sg_list = std::span(&ss, 1);
+    wr.solicited = true;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    wr.solicited = false;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    p.pump();
+    auto rw = Pair::wcs(p.b, p.bcq);
+    ASSERT_EQ(rw.size(), 2u);
+    EXPECT_EQ(rw[0].wr_id, 1u);
+    EXPECT_TRUE(rw[0].solicited);
+    EXPECT_EQ(rw[1].wr_id, 2u);
+    EXPECT_FALSE(rw[1].solicited);
+    EXPECT_EQ(p.links.end(0).sent[0][3], std::byte{0x45});  // RDMAP opcode 5
+    EXPECT_EQ(p.links.end(0).sent[1][3], std::byte{0x43});
+    EXPECT_EQ(get32(p.links.end(0).sent[1], 2 + 10), 2u);  // the second message's MSN
+}
+
+// ORD 1: the second READ's request waits until the first's response is
+// placed, the third's until the second's.
+TEST(Engine, OrdStallsTheSendQueueAtARead) {
+    PairOptions o;
+    o.ord_a = 1;
+    Pair p(o);
+    Buf sink = Pair::buf(p.a, 3 * 4000, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 3 * 4000, kAccessRemoteRead, 2);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        Sge s = sink.sge(i * 4000, 4000);
+        SendWr wr;
+        wr.wr_id = i;
+        wr.opcode = WrOpcode::kRdmaRead;
+        wr.sg_list = std::span(&s, 1);
+        wr.remote_addr = source.mr.addr + i * 4000;
+        wr.rkey = source.mr.rkey;
+        ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    }
+    auto requests = [&] {
+        std::size_t n = 0;
+        for (const ByteVec& r : p.links.end(0).sent) n += r[3] == std::byte{0x41};
+        return n;
+    };
+    EXPECT_EQ(requests(), 1u);
+    std::size_t completed = 0;
+    for (int round = 0; round < 10000 && completed < 3; ++round) {
+        p.links.deliver(0, 500);
+        p.links.deliver(1, 500);
+        p.b.on_readable(p.qb);
+        p.a.on_readable(p.qa);
+        completed += Pair::wcs(p.a, p.acq).size();
+        // Never more than one request on the link ahead of the completions.
+        ASSERT_LE(requests(), completed + 1);
+    }
+    EXPECT_EQ(completed, 3u);
+    EXPECT_EQ(requests(), 3u);
+    EXPECT_TRUE(sink.mem == source.mem);
+}
+
+// A record the link refuses is built again later; the message continues
+// where it stopped once the link reports room.
+TEST(Engine, FullLinkResumesOnWritable) {
+    Pair p;
+    p.links.end(0).send_cap = 3000;
+    Buf src = Pair::buf(p.a, 50000, 0, 4);
+    Buf dst = Pair::buf(p.b, 50000, kAccessLocalWrite);
+    Sge rs = dst.all();
+    ASSERT_TRUE(p.b.post_recv(p.qb, {1, std::span(&rs, 1)}).has_value());
+    Sge ss = src.all();
+    SendWr wr;
+    wr.sg_list = std::span(&ss, 1);
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    EXPECT_EQ(p.links.end(0).sent.size(), 2u);  // two 1460-byte FPDUs fill 3000
+    EXPECT_TRUE(Pair::wcs(p.a, p.acq).empty());
+    p.pump(700);
+    EXPECT_TRUE(src.mem == dst.mem);
+    EXPECT_EQ(Pair::wcs(p.a, p.acq).size(), 1u);
+    EXPECT_EQ(Pair::wcs(p.b, p.bcq).size(), 1u);
+}
+
+// The FPDU boundaries fall everywhere in the ring (its end cuts length
+// fields, headers and payloads) and in the delivered chunks.
+TEST(Engine, ReassemblesAcrossEveryRingPosition) {
+    for (std::size_t ring = 1500; ring < 1540; ++ring) {
+        PairOptions o;
+        o.ring = ring;
+        o.max_fpdu = 300;
+        Pair p(o);
+        Buf src = Pair::buf(p.a, 5000, 0, ring);
+        Buf dst = Pair::buf(p.b, 5000, kAccessLocalWrite);
+        for (std::uint64_t i = 0; i < 5; ++i) {
+            Sge rs = dst.sge(i * 1000, 1000);
+            ASSERT_TRUE(p.b.post_recv(p.qb, {i, std::span(&rs, 1)}).has_value());
+            Sge ss = src.sge(i * 1000, 1000 - i);
+            SendWr wr;
+            wr.sg_list = std::span(&ss, 1);
+            ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+        }
+        p.pump(ring % 7 + 1);
+        auto rw = Pair::wcs(p.b, p.bcq);
+        ASSERT_EQ(rw.size(), 5u) << "ring " << ring;
+        for (std::size_t i = 0; i < 5; ++i) {
+            EXPECT_EQ(rw[i].byte_len, 1000 - i);
+            EXPECT_TRUE(std::equal(src.mem.begin() + i * 1000, src.mem.begin() + i * 1000 + 990,
+                                   dst.mem.begin() + i * 1000))
+                << "ring " << ring;
+        }
+    }
+}
+
+TEST(Engine, GatherAndScatterOverSeveralSges) {
+    Pair p;
+    Buf src = Pair::buf(p.a, 300, 0, 5);
+    Buf dst = Pair::buf(p.b, 300, kAccessLocalWrite);
+    Sge rs[3] = {dst.sge(200, 100), dst.sge(0, 50), dst.sge(50, 150)};
+    ASSERT_TRUE(p.b.post_recv(p.qb, {1, rs}).has_value());
+    Sge ss[2] = {src.sge(100, 200), src.sge(0, 100)};
+    SendWr wr;
+    wr.sg_list = ss;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    p.pump(13);
+    ByteVec sent(src.mem.begin() + 100, src.mem.end());
+    sent.insert(sent.end(), src.mem.begin(), src.mem.begin() + 100);
+    ByteVec got(dst.mem.begin() + 200, dst.mem.end());
+    got.insert(got.end(), dst.mem.begin(), dst.mem.begin() + 200);
+    EXPECT_EQ(got, sent);
+}
+
+TEST(Engine, IdleQueuePairIsSmall) {
+    // The record plus the Device's connection slot (16 bytes) per idle QP.
+    EXPECT_LE(kQpStateBytes + 16, 256u);
+    std::printf("sizeof(QpRecord) = %zu, WrEntry = %zu\n", kQpStateBytes, sizeof(WrEntry));
+    // Work requests come from the shared slab, not the QP.
+    Pair p;
+    EXPECT_EQ(p.a.wr_slab_size(), 0u);
+}
+
+}  // namespace
+}  // namespace iwcm::rdma::test
