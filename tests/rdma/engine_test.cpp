@@ -253,6 +253,28 @@ TEST(Engine, ReassemblesAcrossEveryRingPosition) {
     }
 }
 
+// A 37-byte ring after one 36-byte FPDU: the next FPDU's length field has
+// one byte at the ring's end and one at its start.
+TEST(Engine, LengthFieldStraddlingTheRingsEnd) {
+    PairOptions o;
+    o.ring = 37;
+    Pair p(o);
+    Buf src = Pair::buf(p.a, 20, 0, 6);
+    Buf dst = Pair::buf(p.b, 20, kAccessLocalWrite);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        Sge rs = dst.sge(i * 10, 10);
+        ASSERT_TRUE(p.b.post_recv(p.qb, {i, std::span(&rs, 1)}).has_value());
+        Sge ss = src.sge(i * 10, 10);
+        SendWr wr;
+        wr.sg_list = std::span(&ss, 1);
+        ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    }
+    ASSERT_EQ(p.links.end(0).sent.at(0).size(), 36u);
+    p.pump();
+    EXPECT_EQ(Pair::wcs(p.b, p.bcq).size(), 2u);
+    EXPECT_EQ(src.mem, dst.mem);
+}
+
 TEST(Engine, GatherAndScatterOverSeveralSges) {
     Pair p;
     Buf src = Pair::buf(p.a, 300, 0, 5);
