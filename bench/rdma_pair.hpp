@@ -53,36 +53,39 @@ struct RdmaLoad {
     static constexpr std::uint32_t kDepth = 16;
     std::vector<std::byte> src;
     std::vector<std::byte> dst;
+    // Kept across runs: work requests still outstanding from the last one.
+    std::uint32_t in_flight = 0;
+    bool receives_posted = false;
 
     explicit RdmaLoad(std::size_t message) : src(message), dst(message) {
         for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 13 + 1);
     }
 };
 
-// Runs `op` of `message` bytes until `max_bytes` moved or `max_seconds` passed.
-// Pair provides: post(op, wr_index) -> bool, repost_recv() -> bool,
-// progress() -> bool, poll_sender(out) / poll_receiver(out) -> count.
 inline RdmaSample rdma_failed(RdmaSample s) {
     s.error = true;
     return s;
 }
 
-// Runs `op` of `message` bytes until `max_bytes` moved or `max_seconds` passed.
+// Runs `op` of the load's message size until `max_bytes` moved or `max_seconds` passed.
 // Pair provides post(op), repost_recv(), progress() (false on a failure) and
 // poll_sender / poll_receiver (completions out). Sends are bounded by the
 // receives posted: a Send completes at the sender once it is in the stream,
 // so only the receiver's completion frees its slot.
 template <class Pair>
-RdmaSample run_rdma(Pair& p, RdmaOp op, std::size_t message, std::uint64_t max_bytes,
+RdmaSample run_rdma(Pair& p, RdmaLoad& load, RdmaOp op, std::uint64_t max_bytes,
                     double max_seconds) {
     RdmaSample s;
     const auto start = std::chrono::steady_clock::now();
-    std::uint32_t in_flight = 0;
+    const std::size_t message = load.src.size();
+    std::uint32_t& in_flight = load.in_flight;
     std::uint32_t spins = 0;
     std::array<rdma::WorkCompletion, 32> wcs{};
-    if (op == RdmaOp::kSend)
+    if (op == RdmaOp::kSend && !load.receives_posted) {
         for (std::uint32_t i = 0; i < RdmaLoad::kDepth; ++i)
             if (!p.repost_recv()) return rdma_failed(s);
+        load.receives_posted = true;
+    }
     while (s.bytes < max_bytes) {
         for (; in_flight < RdmaLoad::kDepth; ++in_flight)
             if (!p.post(op)) return rdma_failed(s);
@@ -121,7 +124,7 @@ public:
     bool ok() const { return ok_; }
 
     RdmaSample run(RdmaOp op, std::uint64_t max_bytes, double max_seconds) {
-        return run_rdma(*this, op, load_.src.size(), max_bytes, max_seconds);
+        return run_rdma(*this, load_, op, max_bytes, max_seconds);
     }
 
     bool post(RdmaOp op) {
@@ -305,7 +308,7 @@ public:
     bool ok() const { return ok_; }
 
     RdmaSample run(RdmaOp op, std::uint64_t max_bytes, double max_seconds) {
-        return run_rdma(*this, op, load_.src.size(), max_bytes, max_seconds);
+        return run_rdma(*this, load_, op, max_bytes, max_seconds);
     }
 
     bool post(RdmaOp op) {

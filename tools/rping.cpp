@@ -50,14 +50,14 @@ std::string byte_words(std::byte b) {
 
 // The first byte where got differs from want, as the one-line reason.
 std::string first_difference(std::span<const std::byte> want, std::span<const std::byte> got,
-                     std::uint64_t iteration, const char* what) {
+                             std::uint64_t iteration, const char* what) {
     IWCM_ASSERT(want.size() == got.size());
     const auto at = std::mismatch(want.begin(), want.end(), got.begin());
     IWCM_ASSERT(at.first != want.end());
     const auto offset = static_cast<std::size_t>(at.first - want.begin());
     return std::string("verify failed in iteration ") + std::to_string(iteration) + ": " + what +
-           " differs at offset " + std::to_string(offset) + " (expected " +
-           byte_words(*at.first) + ", got " + byte_words(*at.second) + ")";
+           " differs at offset " + std::to_string(offset) + " (expected " + byte_words(*at.first) +
+           ", got " + byte_words(*at.second) + ")";
 }
 
 }  // namespace
@@ -94,8 +94,7 @@ void rping_fill(std::span<std::byte> out, std::uint32_t ping) {
 
 std::string rping_text(std::span<const std::byte> buf) {
     const auto end = std::find(buf.begin(), buf.end(), std::byte{0});
-    return {reinterpret_cast<const char*>(buf.data()),
-            static_cast<std::size_t>(end - buf.begin())};
+    return {reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(end - buf.begin())};
 }
 
 struct Rping::Buffer {
@@ -333,7 +332,8 @@ void Rping::on_recv_client(Instant now) {
 
 bool Rping::verify_client() {
     if (std::equal(start_->mem.begin(), start_->mem.end(), rdma_->mem.begin())) return true;
-    fail(exit_codes::kError, first_difference(start_->mem, rdma_->mem, done_, "the data written back"));
+    fail(exit_codes::kError,
+         first_difference(start_->mem, rdma_->mem, done_, "the data written back"));
     return false;
 }
 
@@ -391,7 +391,8 @@ void Rping::on_qp_event(const rdma::QpEvent& ev) {
     if (ev.status == -ECONNRESET)
         fail(exit_codes::kReset, "connection reset by peer" + after);
     else if (ev.status != 0)
-        fail(exit_codes::kError, std::string("connection ended: ") + std::strerror(-ev.status) + after);
+        fail(exit_codes::kError,
+             std::string("connection ended: ") + std::strerror(-ev.status) + after);
     else
         fail(exit_codes::kError, "connection closed by peer" + after);
 }

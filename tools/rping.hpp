@@ -24,8 +24,8 @@
 
 #include <array>
 #include <cstddef>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>

@@ -223,10 +223,10 @@ bool RpingRun::iterate() {
     while (rping_.running() && !ended_) {
         const Instant limit = rping_.last_progress() + seconds(o_.timeout_s);
         if (io::TapHost::now() >= limit) {
-            return set(exit_codes::kTimeout,
-                       "no progress for " + std::to_string(o_.timeout_s) + " s in iteration " +
-                           std::to_string(rping_.iterations()) + " (peer " + peer_.to_string() +
-                           ")");
+            return set(exit_codes::kTimeout, "no progress for " + std::to_string(o_.timeout_s) +
+                                                 " s in iteration " +
+                                                 std::to_string(rping_.iterations()) + " (peer " +
+                                                 peer_.to_string() + ")");
         }
         if (!step(limit)) return false;
     }
@@ -292,8 +292,8 @@ int RpingRun::finish() {
         set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     }
     if (rping_.phase() == Rping::Phase::kRunning && code_ == exit_codes::kOk)
-        set(exit_codes::kError, "the connection ended after " +
-                                    std::to_string(rping_.iterations()) + " iterations");
+        set(exit_codes::kError,
+            "the connection ended after " + std::to_string(rping_.iterations()) + " iterations");
     print_summary(established_ ? end : started_);
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host, code_ == exit_codes::kOk ? "ok" : "failed",
                reason_, std::nullopt);

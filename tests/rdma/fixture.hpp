@@ -146,8 +146,12 @@ inline ByteVec read_request(std::uint32_t sink_stag, std::uint64_t sink_to, std:
 
 // Length, ULPDU, zero pad, CRC32c least significant byte first (or zero).
 inline ByteVec fpdu(const ByteVec& ulpdu, bool crc) {
-    ByteVec v{static_cast<std::byte>(ulpdu.size() >> 8), static_cast<std::byte>(ulpdu.size())};
-    v.insert(v.end(), ulpdu.begin(), ulpdu.end());
+    // Sized first and filled by index: g++ 12's -Warray-bounds misreads an
+    // insert into a two-byte vector at -O2.
+    ByteVec v(2 + ulpdu.size());
+    v[0] = static_cast<std::byte>(ulpdu.size() >> 8);
+    v[1] = static_cast<std::byte>(ulpdu.size());
+    std::copy(ulpdu.begin(), ulpdu.end(), v.begin() + 2);
     while (v.size() % 4 != 0) v.push_back(std::byte{0});
     std::uint32_t c = crc ? wire::crc32c(v) : 0;
     for (int s = 0; s < 32; s += 8) v.push_back(static_cast<std::byte>(c >> s));
