@@ -42,6 +42,7 @@
 #define IWCM_CALLGRIND_TOGGLE() ((void)0)
 #endif
 
+#include "bench/rdma_pair.hpp"
 #include "bench/setup_pair.hpp"
 #include "bench/stream_pair.hpp"
 #include "bench/timer_workload.hpp"
@@ -49,6 +50,7 @@
 #include "tools/commands.hpp"
 #include "tools/json.hpp"
 #include "tools/progress.hpp"
+#include "wire/crc32c.hpp"
 #include "wire/mpa.hpp"
 
 namespace iwcm::tools {
@@ -87,6 +89,7 @@ struct BenchOptions {
     bool skip_scale = false;
     bool skip_timer = false;
     bool skip_stream = false;
+    bool skip_rdma = false;
     bool scale_given = false;
 };
 
@@ -473,6 +476,23 @@ struct Report {
     std::vector<bench::StreamSample> stream;         // iwarp-cm byte stream, one thread
     std::vector<bench::StreamSample> kernel_stream;  // Linux TCP over loopback, one thread
     double frames_per_setup = 0;
+    // RDMA message throughput (one thread), iwarp-cm against the same engine
+    // over loopback TCP: medians of the repetitions.
+    struct RdmaFigure {
+        bench::RdmaOp op = bench::RdmaOp::kWrite;
+        std::size_t size = 0;
+        bool crc = false;
+        double mb_per_s = 0;
+        double loopback_tcp_mb_per_s = 0;
+        std::uint64_t errors = 0;
+        const char* op_name() const { return op == bench::RdmaOp::kWrite ? "write" : "send"; }
+        double ratio() const {
+            return loopback_tcp_mb_per_s > 0 ? mb_per_s / loopback_tcp_mb_per_s : 0;
+        }
+    };
+    std::vector<RdmaFigure> rdma;
+    double crc_ns_per_byte = 0;           // SSE 4.2 when the CPU has it
+    double crc_portable_ns_per_byte = 0;  // slice-by-8
 
     template <class Samples, class Fn>
     static double med(const Samples& samples, Fn fn) {
@@ -510,6 +530,7 @@ struct Report {
         for (auto& s : half_open) e += s.errors;
         for (auto& s : stream) e += s.error ? 1 : 0;
         for (auto& s : kernel_stream) e += s.error ? 1 : 0;
+        for (auto& f : rdma) e += f.errors;
         return e;
     }
 };
@@ -602,6 +623,61 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
     }
 }
 
+// CRC32c over 64 KiB for `seconds`: nanoseconds per byte.
+template <std::uint32_t (*Crc)(wire::Bytes, std::uint32_t)>
+double crc_ns_per_byte(double seconds) {
+    std::vector<std::byte> data(64 * 1024, std::byte{0x5a});
+    std::uint64_t bytes = 0;
+    std::uint32_t crc = 0;
+    const auto start = SteadyClock::now();
+    do {
+        crc = Crc(data, crc);
+        bytes += data.size();
+    } while (seconds_since(start) < seconds);
+    volatile std::uint32_t sink = crc;
+    (void)sink;
+    return seconds_since(start) * 1e9 / static_cast<double>(bytes);
+}
+
+// Median MB/s of `reps` samples of `seconds` each (after a short warm-up).
+template <class Pair>
+double rdma_mb_s(Pair& pair, bench::RdmaOp op, int reps, double seconds, std::uint64_t& errors) {
+    if (!pair.ok()) return ++errors, 0;
+    pair.run(op, UINT64_MAX, seconds / 4);
+    std::vector<double> v;
+    for (int i = 0; i < reps; ++i) {
+        auto s = pair.run(op, UINT64_MAX, seconds);
+        errors += s.error ? 1 : 0;
+        v.push_back(s.mb_per_s());
+    }
+    return median(v);
+}
+
+// RDMA Write and Send of 4 KiB, 64 KiB and 1 MiB, CRC off and on: iwarp-cm's
+// data path against the same exchange over loopback TCP, in the same run.
+void run_rdma(const BenchOptions& o, Report& r, BenchProgress& progress) {
+    if (o.skip_rdma) return;
+    r.crc_ns_per_byte = crc_ns_per_byte<wire::crc32c>(o.seconds / 5);
+    r.crc_portable_ns_per_byte = crc_ns_per_byte<wire::detail::crc32c_portable>(o.seconds / 5);
+    const int reps = std::min(o.reps, 3);
+    const double seconds = o.seconds / 5;
+    const std::size_t steps = 12;
+    for (bench::RdmaOp op : {bench::RdmaOp::kWrite, bench::RdmaOp::kSend}) {
+        for (bool crc : {false, true}) {
+            for (std::size_t size : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
+                Report::RdmaFigure f;
+                f.op = op, f.size = size, f.crc = crc;
+                progress.step(std::string("rdma ") + f.op_name(), r.rdma.size() + 1, steps);
+                bench::RdmaCorePair ours(size, crc);
+                f.mb_per_s = rdma_mb_s(ours, op, reps, seconds, f.errors);
+                bench::RdmaSocketPair theirs(size, crc);
+                f.loopback_tcp_mb_per_s = rdma_mb_s(theirs, op, reps, seconds, f.errors);
+                r.rdma.push_back(f);
+            }
+        }
+    }
+}
+
 void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progress) {
     const std::size_t points = o.scale.size();
     for (std::uint64_t n : o.scale) {
@@ -652,6 +728,11 @@ std::vector<Target> targets(const Report& r) {
         double ratio = r.stream_mb_s() / ks;
         t.push_back(
             {"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
+    }
+    for (const Report::RdmaFigure& f : r.rdma) {
+        if (f.op != bench::RdmaOp::kWrite || f.size != 65536 || f.crc) continue;
+        t.push_back({"RDMA Write 64 KiB vs the same over loopback TCP", ">= 1x", f.ratio(), "x",
+                     f.ratio() >= 1});
     }
     for (const ScaleSample& e : r.established) {
         double per_node = e.bytes_per_conn() / 2;
@@ -759,7 +840,16 @@ std::string to_json(const BenchOptions& o, const Report& r) {
         j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes
           << ", \"frames\": " << r.stream[i].frames << ", \"seconds\": " << r.stream[i].seconds
           << "}";
-    j << "]},\n  \"targets\": [";
+    j << "]},\n  \"rdma\": {\"crc32c_ns_per_byte\": " << r.crc_ns_per_byte
+      << ", \"crc32c_portable_ns_per_byte\": " << r.crc_portable_ns_per_byte << ", \"runs\": [";
+    for (std::size_t i = 0; i < r.rdma.size(); ++i) {
+        const Report::RdmaFigure& f = r.rdma[i];
+        j << (i ? "," : "") << "\n    {\"op\": \"" << f.op_name() << "\", \"size\": " << f.size
+          << ", \"crc\": " << (f.crc ? "true" : "false") << ", \"mb_per_s\": " << f.mb_per_s
+          << ", \"loopback_tcp_mb_per_s\": " << f.loopback_tcp_mb_per_s
+          << ", \"ratio\": " << f.ratio() << ", \"errors\": " << f.errors << "}";
+    }
+    j << "\n  ]},\n  \"targets\": [";
     auto ts = targets(r);
     for (std::size_t i = 0; i < ts.size(); ++i)
         j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \""
@@ -810,6 +900,18 @@ void print_table(const Report& r) {
         std::printf("\nstream throughput (one thread, both ends, MSS 1460, wall)\n");
         std::printf("  iwarp-cm     %10.0f MB/s\n  loopback TCP %10.0f MB/s\n", r.stream_mb_s(),
                     r.kernel_stream_mb_s());
+    }
+    if (!r.rdma.empty()) {
+        std::printf(
+            "\nRDMA throughput (one thread, both ends; MB/s; loopback TCP: the same engine"
+            " over a kernel socket)\n");
+        std::printf("  %-6s %8s %4s %12s %14s %8s\n", "op", "size", "crc", "iwarp-cm",
+                    "loopback TCP", "ratio");
+        for (const Report::RdmaFigure& f : r.rdma)
+            std::printf("  %-6s %8zu %4s %12.0f %14.0f %7.2fx\n", f.op_name(), f.size,
+                        f.crc ? "on" : "off", f.mb_per_s, f.loopback_tcp_mb_per_s, f.ratio());
+        std::printf("  CRC32c: %.3f ns/byte (portable: %.3f)\n", r.crc_ns_per_byte,
+                    r.crc_portable_ns_per_byte);
     }
     std::printf("\ntargets\n");
     for (const Target& t : targets(r))
@@ -869,6 +971,7 @@ int run_bench(BenchOptions o) {
     run_rates(o, r, progress);
     progress.clear();
     run_stream(o, r, progress);
+    run_rdma(o, r, progress);
     progress.clear();
     if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
     run_scale_and_timer(o, r, progress);
@@ -921,6 +1024,8 @@ void add_bench(CLI::App& app) {
         ->check(bounded(0, 1e12, true));
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
     cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
+    cmd->add_flag("--skip-rdma", opt->skip_rdma,
+                  "no RDMA Write / Send throughput (and its loopback TCP baseline)");
     cmd->add_flag("--skip-stream", opt->skip_stream,
                   "no stream throughput (and its loopback TCP baseline)");
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");

@@ -140,11 +140,18 @@ def case_bench_progress(c):
             "--json"]
     code, out, term, secs = run_tty(argv)
     check(code == 0, "bench exit %d: %s" % (code, term[-500:]))
-    json.loads(out)  # stdout holds the results alone
+    results = json.loads(out)  # stdout holds the results alone
+    runs = results["rdma"]["runs"]
+    check(len(runs) == 12, "rdma: %d runs, want write/send x 3 sizes x CRC off/on" % len(runs))
+    for r in runs:
+        check(r["errors"] == 0 and r["mb_per_s"] > 0 and r["loopback_tcp_mb_per_s"] > 0,
+              "rdma run without a figure: %r" % r)
+    check(results["rdma"]["crc32c_ns_per_byte"] > 0, "no CRC32c cost")
     steps = BENCH_PROGRESS.findall(term)
     for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
                  "bench: setup rate, kernel sockets, repetition (2/2)", "bench: scale N=2000, established (1/1)",
-                 "bench: scale N=2000, half-open (1/1)"):
+                 "bench: scale N=2000, half-open (1/1)", "bench: rdma write (1/12)",
+                 "bench: rdma send (12/12)"):
         check(text in term, "%r not on the terminal: %r" % (text, term[-500:]))
     check(re.search(r"\rbench: done, [0-9.]+ s\s*\n$", term), "no final line: %r" % term[-200:])
     print("  %d steps in %.2f s" % (len(steps), secs))
