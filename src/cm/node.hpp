@@ -114,7 +114,9 @@ struct NodeStream {
         : tcp(config, init, now) {}
     tcp::Stream tcp;
     bool readable_queued = false;  // a kReadable waits in the event queue
-    bool writable_wanted = false;  // send() was short: kWritable once space frees
+    // send() was short or send_record() refused: kWritable once send_space()
+    // reaches this (0: not wanted).
+    std::uint32_t writable_need = 0;
 };
 
 struct Node {
