@@ -13,7 +13,8 @@
 // and routes every later segment of the connection here, after its own RST
 // and SYN checks (RFC 5961 sections 3 and 4 stay in the core). The Stream
 // owns what RFC 9293 calls the send and receive sequence spaces from then on:
-//   write / close / readable / consume   the application's side,
+//   write / write_record / close,
+//   readable / consume                   the application's side,
 //   on_segment                           a segment of the connection arrived,
 //   poll_segment                         the next segment to send,
 //   next_deadline / on_timer             RTO, persist, delayed ACK, keepalive.

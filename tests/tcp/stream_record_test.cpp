@@ -36,12 +36,14 @@ std::ostream& operator<<(std::ostream& os, const Cut& c) {
 // A stream with the records written so far, all bytes numbered from kIss.
 class Sender {
 public:
-    explicit Sender(std::uint32_t snd_wnd = 60000, std::uint32_t send_buffer = 64 * 1024) {
+    explicit Sender(std::uint32_t snd_wnd = 60000, std::uint32_t send_buffer = 64 * 1024,
+                    std::uint32_t iss = kIss)
+        : iss_(iss) {
         StreamConfig c;
         c.send_buffer = send_buffer;
         c.recv_buffer = 16 * 1024;
         StreamInit i;
-        i.snd_una = i.snd_nxt = SeqNumber(kIss);
+        i.snd_una = i.snd_nxt = SeqNumber(iss);
         i.rcv_nxt = SeqNumber(kIrs);
         i.snd_wnd = snd_wnd;
         i.mss = kMss;
@@ -62,7 +64,7 @@ public:
             auto seg = stream_->poll_segment(now);
             if (!seg) return out;
             if (seg->payload.empty()) continue;
-            const auto off = static_cast<std::uint32_t>(seg->seq - SeqNumber(kIss));
+            const auto off = static_cast<std::uint32_t>(seg->seq - SeqNumber(iss_));
             const auto len = static_cast<std::uint32_t>(seg->payload.size());
             EXPECT_LE(std::size_t{off} + len, bytes_.size());
             EXPECT_TRUE(std::equal(seg->payload.begin(), seg->payload.end(), bytes_.begin() + off))
@@ -75,7 +77,7 @@ public:
 
     // The peer acknowledges up to offset `off` with window `wnd`.
     Arrival ack(Instant now, std::uint32_t off, std::uint16_t wnd = 60000) {
-        return stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(kIss + off), f::kAck, wnd, {}});
+        return stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
     }
 
 private:
@@ -89,6 +91,7 @@ private:
         return taken;
     }
 
+    std::uint32_t iss_;
     std::optional<Stream> stream_;
     std::vector<std::byte> bytes_;
 };
@@ -307,6 +310,23 @@ TEST(StreamRecord, RecordAfterHandOffBytesIsSegmentedApart) {
     ASSERT_TRUE(again.has_value());
     EXPECT_EQ(again->seq, SeqNumber(kIss));
     EXPECT_EQ(again->payload.size(), 20U);
+}
+
+TEST(StreamRecord, EndsAcrossTheSequenceWrap) {
+    // The first byte 250 below 2^32: two records end before the wrap, the
+    // third spans it (sequence 0 is its 51st byte), the rest end after it.
+    Sender t(60000, 64 * 1024, 0xFFFFFF06U);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(t.record(100));
+    EXPECT_EQ(
+        t.sent(at_ms(0)),
+        (std::vector<Cut>{{0, 100}, {100, 100}, {200, 100}, {300, 100}, {400, 100}, {500, 100}}));
+    // The second record was lost: duplicate ACKs (early retransmit, RFC
+    // 5827: one is enough with one segment's worth out) resend it alone.
+    t.ack(at_ms(10), 100);
+    for (int i = 0; i < 3; ++i) t.ack(at_ms(11 + i), 100);
+    EXPECT_EQ(t.sent(at_ms(13)), (std::vector<Cut>{{100, 100}}));
+    t.ack(at_ms(20), 250);  // a partial ACK at sequence 0, inside the third record
+    EXPECT_EQ(t.sent(at_ms(20)), (std::vector<Cut>{{250, 50}}));
 }
 
 TEST(StreamRecord, SizeGrowsByOnePointer) {
