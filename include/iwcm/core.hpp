@@ -97,6 +97,9 @@ struct StreamInfo {
     std::size_t send_space = 0;  // what send() would take now
     std::size_t queued = 0;      // unsent plus unacknowledged bytes
     std::size_t readable = 0;    // in-order bytes recv() would return
+    // The most payload one segment carries (the peer's MSS, bounded by our
+    // MTU): send_record() cuts records longer than this.
+    std::uint16_t mss = 0;
     std::uint32_t snd_una = 0;
     std::uint32_t snd_nxt = 0;
     std::uint32_t rcv_nxt = 0;
@@ -202,6 +205,16 @@ public:
     // when space frees. kWrongState before the hand-off, after a kExternal
     // one, or once disconnect() closed the sending side.
     Result<std::size_t> send(Instant now, ConnHandle conn, std::span<const std::byte> bytes);
+    // Queues `record` whole as one record, or nothing: true if taken, false
+    // when the send buffer has less room than the record (which arms one
+    // kWritable for when that much is free). No TCP segment carries bytes of
+    // two records, and a record of at most StreamInfo::mss bytes goes out,
+    // and is retransmitted, as exactly one segment (RFC 5044 section 6: one
+    // MPA FPDU per segment); a longer one goes in MSS-sized pieces. A
+    // zero-window probe may still carry one byte of a record alone.
+    // kWrongState as for send(); kInvalidArgument for an empty record or one
+    // larger than StreamConfig::send_buffer (it could never be taken).
+    Result<bool> send_record(Instant now, ConnHandle conn, std::span<const std::byte> record);
     // The oldest received bytes, in order, without a copy (a prefix of them
     // when the buffer wraps). The view is valid until the next call of any
     // Core member. consume() frees them and may open the window we advertise.

@@ -216,7 +216,9 @@ public:
     VResult<void> destroy_cq(CqHandle cq);  // kWrongState while a QP uses it
     // Binds an established connection (after kEstablished) to a new QP: the
     // connection is handed off in HandoffMode::kStream, the negotiated CRC
-    // and IRD/ORD come from its MPA exchange.
+    // and IRD/ORD come from its MPA exchange. kInvalidArgument when
+    // CoreConfig::stream.recv_buffer cannot hold the largest FPDU (65 544
+    // bytes). Bytes that arrived before the QP wait for the first post_recv.
     VResult<QpHandle> create_qp(Instant now, ConnHandle conn, const QpAttr& attr);
     // Flushes the QP's outstanding work, disconnects its connection
     // gracefully if it is still up, and frees the QP.

@@ -147,7 +147,8 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
 }
 
 // kReadable when bytes wait that the application was not told of (at most
-// one waits), kWritable once per short send.
+// one waits); kWritable once per short send (or refused record), when the
+// space it needs has freed.
 void Core::Impl::notify_stream(Node& node) {
     cm::NodeStream& ns = *node.stream;
     if (!node.app_owned) return;
@@ -156,8 +157,8 @@ void Core::Impl::notify_stream(Node& node) {
         ns.readable_queued = true;
         push_event(ref, EventType::kReadable, 0);
     }
-    if (ns.writable_wanted && ns.tcp.send_space() > 0) {
-        ns.writable_wanted = false;
+    if (ns.writable_need > 0 && ns.tcp.send_space() >= ns.writable_need) {
+        ns.writable_need = 0;
         push_event(ref, EventType::kWritable, 0);
     }
 }
@@ -172,17 +173,38 @@ Result<Node*> Core::Impl::stream_node(ConnHandle conn) const {
     return n;
 }
 
-Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes) {
-    now_ = now;
+// The node of a connection whose stream takes bytes.
+Result<Node*> Core::Impl::sending_node(ConnHandle conn) const {
     auto n = app_node(conn);
     if (!n) return fail(n.error());
-    Node& node = **n;
+    Node* node = *n;
     // Only an open stream takes bytes: not before the hand-off, not after
     // our FIN (disconnect) or the peer's (CLOSE_WAIT answers with ours).
-    if (!node.stream || node.state != CmState::kOffloaded) return fail(ApiError::kWrongState);
-    NodeRef ref(&node);
-    std::size_t taken = node.stream->tcp.write(bytes);
-    if (taken < bytes.size()) node.stream->writable_wanted = true;
+    if (!node->stream || node->state != CmState::kOffloaded) return fail(ApiError::kWrongState);
+    return node;
+}
+
+// send() takes what fits; send_record() all or nothing: a record that does
+// not fit now waits for the space it needs (one kWritable), which a record
+// larger than the buffer would never get.
+Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes,
+                                           bool record) {
+    now_ = now;
+    auto n = sending_node(conn);
+    if (!n) return fail(n.error());
+    NodeRef ref(*n);
+    cm::NodeStream& ns = *ref->stream;
+    std::size_t taken = 0;
+    if (!record) {
+        taken = ns.tcp.write(bytes);
+        if (taken < bytes.size()) ns.writable_need = 1;
+    } else if (bytes.empty() || bytes.size() > ns.tcp.config().send_buffer) {
+        return fail(ApiError::kInvalidArgument);
+    } else if (ns.tcp.write_record(bytes)) {
+        taken = bytes.size();
+    } else {
+        ns.writable_need = static_cast<std::uint32_t>(bytes.size());
+    }
     flush_stream(now, ref);
     drain_loopback(now);
     return taken;
@@ -216,7 +238,13 @@ std::uint32_t Core::Impl::rx_space(const Node& node) const {
 // ---------------------------------------------------------------- Core
 
 Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
-    return impl_->send_bytes(now, conn, bytes);
+    return impl_->send_bytes(now, conn, bytes, false);
+}
+
+Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std::byte> record) {
+    auto n = impl_->send_bytes(now, conn, record, true);
+    if (!n) return fail(n.error());
+    return *n > 0;
 }
 
 Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {
@@ -251,6 +279,7 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     i.send_space = (*n)->state == CmState::kOffloaded ? s.send_space() : 0;
     i.queued = s.bytes_queued();
     i.readable = s.readable_bytes();
+    i.mss = s.mss();
     i.snd_una = s.snd_una().value();
     i.snd_nxt = s.snd_nxt().value();
     i.rcv_nxt = s.rcv_nxt().value();

@@ -223,7 +223,9 @@ struct Core::Impl {
     // A node whose stream the application may use: its handle is live, or
     // its terminal event is queued or was the last one polled.
     Result<cm::Node*> stream_node(ConnHandle conn) const;
-    Result<std::size_t> send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes);
+    // send() (record false) and send_record() (true: all or nothing).
+    Result<std::size_t> send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes, bool record);
+    Result<cm::Node*> sending_node(ConnHandle conn) const;
     Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
     // Before hand-off: what the connection may still buffer of the peer's bytes.
     std::uint32_t rx_space(const cm::Node& node) const;

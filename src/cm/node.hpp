@@ -117,7 +117,9 @@ struct NodeStream {
     // Readable bytes the application was told of by the last kReadable it
     // polled (0 after a read): only more than these queue another.
     std::size_t readable_told = 0;
-    bool writable_wanted = false;  // send() was short: kWritable once space frees
+    // send() was short or send_record() refused: kWritable once send_space()
+    // reaches this (0: not wanted).
+    std::uint32_t writable_need = 0;
 };
 
 struct Node {

@@ -2,13 +2,8 @@
 //
 // Read first: include/iwcm/verbs.hpp, engine.hpp, link.hpp. CoreLinks is
 // the byte link of every queue pair of the device: LinkId is the
-// connection's handle. Each FPDU is one record. Until the Core offers
-// send_record (one record per TCP segment, all or nothing), a record is
-// given to send() and what it does not take waits here (a "tail") for the
-// kWritable that the short send armed; the queue pair sends nothing else
-// meanwhile, so records never interleave.
-#include <algorithm>
-#include <unordered_map>
+// connection's handle. Each FPDU is one record of the stream
+// (Core::send_record: all or nothing, one TCP segment each).
 #include <vector>
 
 #include "iwcm/assert.hpp"
@@ -35,15 +30,15 @@ public:
 
     std::size_t send_space(LinkId l) override {
         auto i = core_.stream_info(conn_of(l));
-        return !i || tails_.count(l.value) > 0 ? 0 : i->send_space;
+        return i ? i->send_space : 0;
     }
 
+    // One FPDU is one record: the stream sends it as one segment (it is at
+    // most the MSS) and never merges it with another. A refusal arms the
+    // kWritable that on_event turns into Engine::on_writable.
     bool send_record(LinkId l, wire::Bytes record) override {
-        if (tails_.count(l.value) > 0) return false;
-        auto n = core_.send(now, conn_of(l), record);
-        if (!n) return false;  // the stream is closing; the link's end follows
-        if (*n < record.size()) tails_[l.value].assign(record.begin() + *n, record.end());
-        return true;
+        auto taken = core_.send_record(now, conn_of(l), record);
+        return taken && *taken;  // an error: the stream is closing; its end follows
     }
 
     std::size_t readable(LinkId l) override {
@@ -62,45 +57,12 @@ public:
     }
 
     void close(LinkId l, bool abortive) override {
-        if (!abortive && tails_.count(l.value) > 0) {
-            close_after_tail_.push_back(l.value);
-            return;
-        }
-        tails_.erase(l.value);
         (void)core_.disconnect(now, conn_of(l),
                                abortive ? DisconnectMode::kAbortive : DisconnectMode::kGraceful);
     }
 
-    // kWritable: the rest of a record goes first.
-    void flush_tail(LinkId l) {
-        auto it = tails_.find(l.value);
-        if (it == tails_.end()) return;
-        auto n = core_.send(now, conn_of(l), it->second);
-        if (!n) {
-            tails_.erase(it);
-            return;
-        }
-        if (*n < it->second.size()) {
-            it->second.erase(it->second.begin(), it->second.begin() + static_cast<long>(*n));
-            return;
-        }
-        tails_.erase(it);
-        auto c = std::find(close_after_tail_.begin(), close_after_tail_.end(), l.value);
-        if (c != close_after_tail_.end()) {
-            close_after_tail_.erase(c);
-            close(l, false);
-        }
-    }
-
-    void forget(LinkId l) {
-        tails_.erase(l.value);
-        std::erase(close_after_tail_, l.value);
-    }
-
 private:
     Core& core_;
-    std::unordered_map<std::uint64_t, std::vector<std::byte>> tails_;
-    std::vector<std::uint64_t> close_after_tail_;
 };
 
 // Which QP a connection (by its index) carries.
@@ -154,13 +116,18 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     Impl& d = *impl_;
     if (!conn.valid()) return fail(VerbsError::kInvalidHandle);
     if (d.slot(conn) != nullptr) return fail(VerbsError::kWrongState);
+    // A whole FPDU must fit the receive buffer (the engine reads an FPDU
+    // only once all of it is there), or a peer's largest one would wait
+    // forever for a window that cannot open.
+    if (d.core.config().stream.recv_buffer < kMaxFpdu) return fail(VerbsError::kInvalidArgument);
     auto ctx = d.core.handoff(conn, HandoffParams{HandoffMode::kStream, std::nullopt});
     if (!ctx) {
         return fail(ctx.error() == ApiError::kStaleHandle ? VerbsError::kStaleHandle
                                                           : VerbsError::kWrongState);
     }
-    // One FPDU per segment: the largest is the effective MSS.
-    std::uint32_t own_mss = d.core.config().mtu - (ctx->local.addr.is_v6() ? 60u : 40u);
+    // One FPDU per segment: the largest is the stream's MSS.
+    auto info = d.core.stream_info(conn);
+    if (!info) return fail(VerbsError::kWrongState);
     QpParams p;
     p.link = link_of(conn);
     p.conn = conn;
@@ -168,7 +135,7 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     p.crc = ctx->mpa.crc;
     p.ird = ctx->mpa.ird;
     p.ord = ctx->mpa.ord;
-    p.max_fpdu = std::min<std::uint32_t>(ctx->mss, own_mss);
+    p.max_fpdu = info->mss;
     auto qp = d.engine.create_qp(p);
     if (!qp) return fail(qp.error());
     if (conn.index >= d.slots.size()) d.slots.resize(conn.index + 1);
@@ -230,10 +197,8 @@ bool Device::on_event(Instant now, const Event& event) {
     ConnSlot* s = d.slot(event.conn);
     if (s == nullptr) return false;
     d.links.now = now;
-    LinkId link = link_of(event.conn);
     if (s->destroyed) {
         if (event.terminal()) {
-            d.links.forget(link);
             *s = ConnSlot{};
         }
         return true;
@@ -245,7 +210,6 @@ bool Device::on_event(Instant now, const Event& event) {
         return true;
     }
     if (event.type == EventType::kWritable) {
-        d.links.flush_tail(link);
         d.engine.on_writable(qp);
         return true;
     }
@@ -253,7 +217,6 @@ bool Device::on_event(Instant now, const Event& event) {
     // Bytes that arrived before the end are still readable now.
     d.engine.on_readable(qp);
     d.engine.on_link_down(qp, event.status);
-    d.links.forget(link);
     *s = ConnSlot{};
     return true;
 }

@@ -135,6 +135,22 @@ std::size_t Stream::write(std::span<const std::byte> data) {
     return n;
 }
 
+bool Stream::write_record(std::span<const std::byte> record) {
+    if (record.empty() || record.size() > send_space()) return false;
+    // Bytes queued before the record that no record end closes (plain
+    // writes, the hand-off's unacknowledged bytes) end where it starts, so
+    // no segment joins them to it.
+    const SeqNumber start = data_end();
+    if (snd_buffered() > 0 && (record_ends_.empty() || record_ends_.back() != start)) {
+        record_ends_.push(start);
+    }
+    const std::size_t taken = write(record);
+    IWCM_ASSERT(taken == record.size());
+    record_ends_.push(start + static_cast<std::uint32_t>(taken));
+    check_invariants();
+    return true;
+}
+
 void Stream::close() {
     // RFC 9293 3.10.4 (CLOSE, ESTABLISHED): "Queue this until all preceding
     // SENDs have been segmentized, then form a FIN segment and send it."
@@ -324,6 +340,7 @@ void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
     }
     drop_acked(std::min(acked, buffered));
     snd_una_ = ack;
+    record_ends_.drop_through(snd_una_);
     if (snd_nxt_ < snd_una_) snd_nxt_ = snd_una_;
     out.acked = true;
     rto_count_ = 0;
@@ -621,7 +638,7 @@ std::optional<SegmentOut> Stream::poll_segment(Instant now) {
         // segment again, whatever cwnd says (RFC 5681 3.2 step 3, RFC 6582).
         rexmit_una_ = false;
         if (snd_max_ > snd_una_) {
-            const std::uint32_t len = std::min<std::uint32_t>(snd_buffered(), mss_);
+            const std::uint32_t len = std::min(snd_buffered(), seg_limit(snd_una_));
             const bool fin = fin_queued_ && len == snd_buffered();
             if (len > 0 || fin) out = emit(now, snd_una_, len, fin);
         }
@@ -674,10 +691,21 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
     const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
     const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
     const std::uint32_t unsent = dist(end, snd_nxt_);
-    const std::uint32_t len = std::min({room, unsent, static_cast<std::uint32_t>(mss_)});
+    // The segment the bytes from SND.NXT on make: an MSS, or less at a
+    // record's end (write_record) or at the end of the queue.
+    const std::uint32_t piece = std::min(unsent, seg_limit(snd_nxt_));
+    const std::uint32_t len = std::min(room, piece);
     // The FIN takes no room in the window: it goes with the last byte.
     const bool fin = fin_queued_ && len == unsent;
     if (len == 0 && !fin) return std::nullopt;
+    if (!record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
+        // Inside records a segment is the whole piece or waits for the ACK
+        // that widens the window (no fraction Fs: a record split would put
+        // an MPA FPDU in two segments). With nothing in flight no ACK would
+        // come, so the window's share goes, as the override below does.
+        if (len < piece && snd_nxt_ != snd_una_) return std::nullopt;
+        return len;
+    }
     // RFC 9293 3.8.6.2.1, the sender's silly-window avoidance: send "if a
     // maximum-sized segment can be sent", "or if the data is pushed and all
     // queued data can be sent now" (Nagle is off: every write is pushed),
@@ -690,6 +718,27 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
     const bool whole = len == mss_ || len == unsent;
     if (!whole && len < max_snd_wnd_ / 2 && snd_nxt_ != snd_una_) return std::nullopt;
     return len;
+}
+
+std::uint32_t Stream::seg_limit(SeqNumber seq) const {
+    if (record_ends_.empty()) return mss_;
+    const auto end = record_ends_.first_after(seq);
+    return end ? std::min<std::uint32_t>(mss_, dist(*end, seq)) : mss_;
+}
+
+SeqNumber Stream::last_seg_start(SeqNumber end) const {
+    IWCM_ASSERT(end > snd_una_ && end <= data_end());
+    const SeqNumber tail = minus(end, std::min<std::uint32_t>(dist(end, snd_una_), mss_));
+    if (record_ends_.empty()) return tail;
+    // The record (or the unacknowledged rest of it) that holds the last byte.
+    const auto prev = record_ends_.last_before(end);
+    const SeqNumber from = prev && *prev > snd_una_ ? *prev : snd_una_;
+    const auto next = record_ends_.first_after(minus(end, 1));
+    if (next && *next == end) {
+        // It ends at `end`: its last MSS-sized piece counted from its start.
+        return from + (dist(end, from) - 1) / mss_ * mss_;
+    }
+    return tail > from ? tail : from;
 }
 
 std::optional<SegmentOut> Stream::send_new(Instant now) {
@@ -715,8 +764,9 @@ std::optional<SegmentOut> Stream::send_tlp(Instant now) {
         // The last segment: up to an MSS of data before SND.MAX, and the FIN
         // if it was sent.
         const std::uint32_t data = dist(snd_max_, snd_una_) - (fin_sent_ ? 1U : 0U);
-        const std::uint32_t len = std::min<std::uint32_t>(data, mss_);
-        out = emit(now, minus(snd_una_ + data, len), len, fin_sent_);
+        const SeqNumber end = snd_una_ + data;
+        const SeqNumber start = data == 0 ? end : last_seg_start(end);
+        out = emit(now, start, dist(end, start), fin_sent_);
     }
     tlp_out_ = true;
     tlp_end_ = snd_max_;
@@ -975,6 +1025,9 @@ std::uint32_t Stream::cwnd() const {
 std::uint32_t Stream::ssthresh() const {
     return ssthresh_;
 }
+std::uint16_t Stream::mss() const {
+    return mss_;
+}
 std::optional<Duration> Stream::srtt() const {
     if (!has_srtt_) return std::nullopt;
     return srtt_;
@@ -1020,6 +1073,10 @@ void Stream::check_invariants() const {
         IWCM_ASSERT(dist(snd_max_, snd_una_) <= buffered + (fin_sent_ ? 1U : 0U));
     }
     IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= kCwndCap);
+    // Record ends (only the oldest and newest: the ring keeps them sorted).
+    if (!record_ends_.empty()) {
+        IWCM_ASSERT(record_ends_.front() > snd_una_ && record_ends_.back() <= data_end());
+    }
     // The receive side: readable bytes, then held ranges inside the window.
     IWCM_ASSERT(std::size_t{rcv_read_} + rcv_unread_ <= rcv_buf_.size());
     std::uint32_t held = 0;

@@ -13,7 +13,8 @@
 // and routes every later segment of the connection here, after its own RST
 // and SYN checks (RFC 5961 sections 3 and 4 stay in the core). The Stream
 // owns what RFC 9293 calls the send and receive sequence spaces from then on:
-//   write / close / readable / consume   the application's side,
+//   write / write_record / close,
+//   readable / consume                   the application's side,
 //   on_segment                           a segment of the connection arrived,
 //   poll_segment                         the next segment to send,
 //   next_deadline / on_timer             RTO, persist, delayed ACK, keepalive.
@@ -30,6 +31,7 @@
 
 #include "iwcm/config.hpp"
 #include "iwcm/time.hpp"
+#include "tcp/record_ends.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::tcp {
@@ -100,6 +102,19 @@ public:
     // buffer is full or after close()). Like close(), it takes no time: the
     // bytes go, and the timers for them start, at the next poll_segment.
     std::size_t write(std::span<const std::byte> data);
+    // Queues `record` whole and marks it as one record, or takes nothing and
+    // returns false (it is empty, larger than send_space(), or close() was
+    // called). No segment carries bytes of two records: a record of at most
+    // an MSS leaves as exactly one segment, in its first transmission and in
+    // every retransmission (fast or partial-ACK retransmit, loss probe, the
+    // go-back after an RTO), a longer one as MSS-sized pieces from its start;
+    // once the peer acknowledged part of a record, the rest goes from snd_una
+    // to the record's end. Bytes write() queued before a record count as a
+    // record of their own; those after the last record are segmented as
+    // usual. Two things still split a record: a zero-window probe (one byte,
+    // RFC 9293 3.8.6.1), and a peer window narrower than the record while
+    // nothing is in flight (no ACK would come to widen it).
+    bool write_record(std::span<const std::byte> record);
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.
     void close();
@@ -140,6 +155,9 @@ public:
     std::uint32_t rcv_wnd() const;  // the window we advertise, bytes
     std::uint32_t cwnd() const;
     std::uint32_t ssthresh() const;
+    // The most payload one segment carries (the peer's MSS as the hand-off
+    // gave it): records are cut at this size.
+    std::uint16_t mss() const;
     std::optional<Duration> srtt() const;
     Duration rto() const;
     std::size_t bytes_in_flight() const;
@@ -182,6 +200,10 @@ private:
     // the length of the next new segment (0: only the FIN) or nullopt.
     std::uint32_t send_allowance() const;
     std::optional<std::uint32_t> send_len(std::uint32_t allowance) const;
+    // The most a segment from `seq` may carry: an MSS, cut at a record's end.
+    std::uint32_t seg_limit(wire::SeqNumber seq) const;
+    // Where the last segment of the bytes before `end` starts (a loss probe).
+    wire::SeqNumber last_seg_start(wire::SeqNumber end) const;
     std::optional<SegmentOut> send_new(Instant now);
     std::uint8_t dupack_threshold() const;
     // Tail loss probes (RFC 8985 section 7).
@@ -222,6 +244,7 @@ private:
     // dead prefix is dropped lazily when it is at least as long as the rest.
     std::vector<std::byte> snd_buf_;
     std::uint32_t snd_off_ = 0;
+    RecordEnds record_ends_;  // above snd_una, at most data_end(); see write_record
     wire::SeqNumber snd_una_;
     wire::SeqNumber snd_nxt_;
     wire::SeqNumber snd_max_;

@@ -2,8 +2,10 @@
 // carry the stream's sequence numbers, window and ACKs; FIN, RST and close
 // after data happen where the data left the sequence; events tell the
 // application what changed. (tcp::Stream's own rules: tests/tcp/.)
+#include <algorithm>
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "cm/dut.hpp"
 
@@ -32,6 +34,15 @@ void stream_up(Dut& d, HandoffParams params = {}) {
     EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
     EXPECT_TRUE(d.out().empty());
     EXPECT_TRUE(d.evs().empty());
+}
+
+// A hand-off whose stream has a 4096-byte send buffer.
+HandoffParams small_send_buffer() {
+    HandoffParams hp;
+    StreamConfig sc;
+    sc.send_buffer = 4096;
+    hp.stream = sc;
+    return hp;
 }
 
 std::size_t send_text(Dut& d, const std::string& s) {
@@ -347,11 +358,7 @@ TEST(Stream, MisuseIsAnErrorNotUndefined) {
 
 TEST(Stream, SendBufferFullArmsOneWritableEvent) {
     Dut d(immediate_acks());
-    HandoffParams hp;
-    StreamConfig sc;
-    sc.send_buffer = 4096;
-    hp.stream = sc;
-    stream_up(d, hp);
+    stream_up(d, small_send_buffer());
     std::vector<std::byte> big(10000, std::byte{1});
     auto n = d.core.send(d.now, d.conn, big);
     ASSERT_TRUE(n.has_value());
@@ -368,6 +375,102 @@ TEST(Stream, SendBufferFullArmsOneWritableEvent) {
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kWritable);
     EXPECT_GT(d.core.stream_info(d.conn)->send_space, 0u);
+}
+
+// Records of `sizes` bytes (each a distinct fill byte), all taken.
+std::vector<std::vector<std::byte>> send_records(Dut& d, std::initializer_list<std::size_t> sizes) {
+    std::vector<std::vector<std::byte>> out;
+    for (std::size_t n : sizes) {
+        out.emplace_back(n, static_cast<std::byte>(out.size() + 1));
+        auto r = d.core.send_record(d.now, d.conn, out.back());
+        EXPECT_TRUE(r.has_value() && *r) << n;
+    }
+    return out;
+}
+
+TEST(Stream, EachRecordLeavesAsItsOwnSegments) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    const std::size_t mss = d.core.stream_info(d.conn)->mss;
+    ASSERT_EQ(mss, 1460u);  // the peer's MSS; our 1500-byte MTU allows as much
+    const auto recs = send_records(d, {1, mss - 1, mss, 2 * mss + 7, 5, 5});
+    // One segment per record up to an MSS (never two records in one), a
+    // longer record in MSS-sized pieces.
+    std::vector<std::vector<std::byte>> want;
+    for (const auto& r : recs) {
+        for (std::size_t at = 0; at < r.size(); at += mss) {
+            const std::size_t n = std::min(mss, r.size() - at);
+            want.emplace_back(r.begin() + static_cast<std::ptrdiff_t>(at),
+                              r.begin() + static_cast<std::ptrdiff_t>(at + n));
+        }
+    }
+    std::vector<std::vector<std::byte>> got;
+    wire::SeqNumber seq = d.dut_nxt;
+    for (const Sent& s : d.out()) {
+        EXPECT_EQ(s.tcp().seq, seq);
+        seq += static_cast<std::uint32_t>(s.payload.size());
+        got.emplace_back(s.payload.begin(), s.payload.end());
+    }
+    EXPECT_EQ(got, want);
+}
+
+TEST(Stream, StreamInfoMssIsWhereRecordsAreCut) {
+    // A 1000-byte MTU leaves 960 bytes of payload, below the peer's 1460.
+    CoreConfig c = immediate_acks();
+    c.mtu = 1000;
+    Dut d(c);
+    stream_up(d);
+    ASSERT_EQ(d.core.stream_info(d.conn)->mss, 960u);
+    send_records(d, {960, 961});
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 3u);
+    EXPECT_EQ(o[0].payload.size(), 960u);
+    EXPECT_EQ(o[1].payload.size(), 960u);
+    EXPECT_EQ(o[2].payload.size(), 1u);
+}
+
+TEST(Stream, RecordThatDoesNotFitIsRefusedWholeAndWritableFollows) {
+    Dut d(immediate_acks());
+    stream_up(d, small_send_buffer());
+    send_records(d, {3000});
+    const std::vector<std::byte> next(2000, std::byte{9});
+    auto r = d.core.send_record(d.now, d.conn, next);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_FALSE(*r);
+    EXPECT_EQ(d.core.stream_info(d.conn)->queued, 3000u);  // nothing of it taken
+    ASSERT_EQ(d.out().size(), 3u);                         // 1460 + 1460 + 80
+    EXPECT_TRUE(d.evs().empty());
+    // 500 bytes acknowledged: 1596 free, not enough for the record.
+    d.dut_nxt += 500;
+    d.seg(tf::kAck);
+    EXPECT_TRUE(d.evs().empty());
+    // 1500: 2596 free, enough.
+    d.dut_nxt += 1000;
+    d.seg(tf::kAck);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kWritable);
+    r = d.core.send_record(d.now, d.conn, next);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(*r);
+}
+
+TEST(Stream, SendRecordMisuseIsAnError) {
+    const std::vector<std::byte> one(1, std::byte{1});
+    Dut d(immediate_acks());
+    EXPECT_EQ(d.core.send_record(d.now, ConnHandle{}, one).error(), ApiError::kInvalidHandle);
+    d.to_mpareq_sent(d.connect_params());
+    EXPECT_EQ(d.core.send_record(d.now, d.conn, one).error(), ApiError::kWrongState);
+    Dut ext(immediate_acks());
+    stream_up(ext, HandoffParams{HandoffMode::kExternal});
+    EXPECT_EQ(ext.core.send_record(ext.now, ext.conn, one).error(), ApiError::kWrongState);
+    Dut s(immediate_acks());
+    stream_up(s);
+    EXPECT_EQ(s.core.send_record(s.now, s.conn, {}).error(), ApiError::kInvalidArgument);
+    const std::vector<std::byte> huge(s.core.config().stream.send_buffer + 1);
+    EXPECT_EQ(s.core.send_record(s.now, s.conn, huge).error(), ApiError::kInvalidArgument);
+    ASSERT_TRUE(s.core.disconnect(s.now, s.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_EQ(s.core.send_record(s.now, s.conn, one).error(), ApiError::kWrongState);
 }
 
 }  // namespace

@@ -212,5 +212,29 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
 
 INSTANTIATE_TEST_SUITE_P(Crc, DevicePair, ::testing::Values(false, true));
 
+// A receive buffer that cannot hold the largest FPDU is refused up front:
+// the engine reads an FPDU only when all of it has arrived.
+TEST(DeviceConfig, ReceiveBufferSmallerThanTheLargestFpduIsRefused) {
+    for (std::uint32_t buffer : {std::uint32_t{65535}, std::uint32_t{256 * 1024}}) {
+        CoreConfig c;
+        c.stream.recv_buffer = buffer;
+        Core core(c);
+        Device dev(core);
+        const IpAddr a = *IpAddr::parse("192.0.2.1");
+        ASSERT_TRUE(core.add_address(a).has_value());
+        ConnectParams p;
+        p.local = {a, 0};
+        p.remote = {*IpAddr::parse("192.0.2.2"), 4791};
+        auto conn = core.connect(kInstantZero, p);
+        ASSERT_TRUE(conn.has_value());
+        auto cq = dev.create_cq(4);
+        ASSERT_TRUE(cq.has_value());
+        // With room for an FPDU the refusal is the connection's state (not
+        // established yet); without, the buffer.
+        EXPECT_EQ(dev.create_qp(kInstantZero, *conn, {*cq, *cq}).error(),
+                  buffer < 65544 ? VerbsError::kInvalidArgument : VerbsError::kWrongState);
+    }
+}
+
 }  // namespace
 }  // namespace iwcm::rdma::test

@@ -7,7 +7,10 @@
 // order, no sub-MSS segment goes out before the last one (sender-side
 // silly-window avoidance, RFC 9293 3.8.6.2.1), and few losses wait for the
 // retransmission timer (RFC 3042 Limited Transmit, tail loss probes).
-// IWCM_LOSS_SEEDS=<n> changes the number of seeds (default 20).
+// With records (write_record) the sender is also checked segment by segment:
+// no segment carries bytes of two records, and a record of at most an MSS
+// always goes whole. IWCM_LOSS_SEEDS=<n> changes the number of seeds
+// (default 20).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +36,7 @@ struct Link {
     std::uint32_t buffer = 0;
     std::uint16_t mss = 1460;
     std::size_t bytes = 0;
+    std::uint32_t record_max = 0;  // 0: plain write(); else records of 1..record_max bytes
 };
 
 // What one run measured.
@@ -43,6 +47,8 @@ struct Figures {
     std::uint64_t retransmitted = 0;
     std::uint64_t timeouts = 0;        // timer expiries that went back to SND.UNA
     std::uint64_t short_segments = 0;  // new data below the MSS, not the last bytes
+    std::uint64_t crossing = 0;        // segments with bytes of two records
+    std::uint64_t split = 0;           // segments with part of a record of at most an MSS
     bool in_order = true;
 };
 
@@ -88,7 +94,15 @@ private:
 
     void feed() {
         Stream& s = *streams_[0];
-        written_ += s.write(std::span(data_).subspan(written_));
+        if (link_.record_max == 0) written_ += s.write(std::span(data_).subspan(written_));
+        while (link_.record_max > 0 && written_ < data_.size()) {
+            if (next_record_ == 0) next_record_ = 1 + rng_.below(link_.record_max);
+            const std::size_t n = std::min(next_record_, data_.size() - written_);
+            if (!s.write_record(std::span(data_).subspan(written_, n))) break;
+            written_ += n;
+            record_ends_.push_back(written_);
+            next_record_ = 0;
+        }
         Stream& r = *streams_[1];
         while (r.readable_bytes() > 0) {
             const auto v = r.readable();
@@ -106,12 +120,26 @@ private:
                 const bool fresh = seg->seq >= sent_end_;
                 if (fresh && !last && seg->payload.size() < link_.mss) ++fig.short_segments;
                 if (fresh) sent_end_ = seg->seq + static_cast<std::uint32_t>(seg->payload.size());
+                if (link_.record_max > 0) check_record(off, seg->payload.size(), fig);
             }
             if (rng_.chance(link_.loss)) continue;
             wire_.push(Packet{now_ + link_.delay, order_++, 1 - side, seg->seq, seg->ack,
                               seg->flags, seg->window,
                               std::vector<std::byte>(seg->payload.begin(), seg->payload.end())});
         }
+    }
+
+    // The segment [off, off + len) of a record stream: inside one record,
+    // and the whole record when it is at most an MSS long.
+    void check_record(std::size_t off, std::size_t len, Figures& fig) const {
+        const auto it = std::upper_bound(record_ends_.begin(), record_ends_.end(), off);
+        if (it == record_ends_.end()) {
+            ++fig.crossing;  // bytes past the last record: never written
+            return;
+        }
+        const std::size_t start = it == record_ends_.begin() ? 0 : *(it - 1);
+        if (off + len > *it) ++fig.crossing;
+        if (*it - start <= link_.mss && (off != start || off + len != *it)) ++fig.split;
     }
 
     bool advance(Figures& fig) {
@@ -148,6 +176,8 @@ private:
     std::vector<std::byte> data_;
     std::vector<std::byte> received_;
     std::size_t written_ = 0;
+    std::size_t next_record_ = 0;           // the size of the record waiting for room
+    std::vector<std::size_t> record_ends_;  // offsets after each record written
     SeqNumber first_seq_;
     SeqNumber sent_end_;
     std::priority_queue<Packet, std::vector<Packet>, Later> wire_;
@@ -159,24 +189,42 @@ std::uint64_t seeds() {
     return v != nullptr ? std::strtoull(v, nullptr, 10) : 20;
 }
 
-TEST(StreamLoss, FivePercentEachWayOnALan) {
+// A LAN (100 us each way) losing 5 % of the segments each way, 256 KiB buffers.
+Link lan_at_five_percent() {
     Link link;
     link.loss = 0.05;
     link.delay = std::chrono::microseconds(100);
     link.buffer = 256 * 1024;
-    link.bytes = 5 * 1000 * 1000;
+    return link;
+}
+
+// Runs `link` with every seed, each delivering all bytes in order and (with
+// records) never crossing or splitting one; returns the figures summed.
+Figures run_seeds(const Link& link) {
     Figures sum;
-    const std::uint64_t n = seeds();
-    for (std::uint64_t seed = 1; seed <= n; ++seed) {
+    for (std::uint64_t seed = 1; seed <= seeds(); ++seed) {
         const Figures f = OneWay(seed, link).run();
-        ASSERT_EQ(f.delivered, link.bytes) << "seed " << seed;
-        ASSERT_TRUE(f.in_order) << "seed " << seed;
+        EXPECT_EQ(f.delivered, link.bytes) << "seed " << seed;
+        EXPECT_TRUE(f.in_order) << "seed " << seed;
+        EXPECT_EQ(f.crossing, 0U) << "seed " << seed;
+        EXPECT_EQ(f.split, 0U) << "seed " << seed;
+        if (f.delivered != link.bytes || !f.in_order) break;
         sum.elapsed += f.elapsed;
         sum.segments += f.segments;
         sum.retransmitted += f.retransmitted;
         sum.timeouts += f.timeouts;
         sum.short_segments += f.short_segments;
+        sum.crossing += f.crossing;
+        sum.split += f.split;
     }
+    return sum;
+}
+
+TEST(StreamLoss, FivePercentEachWayOnALan) {
+    Link link = lan_at_five_percent();
+    link.bytes = 5 * 1000 * 1000;
+    const std::uint64_t n = seeds();
+    const Figures sum = run_seeds(link);
     // No short segment before the last bytes (without sender-side silly
     // window avoidance: 1845 in these seeds), and fewer than one timeout per
     // hundred data segments (without limited transmit, early retransmit and
@@ -192,6 +240,22 @@ TEST(StreamLoss, FivePercentEachWayOnALan) {
         static_cast<unsigned long long>(sum.segments),
         static_cast<unsigned long long>(sum.timeouts),
         static_cast<unsigned long long>(sum.short_segments));
+}
+
+TEST(StreamLoss, RecordsStayWholeAtFivePercentEachWay) {
+    Link link = lan_at_five_percent();
+    link.bytes = 1000 * 1000;
+    // Mostly records up to an MSS (MPA FPDUs), some longer ones.
+    link.record_max = 1700;
+    const std::uint64_t n = seeds();
+    const Figures sum = run_seeds(link);
+    std::printf(
+        "%llu seeds of %zu bytes in records of 1..%u bytes at 5 %% loss: "
+        "%llu data segments, %llu timeouts, %llu crossing, %llu split\n",
+        static_cast<unsigned long long>(n), link.bytes, link.record_max,
+        static_cast<unsigned long long>(sum.segments),
+        static_cast<unsigned long long>(sum.timeouts),
+        static_cast<unsigned long long>(sum.crossing), static_cast<unsigned long long>(sum.split));
 }
 
 }  // namespace

@@ -1,0 +1,337 @@
+// Unit tests of tcp::Stream::write_record: how records are cut into
+// segments, first sent and resent. Read src/tcp/stream.hpp first (the rule
+// is in write_record's comment). A segment is checked as (offset from the
+// first byte, length), and its payload against the bytes written there.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "tcp/stream.hpp"
+
+namespace iwcm::tcp {
+namespace {
+
+using wire::SeqNumber;
+namespace f = wire::tcp_flags;
+
+constexpr std::uint32_t kIss = 7000;
+constexpr std::uint32_t kIrs = 90000;
+constexpr std::uint16_t kMss = 1000;
+
+// A data segment as where it starts (offset from kIss) and how long it is.
+struct Cut {
+    std::uint32_t off = 0;
+    std::uint32_t len = 0;
+    friend bool operator==(const Cut&, const Cut&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Cut& c) {
+    return os << "[" << c.off << ", +" << c.len << ")";
+}
+
+// A stream with the records written so far, all bytes numbered from kIss.
+class Sender {
+public:
+    explicit Sender(std::uint32_t snd_wnd = 60000, std::uint32_t send_buffer = 64 * 1024,
+                    std::uint32_t iss = kIss)
+        : iss_(iss) {
+        StreamConfig c;
+        c.send_buffer = send_buffer;
+        c.recv_buffer = 16 * 1024;
+        StreamInit i;
+        i.snd_una = i.snd_nxt = SeqNumber(iss);
+        i.rcv_nxt = SeqNumber(kIrs);
+        i.snd_wnd = snd_wnd;
+        i.mss = kMss;
+        stream_.emplace(c, i, at_ms(0));
+    }
+
+    Stream& s() { return *stream_; }
+
+    // Writes a record of n bytes (distinct values), true if it was taken.
+    bool record(std::size_t n) { return put(n, true); }
+    std::size_t plain(std::size_t n) { return put(n, false) ? n : 0; }
+
+    // Every data segment poll_segment gives now; each payload must be the
+    // bytes written at its offset.
+    std::vector<Cut> sent(Instant now) {
+        std::vector<Cut> out;
+        for (int i = 0; i < 1000; ++i) {
+            auto seg = stream_->poll_segment(now);
+            if (!seg) return out;
+            if (seg->payload.empty()) continue;
+            const auto off = static_cast<std::uint32_t>(seg->seq - SeqNumber(iss_));
+            const auto len = static_cast<std::uint32_t>(seg->payload.size());
+            EXPECT_LE(std::size_t{off} + len, bytes_.size());
+            EXPECT_TRUE(std::equal(seg->payload.begin(), seg->payload.end(), bytes_.begin() + off))
+                << "payload of " << Cut{off, len};
+            out.push_back({off, len});
+        }
+        ADD_FAILURE() << "poll_segment never ran dry";
+        return out;
+    }
+
+    // The peer acknowledges up to offset `off` with window `wnd`.
+    Arrival ack(Instant now, std::uint32_t off, std::uint16_t wnd = 60000) {
+        return stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
+    }
+
+private:
+    bool put(std::size_t n, bool as_record) {
+        std::vector<std::byte> data(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            data[i] = static_cast<std::byte>((bytes_.size() + i) * 13 % 251);
+        }
+        const bool taken = as_record ? stream_->write_record(data) : stream_->write(data) == n;
+        if (taken) bytes_.insert(bytes_.end(), data.begin(), data.end());
+        return taken;
+    }
+
+    std::uint32_t iss_;
+    std::optional<Stream> stream_;
+    std::vector<std::byte> bytes_;
+};
+
+TEST(StreamRecord, EachSizeLeavesAsWholeSegments) {
+    Sender t;
+    for (std::size_t n : std::vector<std::size_t>{1, kMss - 1, kMss, 2 * kMss + 7}) {
+        ASSERT_TRUE(t.record(n));
+    }
+    // A record up to an MSS is one segment; a longer one MSS-sized pieces.
+    EXPECT_EQ(
+        t.sent(at_ms(0)),
+        (std::vector<Cut>{{0, 1}, {1, 999}, {1000, 1000}, {2000, 1000}, {3000, 1000}, {4000, 7}}));
+    EXPECT_EQ(t.s().mss(), kMss);
+}
+
+TEST(StreamRecord, SmallRecordsAreNotCoalesced) {
+    Sender t;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.record(100));
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 100}, {100, 100}, {200, 100}}));
+    // More records while those are in flight: sent at once, one segment each.
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.record(300));
+    EXPECT_EQ(t.sent(at_ms(1)), (std::vector<Cut>{{300, 300}, {600, 300}, {900, 300}}));
+}
+
+TEST(StreamRecord, ManyRecordsInFlightWrapTheRing) {
+    Sender t;
+    std::vector<Cut> want;
+    for (std::uint32_t i = 0; i < 100; ++i) {
+        ASSERT_TRUE(t.record(10));
+        want.push_back({10 * i, 10});
+    }
+    EXPECT_EQ(t.sent(at_ms(0)), want);
+    // Half acknowledged (their ends dropped), a hundred more written.
+    t.ack(at_ms(10), 500);
+    want.clear();
+    for (std::uint32_t i = 100; i < 200; ++i) {
+        ASSERT_TRUE(t.record(10));
+        want.push_back({10 * i, 10});
+    }
+    EXPECT_EQ(t.sent(at_ms(10)), want);
+}
+
+TEST(StreamRecord, PlainBytesAroundRecordsStayApart) {
+    Sender t;
+    // Plain bytes before a record end where it starts; those after the last
+    // record are segmented as usual (an MSS, then the rest).
+    ASSERT_EQ(t.plain(1500), 1500U);
+    ASSERT_TRUE(t.record(300));
+    ASSERT_EQ(t.plain(1500), 1500U);
+    EXPECT_EQ(t.sent(at_ms(0)),
+              (std::vector<Cut>{{0, 1000}, {1000, 500}, {1500, 300}, {1800, 1000}, {2800, 500}}));
+}
+
+TEST(StreamRecord, WriteRecordIsAllOrNothing) {
+    Sender t(60000, 3000);
+    EXPECT_FALSE(t.record(0));
+    ASSERT_TRUE(t.record(2000));
+    EXPECT_EQ(t.s().send_space(), 1000U);
+    EXPECT_FALSE(t.record(1001));  // more than the space: nothing taken
+    EXPECT_EQ(t.s().bytes_queued(), 2000U);
+    EXPECT_TRUE(t.record(1000));
+    EXPECT_EQ(t.s().send_space(), 0U);
+    EXPECT_FALSE(t.record(1));
+    t.sent(at_ms(0));
+    t.ack(at_ms(10), 2000);
+    EXPECT_TRUE(t.record(1));
+    t.s().close();
+    EXPECT_FALSE(t.record(1));  // nothing after close()
+    EXPECT_EQ(t.s().bytes_queued(), 1001U);
+}
+
+TEST(StreamRecord, FastRetransmitResendsExactlyTheLostRecord) {
+    Sender t;
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.record(700));
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 10U);
+    for (int i = 0; i < 3; ++i) t.ack(at_ms(10 + i), 0);  // three duplicate ACKs
+    // Plain bytes would resend an MSS (1000); the record is 700.
+    EXPECT_EQ(t.sent(at_ms(12)), (std::vector<Cut>{{0, 700}}));
+    EXPECT_EQ(t.s().retransmitted_segments(), 1U);
+}
+
+TEST(StreamRecord, PartialAckInsideARecordResendsToItsEnd) {
+    Sender t;
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.record(900));
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 10U);
+    for (int i = 0; i < 3; ++i) t.ack(at_ms(10 + i), 0);
+    EXPECT_EQ(t.sent(at_ms(12)), (std::vector<Cut>{{0, 900}}));
+    // NewReno partial ACK half way into the second record (the peer took
+    // part of a segment): the rest of that record, from SND.UNA to its end.
+    t.ack(at_ms(20), 1350);
+    EXPECT_EQ(t.sent(at_ms(20)), (std::vector<Cut>{{1350, 450}}));
+}
+
+TEST(StreamRecord, RtoFromInsideARecordStopsAtItsEnd) {
+    Sender t;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.record(1000));
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 3U);
+    t.ack(at_ms(10), 400);
+    // A loss probe comes first (the last record again); then the RTO goes
+    // back to SND.UNA.
+    Instant now = at_ms(10);
+    for (int i = 0; i < 4 && t.s().snd_nxt() != t.s().snd_una(); ++i) {
+        now = t.s().next_deadline().value_or(kInstantNever);
+        t.s().on_timer(now);
+        if (t.s().snd_nxt() != t.s().snd_una()) {
+            EXPECT_EQ(t.sent(now), (std::vector<Cut>{{2000, 1000}}));
+        }
+    }
+    ASSERT_EQ(t.s().snd_nxt(), t.s().snd_una());
+    // cwnd is one MSS: the rest of the first record alone, not 1000 bytes
+    // running into the second.
+    EXPECT_EQ(t.sent(now), (std::vector<Cut>{{400, 600}}));
+}
+
+TEST(StreamRecord, GoBackAfterRtoKeepsSegmentsAligned) {
+    Sender t;
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(t.record(700));
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 8U);
+    // No RTT sample yet, so no loss probe: the first expiry is the RTO.
+    ASSERT_EQ(t.s().next_deadline(), at_ms(1000));
+    t.s().on_timer(at_ms(1000));
+    ASSERT_EQ(t.s().cwnd(), kMss);
+    // One MSS of room: one 700-byte record; the next waits for the ACK
+    // rather than going as 300 bytes.
+    EXPECT_EQ(t.sent(at_ms(1000)), (std::vector<Cut>{{0, 700}}));
+    t.ack(at_ms(1010), 700);  // slow start: cwnd 1700
+    EXPECT_EQ(t.sent(at_ms(1010)), (std::vector<Cut>{{700, 700}, {1400, 700}}));
+    t.ack(at_ms(1020), 2100);
+    for (const Cut& c : t.sent(at_ms(1020))) {
+        EXPECT_EQ(c.off % 700, 0U) << c;
+        EXPECT_EQ(c.len, 700U) << c;
+    }
+}
+
+TEST(StreamRecord, LossProbeResendsTheLastRecordOrPiece) {
+    Sender t;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.record(600));
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 3U);
+    t.ack(at_ms(10), 600);  // SRTT 10 ms: the probe is due at 30 ms
+    ASSERT_EQ(t.s().next_deadline(), at_ms(30));
+    t.s().on_timer(at_ms(30));
+    // Plain bytes would resend the last MSS (200 of it from the second record).
+    EXPECT_EQ(t.sent(at_ms(30)), (std::vector<Cut>{{1200, 600}}));
+
+    Sender big;
+    ASSERT_TRUE(big.record(2500));
+    EXPECT_EQ(big.sent(at_ms(0)), (std::vector<Cut>{{0, 1000}, {1000, 1000}, {2000, 500}}));
+    big.ack(at_ms(10), 1000);
+    ASSERT_EQ(big.s().next_deadline(), at_ms(30));
+    big.s().on_timer(at_ms(30));
+    EXPECT_EQ(big.sent(at_ms(30)), (std::vector<Cut>{{2000, 500}}));
+}
+
+TEST(StreamRecord, ShortRecordIsSendableButNeverAFractionOfOne) {
+    Sender t(2500);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(t.record(900));
+    // 2500 of window: two records; 700 left is not the third record (with
+    // plain bytes the sender's silly-window rule would send it: more than
+    // half the window).
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 900}, {900, 900}}));
+    t.ack(at_ms(10), 900, 2500);
+    EXPECT_EQ(t.sent(at_ms(10)), (std::vector<Cut>{{1800, 900}}));
+    // Nothing in flight and a window narrower than the record: no ACK would
+    // come, so the window's share goes (a documented split).
+    t.ack(at_ms(20), 2700, 500);
+    EXPECT_EQ(t.sent(at_ms(20)), (std::vector<Cut>{{2700, 500}}));
+    t.ack(at_ms(30), 3200, 5000);
+    EXPECT_EQ(t.sent(at_ms(30)), (std::vector<Cut>{{3200, 400}, {3600, 900}}));
+}
+
+TEST(StreamRecord, NoShareOfTheWindowSplitsARecordInFlight) {
+    Sender t(1200);
+    ASSERT_TRUE(t.record(300));
+    ASSERT_TRUE(t.record(1000));
+    // 900 bytes of room is more than half the largest window, which lets
+    // plain bytes go (RFC 9293 3.8.6.2.1, Fs = 1/2); a record waits.
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 300}}));
+    t.ack(at_ms(10), 300, 1200);
+    EXPECT_EQ(t.sent(at_ms(10)), (std::vector<Cut>{{300, 1000}}));
+}
+
+TEST(StreamRecord, ZeroWindowProbeTakesOneByteOfARecord) {
+    Sender t(0);
+    ASSERT_TRUE(t.record(500));
+    EXPECT_EQ(t.sent(at_ms(0)), std::vector<Cut>{});
+    ASSERT_EQ(t.s().next_deadline(), at_ms(1000));
+    t.s().on_timer(at_ms(1000));
+    EXPECT_EQ(t.sent(at_ms(1000)), (std::vector<Cut>{{0, 1}}));  // RFC 9293 3.8.6.1
+    // The peer takes the byte and opens: the rest of the record in one segment.
+    t.ack(at_ms(1001), 1, 5000);
+    EXPECT_EQ(t.sent(at_ms(1001)), (std::vector<Cut>{{1, 499}}));
+}
+
+TEST(StreamRecord, RecordAfterHandOffBytesIsSegmentedApart) {
+    // Bytes sent before the hand-off (an RTR) are not joined to a record
+    // when both are retransmitted.
+    StreamConfig c;
+    StreamInit i;
+    i.snd_una = SeqNumber(kIss);
+    i.snd_nxt = SeqNumber(kIss + 20);
+    i.rcv_nxt = SeqNumber(kIrs);
+    i.snd_wnd = 60000;
+    i.mss = kMss;
+    const std::vector<std::byte> rtr(20, std::byte{0x5a});
+    i.unacked = rtr;
+    Stream s(c, i, at_ms(0));
+    const std::vector<std::byte> rec(100, std::byte{0xa5});
+    ASSERT_TRUE(s.write_record(rec));
+    auto first = s.poll_segment(at_ms(0));
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->seq, SeqNumber(kIss + 20));
+    EXPECT_EQ(first->payload.size(), 100U);
+    s.on_timer(at_ms(1000));
+    auto again = s.poll_segment(at_ms(1000));
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->seq, SeqNumber(kIss));
+    EXPECT_EQ(again->payload.size(), 20U);
+}
+
+TEST(StreamRecord, EndsAcrossTheSequenceWrap) {
+    // The first byte 250 below 2^32: two records end before the wrap, the
+    // third spans it (sequence 0 is its 51st byte), the rest end after it.
+    Sender t(60000, 64 * 1024, 0xFFFFFF06U);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(t.record(100));
+    EXPECT_EQ(
+        t.sent(at_ms(0)),
+        (std::vector<Cut>{{0, 100}, {100, 100}, {200, 100}, {300, 100}, {400, 100}, {500, 100}}));
+    // The second record was lost: duplicate ACKs (early retransmit, RFC
+    // 5827: one is enough with one segment's worth out) resend it alone.
+    t.ack(at_ms(10), 100);
+    for (int i = 0; i < 3; ++i) t.ack(at_ms(11 + i), 100);
+    EXPECT_EQ(t.sent(at_ms(13)), (std::vector<Cut>{{100, 100}}));
+    t.ack(at_ms(20), 250);  // a partial ACK at sequence 0, inside the third record
+    EXPECT_EQ(t.sent(at_ms(20)), (std::vector<Cut>{{250, 50}}));
+}
+
+TEST(StreamRecord, SizeGrowsByOnePointer) {
+    EXPECT_LE(sizeof(Stream), 376U) << sizeof(Stream);
+}
+
+}  // namespace
+}  // namespace iwcm::tcp
