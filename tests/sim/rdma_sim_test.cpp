@@ -26,11 +26,10 @@
 // The simulator's corruption flips bits of one byte of a frame, which TCP's
 // checksum always catches when it lands in the TCP segment (a change of one
 // byte moves the ones' complement sum by a non-zero amount below 0xFFFF), so
-// under it MPA's CRC never sees a bad FPDU. RdmaSim.CorruptFpduWithGoodTcpChecksum makes that case on
-// purpose: it flips a byte inside an FPDU of an RDMA Write and repairs the
-// TCP checksum. With CRC the receiver places nothing of that FPDU and
-// answers with a TERMINATE (MPA, CRC error); without CRC the bad byte lands
-// in memory (which is what CRC is for).
+// under it MPA's CRC never sees a bad FPDU. RdmaSim.CorruptFpduWithGoodTcpChecksum makes that case
+// on purpose: it flips a byte inside an FPDU of an RDMA Write and repairs the TCP checksum. With
+// CRC the receiver places nothing of that FPDU and answers with a TERMINATE (MPA, CRC error);
+// without CRC the bad byte lands in memory (which is what CRC is for).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,8 +43,8 @@
 #include "cm/harness.hpp"
 #include "io/rng.hpp"
 #include "io/sim.hpp"
-#include "sim/seeds.hpp"
 #include "iwcm/verbs.hpp"
+#include "sim/seeds.hpp"
 #include "tools/rping.hpp"
 #include "wire/frame.hpp"
 #include "wire/tcp.hpp"
@@ -216,14 +215,15 @@ Outcome run_seed(std::uint64_t seed) {
     }
     if (std::getenv("IWCM_RDMA_SIM_LOG") != nullptr) {
         const auto& k = net.counters();
-        std::printf("seed %llu ok%s: %llu frames, %llu lost, %llu duplicated, %llu reordered, "
-                    "%llu corrupted, %.3f s virtual\n",
-                    static_cast<unsigned long long>(seed), ctx.c_str(),
-                    static_cast<unsigned long long>(k.sent), static_cast<unsigned long long>(k.lost),
-                    static_cast<unsigned long long>(k.duplicated),
-                    static_cast<unsigned long long>(k.reordered),
-                    static_cast<unsigned long long>(k.corrupted),
-                    std::chrono::duration<double>(net.now().time_since_epoch()).count());
+        std::printf(
+            "seed %llu ok%s: %llu frames, %llu lost, %llu duplicated, %llu reordered, "
+            "%llu corrupted, %.3f s virtual\n",
+            static_cast<unsigned long long>(seed), ctx.c_str(),
+            static_cast<unsigned long long>(k.sent), static_cast<unsigned long long>(k.lost),
+            static_cast<unsigned long long>(k.duplicated),
+            static_cast<unsigned long long>(k.reordered),
+            static_cast<unsigned long long>(k.corrupted),
+            std::chrono::duration<double>(net.now().time_since_epoch()).count());
     }
     return {true, {}};
 }
@@ -264,7 +264,8 @@ struct Plain {
         }
         while (auto q = dev.poll_qp_event()) qp_events.push_back(*q);
         std::array<rdma::WorkCompletion, 8> out;
-        while (std::size_t n = dev.poll_cq(cq, out)) wcs.insert(wcs.end(), out.begin(), out.begin() + n);
+        while (std::size_t n = dev.poll_cq(cq, out))
+            wcs.insert(wcs.end(), out.begin(), out.begin() + n);
     }
 
     Core core;
@@ -297,7 +298,8 @@ public:
         if (!f || !armed || tampered) return f;
         auto p = wire::parse_tcp_frame(*f);
         // An RDMA Write FPDU: length, then DDP control T|L|version and RDMAP opcode 0.
-        if (!p || p->payload.size() <= kFlipAt || (p->payload[2] & std::byte{0x80}) == std::byte{0} ||
+        if (!p || p->payload.size() <= kFlipAt ||
+            (p->payload[2] & std::byte{0x80}) == std::byte{0} ||
             (p->payload[3] & std::byte{0x0F}) != std::byte{0})
             return f;
         buf_.assign(f->begin(), f->end());
