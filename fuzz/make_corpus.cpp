@@ -220,8 +220,9 @@ wire::DdpHeader tagged_header(wire::RdmapOpcode op, std::uint32_t stag, std::uin
     return h;
 }
 
-// The peer's side of a conversation: Sends (one in three segments), an RDMA
-// Write into W, a Read Request of R, the Read Response to our Read, and
+// The peer's side of a conversation: Sends (one in three segments), RDMA
+// Writes into W (the last up to its end), Read Requests of R (the second up
+// to its end), the Read Response to our Read, and
 // (`term`) a TERMINATE at the end.
 std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegionCount], bool crc,
                                    bool term) {
@@ -237,6 +238,9 @@ std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegion
     const auto& w = mrs[0];
     add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + 10, false), d.first(100), crc);
     add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + 110, true), d.first(50), crc);
+    // Right up to the region's end: one byte more is out of bounds.
+    add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + w.length - 50, true),
+             d.first(50), crc);
     wire::ReadRequest rr;
     rr.sink_stag = fuzz::kPeerStag;
     rr.sink_to = fuzz::kPeerTo;
@@ -246,6 +250,10 @@ std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegion
     std::byte rr_bytes[wire::kReadRequestPayloadLen];
     wire::emit_read_request(rr, rr_bytes);
     add_fpdu(s, untagged_header(RdmapOpcode::kReadRequest, 1, 1, 0, true), rr_bytes, crc);
+    rr.size = 100;  // the last 100 bytes of R
+    rr.source_to = mrs[1].addr + mrs[1].length - 100;
+    wire::emit_read_request(rr, rr_bytes);
+    add_fpdu(s, untagged_header(RdmapOpcode::kReadRequest, 1, 2, 0, true), rr_bytes, crc);
     const auto& l = mrs[2];
     const std::uint64_t sink = l.addr + fuzz::kReadSinkOffset;
     add_fpdu(s, tagged_header(RdmapOpcode::kReadResponse, l.lkey, sink, false), d.first(120), crc);
