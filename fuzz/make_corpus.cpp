@@ -12,6 +12,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.hpp"
+#include "fuzz/rdma_harness.hpp"
 #include "iwcm/core.hpp"
 #include "tests/wire/ip_extras.hpp"
 #include "wire/ddp.hpp"
@@ -175,6 +176,117 @@ void write_ddp_seeds() {
     }
 }
 
+// ---- fuzz_rdma: a peer's valid streams into the scene of rdma_harness.hpp ----
+
+class NullLinks final : public rdma::Links {
+public:
+    std::size_t send_space(rdma::LinkId) override { return 0; }
+    bool send_record(rdma::LinkId, wire::Bytes) override { return false; }
+    std::size_t readable(rdma::LinkId) override { return 0; }
+    wire::Bytes peek(rdma::LinkId) override { return {}; }
+    void consume(rdma::LinkId, std::size_t) override {}
+    void close(rdma::LinkId, bool) override {}
+};
+
+// Appends one FPDU: the DDP header, then `payload`.
+void add_fpdu(std::vector<std::byte>& out, const wire::DdpHeader& h, wire::Bytes payload,
+              bool crc) {
+    std::vector<std::byte> f(wire::fpdu_len_for_ulpdu(h.header_len() + payload.size()));
+    std::size_t n = wire::emit_ddp_header(h, wire::MutBytes(f).subspan(2));
+    std::copy(payload.begin(), payload.end(), f.begin() + 2 + static_cast<long>(n));
+    wire::seal_fpdu_in_place(n + payload.size(), crc, f);
+    out.insert(out.end(), f.begin(), f.end());
+}
+
+wire::DdpHeader untagged_header(wire::RdmapOpcode op, std::uint32_t qn, std::uint32_t msn,
+                                std::uint32_t mo, bool last) {
+    wire::DdpHeader h;
+    h.opcode = static_cast<std::uint8_t>(op);
+    h.qn = qn;
+    h.msn = msn;
+    h.mo = mo;
+    h.last = last;
+    return h;
+}
+
+wire::DdpHeader tagged_header(wire::RdmapOpcode op, std::uint32_t stag, std::uint64_t to,
+                              bool last) {
+    wire::DdpHeader h;
+    h.tagged = true;
+    h.opcode = static_cast<std::uint8_t>(op);
+    h.stag = stag;
+    h.to = to;
+    h.last = last;
+    return h;
+}
+
+// The peer's side of a conversation: Sends (one in three segments), RDMA
+// Writes into W (the last up to its end), Read Requests of R (the second up
+// to its end), the Read Response to our Read, and
+// (`term`) a TERMINATE at the end.
+std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegionCount], bool crc,
+                                   bool term) {
+    using wire::RdmapOpcode;
+    std::vector<std::byte> s;
+    std::vector<std::byte> data(300);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>('a' + i % 26);
+    const wire::Bytes d(data);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSend, 0, 1, 0, true), d.first(40), crc);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSendSe, 0, 2, 0, false), d.first(20), crc);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSendSe, 0, 2, 20, false), d.subspan(20, 20), crc);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSendSe, 0, 2, 40, true), d.subspan(40, 10), crc);
+    const auto& w = mrs[0];
+    add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + 10, false), d.first(100), crc);
+    add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + 110, true), d.first(50), crc);
+    // Right up to the region's end: one byte more is out of bounds.
+    add_fpdu(s, tagged_header(RdmapOpcode::kWrite, w.rkey, w.addr + w.length - 50, true),
+             d.first(50), crc);
+    wire::ReadRequest rr;
+    rr.sink_stag = fuzz::kPeerStag;
+    rr.sink_to = fuzz::kPeerTo;
+    rr.size = 200;
+    rr.source_stag = mrs[1].rkey;
+    rr.source_to = mrs[1].addr + 16;
+    std::byte rr_bytes[wire::kReadRequestPayloadLen];
+    wire::emit_read_request(rr, rr_bytes);
+    add_fpdu(s, untagged_header(RdmapOpcode::kReadRequest, 1, 1, 0, true), rr_bytes, crc);
+    rr.size = 100;  // the last 100 bytes of R
+    rr.source_to = mrs[1].addr + mrs[1].length - 100;
+    wire::emit_read_request(rr, rr_bytes);
+    add_fpdu(s, untagged_header(RdmapOpcode::kReadRequest, 1, 2, 0, true), rr_bytes, crc);
+    const auto& l = mrs[2];
+    const std::uint64_t sink = l.addr + fuzz::kReadSinkOffset;
+    add_fpdu(s, tagged_header(RdmapOpcode::kReadResponse, l.lkey, sink, false), d.first(120), crc);
+    add_fpdu(s, tagged_header(RdmapOpcode::kReadResponse, l.lkey, sink + 120, true),
+             d.subspan(120, fuzz::kReadLen - 120), crc);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSend, 0, 3, 0, true), d.first(64), crc);
+    if (term) {
+        std::byte t[128];
+        std::size_t n = wire::emit_terminate_fpdu(wire::TermError::kCrcError, crc, t);
+        s.insert(s.end(), t, t + n);
+    }
+    return s;
+}
+
+void write_rdma_seeds() {
+    NullLinks links;
+    rdma::Engine engine(links, {});
+    rdma::MemoryRegion mrs[fuzz::kRegionCount];
+    if (!fuzz::register_regions(engine, mrs)) return;
+    // flags: bit 0 CRC, 1 FPDU by FPDU, 2 link down, 3 fix CRCs, 4-5 FPDU size, 6-7 IRD/ORD.
+    const std::uint8_t variants[][2] = {{0x00, 0x35}, {0x09, 0x35}, {0x0B, 0x5F}, {0x02, 0xA1},
+                                        {0x1D, 0x73}, {0xE8, 0x20}, {0x31, 0x3C}};
+    for (const auto& v : variants) {
+        const bool crc = v[0] & 1;
+        for (bool term : {false, true}) {
+            std::vector<std::byte> in{std::byte{v[0]}, std::byte{v[1]}};
+            auto s = rdma_stream(mrs, crc, term);
+            in.insert(in.end(), s.begin(), s.end());
+            write("rdma", 0, false, in);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,6 +398,7 @@ int main(int argc, char** argv) {
         write("fpdu", e == 2 ? 1 : 0, true, std::span<const std::byte>(buf, n));
     }
     write_ddp_seeds();
+    write_rdma_seeds();
     std::printf("corpus: %zu frames captured, %zu files, %zu core inputs, in %s\n",
                 cap.frames.size(), g_written.size(), core_inputs, g_root.c_str());
     return 0;

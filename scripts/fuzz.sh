@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build-fuzz}
 CXX_FUZZ=${CXX_FUZZ:-clang++-14}
-ALL=(ethernet ipv4 ipv6 tcp frame mpa fpdu ddp core)
+ALL=(ethernet ipv4 ipv6 tcp frame mpa fpdu ddp core rdma)
 
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S fuzz -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" >/dev/null

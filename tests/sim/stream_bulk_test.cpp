@@ -20,16 +20,12 @@
 #include "cm/harness.hpp"
 #include "io/rng.hpp"
 #include "io/sim.hpp"
+#include "sim/seeds.hpp"
 
 namespace iwcm::test {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::uint64_t seed_count() {
-    const char* env = std::getenv("IWCM_STREAM_SEEDS");
-    return env != nullptr ? std::strtoull(env, nullptr, 10) : 1000;
-}
 
 // The byte at `offset` of the stream that side `side` sends under `seed`.
 std::byte pattern(std::uint64_t seed, int side, std::uint64_t offset) {
@@ -292,22 +288,9 @@ Outcome run_seed(std::uint64_t seed) {
     return {true, {}};
 }
 
+// IWCM_STREAM_SEED=s runs that seed alone (with IWCM_STREAM_TRACE=1: every frame).
 TEST(StreamBulk, EveryByteOnceInOrderUnderFaults) {
-    const std::uint64_t n = seed_count();
-    std::uint64_t failures = 0;
-    // IWCM_STREAM_SEED=s runs that seed alone (with IWCM_STREAM_TRACE=1: every frame).
-    const char* only = std::getenv("IWCM_STREAM_SEED");
-    const std::uint64_t first = only != nullptr ? std::strtoull(only, nullptr, 10) : 1;
-    const std::uint64_t last = only != nullptr ? first : n;
-    for (std::uint64_t seed = first; seed <= last; ++seed) {
-        Outcome o = run_seed(seed);
-        if (!o.ok) {
-            ++failures;
-            ADD_FAILURE() << "seed " << seed << ": " << o.why;
-            if (failures >= 5) break;
-        }
-    }
-    EXPECT_EQ(failures, 0u);
+    run_seeds("IWCM_STREAM_SEEDS", "IWCM_STREAM_SEED", 1000, run_seed);
 }
 
 }  // namespace
