@@ -215,6 +215,10 @@ public:
     // kWrongState as for send(); kInvalidArgument for an empty record or one
     // larger than StreamConfig::send_buffer (it could never be taken).
     Result<bool> send_record(Instant now, ConnHandle conn, std::span<const std::byte> record);
+    // The same record given in pieces, gathered into the send buffer with one
+    // copy (an FPDU's header, the application's registered memory, its CRC).
+    Result<bool> send_record(Instant now, ConnHandle conn,
+                             std::span<const std::span<const std::byte>> parts);
     // The oldest received bytes, in order, without a copy (a prefix of them
     // when the buffer wraps). The view is valid until the next call of any
     // Core member. consume() frees them and may open the window we advertise.

@@ -187,23 +187,26 @@ Result<Node*> Core::Impl::sending_node(ConnHandle conn) const {
 // send() takes what fits; send_record() all or nothing: a record that does
 // not fit now waits for the space it needs (one kWritable), which a record
 // larger than the buffer would never get.
-Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes,
-                                           bool record) {
+Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
+                                           std::span<const wire::Bytes> parts, bool record) {
     now_ = now;
     auto n = sending_node(conn);
     if (!n) return fail(n.error());
     NodeRef ref(*n);
     cm::NodeStream& ns = *ref->stream;
+    std::size_t size = 0;
+    for (wire::Bytes part : parts) size += part.size();
     std::size_t taken = 0;
     if (!record) {
-        taken = ns.tcp.write(bytes);
-        if (taken < bytes.size()) ns.writable_need = 1;
-    } else if (bytes.empty() || bytes.size() > ns.tcp.config().send_buffer) {
+        IWCM_ASSERT(parts.size() == 1);
+        taken = ns.tcp.write(parts[0]);
+        if (taken < size) ns.writable_need = 1;
+    } else if (size == 0 || size > ns.tcp.config().send_buffer) {
         return fail(ApiError::kInvalidArgument);
-    } else if (ns.tcp.write_record(bytes)) {
-        taken = bytes.size();
+    } else if (ns.tcp.write_record(parts)) {
+        taken = size;
     } else {
-        ns.writable_need = static_cast<std::uint32_t>(bytes.size());
+        ns.writable_need = static_cast<std::uint32_t>(size);
     }
     flush_stream(now, ref);
     drain_loopback(now);
@@ -238,11 +241,16 @@ std::uint32_t Core::Impl::rx_space(const Node& node) const {
 // ---------------------------------------------------------------- Core
 
 Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
-    return impl_->send_bytes(now, conn, bytes, false);
+    return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false);
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std::byte> record) {
-    auto n = impl_->send_bytes(now, conn, record, true);
+    return send_record(now, conn, std::span<const wire::Bytes>(&record, 1));
+}
+
+Result<bool> Core::send_record(Instant now, ConnHandle conn,
+                               std::span<const std::span<const std::byte>> parts) {
+    auto n = impl_->send_bytes(now, conn, parts, true);
     if (!n) return fail(n.error());
     return *n > 0;
 }

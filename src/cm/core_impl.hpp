@@ -224,7 +224,8 @@ struct Core::Impl {
     // its terminal event is queued or was the last one polled.
     Result<cm::Node*> stream_node(ConnHandle conn) const;
     // send() (record false) and send_record() (true: all or nothing).
-    Result<std::size_t> send_bytes(Instant now, ConnHandle conn, wire::Bytes bytes, bool record);
+    Result<std::size_t> send_bytes(Instant now, ConnHandle conn, std::span<const wire::Bytes> parts,
+                                   bool record);
     Result<cm::Node*> sending_node(ConnHandle conn) const;
     Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
     // Before hand-off: what the connection may still buffer of the peer's bytes.

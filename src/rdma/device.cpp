@@ -41,6 +41,13 @@ public:
         return taken && *taken;  // an error: the stream is closing; its end follows
     }
 
+    // Gathered by the stream: the payload is copied once, from the
+    // application's memory into the send buffer.
+    bool send_record_parts(LinkId l, std::span<const wire::Bytes> parts) override {
+        auto taken = core_.send_record(now, conn_of(l), parts);
+        return taken && *taken;
+    }
+
     std::size_t readable(LinkId l) override {
         auto i = core_.stream_info(conn_of(l));
         return i ? i->readable : 0;

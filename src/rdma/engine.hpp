@@ -193,8 +193,15 @@ private:
     bool tx_read_response(std::uint32_t qp);
     bool tx_read_request(std::uint32_t qp, WrEntry& e);
     bool tx_terminate(std::uint32_t qp);
-    bool gather(const WrEntry& e, std::size_t offset, wire::MutBytes out) const;
+    // Where the message's bytes [offset, offset + len) lie in registered
+    // memory: one view per SGE touched (at most kMaxSge).
+    struct Views {
+        wire::Bytes part[kMaxSge];
+        std::size_t count = 0;
+    };
+    bool gather(const WrEntry& e, std::size_t offset, std::size_t len, Views& out) const;
     bool send_fpdu(std::uint32_t qp, std::size_t ulpdu_len);
+    bool send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& payload);
     void local_failure(std::uint32_t qp, std::uint32_t wr, WcStatus status);
 
     // ---- receive (engine_rx.cpp) ----

@@ -12,6 +12,7 @@
 
 #include "iwcm/assert.hpp"
 #include "rdma/engine.hpp"
+#include "wire/crc32c.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::rdma {
@@ -51,25 +52,53 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t ulpdu_len) {
     return links_.send_record(r.link, wire::Bytes(tx_buf_).first(n));
 }
 
-// Copies the message's bytes [offset, offset + out.size()) from its SGEs.
-// False when a region went away or shrank under the request.
-bool Engine::gather(const WrEntry& e, std::size_t offset, wire::MutBytes out) const {
+// Sends an FPDU whose header was built at tx_buf_[2...] and whose payload
+// stays where it is (registered memory): the link gathers the pieces, so
+// the payload is copied once, into the stream's send buffer. The CRC runs
+// over the pieces in order.
+bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& payload) {
+    const QpRecord& r = qps_[qp];
+    std::size_t ulpdu_len = header_len;
+    for (std::size_t i = 0; i < payload.count; ++i) ulpdu_len += payload.part[i].size();
+    IWCM_ASSERT(ulpdu_len <= 0xFFFF);
+    wire::store_be16(tx_buf_, 0, static_cast<std::uint16_t>(ulpdu_len));
+    wire::Bytes head = wire::Bytes(tx_buf_).first(2 + header_len);
+    std::optional<std::uint32_t> crc;
+    if (r.crc) {
+        crc = wire::crc32c(head);
+        for (std::size_t i = 0; i < payload.count; ++i) crc = wire::crc32c(payload.part[i], *crc);
+    }
+    std::byte trailer[8];
+    std::size_t trailer_len = wire::emit_fpdu_trailer(ulpdu_len, crc, trailer);
+    wire::Bytes parts[kMaxSge + 2];
+    std::size_t n = 0;
+    parts[n++] = head;
+    for (std::size_t i = 0; i < payload.count; ++i) parts[n++] = payload.part[i];
+    parts[n++] = wire::Bytes(trailer, trailer_len);
+    IWCM_ASSERT(2 + ulpdu_len + trailer_len <= r.max_fpdu);
+    return links_.send_record_parts(r.link, std::span<const wire::Bytes>(parts, n));
+}
+
+// Finds the message's bytes [offset, offset + len) in its SGEs. False when a
+// region went away or shrank under the request.
+bool Engine::gather(const WrEntry& e, std::size_t offset, std::size_t len, Views& out) const {
     std::uint32_t access = e.kind == WrKind::kReadResponse ? std::uint32_t{kAccessRemoteRead} : 0u;
-    std::size_t copied = 0;
-    for (std::uint8_t i = 0; i < e.num_sge && copied < out.size(); ++i) {
+    std::size_t found = 0;
+    out.count = 0;
+    for (std::uint8_t i = 0; i < e.num_sge && found < len; ++i) {
         const Sge& s = e.sge[i];
         if (offset >= s.length) {
             offset -= s.length;
             continue;
         }
-        std::size_t n = std::min<std::size_t>(s.length - offset, out.size() - copied);
+        std::size_t n = std::min<std::size_t>(s.length - offset, len - found);
         std::byte* from = nullptr;
         if (mrs_.check(s.lkey, s.addr + offset, n, access, &from) != MemCheck::kOk) return false;
-        std::memcpy(out.data() + copied, from, n);
-        copied += n;
+        out.part[out.count++] = wire::Bytes(from, n);
+        found += n;
         offset = 0;
     }
-    return copied == out.size();
+    return found == len;
 }
 
 bool Engine::tx_send_queue(std::uint32_t qp) {
@@ -102,11 +131,12 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == header_len);
-    if (!gather(e, e.done, ulpdu.subspan(header_len, chunk))) {
+    Views payload;
+    if (!gather(e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }
-    if (!send_fpdu(qp, header_len + chunk)) return false;
+    if (!send_fpdu(qp, header_len, payload)) return false;
     e.done += static_cast<std::uint32_t>(chunk);
     r.tx_active = TxActive::kSendQueue;
     if (!last) return true;
@@ -163,11 +193,12 @@ bool Engine::tx_read_response(std::uint32_t qp) {
     wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == kDdpTaggedHeaderLen);
-    if (!gather(e, e.done, ulpdu.subspan(kDdpTaggedHeaderLen, chunk))) {
+    Views payload;
+    if (!gather(e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }
-    if (!send_fpdu(qp, kDdpTaggedHeaderLen + chunk)) return false;
+    if (!send_fpdu(qp, kDdpTaggedHeaderLen, payload)) return false;
     e.done += static_cast<std::uint32_t>(chunk);
     r.tx_active = TxActive::kReadResponse;
     if (!last) return true;

@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "wire/bytes.hpp"
 
@@ -28,6 +30,14 @@ public:
     // fit now; the link then reports writable (Engine::on_writable) once
     // space frees.
     virtual bool send_record(LinkId link, wire::Bytes record) = 0;
+    // The same record in pieces (an FPDU's header, the payload where it lies
+    // in registered memory, the pad and CRC). A link that can gather them
+    // into its buffer overrides this; by default they are joined here first.
+    virtual bool send_record_parts(LinkId link, std::span<const wire::Bytes> parts) {
+        joined_.clear();
+        for (wire::Bytes p : parts) joined_.insert(joined_.end(), p.begin(), p.end());
+        return send_record(link, joined_);
+    }
     // All received bytes not yet consumed.
     virtual std::size_t readable(LinkId link) = 0;
     // The oldest received bytes (a prefix of them when a ring wraps). The
@@ -36,6 +46,9 @@ public:
     virtual void consume(LinkId link, std::size_t n) = 0;
     // Ends the connection: graceful after the bytes already sent, or abortive.
     virtual void close(LinkId link, bool abortive) = 0;
+
+private:
+    std::vector<std::byte> joined_;
 };
 
 }  // namespace iwcm::rdma

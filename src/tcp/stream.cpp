@@ -136,7 +136,13 @@ std::size_t Stream::write(std::span<const std::byte> data) {
 }
 
 bool Stream::write_record(std::span<const std::byte> record) {
-    if (record.empty() || record.size() > send_space()) return false;
+    return write_record(std::span<const std::span<const std::byte>>(&record, 1));
+}
+
+bool Stream::write_record(std::span<const std::span<const std::byte>> parts) {
+    std::size_t size = 0;
+    for (auto part : parts) size += part.size();
+    if (size == 0 || size > send_space()) return false;
     // Bytes queued before the record that no record end closes (plain
     // writes, the hand-off's unacknowledged bytes) end where it starts, so
     // no segment joins them to it.
@@ -144,9 +150,11 @@ bool Stream::write_record(std::span<const std::byte> record) {
     if (snd_buffered() > 0 && (record_ends_.empty() || record_ends_.back() != start)) {
         record_ends_.push(start);
     }
-    const std::size_t taken = write(record);
-    IWCM_ASSERT(taken == record.size());
-    record_ends_.push(start + static_cast<std::uint32_t>(taken));
+    for (auto part : parts) {
+        const std::size_t taken = write(part);
+        IWCM_ASSERT(taken == part.size());
+    }
+    record_ends_.push(start + static_cast<std::uint32_t>(size));
     check_invariants();
     return true;
 }

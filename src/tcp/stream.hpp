@@ -115,6 +115,9 @@ public:
     // RFC 9293 3.8.6.1), and a peer window narrower than the record while
     // nothing is in flight (no ACK would come to widen it).
     bool write_record(std::span<const std::byte> record);
+    // The same for a record given in pieces (gathered: one copy, from where
+    // the pieces are into the send buffer).
+    bool write_record(std::span<const std::span<const std::byte>> parts);
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.
     void close();

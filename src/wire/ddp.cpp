@@ -322,6 +322,16 @@ std::size_t seal_fpdu_in_place(std::size_t ulpdu_len, bool crc, MutBytes out) {
     return crc_off + kFpduCrcLen;
 }
 
+std::size_t emit_fpdu_trailer(std::size_t ulpdu_len, std::optional<std::uint32_t> crc_so_far,
+                              MutBytes out) {
+    const std::size_t pad =
+        fpdu_len_for_ulpdu(ulpdu_len) - kFpduLengthLen - ulpdu_len - kFpduCrcLen;
+    IWCM_ASSERT(out.size() >= pad + kFpduCrcLen);
+    for (std::size_t i = 0; i < pad; ++i) store_u8(out, i, 0);
+    store_le32(out, pad, crc_so_far ? crc32c(out.first(pad), *crc_so_far) : 0);
+    return pad + kFpduCrcLen;
+}
+
 std::size_t max_ulpdu_for_fpdu(std::size_t max_fpdu) {
     // An FPDU is the 2-byte length and the ULPDU rounded up to 4, then the CRC.
     if (max_fpdu < kFpduLengthLen + kFpduCrcLen + 2) return 0;

@@ -163,6 +163,12 @@ TermHeader decode_term_control(std::uint32_t word);
 // Writes length, zero pad and CRC (zero when crc is false) around a ULPDU
 // already at out[2, 2 + ulpdu_len). Returns the FPDU length.
 std::size_t seal_fpdu_in_place(std::size_t ulpdu_len, bool crc, MutBytes out);
+// For an FPDU sent in pieces: writes the zero pad and the CRC that follow a
+// ULPDU of ulpdu_len bytes into out (at most 7 bytes). `crc_so_far` is
+// crc32c of the length field and the ULPDU (nullopt: CRC not negotiated,
+// the field is zero). Returns the trailer's length.
+std::size_t emit_fpdu_trailer(std::size_t ulpdu_len, std::optional<std::uint32_t> crc_so_far,
+                              MutBytes out);
 // The most ULPDU bytes an FPDU of at most max_fpdu bytes carries (at most
 // 65535); 0 when max_fpdu is below 8, the smallest FPDU.
 std::size_t max_ulpdu_for_fpdu(std::size_t max_fpdu);

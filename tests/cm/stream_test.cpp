@@ -414,6 +414,23 @@ TEST(Stream, EachRecordLeavesAsItsOwnSegments) {
     EXPECT_EQ(got, want);
 }
 
+// A record given in pieces is gathered: one segment holding them in order.
+TEST(Stream, RecordInPiecesLeavesAsOneSegment) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    const auto head = bytes("head:"), body = bytes("the payload"), tail = bytes(":crc!");
+    const std::span<const std::byte> parts[] = {head, body, tail};
+    auto taken = d.core.send_record(d.now, d.conn, parts);
+    ASSERT_TRUE(taken.has_value());
+    EXPECT_TRUE(*taken);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(text(o[0].payload), "head:the payload:crc!");
+    // All or nothing, as for one piece: an empty record is refused.
+    const std::span<const std::byte> none[] = {std::span<const std::byte>{}};
+    EXPECT_EQ(d.core.send_record(d.now, d.conn, none).error(), ApiError::kInvalidArgument);
+}
+
 TEST(Stream, StreamInfoMssIsWhereRecordsAreCut) {
     // A 1000-byte MTU leaves 960 bytes of payload, below the peer's 1460.
     CoreConfig c = immediate_acks();
@@ -466,7 +483,8 @@ TEST(Stream, SendRecordMisuseIsAnError) {
     EXPECT_EQ(ext.core.send_record(ext.now, ext.conn, one).error(), ApiError::kWrongState);
     Dut s(immediate_acks());
     stream_up(s);
-    EXPECT_EQ(s.core.send_record(s.now, s.conn, {}).error(), ApiError::kInvalidArgument);
+    EXPECT_EQ(s.core.send_record(s.now, s.conn, std::span<const std::byte>{}).error(),
+              ApiError::kInvalidArgument);
     const std::vector<std::byte> huge(s.core.config().stream.send_buffer + 1);
     EXPECT_EQ(s.core.send_record(s.now, s.conn, huge).error(), ApiError::kInvalidArgument);
     ASSERT_TRUE(s.core.disconnect(s.now, s.conn, DisconnectMode::kGraceful).has_value());

@@ -309,6 +309,23 @@ TEST(Seal, MatchesEmitFpdu) {
     EXPECT_EQ(to_hex(f).substr(72), "87101d4b");  // siw's CRC of this FPDU
 }
 
+// An FPDU sent in pieces ends with the same pad and CRC as one sealed whole.
+TEST(Seal, TrailerOfPiecesMatchesSealInPlace) {
+    for (std::size_t n : {0u, 1u, 2u, 3u, 4u, 5u, 34u}) {
+        for (bool crc : {false, true}) {
+            Buffer whole(fpdu_len_for_ulpdu(n), std::byte{0x55});
+            for (std::size_t i = 0; i < n; ++i) whole[2 + i] = static_cast<std::byte>(i * 7 + 1);
+            const std::size_t len = seal_fpdu_in_place(n, crc, whole);
+            std::optional<std::uint32_t> so_far;
+            if (crc) so_far = crc32c(Bytes(whole).first(2 + n));
+            Buffer trailer(8, std::byte{0x55});
+            const std::size_t t = emit_fpdu_trailer(n, so_far, trailer);
+            EXPECT_EQ(2 + n + t, len);
+            EXPECT_EQ(to_hex(Bytes(trailer).first(t)), to_hex(Bytes(whole).subspan(2 + n)));
+        }
+    }
+}
+
 TEST(Seal, MaxUlpduForFpdu) {
     EXPECT_EQ(max_ulpdu_for_fpdu(0), 0u);
     EXPECT_EQ(max_ulpdu_for_fpdu(7), 0u);
