@@ -24,9 +24,9 @@ namespace iwcm::rdma::test {
 constexpr std::uint32_t kSiwAddr = 0x0AE70002;  // 10.231.0.2
 
 struct Side {
-    ByteVec stream;                // every FPDU byte after MPA, in order
-    std::vector<std::size_t> ends; // where each TCP segment's payload ends in stream
-    std::vector<ByteVec> fpdus;    // stream cut into FPDUs
+    ByteVec stream;                   // every FPDU byte after MPA, in order
+    std::vector<std::size_t> ends;    // where each TCP segment's payload ends in stream
+    std::vector<ByteVec> fpdus;       // stream cut into FPDUs
     std::vector<std::size_t> starts;  // each FPDU's offset in stream
 };
 

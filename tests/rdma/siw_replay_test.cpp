@@ -57,9 +57,9 @@ private:
 
 struct RoleOptions {
     bool server = false;
-    std::uint32_t size = 100;        // -S of the recording
-    std::uint32_t read_extra = 0;    // the server reads this much more (a fault)
-    std::uint32_t count = 1;         // -C: the client's iterations
+    std::uint32_t size = 100;      // -S of the recording
+    std::uint32_t read_extra = 0;  // the server reads this much more (a fault)
+    std::uint32_t count = 1;       // -C: the client's iterations
 };
 
 enum WrId : std::uint64_t { kRecv = 1, kSendInfo, kRead, kWrite };
@@ -296,8 +296,8 @@ private:
         if (!w.tagged() && w.opcode() == kOpSend && !o_.role.server && w.qn() == 0 &&
             want.size() >= p + 16 + 4) {
             // Our Send of {buffer, rkey, size}: the buffer and rkey are ours.
-            maps_.push_back(
-                {be(want, p + 8, 4), be(got, p + 8, 4), be64(want, p), be64(got, p), be(want, p + 12, 4)});
+            maps_.push_back({be(want, p + 8, 4), be(got, p + 8, 4), be64(want, p), be64(got, p),
+                             be(want, p + 12, 4)});
             off = p;
         } else if (!w.tagged() && w.opcode() == kOpReadRequest) {
             // Our Read Request: the sink STag and TO are ours.
@@ -394,24 +394,90 @@ TEST_P(SiwRping, EngineSendsWhatThePeerSent) {
     EXPECT_GE(r.translated_, (k.server ? 1u : 2u) * k.iterations);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Recordings, SiwRping,
-    ::testing::Values(Case{"client-rping-crc.pcap", true, 64, 1, true},
-                      Case{"client-rping-nocrc.pcap", true, 64, 1, false},
-                      Case{"client-rping-64k-crc.pcap", true, 65535, 1, true},
-                      Case{"iwcm-server-crc.pcap", true, 100, 2, true},
-                      Case{"iwcm-server-nocrc.pcap", true, 100, 2, false},
-                      Case{"iwcm-server-64k-crc.pcap", true, 65535, 1, true},
-                      Case{"server-rping-crc.pcap", false, 100, 2, true},
-                      Case{"server-rping-nocrc.pcap", false, 100, 2, false},
-                      Case{"iwcm-client-crc.pcap", false, 100, 2, true},
-                      Case{"iwcm-client-nocrc.pcap", false, 100, 2, false}),
-    [](const auto& info) {
-        std::string s = info.param.file;
-        s = s.substr(0, s.find('.'));
-        std::replace(s.begin(), s.end(), '-', '_');
-        return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Recordings, SiwRping,
+                         ::testing::Values(Case{"client-rping-crc.pcap", true, 64, 1, true},
+                                           Case{"client-rping-nocrc.pcap", true, 64, 1, false},
+                                           Case{"client-rping-64k-crc.pcap", true, 65535, 1, true},
+                                           Case{"iwcm-server-crc.pcap", true, 100, 2, true},
+                                           Case{"iwcm-server-nocrc.pcap", true, 100, 2, false},
+                                           Case{"iwcm-server-64k-crc.pcap", true, 65535, 1, true},
+                                           Case{"server-rping-crc.pcap", false, 100, 2, true},
+                                           Case{"server-rping-nocrc.pcap", false, 100, 2, false},
+                                           Case{"iwcm-client-crc.pcap", false, 100, 2, true},
+                                           Case{"iwcm-client-nocrc.pcap", false, 100, 2, false}),
+                         [](const auto& info) {
+                             std::string s = info.param.file;
+                             s = s.substr(0, s.find('.'));
+                             std::replace(s.begin(), s.end(), '-', '_');
+                             return s;
+                         });
+
+// rping_peer.py's client broke the CRC of its first Send; siw answered with
+// a Terminate (control `02 02 00 00`: siw's bit order for LLP, type 0, code
+// 2, an MPA CRC error; read the RFC's way the same byte says RDMAP, remote
+// operation error, code 2, and nothing in the word tells the two apart).
+TEST(SiwTerminate, CrcErrorTerminateFromSiwEndsTheQp) {
+    ReplayOptions o;
+    o.role.size = 100;
+    o.peer_crc_corrupt_first = true;
+    Replay r("terminate-crc.pcap", o);
+    ASSERT_TRUE(r.conv_.crc);
+    ASSERT_EQ(r.conv_.siw.fpdus.size(), 1u);
+    r.run();
+    const auto ev = r.events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(ev[0].term.control, 0x02020000u);
+    EXPECT_EQ(ev[0].term.layer, 0);
+    EXPECT_EQ(ev[0].term.etype, 2);
+    EXPECT_EQ(ev[0].term.code, 2);
+    EXPECT_FALSE(ev[0].term.siw_order);
+    EXPECT_NE(describe(ev[0].term).find("control 02 02 00 00"), std::string::npos);
+    // Our Send had gone; the receive rping posted is flushed; the
+    // connection closes gracefully (no Terminate of ours back).
+    ASSERT_EQ(r.role_->failed.size(), 1u);
+    EXPECT_EQ(r.role_->failed[0].wr_id, kRecv);
+    EXPECT_EQ(r.role_->failed[0].status, WcStatus::kWrFlushErr);
+    EXPECT_TRUE(r.links_.closed);
+    EXPECT_FALSE(r.links_.closed_abortive);
+    EXPECT_EQ(r.links_.sent.size(), 1u);
+    EXPECT_EQ(r.role_->iterations, 0u);
+}
+
+// rping_peer.py's server asked siw for 200 bytes of a 100-byte buffer; siw
+// answered with a Terminate (control `10 01 07 00`: RDMAP, remote protection
+// error, base or bounds violation, M, D and R set, all in siw's bit order,
+// which the low M/D/R bits give away), quoting our Read Request.
+TEST(SiwTerminate, ReadBeyondBoundsTerminateFailsTheRead) {
+    ReplayOptions o;
+    o.role.server = true;
+    o.role.size = 100;
+    o.role.read_extra = 100;
+    Replay r("terminate-read-bounds.pcap", o);
+    ASSERT_EQ(r.conv_.siw.fpdus.size(), 2u);
+    r.run();
+    EXPECT_EQ(r.translated_, 0u);  // siw quotes our request; it names nothing of ours
+    const auto ev = r.events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(ev[0].term.control, 0x10010700u);
+    EXPECT_TRUE(ev[0].term.siw_order);
+    EXPECT_EQ(ev[0].term.layer, 0);  // RDMAP
+    EXPECT_EQ(ev[0].term.etype, 1);  // remote protection error
+    EXPECT_EQ(ev[0].term.code, 1);   // base or bounds violation
+    EXPECT_NE(describe(ev[0].term).find("control 10 01 07 00 in siw's bit order"),
+              std::string::npos)
+        << describe(ev[0].term);
+    // The Read in flight takes siw's reason; the posted receive is flushed.
+    ASSERT_EQ(r.role_->failed.size(), 2u);
+    EXPECT_EQ(r.role_->failed[0].wr_id, kRead);
+    EXPECT_EQ(r.role_->failed[0].status, WcStatus::kRemAccessErr);
+    EXPECT_EQ(r.role_->failed[1].wr_id, kRecv);
+    EXPECT_EQ(r.role_->failed[1].status, WcStatus::kWrFlushErr);
+    EXPECT_TRUE(r.links_.closed);
+    EXPECT_FALSE(r.links_.closed_abortive);
+    EXPECT_EQ(r.role_->verified, 0u);
+}
 
 }  // namespace
 }  // namespace iwcm::rdma::test
