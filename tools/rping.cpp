@@ -156,8 +156,14 @@ bool Rping::start(Instant now, ConnHandle conn) {
     }
     qp_ = *qp;
     if (!post_recv()) return false;
-    step_ = cfg_.server ? Step::kWaitStartInfo : Step::kWaitGoRead;
-    if (!cfg_.server) begin_client_iteration(now);
+    if (cfg_.server) {
+        step_ = Step::kWaitStartInfo;
+    } else if (cfg_.settle > Duration::zero()) {
+        step_ = Step::kSettle;
+        first_send_at_ = now + cfg_.settle;
+    } else {
+        begin_client_iteration(now);
+    }
     return running();
 }
 
@@ -211,6 +217,11 @@ bool Rping::post_rdma(Instant now, rdma::WrOpcode op, std::uint32_t length) {
 }
 
 void Rping::poll(Instant now) {
+    if (first_send_at_ && now >= *first_send_at_ && running()) {
+        first_send_at_.reset();
+        last_progress_ = now;
+        begin_client_iteration(now);
+    }
     if (!cq_) return;
     std::array<rdma::WorkCompletion, 16> wcs;
     for (;;) {
@@ -319,6 +330,10 @@ void Rping::begin_client_iteration(Instant now) {
 }
 
 void Rping::on_recv_client(Instant now) {
+    if (step_ == Step::kSettle) {
+        fail(exit_codes::kError, "a Send from the server before our first one");
+        return;
+    }
     if (step_ == Step::kWaitGoRead) {
         if (post_send_info(now, *rdma_, cfg_.size)) step_ = Step::kWaitGoWrite;
         return;
@@ -405,6 +420,7 @@ void Rping::stop(Instant now) {
 void Rping::fail(int code, std::string why) {
     if (phase_ == Phase::kFailed) return;
     phase_ = Phase::kFailed;
+    first_send_at_.reset();
     code_ = code;
     reason_ = std::move(why);
 }

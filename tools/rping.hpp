@@ -43,6 +43,9 @@ constexpr std::uint32_t kRpingMinSize = 26;
 constexpr std::uint32_t kRpingMaxSize = 65535;
 constexpr std::uint32_t kRpingDefaultSize = 64;
 constexpr std::uint16_t kRpingDefaultPort = 7174;
+// --settle: the client's wait before its first Send (README "rping").
+constexpr std::uint32_t kRpingDefaultSettleMs = 500;
+constexpr std::uint32_t kRpingMaxSettleMs = 60000;
 
 // struct rping_rdma_info: a buffer's address (tagged offset), rkey and size,
 // each in network byte order.
@@ -68,6 +71,10 @@ struct RpingConfig {
     std::uint64_t count = 0;                 // -C; 0: until the peer closes (or forever)
     bool verify = false;                     // -V
     bool verbose = false;                    // -v
+    // -c: the wait after ESTABLISHED before the first Send (--settle). A
+    // soft-iWARP responder sends its MPA reply before it reads the socket
+    // and strands an FPDU that arrives in between.
+    Duration settle{};
 };
 
 // A line for the command to print: one iteration's data (-v).
@@ -84,10 +91,15 @@ public:
     Rping& operator=(const Rping&) = delete;
 
     // Binds the established connection to a QP, registers the buffers, posts
-    // the receive and (client) sends the first start buffer's info.
+    // the receive and (client) sends the first start buffer's info, at once
+    // or, with a settle time, from the first poll() at or after now + settle.
     bool start(Instant now, ConnHandle conn);
-    // Moves completions on; call after every step of the loop.
+    // Moves completions on (and sends the client's first Send once settled);
+    // call after every step of the loop.
     void poll(Instant now);
+    // When poll() has something to do without any event: the end of the
+    // client's settle time.
+    std::optional<Instant> next_wake() const { return first_send_at_; }
     void on_qp_event(const rdma::QpEvent& ev);
     // The client, after its iterations: frees the QP (which closes the
     // connection gracefully). Also used on failure.
@@ -118,6 +130,7 @@ private:
         kWriting,        // server: our RDMA Write into the sink
         kWaitGoRead,     // client: the go-ahead after the server's read
         kWaitGoWrite,    // client: the go-ahead after the server's write
+        kSettle,         // client: the settle time before the first Send
     };
     struct Buffer;
 
@@ -153,6 +166,7 @@ private:
     std::uint64_t bytes_ = 0;
     std::deque<RpingLine> lines_;
     Instant last_progress_{};
+    std::optional<Instant> first_send_at_;  // client: the end of the settle time
     int code_ = 0;
     std::string reason_;
 };

@@ -37,6 +37,8 @@ struct RpingOptions {
     bool verbose = false;
     bool verify = false;
     double timeout_s = 10;
+    std::uint32_t settle_ms = kRpingDefaultSettleMs;
+    bool settle_given = false;
 };
 
 // How long a close may take before the rest is reset.
@@ -60,7 +62,8 @@ public:
 
 private:
     static RpingConfig config(const RpingOptions& o) {
-        return {o.server, o.size, o.count, o.verify, o.verbose};
+        return {o.server, o.size,    o.count,
+                o.verify, o.verbose, std::chrono::milliseconds(o.settle_ms)};
     }
     bool step(Instant until);
     void pump(Instant now);
@@ -70,6 +73,7 @@ private:
     bool connect(const Endpoint& to, const MacAddr& mac, Instant deadline);
     bool iterate();
     void wait_for_close();
+    bool wait_closed(Instant limit);
     int finish();
     void print_summary(Instant now);
     bool set(int code, std::string why) {
@@ -222,13 +226,14 @@ bool RpingRun::connect(const Endpoint& to, const MacAddr& mac, Instant deadline)
 bool RpingRun::iterate() {
     while (rping_.running() && !ended_) {
         const Instant limit = rping_.last_progress() + seconds(o_.timeout_s);
+        const Instant wake = std::min(limit, rping_.next_wake().value_or(limit));
         if (io::TapHost::now() >= limit) {
             return set(exit_codes::kTimeout, "no progress for " + std::to_string(o_.timeout_s) +
                                                  " s in iteration " +
                                                  std::to_string(rping_.iterations()) + " (peer " +
                                                  peer_.to_string() + ")");
         }
-        if (!step(limit)) return false;
+        if (!step(wake)) return false;
     }
     return rping_.phase() == Rping::Phase::kDone;
 }
@@ -274,6 +279,27 @@ int RpingRun::run_server(const Endpoint& local) {
     return finish();
 }
 
+// Until our connection is closed: gone, or in TIME_WAIT after the FINs
+// (which the core holds for CoreConfig's time_wait; a process that waited
+// for it would exit minutes late). False when a signal cut the wait.
+bool RpingRun::wait_closed(Instant limit) {
+    const auto closed = [this] {
+        auto st = s_.core->state(conn_);
+        return !st || *st == CmState::kTimeWait || *st == CmState::kClosed;
+    };
+    while (s_.core->live_nodes() > 0 && !closed() && io::TapHost::now() < limit) {
+        const io::Wake w = s_.host->step(limit);
+        pump(io::TapHost::now());
+        if (w == io::Wake::kSignal) return false;
+        if (w == io::Wake::kError) {
+            set(exit_codes::kError, s_.host->error());
+            break;
+        }
+    }
+    s_.host->flush();
+    return true;
+}
+
 // Closes (the QP's close is graceful), lets the last frames go, prints the
 // summary and the stats line, and returns the exit code.
 int RpingRun::finish() {
@@ -288,7 +314,7 @@ int RpingRun::finish() {
         set(interrupted_code(sig), std::string("interrupted by ") +
                                        (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
                                        std::to_string(rping_.iterations()) + " iterations");
-    } else if (!drain(*s_.host, io::TapHost::now() + kCloseLimit, print)) {
+    } else if (!wait_closed(io::TapHost::now() + kCloseLimit)) {
         set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     }
     if (rping_.phase() == Rping::Phase::kRunning && code_ == exit_codes::kOk)
@@ -326,6 +352,9 @@ int run_rping(RpingOptions& o) {
     if (o.server == o.client)
         throw UsageError{o.server ? "-s and -c exclude each other"
                                   : "one of -s (serve) or -c (connect to -a) is required"};
+    if (o.server && o.settle_given)
+        throw UsageError{"--settle is for -c (the server never sends first)"};
+    if (o.server) o.settle_ms = 0;
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -373,6 +402,11 @@ void add_rping(CLI::App& app) {
     cmd->add_flag("-v", opt->verbose, "print each iteration's ping data");
     cmd->add_flag("-V", opt->verify,
                   "verify the ping data: -c the data written back, -s the data read");
+    cmd->add_option("--settle", opt->settle_ms,
+                    "-c: milliseconds to wait after ESTABLISHED before the first Send "
+                    "(a soft-iWARP server may miss an FPDU right after its MPA reply)")
+        ->check(bounded(0, kRpingMaxSettleMs, true))
+        ->each([opt](const std::string&) { opt->settle_given = true; });
     cmd->add_option("--timeout", opt->timeout_s,
                     "seconds to resolve and connect, and the longest wait for any step of an "
                     "iteration")

@@ -153,10 +153,17 @@ struct QpAttr {
 
 // A TERMINATE message's Terminate Control fields (RFC 5040 section 4.8):
 // layer 0 RDMAP, 1 DDP, 2 LLP (MPA); error type and code per layer.
+// A received one also carries its raw control word: Linux siw writes the
+// word from little-endian bitfields (the layer in the low nibble of the
+// first byte, M/D/R in the low bits of the third), and where the word shows
+// it (M/D/R bits low, or only the low nibble naming a layer) the fields are
+// read siw's way and siw_order is set. Ambiguous words are read the RFC's way.
 struct TermInfo {
     std::uint8_t layer = 0;
     std::uint8_t etype = 0;
     std::uint8_t code = 0;
+    bool siw_order = false;
+    std::uint32_t control = 0;  // received: the first 4 bytes after the DDP header
 };
 std::string describe(const TermInfo& term);
 

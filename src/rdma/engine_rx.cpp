@@ -88,6 +88,28 @@ WcStatus status_for(const wire::TermHeader& t) {
     return WcStatus::kRemOpErr;
 }
 
+// A received Terminate Control word. RFC 5040 section 4.8 puts the layer in
+// the high nibble of the first byte and M, D, R in the top bits of the
+// third; Linux siw writes the word from little-endian bitfields (siw.h
+// struct iwarp_terminate): the layer in the low nibble, M/D/R in bits 0-2.
+// The word is read siw's way only where it cannot be the RFC's: M/D/R bits
+// low and none high, or a high nibble that names no layer over a low one
+// that does (siw's CRC error, `02 02 00 00`, is valid both ways).
+TermInfo read_term_control(wire::Bytes b) {
+    TermInfo t;
+    if (b.size() < 4) return t;
+    const auto u = [&](std::size_t i) { return std::to_integer<std::uint8_t>(b[i]); };
+    t.control = wire::load_be32(b, 0);
+    const std::uint8_t hi = u(0) >> 4, lo = u(0) & 0xF;
+    const bool low_flags = (u(2) & 0x07) != 0 && (u(2) & 0xE0) == 0;
+    const bool low_layer = hi > wire::kTermLayerLlp && lo <= wire::kTermLayerLlp;
+    t.siw_order = low_flags || low_layer;
+    t.layer = t.siw_order ? lo : hi;
+    t.etype = t.siw_order ? hi : lo;
+    t.code = u(1);
+    return t;
+}
+
 }  // namespace
 
 void Engine::on_readable(QpHandle qp) {
@@ -363,14 +385,11 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
     RxVerdict v;
     v.peer_terminated = true;
     // The Terminate Control word follows the untagged header.
+    v.term = read_term_control(seg.payload);
     wire::TermHeader t;
-    if (seg.payload.size() >= 4) {
-        auto b = seg.payload;
-        t.layer = static_cast<std::uint8_t>(b[0]) >> 4;
-        t.etype = static_cast<std::uint8_t>(b[0]) & 0xF;
-        t.code = static_cast<std::uint8_t>(b[1]);
-    }
-    v.term = {t.layer, t.etype, t.code};
+    t.layer = v.term.layer;
+    t.etype = v.term.etype;
+    t.code = v.term.code;
     // The request in flight takes the peer's reason; the rest are flushed.
     WrQueue& q = !r.orq.empty() ? r.orq : r.sq;
     if (!q.empty()) {

@@ -1,4 +1,5 @@
 // Names of the verbs API's enums. Read first: include/iwcm/verbs.hpp.
+#include <cstdio>
 #include <string>
 
 #include "iwcm/verbs.hpp"
@@ -62,6 +63,13 @@ std::string describe(const TermInfo& term) {
         s += " (";
         s += wire::describe_term(static_cast<wire::TermLayer>(term.layer), term.etype, term.code);
         s += ")";
+    }
+    if (term.control != 0) {
+        char raw[48];
+        std::snprintf(raw, sizeof raw, ", control %02x %02x %02x %02x%s", term.control >> 24,
+                      (term.control >> 16) & 0xFF, (term.control >> 8) & 0xFF, term.control & 0xFF,
+                      term.siw_order ? " in siw's bit order" : "");
+        s += raw;
     }
     return s;
 }
