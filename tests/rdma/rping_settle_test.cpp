@@ -26,7 +26,8 @@ struct End {
 
 struct RpingNet {
     explicit RpingNet(Duration settle, std::uint64_t count)
-        : a(config(0x0a)), b(config(0x0b)),
+        : a(config(0x0a)),
+          b(config(0x0b)),
           client(a, {false, 100, count, true, false, settle}),
           server(b, {true, 100, count, true, false, {}}) {
         EXPECT_TRUE(a.add_address(ip_a).has_value());
