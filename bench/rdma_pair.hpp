@@ -47,8 +47,8 @@ struct RdmaSample {
     double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0; }
 };
 
-// Buffers, registrations and the post/poll loop both pairs share: `Side` gives
-// each end's post_send, post_recv, poll_cq and progress (moving bytes).
+// The buffers, registrations and work requests both pairs share (run_rdma
+// below is the loop).
 struct RdmaLoad {
     static constexpr std::uint32_t kDepth = 16;
     std::vector<std::byte> src;
@@ -56,6 +56,27 @@ struct RdmaLoad {
     // Kept across runs: work requests still outstanding from the last one.
     std::uint32_t in_flight = 0;
     bool receives_posted = false;
+    rdma::MemoryRegion mr_src;  // the sender's, no remote access
+    rdma::MemoryRegion mr_dst;  // the receiver's: receives and the Writes' target
+    rdma::Sge src_sge;
+    rdma::Sge dst_sge;
+
+    // The sender's work request for `op`: all of src, into dst for a Write.
+    rdma::SendWr send_wr(RdmaOp op) {
+        src_sge = {mr_src.addr, static_cast<std::uint32_t>(src.size()), mr_src.lkey};
+        rdma::SendWr wr;
+        wr.opcode = op == RdmaOp::kWrite ? rdma::WrOpcode::kRdmaWrite : rdma::WrOpcode::kSend;
+        wr.sg_list = {&src_sge, 1};
+        wr.remote_addr = mr_dst.addr;
+        wr.rkey = mr_dst.rkey;
+        return wr;
+    }
+    rdma::RecvWr recv_wr() {
+        dst_sge = {mr_dst.addr, static_cast<std::uint32_t>(dst.size()), mr_dst.lkey};
+        rdma::RecvWr wr;
+        wr.sg_list = {&dst_sge, 1};
+        return wr;
+    }
 
     explicit RdmaLoad(std::size_t message) : src(message), dst(message) {
         for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 13 + 1);
@@ -118,8 +139,8 @@ class RdmaCorePair {
 public:
     RdmaCorePair(std::size_t message, bool crc)
         : load_(message), a_(config(0x0a, 1, crc)), b_(config(0x0b, 2, crc)), da_(a_), db_(b_) {
-        ok_ = a_.add_address(ip(1)).has_value() && b_.add_address(ip(2)).has_value() && connect() &&
-              setup();
+        ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
+              connect_pair(a_, b_, now_, conn_a_, conn_b_) && setup();
     }
     bool ok() const { return ok_; }
 
@@ -129,25 +150,14 @@ public:
 
     bool post(RdmaOp op) {
         now_ = wall();
-        rdma::Sge sge{mr_src_.addr, static_cast<std::uint32_t>(load_.src.size()), mr_src_.lkey};
-        rdma::SendWr wr;
-        wr.opcode = op == RdmaOp::kWrite ? rdma::WrOpcode::kRdmaWrite : rdma::WrOpcode::kSend;
-        wr.sg_list = {&sge, 1};
-        wr.remote_addr = mr_dst_.addr;
-        wr.rkey = mr_dst_.rkey;
-        return da_.post_send(now_, qa_, wr).has_value();
+        return da_.post_send(now_, qa_, load_.send_wr(op)).has_value();
     }
-    bool repost_recv() {
-        rdma::Sge sge{mr_dst_.addr, static_cast<std::uint32_t>(load_.dst.size()), mr_dst_.lkey};
-        rdma::RecvWr wr;
-        wr.sg_list = {&sge, 1};
-        return db_.post_recv(qb_, wr).has_value();
-    }
+    bool repost_recv() { return db_.post_recv(qb_, load_.recv_wr()).has_value(); }
     bool progress() {
         now_ = wall();
-        ferry(a_, b_);
+        ferry(a_, b_, now_);
         if (!drive(b_, db_)) return false;
-        ferry(b_, a_);
+        ferry(b_, a_, now_);
         if (!drive(a_, da_)) return false;
         for (Core* c : {&a_, &b_})
             if (auto d = c->next_deadline(); d && *d <= now_) c->on_timer(now_);
@@ -167,46 +177,14 @@ private:
         c.mpa.crc = crc;
         return c;
     }
-    static IpAddr ip(std::uint8_t last) { return Ipv4Addr{{10, 0, 0, last}}; }
     static Instant wall() {
         return Instant(std::chrono::duration_cast<Duration>(
             std::chrono::steady_clock::now().time_since_epoch()));
-    }
-    void ferry(Core& from, Core& to) {
-        while (auto f = from.poll_transmit()) to.receive(now_, *f);
     }
     // Events go to the device first; a QP's end is an error here.
     bool drive(Core& c, rdma::Device& d) {
         while (auto e = c.poll_event()) d.on_event(now_, *e);
         return !d.poll_qp_event().has_value();
-    }
-
-    bool connect() {
-        ListenParams lp;
-        lp.local = {ip(2), 5000};
-        if (!b_.listen(lp)) return false;
-        ConnectParams cp;
-        cp.local = {ip(1), 0};
-        cp.remote = {ip(2), 5000};
-        cp.remote_mac = MacAddr{{0x02, 0, 0, 0, 0, 0x0b}};
-        auto c = a_.connect(now_, cp);
-        if (!c) return false;
-        conn_a_ = *c;
-        bool a_up = false, b_up = false;
-        for (int round = 0; round < 100 && !(a_up && b_up); ++round) {
-            ferry(a_, b_);
-            while (auto e = b_.poll_event()) {
-                if (e->type == EventType::kConnectRequest) {
-                    conn_b_ = e->conn;
-                    if (!b_.accept(now_, e->conn, {})) return false;
-                }
-                if (e->type == EventType::kEstablished) b_up = true;
-            }
-            ferry(b_, a_);
-            while (auto e = a_.poll_event())
-                if (e->type == EventType::kEstablished) a_up = true;
-        }
-        return a_up && b_up;
     }
 
     bool setup() {
@@ -219,7 +197,7 @@ private:
         auto src = da_.reg_mr(load_.src, 0);
         auto dst = db_.reg_mr(load_.dst, rdma::kAccessLocalWrite | rdma::kAccessRemoteWrite);
         if (!qa || !qb || !src || !dst) return false;
-        qa_ = *qa, qb_ = *qb, mr_src_ = *src, mr_dst_ = *dst;
+        qa_ = *qa, qb_ = *qb, load_.mr_src = *src, load_.mr_dst = *dst;
         return true;
     }
 
@@ -232,7 +210,6 @@ private:
     ConnHandle conn_a_, conn_b_;
     rdma::CqHandle cqa_, cqb_;
     rdma::QpHandle qa_, qb_;
-    rdma::MemoryRegion mr_src_, mr_dst_;
     bool ok_ = false;
 };
 
@@ -311,21 +288,8 @@ public:
         return run_rdma(*this, load_, op, max_bytes, max_seconds);
     }
 
-    bool post(RdmaOp op) {
-        rdma::Sge sge{mr_src_.addr, static_cast<std::uint32_t>(load_.src.size()), mr_src_.lkey};
-        rdma::SendWr wr;
-        wr.opcode = op == RdmaOp::kWrite ? rdma::WrOpcode::kRdmaWrite : rdma::WrOpcode::kSend;
-        wr.sg_list = {&sge, 1};
-        wr.remote_addr = mr_dst_.addr;
-        wr.rkey = mr_dst_.rkey;
-        return ea_->post_send(qa_, wr).has_value();
-    }
-    bool repost_recv() {
-        rdma::Sge sge{mr_dst_.addr, static_cast<std::uint32_t>(load_.dst.size()), mr_dst_.lkey};
-        rdma::RecvWr wr;
-        wr.sg_list = {&sge, 1};
-        return eb_->post_recv(qb_, wr).has_value();
-    }
+    bool post(RdmaOp op) { return ea_->post_send(qa_, load_.send_wr(op)).has_value(); }
+    bool repost_recv() { return eb_->post_recv(qb_, load_.recv_wr()).has_value(); }
     bool progress() {
         return step(*la_, *ea_, qa_) && step(*lb_, *eb_, qb_) && !ea_->poll_qp_event() &&
                !eb_->poll_qp_event();
@@ -389,7 +353,7 @@ private:
         auto src = ea_->reg_mr(load_.src, 0);
         auto dst = eb_->reg_mr(load_.dst, rdma::kAccessLocalWrite | rdma::kAccessRemoteWrite);
         if (!qa || !qb || !src || !dst) return false;
-        qa_ = *qa, qb_ = *qb, mr_src_ = *src, mr_dst_ = *dst;
+        qa_ = *qa, qb_ = *qb, load_.mr_src = *src, load_.mr_dst = *dst;
         return true;
     }
 
@@ -401,7 +365,6 @@ private:
     std::unique_ptr<rdma::Engine> ea_, eb_;
     rdma::CqHandle cqa_, cqb_;
     rdma::QpHandle qa_, qb_;
-    rdma::MemoryRegion mr_src_, mr_dst_;
     bool ok_ = false;
 };
 

@@ -45,13 +45,59 @@ inline StreamSample failed(StreamSample s) {
     return s;
 }
 
+// Two cores wired back to back: A at 10.0.0.<1> connects to B's listener
+// at 10.0.0.2:5000 and frames cross without a copy (StreamPair, and the
+// RDMA pair of bench/rdma_pair.hpp).
+inline IpAddr pair_ip(std::uint8_t last) {
+    return Ipv4Addr{{10, 0, 0, last}};
+}
+
+inline std::uint64_t ferry(Core& from, Core& to, Instant now = {}) {
+    std::uint64_t n = 0;
+    while (auto f = from.poll_transmit()) {
+        to.receive(now, *f);
+        ++n;
+    }
+    return n;
+}
+
+// Connects A to B and runs the exchange until both are established.
+inline bool connect_pair(Core& a, Core& b, Instant now, ConnHandle& conn_a, ConnHandle& conn_b) {
+    ListenParams lp;
+    lp.local = {pair_ip(2), 5000};
+    if (!b.listen(lp)) return false;
+    ConnectParams cp;
+    cp.local = {pair_ip(1), 0};
+    cp.remote = {pair_ip(2), 5000};
+    cp.remote_mac = b.config().mac;
+    auto c = a.connect(now, cp);
+    if (!c) return false;
+    conn_a = *c;
+    bool a_up = false, b_up = false;
+    for (int round = 0; round < 100 && !(a_up && b_up); ++round) {
+        ferry(a, b, now);
+        while (auto e = b.poll_event()) {
+            if (e->type == EventType::kConnectRequest) {
+                conn_b = e->conn;
+                if (!b.accept(now, e->conn, {})) return false;
+            }
+            if (e->type == EventType::kEstablished) b_up = true;
+        }
+        ferry(b, a, now);
+        while (auto e = a.poll_event())
+            if (e->type == EventType::kEstablished) a_up = true;
+    }
+    return a_up && b_up;
+}
+
 class StreamPair {
 public:
     explicit StreamPair(std::uint32_t buffer = 256 * 1024)
         : a_(config(0x0a, 1, buffer)), b_(config(0x0b, 2, buffer)) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
-        ok_ = a_.add_address(ip(1)).has_value() && b_.add_address(ip(2)).has_value() && connect();
+        ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
+              connect();
     }
 
     bool ok() const { return ok_; }
@@ -101,44 +147,9 @@ private:
         c.stream.recv_buffer = buffer;
         return c;
     }
-    static IpAddr ip(std::uint8_t last) { return Ipv4Addr{{10, 0, 0, last}}; }
-
-    static std::uint64_t ferry(Core& from, Core& to) {
-        std::uint64_t n = 0;
-        Instant t{};
-        while (auto f = from.poll_transmit()) {
-            to.receive(t, *f);
-            ++n;
-        }
-        return n;
-    }
-
     bool connect() {
-        ListenParams lp;
-        lp.local = {ip(2), 5000};
-        if (!b_.listen(lp)) return false;
-        ConnectParams cp;
-        cp.local = {ip(1), 0};
-        cp.remote = {ip(2), 5000};
-        cp.remote_mac = MacAddr{{0x02, 0, 0, 0, 0, 0x0b}};
-        auto c = a_.connect(now_, cp);
-        if (!c) return false;
-        conn_a_ = *c;
-        bool a_up = false, b_up = false;
-        for (int round = 0; round < 100 && !(a_up && b_up); ++round) {
-            ferry(a_, b_);
-            while (auto e = b_.poll_event()) {
-                if (e->type == EventType::kConnectRequest) {
-                    conn_b_ = e->conn;
-                    if (!b_.accept(now_, e->conn, {})) return false;
-                }
-                if (e->type == EventType::kEstablished) b_up = true;
-            }
-            ferry(b_, a_);
-            while (auto e = a_.poll_event())
-                if (e->type == EventType::kEstablished) a_up = true;
-        }
-        return a_up && b_up && a_.handoff(conn_a_).has_value() && b_.handoff(conn_b_).has_value();
+        return connect_pair(a_, b_, now_, conn_a_, conn_b_) && a_.handoff(conn_a_).has_value() &&
+               b_.handoff(conn_b_).has_value();
     }
 
     Core a_;

@@ -218,6 +218,7 @@ private:
     bool place(const WrEntry& e, std::size_t offset, wire::Bytes data);
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
+    RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);
     void after_rx(std::uint32_t qp, const RxVerdict& verdict);
 
     Links& links_;

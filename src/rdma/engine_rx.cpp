@@ -420,18 +420,7 @@ Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr&
     IWCM_ASSERT(n == ulpdu_len);
     std::size_t total = wire::seal_fpdu_in_place(ulpdu_len, r.crc, out);
     IWCM_ASSERT(total == out.size());
-    RxVerdict v;
-    v.terminate = true;
-    v.term = {static_cast<std::uint8_t>(term.layer), term.etype, term.code};
-    r.term_pending = true;
-    enter_closing(qp);
-    QpEvent e;
-    e.type = QpEventType::kTerminateSent;
-    e.qp = {qp, r.generation};
-    e.conn = r.conn;
-    e.term = v.term;
-    events_.push_back(e);
-    return v;
+    return terminate_pending(qp, {static_cast<std::uint8_t>(term.layer), term.etype, term.code});
 }
 
 Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error) {
@@ -440,9 +429,17 @@ Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error)
     out.assign(wire::terminate_fpdu_len(), std::byte{0});
     std::size_t n = wire::emit_terminate_fpdu(error, r.crc, out);
     IWCM_ASSERT(n == out.size());
+    return terminate_pending(
+        qp, {wire::kTermLayerLlp, wire::kTermEtypeMpa, static_cast<std::uint8_t>(error)});
+}
+
+// Our TERMINATE waits in pending_terms_: the QP closes, and the application
+// hears kTerminateSent.
+Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& term) {
+    QpRecord& r = qps_[qp];
     RxVerdict v;
     v.terminate = true;
-    v.term = {wire::kTermLayerLlp, wire::kTermEtypeMpa, static_cast<std::uint8_t>(error)};
+    v.term = term;
     r.term_pending = true;
     enter_closing(qp);
     QpEvent e;
