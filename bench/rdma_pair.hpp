@@ -152,7 +152,7 @@ public:
         now_ = wall();
         return da_.post_send(now_, qa_, load_.send_wr(op)).has_value();
     }
-    bool repost_recv() { return db_.post_recv(qb_, load_.recv_wr()).has_value(); }
+    bool repost_recv() { return db_.post_recv(now_, qb_, load_.recv_wr()).has_value(); }
     bool progress() {
         now_ = wall();
         ferry(a_, b_, now_);

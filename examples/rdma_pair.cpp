@@ -70,7 +70,7 @@ int main() {
         if (sides[0].up && sides[1].up && !posted) {
             posted = true;
             rdma::Sge in{mr_inbox->addr, 16, mr_inbox->lkey};
-            if (!db.post_recv(sides[1].qp, {1, std::span(&in, 1)})) return 1;
+            if (!db.post_recv(now, sides[1].qp, {1, std::span(&in, 1)})) return 1;
             rdma::Sge w{mr_data->addr, 100'000, mr_data->lkey};
             rdma::SendWr write;
             write.wr_id = 2;

@@ -155,7 +155,7 @@ bool Rping::start(Instant now, ConnHandle conn) {
         return false;
     }
     qp_ = *qp;
-    if (!post_recv()) return false;
+    if (!post_recv(now)) return false;
     if (cfg_.server) {
         step_ = Step::kWaitStartInfo;
     } else if (cfg_.settle > Duration::zero()) {
@@ -167,13 +167,13 @@ bool Rping::start(Instant now, ConnHandle conn) {
     return running();
 }
 
-bool Rping::post_recv() {
+bool Rping::post_recv(Instant now) {
     IWCM_ASSERT(qp_ && recv_);
     const rdma::Sge sge{recv_->mr.addr, RpingInfo::kWireSize, recv_->mr.lkey};
     rdma::RecvWr wr;
     wr.wr_id = kWrRecv;
     wr.sg_list = std::span(&sge, 1);
-    if (auto r = dev_.post_recv(*qp_, wr); !r) {
+    if (auto r = dev_.post_recv(now, *qp_, wr); !r) {
         fail(exit_codes::kError, "post_recv: " + std::string(rdma::to_string(r.error())));
         return false;
     }
@@ -260,7 +260,7 @@ void Rping::on_recv(Instant now, const rdma::WorkCompletion& wc) {
     }
     const auto info = RpingInfo::decode(
         std::span<const std::byte, RpingInfo::kWireSize>(recv_->mem.data(), RpingInfo::kWireSize));
-    if (!post_recv()) return;
+    if (!post_recv(now)) return;
     last_progress_ = now;
     if (cfg_.server)
         on_recv_server(now, info);

@@ -135,7 +135,7 @@ private:
     struct Buffer;
 
     bool register_buffers();
-    bool post_recv();
+    bool post_recv(Instant now);
     bool post_send_info(Instant now, const Buffer& b, std::uint32_t size);
     bool post_rdma(Instant now, rdma::WrOpcode op, std::uint32_t length);
     void on_completion(Instant now, const rdma::WorkCompletion& wc);

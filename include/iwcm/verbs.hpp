@@ -234,7 +234,9 @@ public:
 
     // ---- work ----
     VResult<void> post_send(Instant now, QpHandle qp, const SendWr& wr);
-    VResult<void> post_recv(QpHandle qp, const RecvWr& wr);
+    // `now`: a receive may let bytes that waited for it be read (and the
+    // window they held open again).
+    VResult<void> post_recv(Instant now, QpHandle qp, const RecvWr& wr);
     // Moves up to out.size() completions out; returns how many.
     std::size_t poll_cq(CqHandle cq, std::span<WorkCompletion> out);
 

@@ -182,8 +182,9 @@ VResult<void> Device::post_send(Instant now, QpHandle qp, const SendWr& wr) {
     return impl_->engine.post_send(qp, wr);
 }
 
-VResult<void> Device::post_recv(QpHandle qp, const RecvWr& wr) {
+VResult<void> Device::post_recv(Instant now, QpHandle qp, const RecvWr& wr) {
     Impl& d = *impl_;
+    d.links.now = now;
     auto r = d.engine.post_recv(qp, wr);
     if (!r) return r;
     auto info = d.engine.query_qp(qp);

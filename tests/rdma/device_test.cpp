@@ -152,7 +152,7 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     Sge cs{mr_cs.addr, 16, mr_cs.lkey}, cr{mr_cr.addr, 16, mr_cr.lkey};
     Sge ss{mr_ss.addr, 16, mr_ss.lkey}, sr{mr_sr.addr, 16, mr_sr.lkey};
     auto recv = [&](Device& d, QpHandle qp, Sge& s) {
-        ASSERT_TRUE(d.post_recv(qp, {1, std::span(&s, 1)}).has_value());
+        ASSERT_TRUE(d.post_recv(n.now, qp, {1, std::span(&s, 1)}).has_value());
     };
     auto send = [&](Device& d, QpHandle qp, Sge& s) {
         SendWr wr;

@@ -260,7 +260,7 @@ struct Plain {
             rdma::RecvWr wr;
             wr.wr_id = 7;
             wr.sg_list = std::span(&sge, 1);
-            ASSERT_TRUE(dev.post_recv(*qp, wr).has_value());
+            ASSERT_TRUE(dev.post_recv(now, *qp, wr).has_value());
         }
         while (auto q = dev.poll_qp_event()) qp_events.push_back(*q);
         std::array<rdma::WorkCompletion, 8> out;
