@@ -282,7 +282,8 @@ TEST(Siw, RpingDdpSegments) {
     for (const auto& [name, crc] :
          {std::pair{"client-rping-crc.pcap", true}, std::pair{"client-rping-nocrc.pcap", false}}) {
         SCOPED_TRACE(name);
-        const auto list = segments(load(name), crc);
+        const auto frames = load(name);  // the segments view these frames
+        const auto list = segments(frames, crc);
         ASSERT_EQ(list.size(), std::size(expected));
         for (std::size_t i = 0; i < list.size(); ++i) {
             const DdpHeader& h = list[i].seg.header;
