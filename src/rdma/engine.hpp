@@ -219,6 +219,7 @@ private:
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
     RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);
+    void push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term);
     void after_rx(std::uint32_t qp, const RxVerdict& verdict);
 
     Links& links_;

@@ -400,12 +400,7 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
         free_wr(index);
     }
     enter_closing(qp);
-    QpEvent e;
-    e.type = QpEventType::kTerminateReceived;
-    e.qp = {qp, r.generation};
-    e.conn = r.conn;
-    e.term = v.term;
-    events_.push_back(e);
+    push_term_event(qp, QpEventType::kTerminateReceived, v.term);
     return v;
 }
 
@@ -442,13 +437,18 @@ Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& te
     v.term = term;
     r.term_pending = true;
     enter_closing(qp);
+    push_term_event(qp, QpEventType::kTerminateSent, term);
+    return v;
+}
+
+void Engine::push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term) {
+    const QpRecord& r = qps_[qp];
     QpEvent e;
-    e.type = QpEventType::kTerminateSent;
+    e.type = type;
     e.qp = {qp, r.generation};
     e.conn = r.conn;
-    e.term = v.term;
+    e.term = term;
     events_.push_back(e);
-    return v;
 }
 
 void Engine::after_rx(std::uint32_t qp, const RxVerdict& verdict) {
