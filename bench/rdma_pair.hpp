@@ -309,23 +309,7 @@ private:
     }
 
     bool open() {
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        if (listen_fd_ < 0) return false;
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int mss = 1460;
-        ::setsockopt(listen_fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-        if (::listen(listen_fd_, 1) != 0) return false;
-        socklen_t len = sizeof a;
-        if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
-        fa_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        if (fa_ < 0) return false;
-        ::setsockopt(fa_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
-        if (::connect(fa_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-        fb_ = ::accept(listen_fd_, nullptr, nullptr);
-        if (fb_ < 0) return false;
+        if (!open_loopback_pair(listen_fd_, fa_, fb_)) return false;
         int one = 1;
         for (int fd : {fa_, fb_}) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         return true;

@@ -162,6 +162,30 @@ private:
     bool ok_ = false;
 };
 
+// A kernel TCP connection on 127.0.0.1 with both ends in this process, the
+// MSS clamped to 1460 (TCP_MAXSEG) like the cores': the listening socket,
+// the connecting end and the accepted end. False if any step failed (the
+// descriptors opened so far are left for the caller to close).
+inline bool open_loopback_pair(int& listen_fd, int& connected, int& accepted) {
+    listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (listen_fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int mss = 1460;
+    ::setsockopt(listen_fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
+    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+    if (::listen(listen_fd, 1) != 0) return false;
+    socklen_t len = sizeof a;
+    if (::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+    connected = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (connected < 0) return false;
+    ::setsockopt(connected, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
+    if (::connect(connected, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+    accepted = ::accept(listen_fd, nullptr, nullptr);
+    return accepted >= 0;
+}
+
 // The same over a kernel TCP connection on 127.0.0.1: one thread writes and
 // reads non-blocking, the MSS clamped to 1460 (TCP_MAXSEG) like the cores'.
 class KernelStream {
@@ -208,25 +232,7 @@ public:
     }
 
 private:
-    bool open() {
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        if (listen_fd_ < 0) return false;
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int mss = 1460;
-        ::setsockopt(listen_fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-        if (::listen(listen_fd_, 1) != 0) return false;
-        socklen_t len = sizeof a;
-        if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
-        tx_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        if (tx_ < 0) return false;
-        ::setsockopt(tx_, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss);
-        if (::connect(tx_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-        rx_ = ::accept(listen_fd_, nullptr, nullptr);
-        return rx_ >= 0;
-    }
+    bool open() { return open_loopback_pair(listen_fd_, tx_, rx_); }
 
     int listen_fd_ = -1;
     int tx_ = -1;
