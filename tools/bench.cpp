@@ -13,8 +13,10 @@
 //   scale    N connections held (established, and half-open) in a fresh
 //            child process each: RSS growth / N, setup rate while holding N.
 //   timer    the timing wheel's tick against the driver's walk, at the same N.
-// The whole process is pinned to one CPU. On a terminal, a progress line on
-// stderr names the phase and the step (tools/progress.hpp).
+//   shards   the setup rate on 1, 2, ... threads, one shard per thread
+//            (tools/bench_shards.hpp).
+// The whole process is pinned to one CPU, but for the shards' threads. On a terminal, a progress
+// line on stderr names the phase and the step (tools/progress.hpp).
 #include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
@@ -47,6 +49,7 @@
 #include "bench/stream_pair.hpp"
 #include "bench/timer_workload.hpp"
 #include "cm/node.hpp"
+#include "tools/bench_shards.hpp"
 #include "tools/commands.hpp"
 #include "tools/json.hpp"
 #include "tools/progress.hpp"
@@ -90,6 +93,7 @@ struct BenchOptions {
     bool skip_timer = false;
     bool skip_stream = false;
     bool skip_rdma = false;
+    bool skip_shards = false;
     bool scale_given = false;
 };
 
@@ -493,6 +497,7 @@ struct Report {
     std::vector<RdmaFigure> rdma;
     double crc_ns_per_byte = 0;           // SSE 4.2 when the CPU has it
     double crc_portable_ns_per_byte = 0;  // slice-by-8
+    ShardScaling shards;                  // setup rate on 1..CPUs threads
 
     template <class Samples, class Fn>
     static double med(const Samples& samples, Fn fn) {
@@ -531,7 +536,7 @@ struct Report {
         for (auto& s : stream) e += s.error ? 1 : 0;
         for (auto& s : kernel_stream) e += s.error ? 1 : 0;
         for (auto& f : rdma) e += f.errors;
-        return e;
+        return e + shards.errors();
     }
 };
 
@@ -753,6 +758,10 @@ std::vector<Target> targets(const Report& r) {
         t.push_back({"setup rate at largest N vs smallest N", "slowdown <= 2x", ratio, "x slower",
                      ratio > 0 && ratio <= 2});
     }
+    if (r.shards.points.size() >= 2) {
+        double x = r.shards.speedup(2);
+        t.push_back({"setup rate, 2 threads on 2 cores vs 1", ">= 1.8x", x, "x", x >= 1.8});
+    }
     return t;
 }
 
@@ -849,7 +858,9 @@ std::string to_json(const BenchOptions& o, const Report& r) {
           << ", \"loopback_tcp_mb_per_s\": " << f.loopback_tcp_mb_per_s
           << ", \"ratio\": " << f.ratio() << ", \"errors\": " << f.errors << "}";
     }
-    j << "\n  ]},\n  \"targets\": [";
+    j << "\n  ]},\n  \"shards\": ";
+    shard_scaling_json(j, r.shards);
+    j << ",\n  \"targets\": [";
     auto ts = targets(r);
     for (std::size_t i = 0; i < ts.size(); ++i)
         j << (i ? "," : "") << "\n    {\"name\": \"" << ts[i].name << "\", \"target\": \""
@@ -913,6 +924,7 @@ void print_table(const Report& r) {
         std::printf("  CRC32c: %.3f ns/byte (portable: %.3f)\n", r.crc_ns_per_byte,
                     r.crc_portable_ns_per_byte);
     }
+    if (!r.shards.points.empty()) print_shard_scaling(r.shards);
     std::printf("\ntargets\n");
     for (const Target& t : targets(r))
         std::printf("  %-52s %-16s %12.1f %-9s %s\n", t.name, t.want, t.measured, t.unit,
@@ -973,6 +985,14 @@ int run_bench(BenchOptions o) {
     run_stream(o, r, progress);
     run_rdma(o, r, progress);
     progress.clear();
+    if (!o.skip_shards) {
+        r.shards = run_shard_scaling(o.batch, o.pdata, o.reps, o.seconds,
+                                     std::max(1u, std::thread::hardware_concurrency()),
+                                     [&](const std::string& phase, std::size_t i, std::size_t n) {
+                                         progress.step(phase, i, n);
+                                     });
+        progress.clear();
+    }
     if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
     run_scale_and_timer(o, r, progress);
     progress.finish();
@@ -1029,6 +1049,8 @@ void add_bench(CLI::App& app) {
     cmd->add_flag("--skip-stream", opt->skip_stream,
                   "no stream throughput (and its loopback TCP baseline)");
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
+    cmd->add_flag("--skip-shards", opt->skip_shards,
+                  "no setup-rate scaling over threads (1 .. the CPUs)");
     cmd->footer(help_footer("iwarp-cm bench --quick --json-out perf.json"));
     cmd->callback([opt, scale] {
         opt->scale_given = scale->count() > 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "iwcm/address.hpp"
 #include "iwcm/time.hpp"
@@ -165,6 +166,11 @@ struct CoreConfig {
     // CVE-2016-5696. Linux's tcp_challenge_ack_limit was 1000; 0: no limit.
     std::uint32_t challenge_ack_limit = 1000;
     MpaConfig mpa;
+    // Sharding (include/iwcm/shard.hpp): when set, connect() takes an
+    // ephemeral port only if the filter accepts the 4-tuple it makes, so that
+    // the frames of a core's connections are steered back to the core's shard.
+    // Unset: every free port of 49152..65535 is taken in turn.
+    std::function<bool(const Endpoint& local, const Endpoint& remote)> port_filter;
     // Byte streams after hand-off (per connection: HandoffParams). Before
     // the hand-off a connection buffers at most rcv_wnd bytes the peer sent
     // after its MPA frames: the window it advertises shrinks as they wait.

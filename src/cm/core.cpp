@@ -394,6 +394,7 @@ Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint&
     for (int tries = 0; tries < 16384; ++tries) {
         std::uint16_t port = next_port;
         next_port = next_port == 65535 ? 49152 : static_cast<std::uint16_t>(next_port + 1);
+        if (cfg.port_filter && !cfg.port_filter({local, port}, remote)) continue;
         if (table.find({{local, port}, remote, vlan}) == nullptr &&
             match_listener({local, port}, vlan) == nullptr)
             return port;

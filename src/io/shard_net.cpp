@@ -1,0 +1,200 @@
+// The in-memory network on N threads.
+//
+// Read first: src/io/shard_net.hpp (the model), include/iwcm/shard.hpp.
+#include "io/shard_net.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "iwcm/assert.hpp"
+#include "iwcm/shard.hpp"
+
+namespace iwcm::io {
+
+// One shard's cores and its private state, on cache lines of its own.
+struct alignas(64) ShardNet::Shard {
+    std::uint32_t index = 0;
+    std::vector<std::unique_ptr<Core>> cores;  // by host
+    ShardStats stats;
+    std::uint32_t spray_next = 0;
+    std::vector<bool> dirty;  // rings written since the last publish
+    std::vector<std::deque<std::vector<std::byte>>> backlog;  // by destination shard
+    std::size_t backlog_frames = 0;
+};
+
+ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hosts) : cfg_(config) {
+    IWCM_ASSERT(cfg_.shards >= 1);
+    IWCM_ASSERT(!hosts.empty());
+    for (const CoreConfig& h : hosts) macs_.push_back(h.mac);
+    for (std::uint32_t s = 0; s < cfg_.shards; ++s) {
+        auto sh = std::make_unique<Shard>();
+        sh->index = s;
+        for (const CoreConfig& h : hosts) {
+            CoreConfig c = h;
+            c.port_filter = shard_port_filter(s, cfg_.shards, cfg_.key);
+            sh->cores.push_back(std::make_unique<Core>(c));
+        }
+        sh->dirty.assign(cfg_.shards, false);
+        sh->backlog.resize(cfg_.shards);
+        shards_.push_back(std::move(sh));
+    }
+    for (std::uint32_t from = 0; from < cfg_.shards; ++from)
+        for (std::uint32_t to = 0; to < cfg_.shards; ++to)
+            rings_.push_back(from == to
+                                 ? nullptr
+                                 : std::make_unique<FrameRing>(cfg_.ring_slots, cfg_.slot_bytes));
+}
+
+ShardNet::~ShardNet() = default;
+
+Core& ShardNet::core(std::uint32_t shard, std::size_t host) {
+    IWCM_ASSERT(shard < shards_.size());
+    IWCM_ASSERT(host < macs_.size());
+    return *shards_[shard]->cores[host];
+}
+
+const ShardStats& ShardNet::stats(std::uint32_t shard) const {
+    IWCM_ASSERT(shard < shards_.size());
+    return shards_[shard]->stats;
+}
+
+FrameRing& ShardNet::ring(std::uint32_t from, std::uint32_t to) {
+    IWCM_ASSERT(from != to);
+    return *rings_[from * cfg_.shards + to];
+}
+
+Result<void> ShardNet::add_address(std::size_t host, IpAddr addr) {
+    for (auto& sh : shards_)
+        if (auto r = sh->cores[host]->add_address(addr); !r) return r;
+    return {};
+}
+
+Result<void> ShardNet::listen(std::size_t host, const ListenParams& params) {
+    for (auto& sh : shards_)
+        if (auto r = sh->cores[host]->listen(params); !r) return tl::unexpected(r.error());
+    return {};
+}
+
+std::size_t ShardNet::poll(std::uint32_t s, Instant now) {
+    IWCM_ASSERT(s < shards_.size());
+    Shard& sh = *shards_[s];
+    std::size_t moved = 0;
+    for (std::uint32_t from = 0; from < cfg_.shards; ++from) {
+        if (from == s) continue;
+        FrameRing& in = ring(from, s);
+        while (auto f = in.front()) {
+            ++sh.stats.received_across;
+            route(sh, *f, now, true);
+            in.pop();
+            ++moved;
+        }
+        in.release();
+    }
+    if (sh.backlog_frames > 0) flush_backlog(sh);
+    for (auto& c : sh.cores) {
+        while (auto f = c->poll_transmit()) {
+            route(sh, *f, now, false);
+            ++moved;
+        }
+    }
+    for (std::uint32_t to = 0; to < cfg_.shards; ++to) {
+        if (!sh.dirty[to]) continue;
+        ring(s, to).publish();
+        sh.dirty[to] = false;
+    }
+    return moved;
+}
+
+void ShardNet::on_timers(std::uint32_t s, Instant now) {
+    for (auto& c : shards_[s]->cores) {
+        auto d = c->next_deadline();
+        if (d && *d <= now) c->on_timer(now);
+    }
+}
+
+// A frame sent by a core of `sh` (arrived = false) or taken off a ring
+// (arrived = true: it is on the queue of this shard).
+void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived) {
+    const std::uint32_t owner = frame_shard(frame, cfg_.shards, cfg_.key);
+    std::uint32_t queue = owner;
+    if (!arrived && cfg_.spray) queue = sh.spray_next++ % cfg_.shards;
+    if (arrived) queue = sh.index;
+    if (queue != sh.index) return send_across(sh, queue, frame);
+    if (owner == sh.index) return deliver(sh, frame, now);
+    // On our queue but not ours: hand it to its owner.
+    ++sh.stats.handed_off;
+    send_across(sh, owner, frame);
+}
+
+void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now) {
+    MacAddr dst;
+    if (frame.size() >= dst.bytes.size())
+        std::memcpy(dst.bytes.data(), frame.data(), dst.bytes.size());
+    for (std::size_t h = 0; h < macs_.size(); ++h) {
+        if (macs_[h] != dst) continue;
+        ++sh.stats.delivered;
+        sh.cores[h]->receive(now, frame);
+        return;
+    }
+    ++sh.stats.unroutable;
+}
+
+void ShardNet::send_across(Shard& sh, std::uint32_t to, std::span<const std::byte> frame) {
+    ++sh.stats.sent_across;
+    auto& waiting = sh.backlog[to];
+    if (waiting.empty() && ring(sh.index, to).push(frame)) {
+        sh.dirty[to] = true;
+        return;
+    }
+    if (frame.size() > cfg_.slot_bytes || sh.backlog_frames >= cfg_.backlog_limit) {
+        ++sh.stats.dropped;
+        return;
+    }
+    waiting.emplace_back(frame.begin(), frame.end());
+    ++sh.backlog_frames;
+    ++sh.stats.backlogged;
+}
+
+void ShardNet::flush_backlog(Shard& sh) {
+    for (std::uint32_t to = 0; to < cfg_.shards; ++to) {
+        auto& waiting = sh.backlog[to];
+        while (!waiting.empty() && ring(sh.index, to).push(waiting.front())) {
+            waiting.pop_front();
+            --sh.backlog_frames;
+            sh.dirty[to] = true;
+        }
+    }
+}
+
+bool run_pinned(std::uint32_t threads, const std::function<void(std::uint32_t)>& body) {
+    IWCM_ASSERT(threads >= 1);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int cpus = online > 0 ? static_cast<int>(online) : 1;
+    const int first = std::max(sched_getcpu(), 0);
+    std::atomic<std::uint32_t> pinned{0};
+    std::barrier start(static_cast<std::ptrdiff_t>(threads));
+    std::vector<std::thread> pool;
+    for (std::uint32_t i = 0; i < threads; ++i) {
+        pool.emplace_back([&, i] {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET((first + static_cast<int>(i)) % cpus, &set);
+            if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0) ++pinned;
+            start.arrive_and_wait();
+            body(i);
+        });
+    }
+    for (auto& t : pool) t.join();
+    IWCM_ASSERT(pinned.load() <= threads);
+    return pinned.load() == threads;
+}
+
+}  // namespace iwcm::io

@@ -1,0 +1,206 @@
+// `iwarp-cm bench`, every core: the setup-rate scaling over threads.
+//
+// Read first: tools/bench_shards.hpp, bench/shard_setup.hpp.
+#include "tools/bench_shards.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "bench/shard_setup.hpp"
+#include "io/shard_net.hpp"
+#include "iwcm/assert.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double cpu_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double load_average() {
+    double l = 0;
+    return getloadavg(&l, 1) == 1 ? l : 0;
+}
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// What one thread measured; a cache line each, written by its thread only.
+struct alignas(64) ThreadResult {
+    std::uint64_t setups = 0;
+    double setup_s = 0;
+    double setup_cpu_s = 0;
+    std::uint64_t errors = 0;
+};
+
+// The network for n threads, its shards' drivers, and whether pinning worked.
+struct Rig {
+    std::unique_ptr<io::ShardNet> net;
+    std::vector<std::unique_ptr<bench::ShardSetup>> shards;
+    bool ok = false;
+};
+
+Rig make_rig(std::uint32_t threads, std::size_t pdata) {
+    Rig r;
+    io::ShardNetConfig cfg;
+    cfg.shards = threads;
+    cfg.ring_slots = 1024;
+    r.net = std::make_unique<io::ShardNet>(cfg, bench::ShardSetup::hosts());
+    r.ok = bench::ShardSetup::prepare(*r.net);
+    for (std::uint32_t s = 0; s < threads; ++s)
+        r.shards.push_back(std::make_unique<bench::ShardSetup>(*r.net, s, pdata, pdata));
+    return r;
+}
+
+// Every thread runs rounds of `batch` setups (each torn down after it) for
+// `seconds`, then keeps its shard moving until all threads are done.
+ShardRep run_rep(Rig& rig, std::size_t batch, double seconds, bool& pinned) {
+    const auto n = static_cast<std::uint32_t>(rig.shards.size());
+    std::vector<ThreadResult> out(n);
+    std::vector<std::uint64_t> crossed0(n);
+    for (std::uint32_t s = 0; s < n; ++s) crossed0[s] = rig.net->stats(s).sent_across;
+    std::atomic<std::uint32_t> done{0};
+    const auto start = Clock::now();
+    pinned = io::run_pinned(n,
+                            [&](std::uint32_t i) {
+                                bench::ShardSetup& w = *rig.shards[i];
+                                ThreadResult& r = out[i];
+                                const std::uint64_t err0 = w.counters().errors;
+                                const auto t_start = Clock::now();
+                                while (since(t_start) < seconds) {
+                                    const double c0 = cpu_now();
+                                    const auto t0 = Clock::now();
+                                    r.setups += w.setup_round(batch);
+                                    r.setup_s += since(t0);
+                                    r.setup_cpu_s += cpu_now() - c0;
+                                    w.teardown_all();
+                                }
+                                done.fetch_add(1, std::memory_order_acq_rel);
+                                while (done.load(std::memory_order_acquire) < n) w.step();
+                                r.errors = w.counters().errors - err0;
+                            }) &&
+             pinned;
+    ShardRep rep;
+    rep.seconds = since(start);
+    for (std::uint32_t s = 0; s < n; ++s) {
+        const ThreadResult& r = out[s];
+        rep.setups += r.setups;
+        rep.errors += r.errors;
+        if (r.setup_s > 0) rep.wall_rate += static_cast<double>(r.setups) / r.setup_s;
+        if (r.setup_cpu_s > 0) rep.cpu_rate += static_cast<double>(r.setups) / r.setup_cpu_s;
+        rep.crossed += rig.net->stats(s).sent_across - crossed0[s];
+    }
+    return rep;
+}
+
+}  // namespace
+
+double ShardPoint::wall_rate() const {
+    std::vector<double> v;
+    for (const ShardRep& r : reps) v.push_back(r.wall_rate);
+    return median_of(v);
+}
+
+double ShardPoint::cpu_rate() const {
+    std::vector<double> v;
+    for (const ShardRep& r : reps) v.push_back(r.cpu_rate);
+    return median_of(v);
+}
+
+double ShardScaling::speedup(std::uint32_t threads) const {
+    if (points.empty() || threads == 0 || threads > points.size()) return 0;
+    const double one = points.front().wall_rate();
+    return one > 0 ? points[threads - 1].wall_rate() / one : 0;
+}
+
+std::uint64_t ShardScaling::errors() const {
+    std::uint64_t e = 0;
+    for (const ShardPoint& p : points)
+        for (const ShardRep& r : p.reps) e += r.errors + (r.crossed > 0 ? 1 : 0);
+    return e;
+}
+
+ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, double seconds,
+                               std::uint32_t max_threads, const ShardProgress& progress) {
+    IWCM_ASSERT(reps >= 1);
+    IWCM_ASSERT(max_threads >= 1);
+    ShardScaling out;
+    std::vector<Rig> rigs;
+    for (std::uint32_t n = 1; n <= max_threads; ++n) {
+        rigs.push_back(make_rig(n, pdata));
+        out.points.push_back(ShardPoint{n, {}});
+        bool pinned = true;
+        ShardRep warm = run_rep(rigs.back(), batch, std::min(seconds, 0.1), pinned);
+        if (!rigs.back().ok || warm.errors > 0)
+            out.points.back().reps.push_back({0, 0, 0, 0, 0, 1});
+    }
+    out.load_before = load_average();
+    const auto total = static_cast<std::size_t>(reps) * max_threads;
+    for (int rep = 0; rep < reps; ++rep) {
+        for (std::uint32_t n = 1; n <= max_threads; ++n) {
+            if (progress)
+                progress("setup rate on " + std::to_string(n) + " threads, repetition",
+                         static_cast<std::size_t>(rep) * max_threads + n, total);
+            bool pinned = true;
+            out.points[n - 1].reps.push_back(run_rep(rigs[n - 1], batch, seconds, pinned));
+            out.pinned = out.pinned && pinned;
+        }
+    }
+    out.load_after = load_average();
+    return out;
+}
+
+void shard_scaling_json(std::ostream& j, const ShardScaling& s) {
+    j << "{\"pinned\": " << (s.pinned ? "true" : "false") << ", \"load_before\": " << s.load_before
+      << ", \"load_after\": " << s.load_after << ", \"points\": [";
+    for (std::size_t i = 0; i < s.points.size(); ++i) {
+        const ShardPoint& p = s.points[i];
+        j << (i ? "," : "") << "\n    {\"threads\": " << p.threads
+          << ", \"wall_rate_per_s\": " << p.wall_rate() << ", \"cpu_rate_per_s\": " << p.cpu_rate()
+          << ", \"speedup\": " << s.speedup(p.threads) << ", \"reps\": [";
+        for (std::size_t k = 0; k < p.reps.size(); ++k) {
+            const ShardRep& r = p.reps[k];
+            j << (k ? ", " : "") << "{\"setups\": " << r.setups
+              << ", \"wall_rate_per_s\": " << r.wall_rate << ", \"cpu_rate_per_s\": " << r.cpu_rate
+              << ", \"seconds\": " << r.seconds << ", \"frames_across_threads\": " << r.crossed
+              << ", \"errors\": " << r.errors << "}";
+        }
+        j << "]}";
+    }
+    j << "\n  ]}";
+}
+
+void print_shard_scaling(const ShardScaling& s) {
+    std::printf(
+        "\nsetup rate on every core (one shard per thread%s; wall clock, summed over threads; "
+        "load %.1f -> %.1f)\n",
+        s.pinned ? ", each pinned to its CPU" : ", NOT pinned", s.load_before, s.load_after);
+    std::printf("  %7s %14s %8s %14s %10s\n", "threads", "setups/s", "speedup", "CPU setups/s",
+                "per CPU");
+    const double one_cpu = s.points.empty() ? 0 : s.points.front().cpu_rate();
+    for (const ShardPoint& p : s.points)
+        std::printf("  %7u %14.0f %7.2fx %14.0f %9.2fx\n", p.threads, p.wall_rate(),
+                    s.speedup(p.threads), p.cpu_rate(),
+                    one_cpu > 0 ? p.cpu_rate() / one_cpu / p.threads : 0);
+}
+
+}  // namespace iwcm::tools

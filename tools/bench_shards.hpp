@@ -1,0 +1,53 @@
+// `iwarp-cm bench`, every core: the setup rate on 1, 2, ... threads, one shard
+// per thread, each pinned to its own CPU.
+//
+// Read first: bench/shard_setup.hpp (one shard's work), src/io/shard_net.hpp
+// (the network on N threads), README.md ("Performance").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace iwcm::tools {
+
+// One repetition at one thread count.
+struct ShardRep {
+    std::uint64_t setups = 0;
+    double wall_rate = 0;       // sum over threads of setups / wall time in setup rounds
+    double cpu_rate = 0;        // sum over threads of setups / thread CPU time in them
+    double seconds = 0;         // wall time of the whole repetition
+    std::uint64_t crossed = 0;  // frames that went from one thread to another
+    std::uint64_t errors = 0;
+};
+
+struct ShardPoint {
+    std::uint32_t threads = 0;
+    std::vector<ShardRep> reps;
+    double wall_rate() const;  // median
+    double cpu_rate() const;   // median
+};
+
+struct ShardScaling {
+    std::vector<ShardPoint> points;  // threads 1, 2, ... up to the CPUs
+    bool pinned = true;              // every thread was pinned to its own CPU
+    double load_before = 0;          // 1-minute load average around the phase
+    double load_after = 0;
+    // Median wall rate at `threads` over the one-thread median of the same run.
+    double speedup(std::uint32_t threads) const;
+    std::uint64_t errors() const;
+};
+
+using ShardProgress = std::function<void(const std::string& phase, std::size_t, std::size_t)>;
+
+// Repetitions interleaved across thread counts, so that every count sees the
+// same machine.
+ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, double seconds,
+                               std::uint32_t max_threads, const ShardProgress& progress);
+void shard_scaling_json(std::ostream& j, const ShardScaling& s);
+void print_shard_scaling(const ShardScaling& s);
+
+}  // namespace iwcm::tools
