@@ -99,10 +99,15 @@ public:
 
     // One pass of the network and the events, for a thread that waits for
     // the others (frames from other shards may still come).
+    // The order is SetupPair::pump's: the responder's events (its accept)
+    // before its frames go out, so that the MPA reply carries the ACK.
     std::size_t step() {
-        std::size_t moved = net_.poll(shard_, now_);
-        events_a();
+        std::size_t moved = net_.receive_across(shard_, now_);
+        moved += net_.drain(shard_, kClient, now_);
         events_b();
+        moved += net_.drain(shard_, kServer, now_);
+        events_a();
+        net_.publish(shard_);
         return moved;
     }
 

@@ -3,6 +3,7 @@
 // Read first: include/iwcm/shard.hpp (the hash and why it is symmetric).
 #include "iwcm/shard.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "iwcm/assert.hpp"
@@ -37,18 +38,24 @@ std::uint64_t fold(std::uint64_t addr_lo, std::uint64_t addr_hi, std::uint16_t p
 }
 
 // 8 bytes of an address as flow_hash reads them from IpAddr::raw(): `len`
-// bytes at p, zero-padded.
+// (4 or 8) bytes at p, zero-padded to 8, in memory order.
 std::uint64_t load_word(const std::byte* p, std::size_t len) {
-    std::uint8_t buf[8] = {};
-    std::memcpy(buf, p, len);
+    if (len == 4) {
+        std::uint32_t v = 0;
+        std::memcpy(&v, p, sizeof v);
+        if constexpr (std::endian::native == std::endian::little) return v;
+        return std::uint64_t{v} << 32;
+    }
     std::uint64_t w = 0;
-    std::memcpy(&w, buf, sizeof w);
+    std::memcpy(&w, p, sizeof w);
     return w;
 }
 
 std::uint16_t be16(const std::byte* p) {
-    return static_cast<std::uint16_t>((std::to_integer<unsigned>(p[0]) << 8) |
-                                      std::to_integer<unsigned>(p[1]));
+    std::uint16_t v = 0;
+    std::memcpy(&v, p, sizeof v);
+    if constexpr (std::endian::native == std::endian::little) return __builtin_bswap16(v);
+    return v;
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ struct alignas(64) ShardNet::Shard {
 ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hosts) : cfg_(config) {
     IWCM_ASSERT(cfg_.shards >= 1);
     IWCM_ASSERT(!hosts.empty());
-    for (const CoreConfig& h : hosts) macs_.push_back(h.mac);
+    for (const CoreConfig& h : hosts)
+        macs_.push_back(mac_key(reinterpret_cast<const std::byte*>(h.mac.bytes.data())));
     for (std::uint32_t s = 0; s < cfg_.shards; ++s) {
         auto sh = std::make_unique<Shard>();
         sh->index = s;
@@ -83,7 +84,20 @@ Result<void> ShardNet::listen(std::size_t host, const ListenParams& params) {
     return {};
 }
 
+std::uint64_t ShardNet::mac_key(const std::byte* mac) {
+    std::uint64_t k = 0;
+    std::memcpy(&k, mac, 6);
+    return k;
+}
+
 std::size_t ShardNet::poll(std::uint32_t s, Instant now) {
+    std::size_t moved = receive_across(s, now);
+    for (std::size_t h = 0; h < macs_.size(); ++h) moved += drain(s, h, now);
+    publish(s);
+    return moved;
+}
+
+std::size_t ShardNet::receive_across(std::uint32_t s, Instant now) {
     IWCM_ASSERT(s < shards_.size());
     Shard& sh = *shards_[s];
     std::size_t moved = 0;
@@ -99,18 +113,28 @@ std::size_t ShardNet::poll(std::uint32_t s, Instant now) {
         in.release();
     }
     if (sh.backlog_frames > 0) flush_backlog(sh);
-    for (auto& c : sh.cores) {
-        while (auto f = c->poll_transmit()) {
-            route(sh, *f, now, false);
-            ++moved;
-        }
+    return moved;
+}
+
+std::size_t ShardNet::drain(std::uint32_t s, std::size_t host, Instant now) {
+    IWCM_ASSERT(s < shards_.size());
+    Shard& sh = *shards_[s];
+    Core& c = *sh.cores[host];
+    std::size_t moved = 0;
+    while (auto f = c.poll_transmit()) {
+        route(sh, *f, now, false);
+        ++moved;
     }
+    return moved;
+}
+
+void ShardNet::publish(std::uint32_t s) {
+    Shard& sh = *shards_[s];
     for (std::uint32_t to = 0; to < cfg_.shards; ++to) {
         if (!sh.dirty[to]) continue;
         ring(s, to).publish();
         sh.dirty[to] = false;
     }
-    return moved;
 }
 
 void ShardNet::on_timers(std::uint32_t s, Instant now) {
@@ -123,7 +147,8 @@ void ShardNet::on_timers(std::uint32_t s, Instant now) {
 // A frame sent by a core of `sh` (arrived = false) or taken off a ring
 // (arrived = true: it is on the queue of this shard).
 void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived) {
-    const std::uint32_t owner = frame_shard(frame, cfg_.shards, cfg_.key);
+    // One shard owns everything: no need to read the 4-tuple.
+    const std::uint32_t owner = cfg_.shards == 1 ? 0 : frame_shard(frame, cfg_.shards, cfg_.key);
     std::uint32_t queue = owner;
     if (!arrived && cfg_.spray) queue = sh.spray_next++ % cfg_.shards;
     if (arrived) queue = sh.index;
@@ -135,14 +160,14 @@ void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, b
 }
 
 void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now) {
-    MacAddr dst;
-    if (frame.size() >= dst.bytes.size())
-        std::memcpy(dst.bytes.data(), frame.data(), dst.bytes.size());
-    for (std::size_t h = 0; h < macs_.size(); ++h) {
-        if (macs_[h] != dst) continue;
-        ++sh.stats.delivered;
-        sh.cores[h]->receive(now, frame);
-        return;
+    if (frame.size() >= 6) {
+        const std::uint64_t dst = mac_key(frame.data());
+        for (std::size_t h = 0; h < macs_.size(); ++h) {
+            if (macs_[h] != dst) continue;
+            ++sh.stats.delivered;
+            sh.cores[h]->receive(now, frame);
+            return;
+        }
     }
     ++sh.stats.unroutable;
 }

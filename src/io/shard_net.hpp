@@ -69,6 +69,8 @@ public:
 
     std::uint32_t shards() const { return cfg_.shards; }
     std::size_t hosts() const { return macs_.size(); }
+    // A MAC address as one comparable word.
+    static std::uint64_t mac_key(const std::byte* mac);
     Core& core(std::uint32_t shard, std::size_t host);
     const ShardStats& stats(std::uint32_t shard) const;
 
@@ -83,6 +85,13 @@ public:
     // Returns the frames moved; 0 when this shard is quiet (frames on their
     // way from other shards may still come).
     std::size_t poll(std::uint32_t s, Instant now);
+    // The parts of poll(), for a driver that handles events between them
+    // (as bench/setup_pair.hpp does, so that an accept's reply carries the
+    // ACK): frames from the rings; one core's frames; the rings written
+    // since the last publish() made visible to their readers.
+    std::size_t receive_across(std::uint32_t s, Instant now);
+    std::size_t drain(std::uint32_t s, std::size_t host, Instant now);
+    void publish(std::uint32_t s);
     // Calls on_timer on every core of the shard whose deadline has come.
     void on_timers(std::uint32_t s, Instant now);
 
@@ -95,7 +104,7 @@ private:
     void flush_backlog(Shard& sh);
 
     ShardNetConfig cfg_;
-    std::vector<MacAddr> macs_;  // by host; read-only once made
+    std::vector<std::uint64_t> macs_;  // by host, as mac_key(); read-only once made
     std::vector<std::unique_ptr<Shard>> shards_;
     std::vector<std::unique_ptr<FrameRing>> rings_;  // [from * shards + to]
 };

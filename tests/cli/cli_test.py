@@ -147,6 +147,16 @@ def case_bench_progress(c):
         check(r["errors"] == 0 and r["mb_per_s"] > 0 and r["loopback_tcp_mb_per_s"] > 0,
               "rdma run without a figure: %r" % r)
     check(results["rdma"]["crc32c_ns_per_byte"] > 0, "no CRC32c cost")
+    points = results["shards"]["points"]
+    check([p["threads"] for p in points] == list(range(1, len(points) + 1)) and points,
+          "shards: threads 1..N, got %r" % [p["threads"] for p in points])
+    for p in points:
+        check(len(p["reps"]) == 2 and all(r["setups"] > 0 and r["errors"] == 0 and
+                                          r["frames_across_threads"] == 0 for r in p["reps"]),
+              "shards: a repetition without setups, or with errors or frames across threads: %r" % p)
+    names = [t["name"] for t in results["targets"]]
+    check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1" in names,
+          "no scaling target in %r" % names)
     steps = BENCH_PROGRESS.findall(term)
     for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
                  "bench: setup rate, kernel sockets, repetition (2/2)", "bench: scale N=2000, established (1/1)",
