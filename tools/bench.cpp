@@ -88,6 +88,7 @@ struct BenchOptions {
     int concurrency = 128;  // kernel baseline: connections in flight
     int cpu = -1;
     std::uint64_t profile_setups = 0;
+    std::uint32_t profile_shards = 0;
     bool skip_kernel = false;
     bool skip_scale = false;
     bool skip_timer = false;
@@ -969,6 +970,8 @@ int run_bench(BenchOptions o) {
     std::FILE* json_out = check_machine(o);
     if (o.profile_setups > 0) {
         if (json_out != nullptr) std::fclose(json_out);
+        if (o.profile_shards > 0)
+            return run_shard_profile(o.profile_setups, o.profile_shards, o.batch, o.pdata);
         return run_profile(o);
     }
     if (o.quick) {
@@ -1042,6 +1045,9 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--profile-setups", opt->profile_setups,
                     "callgrind mode: collect only this many setups (run with --collect-atstart=no)")
         ->check(bounded(0, 1e12, true));
+    cmd->add_option("--profile-shards", opt->profile_shards,
+                    "with --profile-setups: profile shard 0 of a network of this many shards")
+        ->check(bounded(1, 1024, true));
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");
     cmd->add_flag("--skip-scale", opt->skip_scale, "no scale points");
     cmd->add_flag("--skip-rdma", opt->skip_rdma,

@@ -5,6 +5,13 @@
 
 #include <unistd.h>
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define IWCM_SHARD_CALLGRIND_TOGGLE() CALLGRIND_TOGGLE_COLLECT
+#else
+#define IWCM_SHARD_CALLGRIND_TOGGLE() ((void)0)
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -167,6 +174,34 @@ ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, d
     }
     out.load_after = load_average();
     return out;
+}
+
+int run_shard_profile(std::uint64_t setups, std::uint32_t shards, std::size_t batch,
+                      std::size_t pdata) {
+    Rig rig = make_rig(shards, pdata);
+    bench::ShardSetup& w = *rig.shards[0];
+    for (std::uint64_t done = 0; done < setups;) {  // warm-up: pools reach size
+        done += w.setup_round(batch);
+        w.teardown_all();
+    }
+    std::uint64_t got = 0;
+    const std::uint64_t frames0 = w.counters().frames;
+    while (got < setups) {
+        IWCM_SHARD_CALLGRIND_TOGGLE();
+        const std::size_t n = w.setup_round(batch);
+        IWCM_SHARD_CALLGRIND_TOGGLE();
+        w.teardown_all();
+        if (n == 0) break;
+        got += n;
+    }
+    const std::uint64_t errors = w.counters().errors + (rig.ok ? 0 : 1);
+    std::printf(
+        "profiled %llu setups on shard 0 of %u (%llu frames, setup and teardown), "
+        "errors %llu\n",
+        static_cast<unsigned long long>(got), shards,
+        static_cast<unsigned long long>(w.counters().frames - frames0),
+        static_cast<unsigned long long>(errors));
+    return errors == 0 && got >= setups ? 0 : 1;
 }
 
 void shard_scaling_json(std::ostream& j, const ShardScaling& s) {

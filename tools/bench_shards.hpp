@@ -47,6 +47,11 @@ using ShardProgress = std::function<void(const std::string& phase, std::size_t, 
 // same machine.
 ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, double seconds,
                                std::uint32_t max_threads, const ShardProgress& progress);
+// Callgrind mode: shard 0 of a `shards`-shard network, in this thread, with
+// only `setups` setups' worth of rounds collected (after a warm-up). Prints
+// the count; returns the exit code.
+int run_shard_profile(std::uint64_t setups, std::uint32_t shards, std::size_t batch,
+                      std::size_t pdata);
 void shard_scaling_json(std::ostream& j, const ShardScaling& s);
 void print_shard_scaling(const ShardScaling& s);
 

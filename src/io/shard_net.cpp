@@ -40,7 +40,9 @@ ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hos
         sh->index = s;
         for (const CoreConfig& h : hosts) {
             CoreConfig c = h;
-            c.port_filter = shard_port_filter(s, cfg_.shards, cfg_.key);
+            // One shard owns every port: no filter to pay for.
+            c.port_filter = nullptr;
+            if (cfg_.shards > 1) c.port_filter = shard_port_filter(s, cfg_.shards, cfg_.key);
             sh->cores.push_back(std::make_unique<Core>(c));
         }
         sh->dirty.assign(cfg_.shards, false);
