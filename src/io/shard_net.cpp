@@ -11,7 +11,6 @@
 #include <atomic>
 #include <barrier>
 #include <cstring>
-#include <deque>
 #include <thread>
 
 #include "iwcm/assert.hpp"
@@ -25,12 +24,11 @@ struct alignas(64) ShardNet::Shard {
     std::vector<std::unique_ptr<Core>> cores;  // by host
     ShardStats stats;
     std::uint32_t spray_next = 0;
-    std::vector<bool> dirty;  // rings written since the last publish
-    std::vector<std::deque<std::vector<std::byte>>> backlog;  // by destination shard
-    std::size_t backlog_frames = 0;
 };
 
-ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hosts) : cfg_(config) {
+ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hosts)
+    : cfg_(config),
+      links_(config.shards, config.ring_slots, config.slot_bytes, config.backlog_limit) {
     IWCM_ASSERT(cfg_.shards >= 1);
     IWCM_ASSERT(!hosts.empty());
     for (const CoreConfig& h : hosts)
@@ -45,15 +43,8 @@ ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hos
             if (cfg_.shards > 1) c.port_filter = shard_port_filter(s, cfg_.shards, cfg_.key);
             sh->cores.push_back(std::make_unique<Core>(c));
         }
-        sh->dirty.assign(cfg_.shards, false);
-        sh->backlog.resize(cfg_.shards);
         shards_.push_back(std::move(sh));
     }
-    for (std::uint32_t from = 0; from < cfg_.shards; ++from)
-        for (std::uint32_t to = 0; to < cfg_.shards; ++to)
-            rings_.push_back(from == to
-                                 ? nullptr
-                                 : std::make_unique<FrameRing>(cfg_.ring_slots, cfg_.slot_bytes));
 }
 
 ShardNet::~ShardNet() = default;
@@ -67,11 +58,6 @@ Core& ShardNet::core(std::uint32_t shard, std::size_t host) {
 const ShardStats& ShardNet::stats(std::uint32_t shard) const {
     IWCM_ASSERT(shard < shards_.size());
     return shards_[shard]->stats;
-}
-
-FrameRing& ShardNet::ring(std::uint32_t from, std::uint32_t to) {
-    IWCM_ASSERT(from != to);
-    return *rings_[from * cfg_.shards + to];
 }
 
 Result<void> ShardNet::add_address(std::size_t host, IpAddr addr) {
@@ -102,20 +88,12 @@ std::size_t ShardNet::poll(std::uint32_t s, Instant now) {
 std::size_t ShardNet::receive_across(std::uint32_t s, Instant now) {
     IWCM_ASSERT(s < shards_.size());
     Shard& sh = *shards_[s];
-    std::size_t moved = 0;
-    for (std::uint32_t from = 0; from < cfg_.shards; ++from) {
-        if (from == s) continue;
-        FrameRing& in = ring(from, s);
-        while (auto f = in.front()) {
-            ++sh.stats.received_across;
-            route(sh, *f, now, true);
-            in.pop();
-            ++moved;
-        }
-        in.release();
-    }
-    if (sh.backlog_frames > 0) flush_backlog(sh);
-    return moved;
+    const std::size_t n = links_.receive(s, [&](std::span<const std::byte> f) {
+        ++sh.stats.received_across;
+        route(sh, f, now, true);
+    });
+    links_.flush(s);
+    return n;
 }
 
 std::size_t ShardNet::drain(std::uint32_t s, std::size_t host, Instant now) {
@@ -131,12 +109,7 @@ std::size_t ShardNet::drain(std::uint32_t s, std::size_t host, Instant now) {
 }
 
 void ShardNet::publish(std::uint32_t s) {
-    Shard& sh = *shards_[s];
-    for (std::uint32_t to = 0; to < cfg_.shards; ++to) {
-        if (!sh.dirty[to]) continue;
-        ring(s, to).publish();
-        sh.dirty[to] = false;
-    }
+    links_.publish(s, [](std::uint32_t) {});
 }
 
 void ShardNet::on_timers(std::uint32_t s, Instant now) {
@@ -176,29 +149,7 @@ void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now)
 
 void ShardNet::send_across(Shard& sh, std::uint32_t to, std::span<const std::byte> frame) {
     ++sh.stats.sent_across;
-    auto& waiting = sh.backlog[to];
-    if (waiting.empty() && ring(sh.index, to).push(frame)) {
-        sh.dirty[to] = true;
-        return;
-    }
-    if (frame.size() > cfg_.slot_bytes || sh.backlog_frames >= cfg_.backlog_limit) {
-        ++sh.stats.dropped;
-        return;
-    }
-    waiting.emplace_back(frame.begin(), frame.end());
-    ++sh.backlog_frames;
-    ++sh.stats.backlogged;
-}
-
-void ShardNet::flush_backlog(Shard& sh) {
-    for (std::uint32_t to = 0; to < cfg_.shards; ++to) {
-        auto& waiting = sh.backlog[to];
-        while (!waiting.empty() && ring(sh.index, to).push(waiting.front())) {
-            waiting.pop_front();
-            --sh.backlog_frames;
-            sh.dirty[to] = true;
-        }
-    }
+    (void)links_.send(sh.index, to, frame);
 }
 
 bool run_pinned(std::uint32_t threads, const std::function<void(std::uint32_t)>& body) {

@@ -2,7 +2,7 @@
 // shard, and shard i (thread i) drives the cores of every host for shard i.
 //
 // Read first: include/iwcm/shard.hpp (the flow hash, ports that hash back),
-// src/io/frame_ring.hpp (the only thing shards share), bench/setup_pair.hpp
+// src/io/shard_links.hpp (the only thing shards share), bench/setup_pair.hpp
 // (the same wiring for one thread, without steering).
 //
 // A frame a core transmits is routed by its destination MAC to a host and by
@@ -32,7 +32,7 @@
 #include <span>
 #include <vector>
 
-#include "io/frame_ring.hpp"
+#include "io/shard_links.hpp"
 #include "iwcm/core.hpp"
 
 namespace iwcm::io {
@@ -54,8 +54,6 @@ struct ShardStats {
     std::uint64_t handed_off = 0;       // of those, frames that arrived here but were not ours
     std::uint64_t received_across = 0;  // frames taken off rings
     std::uint64_t unroutable = 0;       // no host has the destination MAC
-    std::uint64_t dropped = 0;          // backlog full or frame larger than a slot
-    std::uint64_t backlogged = 0;       // frames that waited for a full ring
 };
 
 class ShardNet {
@@ -73,6 +71,10 @@ public:
     static std::uint64_t mac_key(const std::byte* mac);
     Core& core(std::uint32_t shard, std::size_t host);
     const ShardStats& stats(std::uint32_t shard) const;
+    // Frames dropped (backlog full, or larger than a slot) and frames that
+    // waited for a full ring, among those shard `shard` sent across.
+    std::uint64_t dropped(std::uint32_t shard) const { return links_.dropped(shard); }
+    std::uint64_t backlogged(std::uint32_t shard) const { return links_.backlogged(shard); }
 
     // ---- before the threads start (or from one thread) ----
     // add_address / listen on every shard's core of the host.
@@ -97,16 +99,14 @@ public:
 
 private:
     struct Shard;
-    FrameRing& ring(std::uint32_t from, std::uint32_t to);
     void route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived);
     void deliver(Shard& sh, std::span<const std::byte> frame, Instant now);
     void send_across(Shard& sh, std::uint32_t to, std::span<const std::byte> frame);
-    void flush_backlog(Shard& sh);
 
     ShardNetConfig cfg_;
     std::vector<std::uint64_t> macs_;  // by host, as mac_key(); read-only once made
     std::vector<std::unique_ptr<Shard>> shards_;
-    std::vector<std::unique_ptr<FrameRing>> rings_;  // [from * shards + to]
+    ShardLinks links_;
 };
 
 // Runs body(i) on `threads` threads, thread i pinned to the i-th CPU this

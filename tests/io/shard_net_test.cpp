@@ -300,10 +300,10 @@ void check_one_thread(std::uint32_t shards, bool spray, std::size_t per_shard) {
         EXPECT_EQ(a.disconnected_b, per_shard) << "shard " << s;
         EXPECT_EQ(a.errors, 0u);
         EXPECT_EQ(a.misrouted, 0u) << "shard " << s;
-        EXPECT_EQ(net->stats(s).dropped + net->stats(s).unroutable, 0u);
+        EXPECT_EQ(net->dropped(s) + net->stats(s).unroutable, 0u);
         handed += net->stats(s).handed_off;
         crossed += net->stats(s).sent_across;
-        backlogged += net->stats(s).backlogged;
+        backlogged += net->backlogged(s);
     }
     if (spray) {
         EXPECT_GT(handed, 0u);
@@ -357,7 +357,7 @@ void check_threads(std::uint32_t shards, bool spray, std::size_t per_shard) {
         EXPECT_EQ(apps[s]->established_b, per_shard);
         EXPECT_EQ(apps[s]->disconnected_b, per_shard);
         EXPECT_EQ(apps[s]->errors + apps[s]->misrouted, 0u);
-        EXPECT_EQ(net->stats(s).dropped, 0u);
+        EXPECT_EQ(net->dropped(s), 0u);
         crossed += net->stats(s).sent_across;
     }
     if (spray) {
