@@ -134,13 +134,17 @@ void TapHost::flush() {
 
 // ---------------------------------------------------------------- input
 
-bool TapHost::for_core(std::span<const std::byte> frame) const {
+bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan) {
     auto eth = wire::parse_ethernet(frame);
     if (!eth) return false;
-    const std::uint16_t vlan = eth->repr.vlan ? eth->repr.vlan->id : kNoVlan;
-    if (vlan != vlan_ || eth->repr.dst != core_.config().mac) return false;
+    const std::uint16_t id = eth->repr.vlan ? eth->repr.vlan->id : kNoVlan;
+    if (id != vlan || eth->repr.dst != mac) return false;
     return eth->repr.ethertype == wire::kEtherTypeIpv4 ||
            eth->repr.ethertype == wire::kEtherTypeIpv6;
+}
+
+bool TapHost::for_core(std::span<const std::byte> frame) const {
+    return frame_for_core(frame, core_.config().mac, vlan_);
 }
 
 void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {

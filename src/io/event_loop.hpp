@@ -50,6 +50,10 @@ struct TapHostCounters {
 
 enum class Wake : std::uint8_t { kOk, kSignal, kError };
 
+// Whether a frame is for the core of MAC `mac` on VLAN `vlan` (kNoVlan:
+// untagged): IPv4 or IPv6 to that MAC on that VLAN.
+bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan);
+
 class TapHost {
 public:
     // The core's MAC and VLAN are the host's: frames for other MACs and

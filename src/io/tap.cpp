@@ -50,16 +50,18 @@ bool bring_up(const std::string& name, MacAddr& mac, std::string& error) {
 
 }  // namespace
 
-Expected<TapDevice, std::string> TapDevice::open(const std::string& name) {
+Expected<TapDevice, std::string> TapDevice::open(const std::string& name, bool multi_queue) {
     if (name.empty() || name.size() >= IFNAMSIZ)
         return fail("TAP device name '" + name + "': 1 to 15 characters");
     int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return fail(why(name, "open /dev/net/tun (are you root?)"));
     ifreq ifr{};
-    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    ifr.ifr_flags = static_cast<short>(IFF_TAP | IFF_NO_PI | (multi_queue ? IFF_MULTI_QUEUE : 0));
     std::memcpy(ifr.ifr_name, name.c_str(), name.size());
     if (::ioctl(fd, TUNSETIFF, &ifr) != 0) {
-        std::string e = why(name, "TUNSETIFF (is it a TAP device, free, and are you root?)");
+        std::string e =
+            why(name, multi_queue ? "TUNSETIFF (is it a multi-queue TAP device, and are you root?)"
+                                  : "TUNSETIFF (is it a TAP device, free, and are you root?)");
         ::close(fd);
         return fail(e);
     }

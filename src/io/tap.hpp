@@ -25,8 +25,13 @@ public:
     static constexpr std::size_t kMaxFrame = 65536;
 
     // Opens (or creates) and brings up the TAP device `name`. The error names
-    // the device, the step that failed and the errno text.
-    static Expected<TapDevice, std::string> open(const std::string& name);
+    // the device, the step that failed and the errno text. With
+    // `multi_queue` (IFF_MULTI_QUEUE) each open attaches one more queue of
+    // the device: the kernel spreads the frames it sends among the queues by
+    // flow, and a flow's frames go to the queue that last sent one of it. A
+    // persistent device must have been made multi-queue
+    // (`ip tuntap add ... multi_queue`).
+    static Expected<TapDevice, std::string> open(const std::string& name, bool multi_queue = false);
     TapDevice(TapDevice&& other) noexcept;
     TapDevice& operator=(TapDevice&& other) noexcept;
     TapDevice(const TapDevice&) = delete;
