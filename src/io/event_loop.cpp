@@ -31,6 +31,15 @@ std::string errno_text(const char* what) {
 
 }  // namespace
 
+int block_signals_to_fd() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return -1;
+    return ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
 Instant TapHost::now() {
     return Instant{
         std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())};
@@ -75,13 +84,7 @@ bool TapHost::setup(const TapHostConfig& config) {
         return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
     };
     if (config.handle_signals) {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0 ||
-            (signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
-            !add(signal_fd_, kSignalTag)) {
+        if ((signal_fd_ = block_signals_to_fd()) < 0 || !add(signal_fd_, kSignalTag)) {
             error_ = errno_text("signalfd");
             return false;
         }

@@ -54,6 +54,10 @@ enum class Wake : std::uint8_t { kOk, kSignal, kError };
 // untagged): IPv4 or IPv6 to that MAC on that VLAN.
 bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan);
 
+// Blocks SIGINT and SIGTERM in the calling thread (threads started after it
+// inherit the mask) and returns a non-blocking signalfd for them, or -1.
+int block_signals_to_fd();
+
 class TapHost {
 public:
     // The core's MAC and VLAN are the host's: frames for other MACs and

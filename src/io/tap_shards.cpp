@@ -63,16 +63,9 @@ Expected<std::unique_ptr<TapShards>, std::string> TapShards::open(const TapShard
 bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
     const std::uint32_t n = config.shards;
     links_ = std::make_unique<ShardLinks>(n, config.ring_slots, kSlotBytes, 1u << 16);
-    if (config.handle_signals) {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0 ||
-            (signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
-            open_error_ = errno_text("signalfd");
-            return false;
-        }
+    if (config.handle_signals && (signal_fd_ = block_signals_to_fd()) < 0) {
+        open_error_ = errno_text("signalfd");
+        return false;
     }
     for (std::uint32_t s = 0; s < n; ++s) {
         auto sh = std::make_unique<Shard>();

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/kernel_side.hpp"
 #include "io/tap_shards.hpp"
 #include "iwcm/shard.hpp"
 #include "wire/mpa.hpp"
@@ -36,20 +37,6 @@ const char* kTap = "iwcmmq0";
 constexpr std::uint16_t kPort = 4791;
 constexpr int kClients = 32;
 constexpr std::uint32_t kThreads = 2;
-
-bool set_kernel_address(const char* name, const char* addr) {
-    int s = ::socket(AF_INET, SOCK_DGRAM, 0);
-    ifreq ifr{};
-    std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
-    sin->sin_family = AF_INET;
-    ::inet_pton(AF_INET, addr, &sin->sin_addr);
-    bool ok = ::ioctl(s, SIOCSIFADDR, &ifr) == 0;
-    ::inet_pton(AF_INET, "255.255.255.0", &sin->sin_addr);
-    ok = ok && ::ioctl(s, SIOCSIFNETMASK, &ifr) == 0;
-    ::close(s);
-    return ok;
-}
 
 std::vector<std::byte> mpa_request() {
     static const char kPdata[] = "hello";

@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "io/event_loop.hpp"
+#include "io/kernel_side.hpp"
 #include "io/tap.hpp"
 #include "iwcm/core.hpp"
 #include "wire/arp.hpp"
@@ -36,20 +37,6 @@ namespace {
 
 const char* kTap = "iwcmtap0";
 const MacAddr kOurMac = *MacAddr::parse("02:00:0a:63:c8:02");
-
-bool set_kernel_address(const char* name, const char* addr) {
-    int s = ::socket(AF_INET, SOCK_DGRAM, 0);
-    ifreq ifr{};
-    std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
-    sin->sin_family = AF_INET;
-    ::inet_pton(AF_INET, addr, &sin->sin_addr);
-    bool ok = ::ioctl(s, SIOCSIFADDR, &ifr) == 0;
-    ::inet_pton(AF_INET, "255.255.255.0", &sin->sin_addr);
-    ok = ok && ::ioctl(s, SIOCSIFNETMASK, &ifr) == 0;
-    ::close(s);
-    return ok;
-}
 
 // Runs in the child, in its own namespace: 0 on success, else a line on stderr.
 int child() {
