@@ -110,4 +110,34 @@ std::function<bool(const Endpoint&, const Endpoint&)> shard_port_filter(std::uin
     };
 }
 
+void add_stats(Stats& total, const Stats& shard) {
+    // A counter added to Stats must be added here too: this size changes then.
+    static_assert(sizeof(Stats) == 24 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
+    total.nodes_created += shard.nodes_created;
+    total.nodes_destroyed += shard.nodes_destroyed;
+    total.listeners_created += shard.listeners_created;
+    total.listeners_destroyed += shard.listeners_destroyed;
+    total.loopback_connections += shard.loopback_connections;
+    total.accepts += shard.accepts;
+    total.rejects += shard.rejects;
+    total.connect_errors += shard.connect_errors;
+    total.passive_errors += shard.passive_errors;
+    total.retransmissions += shard.retransmissions;
+    total.backlog_drops += shard.backlog_drops;
+    total.syns_received += shard.syns_received;
+    total.resets_sent += shard.resets_sent;
+    total.resets_received += shard.resets_received;
+    total.established += shard.established;
+    total.frames_in += shard.frames_in;
+    total.frames_out += shard.frames_out;
+    total.mpa_v1_fallbacks += shard.mpa_v1_fallbacks;
+    total.terminates_sent += shard.terminates_sent;
+    total.syn_cookies_sent += shard.syn_cookies_sent;
+    total.syn_cookies_accepted += shard.syn_cookies_accepted;
+    total.syn_cookies_failed += shard.syn_cookies_failed;
+    total.challenge_acks_sent += shard.challenge_acks_sent;
+    total.challenge_acks_limited += shard.challenge_acks_limited;
+    for (std::size_t i = 0; i < total.dropped.size(); ++i) total.dropped[i] += shard.dropped[i];
+}
+
 }  // namespace iwcm

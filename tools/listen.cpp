@@ -3,14 +3,18 @@
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "io/tap_shards.hpp"
+#include "iwcm/shard.hpp"
 #include "tools/commands.hpp"
 #include "tools/transfer.hpp"
 #include "tools/wire_cli.hpp"
@@ -25,7 +29,8 @@ struct ListenOptions {
     std::uint32_t backlog = 0;
     bool reject = false;
     unsigned count = 0;
-    StreamOptions data;  // --send-bytes, --expect-bytes on every accepted connection
+    unsigned threads = 1;  // > 1: a multi-queue TAP, a core and a thread per queue
+    StreamOptions data;    // --send-bytes, --expect-bytes on every accepted connection
 };
 
 // How long the listener waits for a closing connection's last frames
@@ -62,14 +67,14 @@ void on_terminal(const Event& e, Tally& t) {
 }
 
 void on_request(Instant now, const Event& e, const ListenOptions& o,
-                const std::vector<std::byte>& pdata, Session& s, const Reporter& rep, Tally& t) {
+                const std::vector<std::byte>& pdata, Core& core, const Reporter& rep, Tally& t) {
     Report r;
     r.local = e.local;
     r.remote = e.remote;
     r.has_pdata = true;
     r.pdata = pdata;
     if (o.reject || e.mpa.revision > o.wire.mpa_rev) {
-        auto res = s.core->reject(now, e.conn, pdata);
+        auto res = core.reject(now, e.conn, pdata);
         r.event = "reject_sent";
         if (!res) r.error = std::string(to_string(res.error()));
         if (e.mpa.revision > o.wire.mpa_rev) r.add("why", std::string("revision above --mpa-rev"));
@@ -81,7 +86,7 @@ void on_request(Instant now, const Event& e, const ListenOptions& o,
     ap.private_data = pdata;
     ap.ird = o.wire.ird;
     ap.ord = o.wire.ord;
-    auto res = s.core->accept(now, e.conn, ap);
+    auto res = core.accept(now, e.conn, ap);
     r.event = "accept_sent";
     if (!res)
         r.error = std::string(to_string(res.error()));
@@ -174,7 +179,7 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
             if (streams.on_event(t, *e)) continue;
             rep.print(t, Reporter::from_event(*e));
             if (e->type == EventType::kConnectRequest)
-                on_request(t, *e, o, pdata, s, rep, tally);
+                on_request(t, *e, o, pdata, *s.core, rep, tally);
             else if (e->terminal())
                 on_terminal(*e, tally);
         }
@@ -183,7 +188,29 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
     }
 }
 
+int run_listen_threads(const ListenOptions& o);
+
+ListenParams listen_params(const ListenOptions& o, const Interface& iface) {
+    ListenParams lp;
+    lp.local = {iface.addr, o.port};
+    lp.backlog = o.backlog;
+    lp.vlan = iface.vlan;
+    lp.tos = static_cast<std::uint8_t>(o.wire.tos);
+    return lp;
+}
+
+Report listening_line(const ListenOptions& o, const Interface& iface, const ListenParams& lp) {
+    Report r;
+    r.event = "listening";
+    r.local = lp.local;
+    r.add("mac", iface.mac.to_string());
+    r.add("tap", o.wire.tap);
+    if (iface.vlan != kNoVlan) r.add("vlan", std::uint64_t{iface.vlan});
+    return r;
+}
+
 int run_listen(const ListenOptions& o) {
+    if (o.threads > 1) return run_listen_threads(o);
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -195,23 +222,14 @@ int run_listen(const ListenOptions& o) {
         return exit_codes::kSetup;
     }
     Session& s = *session;
-    ListenParams lp;
-    lp.local = {iface->addr, o.port};
-    lp.backlog = o.backlog;
-    lp.vlan = iface->vlan;
-    lp.tos = static_cast<std::uint8_t>(o.wire.tos);
+    const ListenParams lp = listen_params(o, *iface);
     auto listener = s.core->listen(lp);
     if (!listener) {
         rep.fail("listen on " + lp.local.to_string() + ": " +
                  std::string(to_string(listener.error())));
         return exit_codes::kSetup;
     }
-    Report r;
-    r.event = "listening";
-    r.local = lp.local;
-    r.add("mac", iface->mac.to_string());
-    r.add("tap", o.wire.tap);
-    if (iface->vlan != kNoVlan) r.add("vlan", std::uint64_t{iface->vlan});
+    Report r = listening_line(o, *iface, lp);
     rep.print(start, r);
 
     Tally tally;
@@ -242,6 +260,147 @@ int run_listen(const ListenOptions& o) {
     return tally.code;
 }
 
+// ---------------------------------------------------------------- --threads N
+
+// What the threads of `listen --threads` share: touched per event, never per frame.
+struct SharedTally {
+    std::atomic<unsigned> completed{0};
+    std::atomic<bool> interrupted{false};
+    std::atomic<int> signal{0};
+};
+
+// One thread's loop: shard s's core, its own connections. It ends when the
+// --count connections of all threads are done and its own have closed, or
+// after a signal (on shard 0's loop: it wakes the others) once its own are
+// closed or reset.
+void serve_shard(std::uint32_t s, const ListenOptions& o, const std::vector<std::byte>& pdata,
+                 io::TapShards& net, ListenHandle listener, const IpAddr& addr, const Reporter& rep,
+                 SharedTally& shared, Tally& tally) {
+    Core& core = net.core(s);
+    std::optional<Instant> done_at, grace_at;
+    for (;;) {
+        const Instant now = io::TapHost::now();
+        if (o.count > 0 && shared.completed.load() >= o.count && !done_at) done_at = now;
+        if (shared.interrupted.load() && !grace_at) {
+            grace_at = now + kGraceLimit;
+            (void)core.destroy_listen(now, listener);
+            for (ConnHandle h : tally.open)
+                (void)core.disconnect(now, h, DisconnectMode::kGraceful);
+        }
+        const bool quiet = core.live_nodes() == 0;
+        if (done_at && !grace_at && (quiet || now >= *done_at + kDrainLimit)) break;
+        if (grace_at && (quiet || now >= *grace_at)) {
+            core.teardown_connections(now, addr);  // RST to whatever is left
+            net.flush(s);
+            break;
+        }
+        Instant until = now + std::chrono::seconds(3600);
+        if (done_at) until = std::min(until, *done_at + kDrainLimit);
+        if (grace_at) until = std::min(until, *grace_at);
+        const io::Wake w = net.step(s, until);
+        if (w == io::Wake::kError) {
+            tally.failed(exit_codes::kError, net.error(s));
+            shared.interrupted = true;
+            net.wake_all();
+        }
+        if (w == io::Wake::kSignal) {
+            shared.signal = net.last_signal();
+            shared.interrupted = true;
+            net.wake_all();
+        }
+        const unsigned before = tally.completed;
+        while (auto e = core.poll_event()) {
+            const Instant t = io::TapHost::now();
+            rep.print(t, Reporter::from_event(*e));
+            if (e->type == EventType::kConnectRequest && !grace_at)
+                on_request(t, *e, o, pdata, core, rep, tally);
+            else if (e->terminal())
+                on_terminal(*e, tally);
+        }
+        if (tally.completed != before &&
+            shared.completed.fetch_add(tally.completed - before) + tally.completed - before >=
+                o.count &&
+            o.count > 0)
+            net.wake_all();  // the others notice the count
+    }
+}
+
+// After the threads: the first failure of any thread, the summed stats line.
+int finish_threads(const ListenOptions& o, io::TapShards& net, const Reporter& rep,
+                   const SharedTally& shared, std::vector<Tally>& tallies) {
+    Tally all;
+    all.completed = shared.completed.load();
+    Reporter::Counters c;
+    std::uint64_t handed_off = 0;
+    for (std::uint32_t s = 0; s < o.threads; ++s) {
+        if (all.code == exit_codes::kOk && tallies[s].code != exit_codes::kOk)
+            all.failed(tallies[s].code, tallies[s].reason);
+        add_stats(c.core, net.core(s).stats());
+        const io::TapShardCounters& q = net.counters(s);
+        c.tap.frames_in += q.tap.frames_in;
+        c.tap.frames_out += q.tap.frames_out;
+        c.tap.ignored += q.tap.ignored;
+        c.live_nodes += net.core(s).live_nodes();
+        handed_off += q.handed_off;
+    }
+    c.neighbors = net.neighbors().counters();
+    const bool interrupted = shared.interrupted.load() && shared.signal.load() != 0;
+    if (interrupted) {
+        const int sig = shared.signal.load();
+        all.failed(interrupted_code(sig), std::string("interrupted by ") +
+                                              (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
+                                              std::to_string(all.completed) + " connections");
+    }
+    std::string result = all.code == exit_codes::kOk ? "ok" : "failed";
+    if (interrupted) result = "interrupted";
+    rep.stats(io::TapHost::now(), c, result, all.reason, std::nullopt,
+              {{"threads", std::to_string(o.threads)}, {"handed_off", std::to_string(handed_off)}});
+    if (all.code != exit_codes::kOk) rep.fail(all.reason);
+    return all.code;
+}
+
+// listen --threads N: one listener per thread, each thread's own connections.
+int run_listen_threads(const ListenOptions& o) {
+    const Instant start = io::TapHost::now();
+    Reporter rep(o.wire.json, start);
+    auto iface = parse_interface(o.wire);
+    if (!iface) throw UsageError{iface.error()};
+    const auto pdata = private_data(o.wire);
+    io::TapShardsConfig tc;
+    tc.tap = o.wire.tap;
+    tc.shards = o.threads;
+    auto opened = io::TapShards::open(tc, core_config(o.wire, *iface), iface->vlan);
+    if (!opened) {
+        rep.fail(opened.error());
+        return exit_codes::kSetup;
+    }
+    io::TapShards& net = **opened;
+    if (auto r = net.add_address(iface->addr); !r) {
+        rep.fail("--ip: " + std::string(to_string(r.error())));
+        return exit_codes::kSetup;
+    }
+    const ListenParams lp = listen_params(o, *iface);
+    auto listener = net.listen(lp);
+    if (!listener) {
+        rep.fail("listen on " + lp.local.to_string() + ": " +
+                 std::string(to_string(listener.error())));
+        return exit_codes::kSetup;
+    }
+    Report r = listening_line(o, *iface, lp);
+    r.add("threads", std::uint64_t{o.threads});
+    rep.print(start, r);
+
+    SharedTally shared;
+    std::vector<Tally> tallies(o.threads);
+    std::vector<std::thread> threads;
+    for (std::uint32_t s = 0; s < o.threads; ++s)
+        threads.emplace_back([&, s] {
+            serve_shard(s, o, pdata, net, *listener, iface->addr, rep, shared, tallies[s]);
+        });
+    for (auto& t : threads) t.join();
+    return finish_threads(o, net, rep, shared, tallies);
+}
+
 }  // namespace
 
 void add_listen(CLI::App& app) {
@@ -262,6 +421,13 @@ void add_listen(CLI::App& app) {
         ->check(bounded(0, 1000000, true));
     const StreamFlags data = add_stream_options(cmd, opt->data, true);
     reject->excludes(data.send)->excludes(data.expect);
+    cmd->add_option("--threads", opt->threads,
+                    "threads, each with a queue of a multi-queue TAP and its own core "
+                    "(1: one queue; more needs a device made with multi_queue, or a new one)")
+        ->check(bounded(1, 256, true))
+        ->excludes(data.send)
+        ->excludes(data.expect)
+        ->excludes(cmd->get_option("--pcap"));
     cmd->footer(help_footer(
         "iwarp-cm listen --tap tap0 --ip 10.99.1.2/24 --port 4791 --pdata hello --count 1"));
     cmd->callback([opt, data] {

@@ -236,7 +236,7 @@ Expected<Interface, std::string> parse_interface(const WireOptions& o) {
     return i;
 }
 
-Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {
+CoreConfig core_config(const WireOptions& o, const Interface& iface) {
     CoreConfig cfg;
     cfg.mac = iface.mac;
     cfg.mpa.revision = static_cast<std::uint8_t>(o.mpa_rev);
@@ -245,9 +245,13 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
     std::random_device rd;
     for (auto& b : cfg.isn_secret) b = static_cast<std::uint8_t>(rd());
     for (auto& b : cfg.syn_cookie_secret) b = static_cast<std::uint8_t>(rd());
+    return cfg;
+}
+
+Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {
     Session s;
     s.iface = iface;
-    s.core = std::make_unique<Core>(cfg);
+    s.core = std::make_unique<Core>(core_config(o, iface));
     io::TapHostConfig hc;
     hc.tap = o.tap;
     hc.pcap_path = o.pcap;
@@ -453,9 +457,20 @@ void Reporter::print(Instant now, const Report& r) const {
 void Reporter::stats(Instant now, const Core& core, const io::TapHost& host,
                      const std::string& result, const std::string& error,
                      std::optional<Duration> connect_time) const {
-    const Stats& s = core.stats();
-    const auto& h = host.counters();
-    const auto& n = const_cast<io::TapHost&>(host).neighbors().counters();
+    Counters c;
+    c.core = core.stats();
+    c.tap = host.counters();
+    c.neighbors = const_cast<io::TapHost&>(host).neighbors().counters();
+    c.live_nodes = core.live_nodes();
+    stats(now, c, result, error, connect_time);
+}
+
+void Reporter::stats(Instant now, const Counters& c, const std::string& result,
+                     const std::string& error, std::optional<Duration> connect_time,
+                     const std::vector<std::pair<std::string, std::string>>& extra) const {
+    const Stats& s = c.core;
+    const auto& h = c.tap;
+    const auto& n = c.neighbors;
     Report r;
     r.event = "stats";
     r.error = error;
@@ -478,7 +493,7 @@ void Reporter::stats(Instant now, const Core& core, const io::TapHost& host,
     r.add("solicitations_sent", n.solicitations_sent);
     r.add("advertisements_sent", n.advertisements_sent);
     r.add("announcements_sent", n.announcements_sent);
-    r.add("live_nodes", std::uint64_t{core.live_nodes()});
+    r.add("live_nodes", std::uint64_t{c.live_nodes});
     r.add("syn_cookies_sent", s.syn_cookies_sent);
     r.add("syn_cookies_accepted", s.syn_cookies_accepted);
     if (connect_time) {
@@ -486,6 +501,7 @@ void Reporter::stats(Instant now, const Core& core, const io::TapHost& host,
         std::snprintf(buf, sizeof buf, "%.3f", seconds(*connect_time) * 1000);
         r.extra.emplace_back("connect_ms", buf);
     }
+    r.extra.insert(r.extra.end(), extra.begin(), extra.end());
     print(now, r);
 }
 

@@ -106,6 +106,16 @@ public:
     // The final line: core, driver and neighbour counters, the result.
     void stats(Instant now, const Core& core, const io::TapHost& host, const std::string& result,
                const std::string& error, std::optional<Duration> connect_time) const;
+    // The same from counters (of N threads, summed); `extra` ends the line.
+    struct Counters {
+        Stats core;
+        io::TapHostCounters tap;
+        io::NeighborCounters neighbors;
+        std::size_t live_nodes = 0;
+    };
+    void stats(Instant now, const Counters& c, const std::string& result, const std::string& error,
+               std::optional<Duration> connect_time,
+               const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
     // The one-line reason on stderr for a non-zero exit.
     void fail(const std::string& reason) const;
 
@@ -121,6 +131,8 @@ struct Session {
     std::unique_ptr<io::TapHost> host;
 };
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface);
+// The core's configuration from the options (random ISN and cookie secrets).
+CoreConfig core_config(const WireOptions& o, const Interface& iface);
 
 std::vector<std::byte> to_bytes(const std::string& s);
 

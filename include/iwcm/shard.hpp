@@ -34,6 +34,7 @@
 #include <span>
 
 #include "iwcm/address.hpp"
+#include "iwcm/stats.hpp"
 
 namespace iwcm {
 
@@ -61,5 +62,8 @@ inline std::uint32_t frame_shard(std::span<const std::byte> frame, std::uint32_t
 std::function<bool(const Endpoint&, const Endpoint&)> shard_port_filter(std::uint32_t index,
                                                                         std::uint32_t shards,
                                                                         std::uint64_t key = 0);
+
+// Adds one shard's counters to a total (every counter, every drop reason).
+void add_stats(Stats& total, const Stats& shard);
 
 }  // namespace iwcm

@@ -119,10 +119,11 @@ class Proc:
 class Net:
     """The namespace, bridge and TAP of one case; removed on exit."""
 
-    def __init__(self, case, subnet, taps=("tap0",)):
+    def __init__(self, case, subnet, taps=("tap0",), multi_queue=False):
         self.ns = "iwcm-%s-%d" % (case.replace("_", "-")[:20], os.getpid())
         self.n = subnet
         self.taps = taps
+        self.multi_queue = multi_queue  # TAPs that `listen --threads` can open a queue of per thread
         self.kernel4 = "10.99.%d.1" % subnet
         self.kernel6 = "fd99:0:0:%d::1" % subnet
         self.procs = []
@@ -137,7 +138,8 @@ class Net:
             sh("ip", "-6", "addr", "add", self.kernel6 + "/64", "dev", "br0", "nodad", ns=ns)
             sh("ip", "link", "set", "br0", "up", ns=ns)
             for tap in self.taps:
-                sh("ip", "tuntap", "add", "dev", tap, "mode", "tap", ns=ns)
+                sh("ip", "tuntap", "add", "dev", tap, "mode", "tap", *(["multi_queue"] if self.multi_queue else []),
+                   ns=ns)
                 sh("ip", "link", "set", tap, "master", "br0", "up", ns=ns)
         except BaseException:
             self.__exit__(None, None, None)
@@ -373,6 +375,48 @@ def case_listen_sigint(c):
 
 def case_listen_sigterm(c):
     listen_signal_case(c, "listen-sigterm", 34, signal.SIGTERM, 143)
+
+
+def case_listen_threads(c):
+    """listen --threads 2 on a multi-queue TAP: kernel clients at once, each
+    accepted by the thread that owns its 4-tuple (frames that arrive on the
+    other queue are handed over), every one set up and closed."""
+    n = 8
+    with Net("listen-threads", 71, multi_queue=True) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", str(n), "--threads", "2",
+                  "--pdata", "threads")
+        check(cm.wait_for("listening")["threads"] == 2, "listening line")
+        net.wait_link_up()
+        clis = [c.peer(net, "client%d" % i, "client", "--to", "10.99.71.2:%d" % PORT, "--pdata", "c%d" % i)
+                for i in range(n)]
+        for cli in clis:
+            rep = cli.wait_for("reply")
+            check(not rep["reject"] and rep["pdata"] == "threads", "reply: %s" % rep)
+            check(cli.wait_for("closed")["peer_eof"], "client close")
+            check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, 0)
+        got = sorted(r["pdata"] for r in cm.events("connect_request"))
+        check(got == sorted("c%d" % i for i in range(n)), "requests: %s" % got)
+        check(st["established"] == n and st["live_nodes"] == 0 and st["threads"] == 2, "stats: %s" % st)
+        print("  %d frames handed between threads" % st["handed_off"], flush=True)
+
+
+def case_listen_threads_sigint(c):
+    """SIGINT to listen --threads 2 holding a connection: its thread closes it
+    gracefully, the exit code names the signal."""
+    with Net("listen-threads-sig", 72, multi_queue=True) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--threads", "2")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        cli = c.peer(net, "client", "client", "--to", "10.99.72.2:%d" % PORT, "--close", "wait")
+        check(not cli.wait_for("reply")["reject"], "rejected")
+        cm.wait_for("established")
+        cm.p.send_signal(signal.SIGINT)
+        closed = cli.wait_for("closed", timeout=10)
+        check(closed["peer_eof"] and not closed["reset_by_peer"], "client saw no FIN: %s" % closed)
+        check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, 130, timeout=10)
+        check(st["live_nodes"] == 0 and st["result"] == "interrupted", "stats: %s" % st)
 
 
 def case_connect_refused(c):
