@@ -134,9 +134,11 @@ double ShardPoint::cpu_rate() const {
 }
 
 double ShardScaling::speedup(std::uint32_t threads) const {
-    if (points.empty() || threads == 0 || threads > points.size()) return 0;
+    if (points.empty() || points.front().threads != 1) return 0;
     const double one = points.front().wall_rate();
-    return one > 0 ? points[threads - 1].wall_rate() / one : 0;
+    for (const ShardPoint& p : points)
+        if (p.threads == threads) return one > 0 ? p.wall_rate() / one : 0;
+    return 0;
 }
 
 std::uint64_t ShardScaling::errors() const {
@@ -151,8 +153,12 @@ ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, d
     IWCM_ASSERT(reps >= 1);
     IWCM_ASSERT(max_threads >= 1);
     ShardScaling out;
+    // 1, 2, 4, ... and the CPUs: every count on a small machine, a few on a big one.
+    std::vector<std::uint32_t> counts;
+    for (std::uint32_t n = 1; n < max_threads; n *= 2) counts.push_back(n);
+    counts.push_back(max_threads);
     std::vector<Rig> rigs;
-    for (std::uint32_t n = 1; n <= max_threads; ++n) {
+    for (std::uint32_t n : counts) {
         rigs.push_back(make_rig(n, pdata));
         out.points.push_back(ShardPoint{n, {}});
         bool pinned = true;
@@ -161,14 +167,15 @@ ShardScaling run_shard_scaling(std::size_t batch, std::size_t pdata, int reps, d
             out.points.back().reps.push_back({0, 0, 0, 0, 0, 1});
     }
     out.load_before = load_average();
-    const auto total = static_cast<std::size_t>(reps) * max_threads;
+    const std::size_t total = static_cast<std::size_t>(reps) * counts.size();
+    std::size_t step = 0;
     for (int rep = 0; rep < reps; ++rep) {
-        for (std::uint32_t n = 1; n <= max_threads; ++n) {
+        for (std::size_t i = 0; i < counts.size(); ++i) {
             if (progress)
-                progress("setup rate on " + std::to_string(n) + " threads, repetition",
-                         static_cast<std::size_t>(rep) * max_threads + n, total);
+                progress("setup rate on " + std::to_string(counts[i]) + " threads, repetition",
+                         ++step, total);
             bool pinned = true;
-            out.points[n - 1].reps.push_back(run_rep(rigs[n - 1], batch, seconds, pinned));
+            out.points[i].reps.push_back(run_rep(rigs[i], batch, seconds, pinned));
             out.pinned = out.pinned && pinned;
         }
     }

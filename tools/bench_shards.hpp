@@ -1,5 +1,5 @@
-// `iwarp-cm bench`, every core: the setup rate on 1, 2, ... threads, one shard
-// per thread, each pinned to its own CPU.
+// `iwarp-cm bench`, every core: the setup rate on 1, 2, 4, ... threads and on
+// as many as the CPUs, one shard per thread, each pinned to its own CPU.
 //
 // Read first: bench/shard_setup.hpp (one shard's work), src/io/shard_net.hpp
 // (the network on N threads), README.md ("Performance").
@@ -32,7 +32,7 @@ struct ShardPoint {
 };
 
 struct ShardScaling {
-    std::vector<ShardPoint> points;  // threads 1, 2, ... up to the CPUs
+    std::vector<ShardPoint> points;  // threads 1, 2, 4, ... and the CPUs
     bool pinned = true;              // every thread was pinned to its own CPU
     double load_before = 0;          // 1-minute load average around the phase
     double load_after = 0;

@@ -148,8 +148,8 @@ def case_bench_progress(c):
               "rdma run without a figure: %r" % r)
     check(results["rdma"]["crc32c_ns_per_byte"] > 0, "no CRC32c cost")
     points = results["shards"]["points"]
-    check([p["threads"] for p in points] == list(range(1, len(points) + 1)) and points,
-          "shards: threads 1..N, got %r" % [p["threads"] for p in points])
+    counts = [p["threads"] for p in points]
+    check(counts and counts[0] == 1 and counts == sorted(set(counts)), "shards: threads 1, 2, ...: %r" % counts)
     for p in points:
         check(len(p["reps"]) == 2 and all(r["setups"] > 0 and r["errors"] == 0 and
                                           r["frames_across_threads"] == 0 for r in p["reps"]),
