@@ -28,7 +28,8 @@ struct ShardPoint {
     std::uint32_t threads = 0;
     std::vector<ShardRep> reps;
     double wall_rate() const;  // median
-    double cpu_rate() const;   // median
+    double best_wall_rate() const;
+    double cpu_rate() const;  // median
 };
 
 struct ShardScaling {
@@ -36,8 +37,10 @@ struct ShardScaling {
     bool pinned = true;              // every thread was pinned to its own CPU
     double load_before = 0;          // 1-minute load average around the phase
     double load_after = 0;
-    // Median wall rate at `threads` over the one-thread median of the same run.
-    double speedup(std::uint32_t threads) const;
+    // Median wall rate at `threads` over the one-thread median of the same
+    // run; with `best`, the best repetition over the best one (the bench's
+    // target: load only ever slows a repetition down).
+    double speedup(std::uint32_t threads, bool best = false) const;
     std::uint64_t errors() const;
 };
 

@@ -155,7 +155,7 @@ def case_bench_progress(c):
                                           r["frames_across_threads"] == 0 for r in p["reps"]),
               "shards: a repetition without setups, or with errors or frames across threads: %r" % p)
     names = [t["name"] for t in results["targets"]]
-    check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1" in names,
+    check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1 (best reps)" in names,
           "no scaling target in %r" % names)
     steps = BENCH_PROGRESS.findall(term)
     for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
