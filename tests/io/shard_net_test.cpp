@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/frame_ring.hpp"
+#include "io/shard_links.hpp"
 #include "iwcm/shard.hpp"
 
 namespace iwcm::io {
@@ -173,6 +174,30 @@ TEST(FrameRing, CarriesFramesInOrderAndOnlyOncePublished) {
     std::vector<std::size_t> lens;
     while (auto f = r.front()) lens.push_back(f->size()), r.pop();
     EXPECT_EQ(lens, (std::vector<std::size_t>{3, 4, 5}));
+}
+
+TEST(ShardLinks, FullRingsBackUpInOrderAndDropBeyondTheBound) {
+    ShardLinks links(2, 2, 64, 3);  // rings of 2 slots, 3 frames of backlog
+    for (std::uint8_t i = 0; i < 5; ++i) EXPECT_TRUE(links.send(0, 1, Bytes(4, std::byte{i})));
+    EXPECT_FALSE(links.send(0, 1, Bytes(4, std::byte{9})));  // ring and backlog full
+    EXPECT_FALSE(links.send(1, 0, Bytes(65)));               // larger than a slot
+    EXPECT_EQ(links.dropped(0), 1u);
+    EXPECT_EQ(links.dropped(1), 1u);
+    EXPECT_EQ(links.backlogged(0), 3u);
+    std::vector<std::uint32_t> woken;
+    links.publish(0, [&](std::uint32_t to) { woken.push_back(to); });
+    EXPECT_EQ(woken, std::vector<std::uint32_t>{1});
+    std::vector<std::uint8_t> got;
+    auto take = [&](std::span<const std::byte> f) {
+        got.push_back(std::to_integer<std::uint8_t>(f[0]));
+    };
+    for (int round = 0; round < 10 && got.size() < 5; ++round) {
+        links.receive(1, take);
+        links.flush(0);
+        links.publish(0, [](std::uint32_t) {});
+    }
+    EXPECT_EQ(got, (std::vector<std::uint8_t>{0, 1, 2, 3, 4}));  // sent order kept
+    EXPECT_EQ(links.receive(1, take), 0u);
 }
 
 // The application of one shard: the client host (0) connects, the server
