@@ -181,6 +181,13 @@ void TapShards::handle_local(Shard& sh, Instant now, std::span<const std::byte> 
 
 void TapShards::arrived(Shard& sh, Instant now, std::span<const std::byte> frame) {
     ++sh.counters.tap.frames_in;
+    // A unicast frame for another MAC (a bridge floods them) is nobody's here:
+    // not worth a trip to another thread.
+    const bool group = !frame.empty() && (std::to_integer<unsigned>(frame[0]) & 0x01) != 0;
+    if (frame.size() < 6 || (!group && std::memcmp(frame.data(), mac_.bytes.data(), 6) != 0)) {
+        ++sh.counters.tap.ignored;
+        return;
+    }
     const std::uint32_t owner = frame_shard(frame, shards());
     if (owner == sh.index) return handle_local(sh, now, frame);
     ++sh.counters.handed_off;
