@@ -2,6 +2,8 @@
 // exchange bytes on each (--send-bytes, --expect-bytes).
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -29,8 +32,10 @@ struct ListenOptions {
     std::uint32_t backlog = 0;
     bool reject = false;
     unsigned count = 0;
-    unsigned threads = 1;  // > 1: a multi-queue TAP, a core and a thread per queue
-    StreamOptions data;    // --send-bytes, --expect-bytes on every accepted connection
+    // > 1: a multi-queue TAP, a core and a thread per queue; 0 (not given):
+    // one per CPU it may run on where the device and the other options allow, else 1.
+    unsigned threads = 0;
+    StreamOptions data;  // --send-bytes, --expect-bytes on every accepted connection
 };
 
 // How long the listener waits for a closing connection's last frames
@@ -188,7 +193,17 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
     }
 }
 
-int run_listen_threads(const ListenOptions& o);
+std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool fall_back);
+
+// Threads when --threads is not given: one per CPU, but one with the options
+// the threads do not offer (a byte stream, a capture).
+unsigned default_threads(const ListenOptions& o) {
+    if (o.data.any() || !o.wire.pcap.empty()) return 1;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&allowed)));
+}
 
 ListenParams listen_params(const ListenOptions& o, const Interface& iface) {
     ListenParams lp;
@@ -210,7 +225,9 @@ Report listening_line(const ListenOptions& o, const Interface& iface, const List
 }
 
 int run_listen(const ListenOptions& o) {
-    if (o.threads > 1) return run_listen_threads(o);
+    const unsigned n = o.threads > 0 ? o.threads : default_threads(o);
+    if (n > 1)
+        if (auto code = run_listen_threads(o, n, o.threads == 0)) return *code;
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -326,13 +343,13 @@ void serve_shard(std::uint32_t s, const ListenOptions& o, const std::vector<std:
 }
 
 // After the threads: the first failure of any thread, the summed stats line.
-int finish_threads(const ListenOptions& o, io::TapShards& net, const Reporter& rep,
-                   const SharedTally& shared, std::vector<Tally>& tallies) {
+int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& shared,
+                   std::vector<Tally>& tallies) {
     Tally all;
     all.completed = shared.completed.load();
     Reporter::Counters c;
     std::uint64_t handed_off = 0;
-    for (std::uint32_t s = 0; s < o.threads; ++s) {
+    for (std::uint32_t s = 0; s < net.shards(); ++s) {
         if (all.code == exit_codes::kOk && tallies[s].code != exit_codes::kOk)
             all.failed(tallies[s].code, tallies[s].reason);
         add_stats(c.core, net.core(s).stats());
@@ -353,14 +370,17 @@ int finish_threads(const ListenOptions& o, io::TapShards& net, const Reporter& r
     }
     std::string result = all.code == exit_codes::kOk ? "ok" : "failed";
     if (interrupted) result = "interrupted";
-    rep.stats(io::TapHost::now(), c, result, all.reason, std::nullopt,
-              {{"threads", std::to_string(o.threads)}, {"handed_off", std::to_string(handed_off)}});
+    rep.stats(
+        io::TapHost::now(), c, result, all.reason, std::nullopt,
+        {{"threads", std::to_string(net.shards())}, {"handed_off", std::to_string(handed_off)}});
     if (all.code != exit_codes::kOk) rep.fail(all.reason);
     return all.code;
 }
 
 // listen --threads N: one listener per thread, each thread's own connections.
-int run_listen_threads(const ListenOptions& o) {
+// std::nullopt (with `fall_back`, when the threads were not asked for) if the
+// device cannot take N queues: the caller runs one thread instead.
+std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool fall_back) {
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -368,8 +388,9 @@ int run_listen_threads(const ListenOptions& o) {
     const auto pdata = private_data(o.wire);
     io::TapShardsConfig tc;
     tc.tap = o.wire.tap;
-    tc.shards = o.threads;
+    tc.shards = n;
     auto opened = io::TapShards::open(tc, core_config(o.wire, *iface), iface->vlan);
+    if (!opened && fall_back) return std::nullopt;
     if (!opened) {
         rep.fail(opened.error());
         return exit_codes::kSetup;
@@ -387,18 +408,18 @@ int run_listen_threads(const ListenOptions& o) {
         return exit_codes::kSetup;
     }
     Report r = listening_line(o, *iface, lp);
-    r.add("threads", std::uint64_t{o.threads});
+    r.add("threads", std::uint64_t{n});
     rep.print(start, r);
 
     SharedTally shared;
-    std::vector<Tally> tallies(o.threads);
+    std::vector<Tally> tallies(n);
     std::vector<std::thread> threads;
-    for (std::uint32_t s = 0; s < o.threads; ++s)
+    for (std::uint32_t s = 0; s < n; ++s)
         threads.emplace_back([&, s] {
             serve_shard(s, o, pdata, net, *listener, iface->addr, rep, shared, tallies[s]);
         });
     for (auto& t : threads) t.join();
-    return finish_threads(o, net, rep, shared, tallies);
+    return finish_threads(net, rep, shared, tallies);
 }
 
 }  // namespace
@@ -423,7 +444,8 @@ void add_listen(CLI::App& app) {
     reject->excludes(data.send)->excludes(data.expect);
     cmd->add_option("--threads", opt->threads,
                     "threads, each with a queue of a multi-queue TAP and its own core "
-                    "(1: one queue; more needs a device made with multi_queue, or a new one)")
+                    "(more than 1 needs a device made with multi_queue, or a new one; default: "
+                    "one per CPU where the device allows, else 1)")
         ->check(bounded(1, 256, true))
         ->excludes(data.send)
         ->excludes(data.expect)

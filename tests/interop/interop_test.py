@@ -401,6 +401,21 @@ def case_listen_threads(c):
         print("  %d frames handed between threads" % st["handed_off"], flush=True)
 
 
+def case_listen_threads_default(c):
+    """Without --threads, listen on a multi-queue TAP runs one thread per CPU."""
+    with Net("listen-threads-def", 73, multi_queue=True) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "1")
+        lst = cm.wait_for("listening")
+        cpus = len(os.sched_getaffinity(0))
+        check(lst.get("threads", 1) == cpus, "threads %s on %d CPUs" % (lst.get("threads"), cpus))
+        net.wait_link_up()
+        cli = c.peer(net, "client", "client", "--to", "10.99.73.2:%d" % PORT)
+        check(not cli.wait_for("reply")["reject"], "rejected")
+        check(cli.finish() == 0, "client failed")
+        st = expect_exit(cm, 0)
+        check(st["established"] == 1 and st["live_nodes"] == 0, "stats: %s" % st)
+
+
 def case_listen_threads_sigint(c):
     """SIGINT to listen --threads 2 holding a connection: its thread closes it
     gracefully, the exit code names the signal."""
