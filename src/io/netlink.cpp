@@ -463,6 +463,11 @@ Expected<NeighborInfo, std::string> Rtnl::neighbor(int ifindex, const IpAddr& ip
 
 Expected<void, std::string> Rtnl::resolve(int ifindex, const IpAddr& ip) {
     IWCM_ASSERT(ifindex > 0);
+    // NTF_USE on a PERMANENT entry clears PERMANENT (__neigh_update keeps
+    // `old & ~NUD_PERMANENT`) and starts probing: leave such entries alone.
+    auto now = neighbor(ifindex, ip);
+    if (!now) return fail(now.error());
+    if ((now->state & (NUD_PERMANENT | NUD_NOARP)) != 0) return {};
     Request req(RTM_NEWNEIGH, NLM_F_ACK | NLM_F_CREATE);
     ndmsg ndm{};
     ndm.ndm_family = family_of(ip);

@@ -35,18 +35,28 @@
 //  * neighbor(ifindex, ip): RTM_GETNEIGH with NDA_DST and ndm_ifindex, as
 //    `ip neigh get IP dev IF`; reads one RTM_NEWNEIGH: ndm_state (NUD_*),
 //    NDA_LLADDR. ENOENT (no entry) is not an error: state NUD_NONE, no MAC.
-//  * resolve(ifindex, ip): RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_ACK, ndm_flags
-//    NTF_USE, NDA_DST, no NDA_LLADDR; reads the ack. The kernel creates the
-//    entry if missing and calls neigh_event_send() on it, as if a packet were
-//    waiting: an unknown entry goes INCOMPLETE and the kernel sends ARP
-//    requests / neighbour solicitations itself; a STALE one goes DELAY, then
-//    PROBE; a REACHABLE or PERMANENT one is left alone. We send nothing.
-//    The outcome (REACHABLE or FAILED) arrives as a kNeighbor change, or is
-//    read with neighbor().
+//  * resolve(ifindex, ip): first neighbor() (above); then, unless the entry is
+//    PERMANENT or NOARP, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_ACK, ndm_flags
+//    NTF_USE, ndm_state 0, NDA_DST, no NDA_LLADDR; reads the ack. The kernel
+//    creates the entry if missing and calls neigh_event_send() on it, as if a
+//    packet were waiting: a new or FAILED entry goes INCOMPLETE and the kernel
+//    sends ARP requests / neighbour solicitations itself (mcast_solicit, 3, at
+//    retrans_time_ms, 1 s, apart), then REACHABLE on an answer or FAILED; a
+//    STALE one goes DELAY (its MAC still valid) and after
+//    delay_first_probe_time (5 s) PROBE (unicast) and REACHABLE; a REACHABLE,
+//    DELAY, PROBE or INCOMPLETE one is left as it is. We send nothing. The
+//    outcome arrives as a kNeighbor change, or is read with neighbor().
+//    PERMANENT entries are skipped because NTF_USE clears PERMANENT
+//    (__neigh_update keeps `old & ~NUD_PERMANENT`; seen on 6.18) and probes.
+//    IPv6: with no packet to take a source from, the kernel solicits from the
+//    link's link-local address and sends nothing while that is tentative
+//    (DAD, 1-2 s after the link comes up): the entry then goes FAILED.
 //  * poll_changes(): reads RTM_NEWLINK / RTM_DELLINK (kLinkUp / kLinkDown,
 //    only when a link's "up" differs from what was last reported for it, or
 //    the first time a link is seen; a deleted link is kLinkDown),
-//    RTM_NEWADDR / RTM_DELADDR (kAddrAdded / kAddrRemoved), RTM_NEWNEIGH
+//    RTM_NEWADDR / RTM_DELADDR (kAddrAdded / kAddrRemoved; an IPv6 address
+//    is announced again when DAD ends, and `ip link set down` removes the
+//    link's IPv6 addresses unless keep_addr_on_down is set), RTM_NEWNEIGH
 //    (kNeighbor) and RTM_DELNEIGH (kNeighborRemoved). When the socket's
 //    queue overflowed (ENOBUFS) kOverrun is reported: some changes were lost,
 //    re-read the tables.
