@@ -86,9 +86,13 @@ struct LinkInfo {
     std::uint32_t mtu = 0;
     bool admin_up = false;       // IFF_UP (`ip link set up`)
     bool carrier = false;        // IFF_LOWER_UP (the veth peer is up, a cable is in)
-    std::uint8_t operstate = 0;  // IF_OPER_* (RFC 2863), IF_OPER_UP is 6
-    // The link carries traffic: administratively up and with a carrier.
-    bool up() const { return admin_up && carrier; }
+    std::uint8_t operstate = 0;  // IF_OPER_* (RFC 2863): IF_OPER_UNKNOWN 0, IF_OPER_UP 6
+    // The link carries traffic: administratively up, with a carrier, and
+    // operational (IF_OPER_UP, or IF_OPER_UNKNOWN for links that do not track
+    // it, like lo and TUN/TAP). The kernel sets IF_OPER_UP in its link watch,
+    // a moment after the carrier, when it has activated the link's queue;
+    // frames sent before that are dropped.
+    bool up() const;
 };
 
 struct AddrInfo {
@@ -157,25 +161,36 @@ public:
     Expected<LinkInfo, std::string> link(int ifindex);
     // Every address of ifindex, both families, in the kernel's order.
     Expected<std::vector<AddrInfo>, std::string> addresses(int ifindex);
-    Expected<RouteInfo, std::string> route(const IpAddr& dst);
+    // oif (when not 0) is sent as RTA_OIF: needed for an IPv6 link-local dst.
+    Expected<RouteInfo, std::string> route(const IpAddr& dst, int oif = 0);
     Expected<NeighborInfo, std::string> neighbor(int ifindex, const IpAddr& ip);
     // Asks the kernel to resolve ip on ifindex (see the file comment). Returns
     // once the kernel acknowledged the request, not when the entry resolved.
     Expected<void, std::string> resolve(int ifindex, const IpAddr& ip);
 
-    // Joins the notification groups. Changes before this call are not seen.
+    // Joins the notification groups, asks for a 1 MiB receive queue (best
+    // effort: net.core.rmem_max caps it), and reads every link's state with an
+    // RTM_GETLINK dump, so that kLinkUp / kLinkDown report edges only.
+    // Changes before this call are not seen: subscribe first, then read the
+    // tables you track.
     Expected<void, std::string> subscribe();
     // Every change queued on fd() now, oldest first; empty when none.
     std::vector<Change> poll_changes();
 
 private:
+    using Replies = std::vector<std::vector<std::byte>>;
     Rtnl(int request_fd, int notify_fd) : request_fd_(request_fd), notify_fd_(notify_fd) {}
+    // A dump request (NLM_F_DUMP), retried while the kernel marks it
+    // inconsistent (NLM_F_DUMP_INTR: the table changed during the dump).
+    Expected<void, std::string> dump(std::span<std::byte> request, const char* step,
+                                     Replies& replies);
+    Expected<LinkInfo, std::string> link_query(std::span<std::byte> request,
+                                               const std::string& step);
     // Sends one request (its nlmsg_seq is set here) and collects the answer's
     // messages (without the final ack / NLMSG_DONE) into `replies`. A negative
     // ack's errno goes to *kernel_error when given.
     Expected<void, std::string> transact(std::span<std::byte> request, const char* step,
-                                         std::vector<std::vector<std::byte>>& replies,
-                                         int* kernel_error = nullptr);
+                                         Replies& replies, int* kernel_error = nullptr);
     // One notification into `out` (nothing for an unchanged link or another family).
     void decode(const nlmsghdr* h, std::vector<Change>& out);
     void close_all();
@@ -183,7 +198,7 @@ private:
     int request_fd_ = -1;
     int notify_fd_ = -1;
     std::uint32_t seq_ = 0;
-    std::map<int, bool> link_up_;  // last reported "up" per link, for kLinkUp / kLinkDown
+    std::map<int, bool> link_up_;  // last known "up" per link, for kLinkUp / kLinkDown
 };
 
 }  // namespace iwcm::io

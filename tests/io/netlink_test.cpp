@@ -358,6 +358,16 @@ TEST_F(RtnlTest, RouteOnLinkAndViaGateway) {
     EXPECT_EQ(*r6->gateway, kPeer6);
 }
 
+TEST_F(RtnlTest, RouteToLinkLocalNamesTheLink) {
+    const IpAddr link_local = *IpAddr::parse("fe80::1234");
+    auto r = rtnl_->route(link_local, ifindex_);
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_EQ(r->oif, ifindex_);
+    EXPECT_FALSE(r->gateway);
+    auto nowhere = rtnl_->route(link_local, 9999);
+    EXPECT_FALSE(nowhere);
+}
+
 TEST_F(RtnlTest, NoRouteAndLocalAreErrors) {
     auto none = rtnl_->route(*IpAddr::parse("198.51.100.1"));  // no default route here
     ASSERT_FALSE(none);
@@ -582,6 +592,21 @@ TEST_F(RtnlTest, NotifiesLinkDownAndUp) {
     // The loopback link, never touched, reports nothing.
     int lo = index_of("lo");
     for (const Change& c : seen_) EXPECT_NE(c.ifindex, lo) << to_string(c.kind);
+}
+
+TEST_F(RtnlTest, LinkChangeWithoutAnEdgeIsQuiet) {
+    ASSERT_TRUE(rtnl_->subscribe());
+    // An MTU change is an RTM_NEWLINK of a link that stays up: no kLinkUp.
+    ASSERT_EQ(sh("ip link set veth0 mtu 1300 && ip addr add 10.9.0.9/32 dev veth0"), 0);
+    auto marker = wait_change([](const Change& x) {
+        return x.kind == Kind::kAddrAdded && x.addr == *IpAddr::parse("10.9.0.9");
+    });
+    ASSERT_TRUE(marker);
+    auto l = rtnl_->link(ifindex_);
+    ASSERT_TRUE(l) << l.error();
+    EXPECT_EQ(l->mtu, 1300u);
+    for (const Change& c : seen_)
+        EXPECT_TRUE(c.kind != Kind::kLinkUp && c.kind != Kind::kLinkDown) << to_string(c.kind);
 }
 
 TEST_F(RtnlTest, NotifiesNeighbors) {
