@@ -232,7 +232,8 @@ bool LinkInfo::up() const {
 }
 
 bool AddrInfo::tentative() const {
-    return (flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED)) != 0;
+    if ((flags & IFA_F_DADFAILED) != 0) return true;
+    return (flags & IFA_F_TENTATIVE) != 0 && (flags & IFA_F_OPTIMISTIC) == 0;
 }
 
 bool NeighborInfo::has_valid_mac(std::uint16_t state) {
@@ -581,11 +582,14 @@ void Rtnl::decode(const nlmsghdr* h, std::vector<Change>& out) {
         case RTM_DELADDR: {
             auto a = parse_addr(h);
             if (!a) return;
+            // Not usable yet: reported when the kernel announces it again after DAD.
+            if (h->nlmsg_type == RTM_NEWADDR && a->tentative()) return;
             c.kind = h->nlmsg_type == RTM_NEWADDR ? Change::Kind::kAddrAdded
                                                   : Change::Kind::kAddrRemoved;
             c.ifindex = a->ifindex;
             c.addr = a->addr;
             c.prefix = a->prefix;
+            c.flags = a->flags;
             break;
         }
         case RTM_NEWNEIGH:

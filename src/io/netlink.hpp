@@ -54,9 +54,12 @@
 //  * poll_changes(): reads RTM_NEWLINK / RTM_DELLINK (kLinkUp / kLinkDown,
 //    only when a link's "up" differs from what was last reported for it, or
 //    the first time a link is seen; a deleted link is kLinkDown),
-//    RTM_NEWADDR / RTM_DELADDR (kAddrAdded / kAddrRemoved; an IPv6 address
-//    is announced again when DAD ends, and `ip link set down` removes the
-//    link's IPv6 addresses unless keep_addr_on_down is set), RTM_NEWNEIGH
+//    RTM_NEWADDR / RTM_DELADDR (kAddrAdded / kAddrRemoved). kAddrAdded means
+//    the address is usable: an IPv6 address the kernel announces as
+//    tentative (DAD running or failed) is not reported until the kernel
+//    announces it again when DAD ends; kAddrAdded may repeat for an address
+//    already reported (its lifetimes changed). `ip link set down` removes
+//    the link's IPv6 addresses unless keep_addr_on_down is set. RTM_NEWNEIGH
 //    (kNeighbor) and RTM_DELNEIGH (kNeighborRemoved). When the socket's
 //    queue overflowed (ENOBUFS) kOverrun is reported: some changes were lost,
 //    re-read the tables.
@@ -101,7 +104,8 @@ struct AddrInfo {
     int ifindex = 0;
     std::uint8_t scope = 0;   // RT_SCOPE_UNIVERSE 0, RT_SCOPE_LINK 253, RT_SCOPE_HOST 254
     std::uint32_t flags = 0;  // IFA_F_*
-    // IPv6 duplicate address detection still running or failed: not usable yet.
+    // IPv6 duplicate address detection still running (and the address not
+    // optimistic, RFC 4429) or failed: not usable (yet).
     bool tentative() const;
 };
 
@@ -137,6 +141,7 @@ struct Change {
     int ifindex = 0;
     IpAddr addr;              // kAddr*, kNeighbor*
     std::uint8_t prefix = 0;  // kAddr*
+    std::uint32_t flags = 0;  // kAddr*: IFA_F_*
     MacAddr mac;              // kLink* (the link's MAC), kNeighbor (when valid)
     std::uint16_t state = 0;  // kNeighbor*: NUD_*
 };

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/if_addr.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <linux/neighbour.h>
@@ -562,6 +563,45 @@ TEST_F(RtnlTest, NotifiesAddressesAddedAndRemoved) {
         ASSERT_TRUE(c) << ip.to_string();
         EXPECT_EQ(c->ifindex, ifindex_);
     }
+}
+
+TEST_F(RtnlTest, TentativeAddressIsAddedWhenDadEnds) {
+    ASSERT_TRUE(rtnl_->subscribe());
+    const IpAddr fresh = *IpAddr::parse("fd00:9::5");
+    ASSERT_EQ(sh("ip addr add fd00:9::5/64 dev veth0"), 0);  // with DAD
+    auto c =
+        wait_change([&](const Change& x) { return x.kind == Kind::kAddrAdded && x.addr == fresh; });
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->flags & IFA_F_TENTATIVE, 0u);
+    // When it is reported the kernel says it is usable.
+    auto a = rtnl_->addresses(ifindex_);
+    ASSERT_TRUE(a) << a.error();
+    bool usable = false;
+    for (const auto& x : *a) usable = usable || (x.addr == fresh && !x.tentative());
+    EXPECT_TRUE(usable);
+}
+
+TEST_F(RtnlTest, DuplicateAddressIsNeverAdded) {
+    ASSERT_TRUE(wait_link_local());  // DAD probes leave only once the link is ready
+    ASSERT_TRUE(rtnl_->subscribe());
+    const IpAddr taken = *IpAddr::parse("fd00:9::6");
+    ASSERT_EQ(peer("ip addr add fd00:9::6/64 dev veth1 nodad"), 0);
+    ASSERT_EQ(sh("ip addr add fd00:9::6/64 dev veth0"), 0);
+    bool failed = false;
+    auto end = Clock::now() + std::chrono::seconds(5);
+    while (!failed && Clock::now() < end) {
+        auto a = rtnl_->addresses(ifindex_);
+        ASSERT_TRUE(a) << a.error();
+        for (const auto& x : *a)
+            if (x.addr == taken && (x.flags & IFA_F_DADFAILED) != 0) failed = x.tentative();
+        if (!failed) ::poll(nullptr, 0, 20);  // a polling interval, not a synchronisation
+    }
+    ASSERT_TRUE(failed) << "the peer owns the address: DAD should fail";
+    ASSERT_EQ(sh("ip addr add 10.9.0.10/32 dev veth0"), 0);
+    ASSERT_TRUE(wait_change([](const Change& x) {
+        return x.kind == Kind::kAddrAdded && x.addr == *IpAddr::parse("10.9.0.10");
+    }));
+    for (const Change& c : seen_) EXPECT_FALSE(c.kind == Kind::kAddrAdded && c.addr == taken);
 }
 
 TEST_F(RtnlTest, NotifiesLinkDownAndUp) {
