@@ -43,6 +43,8 @@ public:
         append(&fixed, sizeof fixed);
     }
     void attr(std::uint16_t type, const void* data, std::size_t len) {
+        IWCM_ASSERT(RTA_LENGTH(len) <= 0xffff);
+        IWCM_ASSERT(data != nullptr || len == 0);
         rtattr a{};
         a.rta_type = type;
         a.rta_len = static_cast<std::uint16_t>(RTA_LENGTH(len));
@@ -487,8 +489,8 @@ Expected<NeighborInfo, std::string> Rtnl::neighbor(int ifindex, const IpAddr& ip
 
 Expected<void, std::string> Rtnl::resolve(int ifindex, const IpAddr& ip) {
     IWCM_ASSERT(ifindex > 0);
-    // NTF_USE on a PERMANENT entry clears PERMANENT (__neigh_update keeps
-    // `old & ~NUD_PERMANENT`) and starts probing: leave such entries alone.
+    // NTF_USE on a PERMANENT entry turns it INCOMPLETE and starts probing
+    // (seen on 6.18): leave such entries, and NOARP ones, alone.
     auto now = neighbor(ifindex, ip);
     if (!now) return fail(now.error());
     if ((now->state & (NUD_PERMANENT | NUD_NOARP)) != 0) return {};

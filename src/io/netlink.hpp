@@ -28,9 +28,9 @@
 //    IFA_LOCAL (IPv4; IFA_ADDRESS is the peer on point-to-point links) or
 //    IFA_ADDRESS (IPv6), ifa_prefixlen, ifa_scope, flags (IFA_FLAGS, else
 //    ifa_flags: IFA_F_TENTATIVE, IFA_F_DADFAILED, ...).
-//  * route(dst): RTM_GETROUTE with RTA_DST (full-length prefix), as
-//    `ip route get DST`; reads one RTM_NEWROUTE: RTA_OIF, RTA_GATEWAY (only
-//    when the route is via a gateway), RTA_PREFSRC, rtm_type (a local,
+//  * route(dst, oif): RTM_GETROUTE with RTA_DST (full-length prefix) and,
+//    when oif is not 0, RTA_OIF, as `ip route get DST [oif IF]`; reads one RTM_NEWROUTE: RTA_OIF,
+//    RTA_GATEWAY (only when the route is via a gateway), RTA_PREFSRC, rtm_type (a local,
 //    unreachable, blackhole or prohibit route is an error naming it).
 //  * neighbor(ifindex, ip): RTM_GETNEIGH with NDA_DST and ndm_ifindex, as
 //    `ip neigh get IP dev IF`; reads one RTM_NEWNEIGH: ndm_state (NUD_*),
@@ -46,14 +46,19 @@
 //    delay_first_probe_time (5 s) PROBE (unicast) and REACHABLE; a REACHABLE,
 //    DELAY, PROBE or INCOMPLETE one is left as it is. We send nothing. The
 //    outcome arrives as a kNeighbor change, or is read with neighbor().
-//    PERMANENT entries are skipped because NTF_USE clears PERMANENT
-//    (__neigh_update keeps `old & ~NUD_PERMANENT`; seen on 6.18) and probes.
+//    PERMANENT entries are skipped because NTF_USE on one turned it into an
+//    INCOMPLETE entry that probes (seen on 6.18; the tests check that resolve()
+//    leaves it PERMANENT). The check and the request are two messages: an
+//    entry made PERMANENT in between is not protected.
 //    IPv6: with no packet to take a source from, the kernel solicits from the
 //    link's link-local address and sends nothing while that is tentative
 //    (DAD, 1-2 s after the link comes up): the entry then goes FAILED.
+//  * subscribe(): joins the groups, sets SO_RCVBUF, and reads every link
+//    with an RTM_GETLINK dump (each link's LinkInfo::up() then).
 //  * poll_changes(): reads RTM_NEWLINK / RTM_DELLINK (kLinkUp / kLinkDown,
-//    only when a link's "up" differs from what was last reported for it, or
-//    the first time a link is seen; a deleted link is kLinkDown),
+//    only when a link's LinkInfo::up() differs from what subscribe() read or
+//    the last change said, or the first time a new link is seen; a deleted
+//    link is kLinkDown; an MTU change of an up link reports nothing),
 //    RTM_NEWADDR / RTM_DELADDR (kAddrAdded / kAddrRemoved). kAddrAdded means
 //    the address is usable: an IPv6 address the kernel announces as
 //    tentative (DAD running or failed) is not reported until the kernel
