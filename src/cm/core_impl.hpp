@@ -173,6 +173,8 @@ struct Core::Impl {
     // ---- segment output (tcp.cpp) ----
     wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags,
                                   wire::SeqNumber seq) const;
+    // The same segment as flat values, for an IPv4 node (the sending fast path).
+    wire::SegmentV4 segment_v4(const cm::Node& node, std::uint8_t flags, wire::SeqNumber seq) const;
     void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
     void send_syn(cm::Node& node);
     void send_ack(cm::Node& node);
@@ -185,6 +187,10 @@ struct Core::Impl {
     void arm_send(Instant now, const cm::NodeRef& node);
     // Queues a frame for the wire, or for ourselves when both ends are local.
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
+    // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
+    // for loopback at the end of the loop queue. trace_out() traces it once written.
+    wire::MutBytes frame_room(std::size_t len, bool loopback);
+    void trace_out(bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
     // The smaller of ours and the peer's (raised to the floor, or the RFC
     // default when the SYN had no MSS option).
