@@ -108,6 +108,23 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
     IWCM_ASSERT(held == node);
 }
 
+void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
+    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    timer::TimerId& id = slot(*node, kind);
+    if (id.valid()) {
+        // Not pending: its entry fired in the batch on_timer is handling (take() will skip
+        // it, as the slot will name another); the node's reference is still held.
+        const timer::TimerId moved = wheel_.reschedule(id, at, cookie(*node, kind, 0));
+        if (moved.valid()) {
+            id = moved;
+            if (in_phase_slot(kind)) node->phase_kind = kind;
+            return;
+        }
+        id = {};
+    }
+    arm(node, kind, at, 0);
+}
+
 void NodeTimers::release_if_idle(Node& node) {
     if (any_armed(node)) return;
     NodeRef& held = refs_[node.index];
@@ -133,6 +150,10 @@ Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant
     return {};
 }
 
+void NodeTimers::restart_send(const NodeRef& node, Instant now) {
+    rearm(node, NodeTimer::kSend, now + config_.retrans.delay(0));
+}
+
 bool NodeTimers::ack_send(Node& node) {
     return drop(node, node.send_timer);
 }
@@ -147,23 +168,15 @@ Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instan
 }
 
 void NodeTimers::arm_close_at(const NodeRef& node, Instant at) {
-    if (node->phase_timer.valid()) {
-        IWCM_ASSERT(node->phase_kind == NodeTimer::kClose);
-        wheel_.cancel(node->phase_timer);
-        node->phase_timer = {};
-    }
-    arm(node, NodeTimer::kClose, at, 0);
+    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind == NodeTimer::kClose);
+    rearm(node, NodeTimer::kClose, at);
 }
 
 void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
     IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream &&
                 kind != NodeTimer::kClose);
-    if (node->phase_timer.valid()) {
-        IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
-        wheel_.cancel(node->phase_timer);
-        node->phase_timer = {};
-    }
-    arm(node, kind, at, 0);
+    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind != NodeTimer::kClose);
+    rearm(node, kind, at);
 }
 
 bool NodeTimers::cancel_phase(Node& node) {
@@ -171,11 +184,7 @@ bool NodeTimers::cancel_phase(Node& node) {
 }
 
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
-    if (node->stream_timer.valid()) {
-        wheel_.cancel(node->stream_timer);
-        node->stream_timer = {};
-    }
-    arm(node, NodeTimer::kStream, at, 0);
+    rearm(node, NodeTimer::kStream, at);
 }
 
 bool NodeTimers::cancel_stream(Node& node) {

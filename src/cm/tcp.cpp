@@ -376,7 +376,9 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
         node->rcv_wscale = cfg.rcv_wscale;
     }
     node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
-    timers.ack_send(node);
+    // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
+    // over, moved in place rather than cancelled and armed again.
+    timers.restart_send(node, now);
     // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT).
     start_mpa(now, node);
 }
