@@ -113,7 +113,11 @@ struct Core::Impl {
     std::optional<Instant> next_deadline() const;
     std::optional<std::span<const std::byte>> poll_transmit();
     std::optional<Event> poll_event();
-    void drain_loopback(Instant now);
+    // Handles the frames queued to ourselves; inline, since almost every call finds none.
+    void drain_loopback(Instant now) {
+        if (!loop_queue.empty()) drain_loop_queue(now);
+    }
+    void drain_loop_queue(Instant now);
 
     // ---- commands (core.cpp) ----
     Result<ListenHandle> listen(const ListenParams& params);
@@ -301,7 +305,12 @@ struct Core::Impl {
                      std::span<const std::byte> pdata = {});
     bool is_local_addr(const IpAddr& addr) const;
     void drop(Instant now, DropReason reason, const cm::Node* node, wire::Bytes frame);
-    void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame);
+    // Inline: without a trace hook (the common case) a frame costs one test.
+    void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame) {
+        if (trace) trace_frame_hooked(kind, now, node, frame);
+    }
+    void trace_frame_hooked(TraceRecord::Kind kind, Instant now, const cm::Node* node,
+                            wire::Bytes frame);
     static void on_node_destroyed(void* self, cm::Node& node);
 
     CoreConfig cfg;
