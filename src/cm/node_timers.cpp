@@ -79,7 +79,7 @@ std::string_view to_string(NodeTimerError error) {
 }
 
 NodeTimers::NodeTimers(NodeTimersConfig config, Instant start)
-    : config_(config), wheel_(config.granularity, start) {
+    : config_(config), first_delay_(config.retrans.delay(0)), wheel_(config.granularity, start) {
     IWCM_ASSERT(config.retrans.initial.count() > 0);
     IWCM_ASSERT(config.retrans.cap >= config.retrans.initial);
     IWCM_ASSERT(config.close_delay.count() > 0);
@@ -146,12 +146,12 @@ bool NodeTimers::drop(Node& node, timer::TimerId& id) {
 
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
     if (node->send_timer.valid()) return fail(NodeTimerError::kSendEntryExists);
-    arm(node, NodeTimer::kSend, now + config_.retrans.delay(0), 0);
+    arm(node, NodeTimer::kSend, now + first_delay_, 0);
     return {};
 }
 
 void NodeTimers::restart_send(const NodeRef& node, Instant now) {
-    rearm(node, NodeTimer::kSend, now + config_.retrans.delay(0));
+    rearm(node, NodeTimer::kSend, now + first_delay_);
 }
 
 bool NodeTimers::ack_send(Node& node) {

@@ -194,6 +194,7 @@ private:
     std::optional<FiredTimer> take(Due& due, Instant now);
 
     NodeTimersConfig config_;
+    Duration first_delay_;  // config_.retrans.delay(0): every send entry's first wait
     timer::TimerWheel wheel_;
     std::vector<NodeRef> refs_;  // by node index: the reference the node's armed timers hold
     std::vector<Due> due_;       // the batch on_timer is handling

@@ -310,11 +310,6 @@ std::size_t segment_v4_header_len(const SegmentV4& s) {
 
 }  // namespace
 
-std::size_t segment_v4_len(const SegmentV4& s, std::size_t payload_len) {
-    return (s.tagged ? kEthernetVlanHeaderLen : kEthernetHeaderLen) + Ipv4Repr::kHeaderLen +
-           segment_v4_header_len(s) + payload_len;
-}
-
 // The words and sums of emit_tcp_frame() for the values of a SegmentV4, in the same order, so
 // that the checksums come out bit for bit the same (a one's complement sum has two zeros).
 std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
@@ -324,7 +319,7 @@ std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     const std::size_t segment_len = tcp_header_len + payload.size();
     const std::size_t ip_off = s.tagged ? kEthernetVlanHeaderLen : kEthernetHeaderLen;
     const std::size_t total = ip_off + Ipv4Repr::kHeaderLen + segment_len;
-    IWCM_ASSERT(out.size() >= total);
+    IWCM_ASSERT(out.size() >= total && total == segment_v4_len(s, payload.size()));
     IWCM_ASSERT(segment_len <= 0xFFFF - Ipv4Repr::kHeaderLen);
     std::byte* p = out.data();
     std::memcpy(p, s.dst_mac->bytes.data(), 6);

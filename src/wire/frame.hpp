@@ -12,6 +12,7 @@
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ethernet.hpp"
+#include "wire/ipv4.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::wire {
@@ -80,8 +81,11 @@ struct SegmentV4 {
     std::int16_t wscale = -1;  // the window-scale option's shift; -1: no such option
 };
 
-// The length emit_segment_v4() writes.
-std::size_t segment_v4_len(const SegmentV4& s, std::size_t payload_len);
+// The length emit_segment_v4() writes. Inline: the caller asks it for every frame.
+inline std::size_t segment_v4_len(const SegmentV4& s, std::size_t payload_len) {
+    return (s.tagged ? kEthernetVlanHeaderLen : kEthernetHeaderLen) + Ipv4Repr::kHeaderLen +
+           kTcpHeaderLen + (s.mss != 0 ? 4 : 0) + (s.wscale >= 0 ? 4 : 0) + payload_len;
+}
 
 // Writes the frame (out.size() >= segment_v4_len()); returns the length written.
 std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out);
