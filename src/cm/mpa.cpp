@@ -104,11 +104,11 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
 }
 
 // TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
-// starts waiting for one (MPAREQ_WAIT).
+// starts waiting for one (MPAREQ_WAIT; on_syn_rcvd arms the request timer once the
+// segment that completed the handshake is read).
 void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     if (!node->initiator) {
         set_state(*node, CmState::kMpaReqWait);
-        arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
         return;
     }
     wire::MpaRepr req;

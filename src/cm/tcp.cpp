@@ -414,9 +414,13 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     timers.ack_send(node);
     end_half_open(*node);
-    start_mpa(now, node);  // MPAREQ_WAIT, the request timer armed
-    // The same segment may carry the MPA request, or a FIN.
+    start_mpa(now, node);  // MPAREQ_WAIT
+    // The same segment may carry the MPA request (our initiator sends it with this ACK), or a
+    // FIN. The request timer is armed only if the request is still awaited after it, rather
+    // than armed and at once replaced by the accept timer.
     on_text_segment(now, node, seg);
+    if (node->state == CmState::kMpaReqWait)
+        arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
 }
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window?
