@@ -62,7 +62,7 @@ void Core::Impl::receive(Instant now, wire::Bytes frame) {
     drain_loopback(now);
 }
 
-void Core::Impl::drain_loopback(Instant now) {
+void Core::Impl::drain_loop_queue(Instant now) {
     if (in_loopback) return;
     in_loopback = true;
     while (!loop_queue.empty()) {
@@ -287,9 +287,8 @@ void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::By
     }
 }
 
-void Core::Impl::trace_frame(TraceRecord::Kind kind, Instant now, const Node* node,
-                             wire::Bytes frame) {
-    if (!trace) return;
+void Core::Impl::trace_frame_hooked(TraceRecord::Kind kind, Instant now, const Node* node,
+                                    wire::Bytes frame) {
     TraceRecord r;
     r.kind = kind;
     r.now = now;

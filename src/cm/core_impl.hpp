@@ -113,7 +113,11 @@ struct Core::Impl {
     std::optional<Instant> next_deadline() const;
     std::optional<std::span<const std::byte>> poll_transmit();
     std::optional<Event> poll_event();
-    void drain_loopback(Instant now);
+    // Handles the frames queued to ourselves; inline, since almost every call finds none.
+    void drain_loopback(Instant now) {
+        if (!loop_queue.empty()) drain_loop_queue(now);
+    }
+    void drain_loop_queue(Instant now);
 
     // ---- commands (core.cpp) ----
     Result<ListenHandle> listen(const ListenParams& params);
@@ -173,6 +177,8 @@ struct Core::Impl {
     // ---- segment output (tcp.cpp) ----
     wire::FrameRepr segment_frame(const cm::Node& node, std::uint8_t flags,
                                   wire::SeqNumber seq) const;
+    // The same segment as flat values, for an IPv4 node (the sending fast path).
+    wire::SegmentV4 segment_v4(const cm::Node& node, std::uint8_t flags, wire::SeqNumber seq) const;
     void send_segment(cm::Node& node, std::uint8_t flags, wire::SeqNumber seq, wire::Bytes payload);
     void send_syn(cm::Node& node);
     void send_ack(cm::Node& node);
@@ -185,6 +191,10 @@ struct Core::Impl {
     void arm_send(Instant now, const cm::NodeRef& node);
     // Queues a frame for the wire, or for ourselves when both ends are local.
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
+    // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
+    // for loopback at the end of the loop queue. trace_out() traces it once written.
+    wire::MutBytes frame_room(std::size_t len, bool loopback);
+    void trace_out(bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
     // The smaller of ours and the peer's (raised to the floor, or the RFC
     // default when the SYN had no MSS option).
@@ -295,7 +305,12 @@ struct Core::Impl {
                      std::span<const std::byte> pdata = {});
     bool is_local_addr(const IpAddr& addr) const;
     void drop(Instant now, DropReason reason, const cm::Node* node, wire::Bytes frame);
-    void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame);
+    // Inline: without a trace hook (the common case) a frame costs one test.
+    void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame) {
+        if (trace) trace_frame_hooked(kind, now, node, frame);
+    }
+    void trace_frame_hooked(TraceRecord::Kind kind, Instant now, const cm::Node* node,
+                            wire::Bytes frame);
     static void on_node_destroyed(void* self, cm::Node& node);
 
     CoreConfig cfg;

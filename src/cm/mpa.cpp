@@ -104,11 +104,11 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
 }
 
 // TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
-// starts waiting for one (MPAREQ_WAIT).
+// starts waiting for one (MPAREQ_WAIT; on_syn_rcvd arms the request timer once the
+// segment that completed the handshake is read).
 void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     if (!node->initiator) {
         set_state(*node, CmState::kMpaReqWait);
-        arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
         return;
     }
     wire::MpaRepr req;
@@ -206,7 +206,8 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
         node->peer_to_peer = req.v2->peer_to_peer;
         node->rtr_offered = rtr_bits(*req.v2);
     }
-    cancel_phase_timer(*node);
+    // The request timer ends here: reject_request() cancels it, and on the way to the
+    // application the accept timer replaces it in place.
     if (req.markers) {
         // Markers are not supported: refuse with a reject reply, then close.
         consume_rx(*node, len);
@@ -226,7 +227,8 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::accept_request(Instant now, const NodeRef& node) {
-    cancel_phase_timer(*node);
+    // The accept timer ends here: start_close() cancels it on a failure, the RTR timer
+    // replaces it in place in peer-to-peer mode, and it is cancelled before ESTABLISHED.
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;
     rep.revision = node->mpa_rev;
@@ -278,6 +280,7 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
         on_rtr(now, node);
         return;
     }
+    cancel_phase_timer(*node);
     set_state(*node, CmState::kEstablished);
     ++stats.established;
     push_event(node, EventType::kEstablished, 0);

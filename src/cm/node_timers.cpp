@@ -79,7 +79,7 @@ std::string_view to_string(NodeTimerError error) {
 }
 
 NodeTimers::NodeTimers(NodeTimersConfig config, Instant start)
-    : config_(config), wheel_(config.granularity, start) {
+    : config_(config), first_delay_(config.retrans.delay(0)), wheel_(config.granularity, start) {
     IWCM_ASSERT(config.retrans.initial.count() > 0);
     IWCM_ASSERT(config.retrans.cap >= config.retrans.initial);
     IWCM_ASSERT(config.close_delay.count() > 0);
@@ -108,6 +108,23 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
     IWCM_ASSERT(held == node);
 }
 
+void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
+    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    timer::TimerId& id = slot(*node, kind);
+    if (id.valid()) {
+        // Not pending: its entry fired in the batch on_timer is handling (take() will skip
+        // it, as the slot will name another); the node's reference is still held.
+        const timer::TimerId moved = wheel_.reschedule(id, at, cookie(*node, kind, 0));
+        if (moved.valid()) {
+            id = moved;
+            if (in_phase_slot(kind)) node->phase_kind = kind;
+            return;
+        }
+        id = {};
+    }
+    arm(node, kind, at, 0);
+}
+
 void NodeTimers::release_if_idle(Node& node) {
     if (any_armed(node)) return;
     NodeRef& held = refs_[node.index];
@@ -129,8 +146,12 @@ bool NodeTimers::drop(Node& node, timer::TimerId& id) {
 
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
     if (node->send_timer.valid()) return fail(NodeTimerError::kSendEntryExists);
-    arm(node, NodeTimer::kSend, now + config_.retrans.delay(0), 0);
+    arm(node, NodeTimer::kSend, now + first_delay_, 0);
     return {};
+}
+
+void NodeTimers::restart_send(const NodeRef& node, Instant now) {
+    rearm(node, NodeTimer::kSend, now + first_delay_);
 }
 
 bool NodeTimers::ack_send(Node& node) {
@@ -147,23 +168,15 @@ Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instan
 }
 
 void NodeTimers::arm_close_at(const NodeRef& node, Instant at) {
-    if (node->phase_timer.valid()) {
-        IWCM_ASSERT(node->phase_kind == NodeTimer::kClose);
-        wheel_.cancel(node->phase_timer);
-        node->phase_timer = {};
-    }
-    arm(node, NodeTimer::kClose, at, 0);
+    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind == NodeTimer::kClose);
+    rearm(node, NodeTimer::kClose, at);
 }
 
 void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
     IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream &&
                 kind != NodeTimer::kClose);
-    if (node->phase_timer.valid()) {
-        IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
-        wheel_.cancel(node->phase_timer);
-        node->phase_timer = {};
-    }
-    arm(node, kind, at, 0);
+    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind != NodeTimer::kClose);
+    rearm(node, kind, at);
 }
 
 bool NodeTimers::cancel_phase(Node& node) {
@@ -171,11 +184,7 @@ bool NodeTimers::cancel_phase(Node& node) {
 }
 
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
-    if (node->stream_timer.valid()) {
-        wheel_.cancel(node->stream_timer);
-        node->stream_timer = {};
-    }
-    arm(node, NodeTimer::kStream, at, 0);
+    rearm(node, NodeTimer::kStream, at);
 }
 
 bool NodeTimers::cancel_stream(Node& node) {

@@ -100,6 +100,9 @@ public:
 
     // The send entry: the caller has just sent a frame that must be acknowledged at `now`.
     Expected<void, NodeTimerError> arm_send(const NodeRef& node, Instant now);
+    // What was sent is acknowledged and a new frame that must be is sent at `now`: the send
+    // entry starts over (attempt 0, due as arm_send's), moved in place when one is armed.
+    void restart_send(const NodeRef& node, Instant now);
     // The acknowledgement came: the entry goes. False if none was armed.
     bool ack_send(Node& node);
     bool ack_send(const NodeRef& node) { return ack_send(*node); }
@@ -181,6 +184,9 @@ private:
     }
     // Arms `kind` at `at` in its (empty) slot and holds the node's reference.
     void arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt);
+    // Arms `kind` at `at` (attempt 0) in its slot, moving the slot's armed entry in place if
+    // it has one: the node's reference stays held throughout.
+    void rearm(const NodeRef& node, NodeTimer kind, Instant at);
     // Cancels the timer in `id` (if armed) and lets the reference go once none is left.
     bool drop(Node& node, timer::TimerId& id);
     void release_if_idle(Node& node);
@@ -188,6 +194,7 @@ private:
     std::optional<FiredTimer> take(Due& due, Instant now);
 
     NodeTimersConfig config_;
+    Duration first_delay_;  // config_.retrans.delay(0): every send entry's first wait
     timer::TimerWheel wheel_;
     std::vector<NodeRef> refs_;  // by node index: the reference the node's armed timers hold
     std::vector<Due> due_;       // the batch on_timer is handling

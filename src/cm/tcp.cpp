@@ -376,7 +376,9 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
         node->rcv_wscale = cfg.rcv_wscale;
     }
     node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
-    timers.ack_send(node);
+    // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
+    // over, moved in place rather than cancelled and armed again.
+    timers.restart_send(node, now);
     // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT).
     start_mpa(now, node);
 }
@@ -412,9 +414,13 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     timers.ack_send(node);
     end_half_open(*node);
-    start_mpa(now, node);  // MPAREQ_WAIT, the request timer armed
-    // The same segment may carry the MPA request, or a FIN.
+    start_mpa(now, node);  // MPAREQ_WAIT
+    // The same segment may carry the MPA request (our initiator sends it with this ACK), or a
+    // FIN. The request timer is armed only if the request is still awaited after it, rather
+    // than armed and at once replaced by the accept timer.
     on_text_segment(now, node, seg);
+    if (node->state == CmState::kMpaReqWait)
+        arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
 }
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window?
@@ -827,10 +833,55 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     return fr;
 }
 
+// segment_frame()'s values, flat; the window and options follow the same rules.
+wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t flags,
+                                       wire::SeqNumber seq) const {
+    IWCM_ASSERT(node.local.addr.is_v4() && node.remote.addr.is_v4());
+    wire::SegmentV4 s;
+    s.dst_mac = &node.remote_mac;
+    s.src_mac = &cfg.mac;
+    if (node.vlan != kNoVlan) {
+        s.tagged = true;
+        s.vlan_tci = static_cast<std::uint16_t>((std::uint32_t{pcp_of(node)} << 13) | node.vlan);
+    }
+    auto be32 = [](const IpAddr& a) {
+        const auto& b = a.raw();
+        return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
+               (std::uint32_t{b[2]} << 8) | b[3];
+    };
+    s.src_ip = be32(node.local.addr);
+    s.dst_ip = be32(node.remote.addr);
+    s.ttl = cfg.ttl;
+    s.tos = node.tos;
+    s.src_port = node.local.port;
+    s.dst_port = node.remote.port;
+    s.seq = seq.value();
+    s.flags = flags;
+    if (flags & tf::kAck) s.ack = node.rcv_nxt.value();
+    if (flags & tf::kSyn) {
+        // As segment_frame(): an unscaled window, our MSS, and the window scale offered.
+        s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.rcv_wnd, 65535));
+        s.mss = our_mss(node.local.addr);
+        if (node.initiator || node.wscale_ok) s.wscale = cfg.rcv_wscale;
+        return s;
+    }
+    std::uint32_t wnd =
+        (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
+    return s;
+}
+
 void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq,
                               wire::Bytes payload) {
     if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
-    emit_frame(segment_frame(node, flags, seq), payload, node.loopback);
+    if (!node.local.addr.is_v4()) {
+        emit_frame(segment_frame(node, flags, seq), payload, node.loopback);
+        return;
+    }
+    const wire::SegmentV4 s = segment_v4(node, flags, seq);
+    wire::emit_segment_v4(s, payload,
+                          frame_room(wire::segment_v4_len(s, payload.size()), node.loopback));
+    trace_out(node.loopback);
 }
 
 void Core::Impl::send_ack(Node& node) {
@@ -907,18 +958,28 @@ void Core::Impl::arm_send(Instant now, const NodeRef& node) {
 
 void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback) {
     std::size_t len = wire::tcp_frame_len(repr, payload.size());
+    wire::emit_tcp_frame(repr, payload, frame_room(len, loopback));
+    trace_out(loopback);
+}
+
+wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
     ++stats.frames_out;
     if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.
-        std::vector<std::byte> f(len);
-        wire::emit_tcp_frame(repr, payload, f);
-        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, f);
-        loop_queue.push_back(std::move(f));
+        return loop_queue.emplace_back(len);
+    }
+    const std::size_t off = tx_arena.size();
+    tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
+    return tx_arena.append(len);
+}
+
+void Core::Impl::trace_out(bool loopback) {
+    if (!trace) return;
+    if (loopback) {
+        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, loop_queue.back());
         return;
     }
-    std::size_t off = tx_arena.size();
-    wire::emit_tcp_frame(repr, payload, tx_arena.append(len));
-    tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
+    auto [off, len] = tx_frames.back();
     trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr,
                 std::span<const std::byte>(tx_arena.data() + off, len));
 }

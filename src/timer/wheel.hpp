@@ -105,6 +105,12 @@ public:
     // Disarms an entry. O(1). Returns false for an invalid, stale, fired or cancelled id.
     bool cancel(TimerId id);
 
+    // Moves an armed entry to a new deadline and cookie, as cancel() and then schedule()
+    // would, but in place: no slab entry is freed or taken. The old id goes stale; the one
+    // returned names the entry. An id that is not armed gets an invalid TimerId and nothing
+    // changes. O(1).
+    TimerId reschedule(TimerId id, Instant deadline, std::uint64_t cookie);
+
     // Fires every entry whose rounded deadline is <= now, calling fn(cookie) for each, and
     // returns how many fired. Order: first the entries that were already overdue when they
     // were scheduled, in scheduling order; then the others in deadline order (entries of
@@ -332,6 +338,27 @@ inline bool TimerWheel::cancel(TimerId id) {
     IWCM_ASSERT(pending_ > 0);
     --pending_;
     return true;
+}
+
+inline TimerId TimerWheel::reschedule(TimerId id, Instant deadline, std::uint64_t cookie) {
+    if (!live(id)) return TimerId{};
+    Entry& e = slab_[id.index];
+    forget_if_min(e.tick);
+    unlink(id.index);
+    // A new generation, as release() gives, so that the old id no longer matches.
+    const std::uint32_t generation = e.generation + 1;
+    e.generation = generation + (generation == 0 ? 1 : 0);
+    const std::uint64_t tick = ceil_tick(deadline);
+    e.tick = tick;
+    e.cookie = cookie;
+    // As schedule(): overdue, or into its wheel slot.
+    if (tick <= target_tick_) {
+        link_tail(kOverdue, id.index);
+    } else {
+        place(id.index);
+    }
+    if (tick < cached_tick_ && cache_valid_) cached_tick_ = tick;
+    return TimerId{id.index, e.generation};
 }
 
 template <class Fn>

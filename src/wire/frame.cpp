@@ -302,4 +302,73 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out) {
     return total;
 }
 
+namespace {
+
+std::size_t segment_v4_header_len(const SegmentV4& s) {
+    return kTcpHeaderLen + (s.mss != 0 ? 4 : 0) + (s.wscale >= 0 ? 4 : 0);
+}
+
+}  // namespace
+
+// The words and sums of emit_tcp_frame() for the values of a SegmentV4, in the same order, so
+// that the checksums come out bit for bit the same (a one's complement sum has two zeros).
+std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
+    IWCM_ASSERT(s.dst_mac != nullptr && s.src_mac != nullptr);
+    IWCM_ASSERT(s.wscale <= 14);
+    const std::size_t tcp_header_len = segment_v4_header_len(s);
+    const std::size_t segment_len = tcp_header_len + payload.size();
+    const std::size_t ip_off = s.tagged ? kEthernetVlanHeaderLen : kEthernetHeaderLen;
+    const std::size_t total = ip_off + Ipv4Repr::kHeaderLen + segment_len;
+    IWCM_ASSERT(out.size() >= total && total == segment_v4_len(s, payload.size()));
+    IWCM_ASSERT(segment_len <= 0xFFFF - Ipv4Repr::kHeaderLen);
+    std::byte* p = out.data();
+    std::memcpy(p, s.dst_mac->bytes.data(), 6);
+    std::memcpy(p + 6, s.src_mac->bytes.data(), 6);
+    if (s.tagged) {
+        put_be32(p + 12, (std::uint32_t{kEtherTypeVlan} << 16) | s.vlan_tci);
+        put_be16(p + 16, kEtherTypeIpv4);
+    } else {
+        put_be16(p + 12, kEtherTypeIpv4);
+    }
+    // IPv4: ident 0, DF set; the checksum from the values (put_ipv4).
+    const auto seg = static_cast<std::uint32_t>(segment_len);
+    std::byte* const ip = p + ip_off;
+    const std::uint32_t w0 = 0x45000000u | (std::uint32_t{s.tos} << 16) |
+                             static_cast<std::uint32_t>(Ipv4Repr::kHeaderLen + seg);
+    const std::uint32_t w1 = 0x4000u;
+    const std::uint32_t w2 = (std::uint32_t{s.ttl} << 24) | (std::uint32_t{kIpProtoTcp} << 16);
+    const std::uint64_t addrs = std::uint64_t{s.src_ip} + s.dst_ip;
+    const auto ip_checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
+    put_be32(ip, w0);
+    put_be32(ip + 4, w1);
+    put_be32(ip + 8, w2 | ip_checksum);
+    put_be32(ip + 12, s.src_ip);
+    put_be32(ip + 16, s.dst_ip);
+    const std::uint64_t pseudo = addrs + kIpProtoTcp + seg;
+    // TCP: the words of write_tcp_header(), summed as they are stored.
+    std::byte* tcp = ip + Ipv4Repr::kHeaderLen;
+    std::uint64_t sum = 0;
+    std::byte* w = tcp;
+    auto put = [&w, &sum](std::uint32_t word) {
+        sum += word;
+        put_be32(w, word);
+        w += 4;
+    };
+    put((std::uint32_t{s.src_port} << 16) | s.dst_port);
+    put(s.seq);
+    put(s.ack);
+    put((static_cast<std::uint32_t>(tcp_header_len / 4) << 28) | (std::uint32_t{s.flags} << 16) |
+        s.window);
+    put(0);  // checksum and urgent pointer
+    if (s.mss != 0) put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{4} << 16) | s.mss);
+    if (s.wscale >= 0) put(0x01030300u | static_cast<std::uint32_t>(s.wscale));
+    std::uint32_t csum = fold16(pseudo + sum);
+    if (!payload.empty()) {
+        std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
+        csum = checksum_sum(payload, csum);
+    }
+    put_be16(tcp + 16, static_cast<std::uint16_t>(~csum));
+    return total;
+}
+
 }  // namespace iwcm::wire

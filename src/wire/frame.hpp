@@ -12,6 +12,7 @@
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ethernet.hpp"
+#include "wire/ipv4.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::wire {
@@ -56,5 +57,37 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
 // Writes the frame (out.size() >= tcp_frame_len()), with the IPv4 header checksum
 // and the TCP checksum. Returns the length written.
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out);
+
+// One IPv4 segment of a connection as flat values: the engine's sending path, which knows
+// every field, writes it without a FrameRepr to fill and read back. The frame is byte for
+// byte the one emit_tcp_frame() writes for the FrameRepr with the same values, IPv4 ident 0
+// with DF set, urgent 0, and at most the MSS and window-scale options (frame_test checks).
+struct SegmentV4 {
+    const MacAddr* dst_mac = nullptr;
+    const MacAddr* src_mac = nullptr;
+    std::uint32_t src_ip = 0;  // host order
+    std::uint32_t dst_ip = 0;
+    std::uint16_t vlan_tci = 0;  // the 802.1Q tag's TCI (PCP, DEI, id) when tagged
+    bool tagged = false;
+    std::uint8_t ttl = 64;
+    std::uint8_t tos = 0;
+    std::uint8_t flags = 0;
+    std::uint16_t src_port = 0;
+    std::uint16_t dst_port = 0;
+    std::uint32_t seq = 0;
+    std::uint32_t ack = 0;
+    std::uint16_t window = 0;
+    std::uint16_t mss = 0;     // the MSS option's value; 0: no MSS option
+    std::int16_t wscale = -1;  // the window-scale option's shift; -1: no such option
+};
+
+// The length emit_segment_v4() writes. Inline: the caller asks it for every frame.
+inline std::size_t segment_v4_len(const SegmentV4& s, std::size_t payload_len) {
+    return (s.tagged ? kEthernetVlanHeaderLen : kEthernetHeaderLen) + Ipv4Repr::kHeaderLen +
+           kTcpHeaderLen + (s.mss != 0 ? 4 : 0) + (s.wscale >= 0 ? 4 : 0) + payload_len;
+}
+
+// Writes the frame (out.size() >= segment_v4_len()); returns the length written.
+std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out);
 
 }  // namespace iwcm::wire

@@ -51,6 +51,46 @@ TEST(Wheel, FiresExactlyAtAWholeTickDeadline) {
     EXPECT_EQ(wheel.next_deadline(), std::nullopt);
 }
 
+// reschedule() moves an armed entry later or earlier in place: the old id goes stale, the
+// entry fires once at its new deadline with its new cookie, and the count never changes.
+TEST(Wheel, RescheduleMovesAnArmedEntryInPlace) {
+    TimerWheel wheel;
+    const TimerId first = wheel.schedule(at_ms(5), 1);
+    const TimerId other = wheel.schedule(at_ms(7), 9);
+    const TimerId later = wheel.reschedule(first, at_ms(300), 2);
+    ASSERT_TRUE(later.valid());
+    EXPECT_NE(later, first);
+    EXPECT_EQ(wheel.pending(), 2u);
+    EXPECT_FALSE(wheel.is_pending(first));
+    EXPECT_FALSE(wheel.cancel(first));
+    EXPECT_EQ(wheel.next_deadline(), at_ms(7));
+    EXPECT_EQ(fire(wheel, at_ms(100)), Cookies{9});
+    EXPECT_EQ(wheel.deadline_of(later), at_ms(300));
+    const TimerId sooner = wheel.reschedule(later, at_ms(150), 3);
+    ASSERT_TRUE(sooner.valid());
+    EXPECT_EQ(wheel.next_deadline(), at_ms(150));
+    EXPECT_TRUE(wheel.check_invariants());
+    EXPECT_EQ(fire(wheel, at_ms(149)), Cookies{});
+    EXPECT_EQ(fire(wheel, at_ms(150)), Cookies{3});
+    EXPECT_EQ(wheel.pending(), 0u);
+    EXPECT_EQ(fire(wheel, at_ms(400)), Cookies{});
+    // A fired, cancelled or invalid id is not moved.
+    EXPECT_FALSE(wheel.reschedule(sooner, at_ms(500), 4).valid());
+    EXPECT_FALSE(wheel.reschedule(other, at_ms(500), 4).valid());
+    EXPECT_FALSE(wheel.reschedule(TimerId{}, at_ms(500), 4).valid());
+    EXPECT_EQ(wheel.pending(), 0u);
+}
+
+// Moved to a time already past, an entry is overdue and fires at the next advance().
+TEST(Wheel, RescheduleIntoThePastFiresNext) {
+    TimerWheel wheel;
+    EXPECT_EQ(fire(wheel, at_ms(50)), Cookies{});
+    const TimerId id = wheel.schedule(at_ms(80), 1);
+    ASSERT_TRUE(wheel.reschedule(id, at_ms(10), 5).valid());
+    EXPECT_EQ(fire(wheel, at_ms(51)), Cookies{5});
+    EXPECT_EQ(wheel.pending(), 0u);
+}
+
 TEST(Wheel, DeadlineBetweenTicksRoundsUpNeverEarly) {
     TimerWheel wheel;
     wheel.schedule(at_ms(5) + microseconds(1), 1);

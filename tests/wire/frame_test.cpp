@@ -284,6 +284,81 @@ TEST(Frame, RoundTripBothFamiliesWithAndWithoutVlan) {
     }
 }
 
+// The engine's flat IPv4 emitter writes, for every combination of tag, options, flags and
+// payload length (odd ones included), exactly the frame emit_tcp_frame() writes.
+TEST(Frame, SegmentV4MatchesEmitTcpFrame) {
+    std::uint32_t x = 12345;
+    auto next = [&x] {
+        x = x * 1103515245u + 12345u;
+        return x >> 8;
+    };
+    const MacAddr dst{{0x02, 1, 2, 3, 4, 5}};
+    const MacAddr src{{0x02, 9, 8, 7, 6, 5}};
+    int compared = 0;
+    for (int tagged = 0; tagged < 2; ++tagged) {
+        for (int mss = 0; mss < 2; ++mss) {
+            for (int wscale = 0; wscale < 2; ++wscale) {
+                for (std::size_t len : {0u, 1u, 2u, 3u, 36u, 55u, 1460u}) {
+                    SegmentV4 s;
+                    s.dst_mac = &dst;
+                    s.src_mac = &src;
+                    s.src_ip = next();
+                    s.dst_ip = next() | 0x80000000u;
+                    s.tagged = tagged != 0;
+                    s.vlan_tci = static_cast<std::uint16_t>(next() & 0xEFFF);
+                    s.ttl = static_cast<std::uint8_t>(next());
+                    s.tos = static_cast<std::uint8_t>(next());
+                    s.flags = static_cast<std::uint8_t>(next() & 0x3F);
+                    s.src_port = static_cast<std::uint16_t>(next());
+                    s.dst_port = static_cast<std::uint16_t>(next());
+                    s.seq = next() * 977u;
+                    s.ack = next() * 131u;
+                    s.window = static_cast<std::uint16_t>(next());
+                    if (mss) s.mss = static_cast<std::uint16_t>(next() | 1u);
+                    if (wscale) s.wscale = static_cast<std::int16_t>(next() % 15);
+                    Buffer payload(len);
+                    for (auto& b : payload) b = static_cast<std::byte>(next());
+
+                    FrameRepr r;
+                    r.eth.dst = dst;
+                    r.eth.src = src;
+                    if (s.tagged) {
+                        r.eth.vlan = VlanTag{static_cast<std::uint16_t>(s.vlan_tci & 0x0FFF),
+                                             static_cast<std::uint8_t>(s.vlan_tci >> 13), false};
+                    }
+                    auto v4 = [](std::uint32_t a) {
+                        return Ipv4Addr{
+                            {static_cast<std::uint8_t>(a >> 24), static_cast<std::uint8_t>(a >> 16),
+                             static_cast<std::uint8_t>(a >> 8), static_cast<std::uint8_t>(a)}};
+                    };
+                    r.ip.src = v4(s.src_ip);
+                    r.ip.dst = v4(s.dst_ip);
+                    r.ip.ttl = s.ttl;
+                    r.ip.tos = s.tos;
+                    r.tcp.src_port = s.src_port;
+                    r.tcp.dst_port = s.dst_port;
+                    r.tcp.seq = SeqNumber(s.seq);
+                    r.tcp.ack = SeqNumber(s.ack);
+                    r.tcp.flags = s.flags;
+                    r.tcp.window = s.window;
+                    if (mss) r.tcp.options.mss = s.mss;
+                    if (wscale) r.tcp.options.window_scale = static_cast<std::uint8_t>(s.wscale);
+
+                    Buffer want(tcp_frame_len(r, len));
+                    ASSERT_EQ(emit_tcp_frame(r, payload, want), want.size());
+                    Buffer got(segment_v4_len(s, len));
+                    ASSERT_EQ(emit_segment_v4(s, payload, got), got.size());
+                    EXPECT_EQ(to_hex(got), to_hex(want)) << tagged << mss << wscale << len;
+                    auto parsed = parse_tcp_frame(got);
+                    ASSERT_TRUE(parsed) << parsed.error().to_string();
+                    ++compared;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(compared, 56);
+}
+
 TEST(Frame, ParseAndEmitMakeNoHeapAllocation) {
     const Buffer frame = test::read_hex_fixture("linux_syn");
     std::array<std::byte, 128> out{};
