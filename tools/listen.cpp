@@ -200,17 +200,16 @@ int run_listen(const ListenOptions& o) {
     lp.backlog = o.backlog;
     lp.vlan = iface->vlan;
     lp.tos = static_cast<std::uint8_t>(o.wire.tos);
-    auto listener = s.core->listen(lp);
+    auto listener = session_listen(s, lp);
     if (!listener) {
-        rep.fail("listen on " + lp.local.to_string() + ": " +
-                 std::string(to_string(listener.error())));
+        rep.fail(listener.error());
         return exit_codes::kSetup;
     }
     Report r;
     r.event = "listening";
     r.local = lp.local;
     r.add("mac", iface->mac.to_string());
-    r.add("tap", o.wire.tap);
+    describe_device(r, s, o.wire);
     if (iface->vlan != kNoVlan) r.add("vlan", std::uint64_t{iface->vlan});
     rep.print(start, r);
 
@@ -225,7 +224,7 @@ int run_listen(const ListenOptions& o) {
         // Stop cleanly: the listener goes (resetting requests not yet
         // answered), every open connection gets a FIN, a reset if it does
         // not close within kGraceLimit.
-        (void)s.core->destroy_listen(io::TapHost::now(), *listener);
+        session_unlisten(s, io::TapHost::now(), *listener);
         close_all(s, rep, tally.open, print);
         drain(*s.host, io::TapHost::now() + std::chrono::seconds(2), print);
         const int sig = s.host->last_signal();
@@ -247,7 +246,7 @@ int run_listen(const ListenOptions& o) {
 void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
     CLI::App* cmd =
-        app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
+        app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device or --dev");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--port", opt->port, "TCP port to listen on")
         ->required()

@@ -237,6 +237,7 @@ Wake TapHost::step(Instant until) {
         }
     }
     fire_timers(now());
+    if (after_step_) after_step_(now());
     flush();
     return result;
 }

@@ -88,6 +88,8 @@ public:
     // calls on_ready(now) before the timers fire. At most kMaxWatches.
     static constexpr int kMaxWatches = 4;
     bool watch(int fd, std::function<void(Instant)> on_ready);
+    // Called at the end of every step(), after the timers (one hook).
+    void after_step(std::function<void(Instant)> hook) { after_step_ = std::move(hook); }
 
     NeighborTable& neighbors() { return neighbors_; }
     Core& core() { return core_; }
@@ -119,6 +121,7 @@ private:
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
+    std::function<void(Instant)> after_step_;
     TapHostCounters counters_;
     std::string error_;
     int last_signal_ = 0;

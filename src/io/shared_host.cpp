@@ -1,0 +1,197 @@
+// Shared-address mode. Read first: shared_host.hpp.
+#include "io/shared_host.hpp"
+
+#include <linux/neighbour.h>
+
+#include <algorithm>
+
+#include "iwcm/assert.hpp"
+
+namespace iwcm::io {
+
+Expected<LinkInfo, std::string> SharedHost::probe(Rtnl& rtnl, const std::string& dev) {
+    auto link = rtnl.link(dev);
+    if (!link) return fail("--dev " + dev + ": " + link.error());
+    if (link->mac == MacAddr{})
+        return fail("--dev " + dev + ": the interface has no MAC address (not Ethernet)");
+    return link;
+}
+
+SharedHost::SharedHost(Rtnl rtnl, Core& core, const IpAddr& addr, int ifindex)
+    : rtnl_(std::move(rtnl)), core_(core), addr_(addr), ifindex_(ifindex) {}
+
+SharedHost::~SharedHost() {
+    // The program goes first (host_ owns the device), then the reservations.
+    host_.reset();
+}
+
+Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(
+    const SharedHostConfig& config, Rtnl rtnl, Core& core, const IpAddr& addr) {
+    auto link = probe(rtnl, config.dev);
+    if (!link) return fail(link.error());
+    if (link->mac != core.config().mac)
+        return fail(std::string("the core's MAC must be the interface's (") +
+                    link->mac.to_string() + ")");
+    if (auto r = rtnl.subscribe(); !r) return fail(r.error());
+    std::unique_ptr<SharedHost> h(new SharedHost(std::move(rtnl), core, addr, link->index));
+    auto xsk = XskDevice::open(config.dev);
+    if (!xsk) return fail(xsk.error());
+    h->xsk_ = xsk->get();
+    TapHostConfig hc;
+    hc.pcap_path = config.pcap_path;
+    hc.handle_signals = config.handle_signals;
+    hc.kernel_neighbors = true;
+    auto host = TapHost::open_device(std::move(*xsk), hc, core, kNoVlan);
+    if (!host) return fail(host.error());
+    h->host_ = std::move(*host);
+    SharedHost* self = h.get();
+    if (!h->host_->watch(h->rtnl_.fd(), [self](Instant now) { self->on_changes(now); }))
+        return fail(std::string("watching the kernel's notifications: epoll_ctl failed"));
+    h->host_->after_step([self](Instant) { self->reap(); });
+    h->link_up_ = link->up();
+    auto addrs = h->rtnl_.addresses(link->index);
+    if (!addrs) return fail(addrs.error());
+    h->addr_present_ = std::any_of(addrs->begin(), addrs->end(),
+                                   [&](const AddrInfo& a) { return a.addr == addr; });
+    h->update_address(TapHost::now());
+    return h;
+}
+
+// ---------------------------------------------------------------- ports
+
+Expected<PortReservation, std::string> SharedHost::claim(const IpAddr& addr,
+                                                         std::uint16_t port) {
+    auto r = PortReservation::reserve(addr, port);
+    if (!r) return fail(r.error());
+    if (auto m = xsk_->add_port(addr, r->port()); !m) return fail(m.error());
+    ++counters_.ports_reserved;
+    return r;
+}
+
+void SharedHost::release(const PortReservation& r) {
+    xsk_->remove_port(r.addr(), r.port());
+    ++counters_.ports_released;
+}
+
+Expected<ListenHandle, std::string> SharedHost::listen(const ListenParams& lp) {
+    auto port = claim(lp.local.addr, lp.local.port);
+    if (!port) return fail(port.error());
+    auto l = core_.listen(lp);
+    if (!l) {
+        release(*port);
+        return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
+    }
+    listeners_.push_back({*l, std::move(*port)});
+    return *l;
+}
+
+void SharedHost::destroy_listen(Instant now, ListenHandle listener) {
+    (void)core_.destroy_listen(now, listener);
+    auto it = std::find_if(listeners_.begin(), listeners_.end(),
+                           [&](const Listening& l) { return l.handle == listener; });
+    if (it == listeners_.end()) return;
+    release(it->port);
+    listeners_.erase(it);
+}
+
+Expected<ConnHandle, std::string> SharedHost::connect(Instant now, ConnectParams cp) {
+    IWCM_ASSERT(cp.local.port == 0);
+    auto port = claim(cp.local.addr, 0);
+    if (!port) return fail(port.error());
+    cp.local.port = port->port();
+    auto c = core_.connect(now, cp);
+    if (!c) {
+        release(*port);
+        return fail("connect from " + cp.local.to_string() + ": " + std::string(to_string(c.error())));
+    }
+    conns_.push_back({*c, std::move(*port)});
+    last_live_ = core_.live_nodes();
+    return *c;
+}
+
+// A connection's port goes back once the application's handle is stale
+// (its terminal event was polled). Scanned only when nodes went away.
+void SharedHost::reap() {
+    const std::size_t live = core_.live_nodes();
+    if (live >= last_live_ && live != 0) {
+        last_live_ = live;
+        return;
+    }
+    last_live_ = live;
+    std::erase_if(conns_, [this](const Held& h) {
+        if (core_.state(h.conn)) return false;
+        release(h.port);
+        return true;
+    });
+}
+
+// ---------------------------------------------------------------- the kernel's tables
+
+Expected<IpAddr, std::string> SharedHost::next_hop(const IpAddr& dst) {
+    auto r = rtnl_.route(dst);
+    if (!r) return fail(r.error());
+    if (r->oif != ifindex_) {
+        auto other = rtnl_.link(r->oif);
+        return fail("the kernel's route to " + dst.to_string() + " leaves through " +
+                    (other ? other->name : "interface " + std::to_string(r->oif)) + ", not " +
+                    xsk_->name());
+    }
+    return r->next_hop(dst);
+}
+
+Expected<void, std::string> SharedHost::resolve(const IpAddr& hop) {
+    return rtnl_.resolve(ifindex_, hop);
+}
+
+PeerStatus SharedHost::peer(const IpAddr& hop, MacAddr& mac) {
+    auto n = rtnl_.neighbor(ifindex_, hop);
+    if (!n) return PeerStatus::kFailed;
+    if (n->mac && NeighborInfo::has_valid_mac(n->state)) {
+        mac = *n->mac;
+        return PeerStatus::kResolved;
+    }
+    return n->state == NUD_FAILED ? PeerStatus::kFailed : PeerStatus::kPending;
+}
+
+void SharedHost::on_changes(Instant now) {
+    bool reread = false;
+    for (const Change& c : rtnl_.poll_changes()) {
+        if (c.kind == Change::Kind::kOverrun) reread = true;
+        if (c.ifindex != ifindex_) continue;
+        switch (c.kind) {
+            case Change::Kind::kLinkUp: link_up_ = true; break;
+            case Change::Kind::kLinkDown: link_up_ = false; break;
+            case Change::Kind::kAddrAdded: addr_present_ = addr_present_ || c.addr == addr_; break;
+            case Change::Kind::kAddrRemoved: addr_present_ = addr_present_ && c.addr != addr_; break;
+            case Change::Kind::kNeighbor:
+            case Change::Kind::kNeighborRemoved:
+            case Change::Kind::kOverrun: break;
+        }
+    }
+    if (reread) {
+        auto link = rtnl_.link(ifindex_);
+        auto addrs = rtnl_.addresses(ifindex_);
+        if (link) link_up_ = link->up();
+        if (addrs)
+            addr_present_ = std::any_of(addrs->begin(), addrs->end(),
+                                        [&](const AddrInfo& a) { return a.addr == addr_; });
+    }
+    update_address(now);
+}
+
+// The core holds the address exactly while it is usable (irdma_if_notify).
+void SharedHost::update_address(Instant now) {
+    const bool usable = address_usable();
+    if (usable == core_has_addr_) return;
+    if (usable) {
+        auto r = host_->add_address(addr_);
+        IWCM_ASSERT(r.has_value());
+        ++counters_.address_up;
+    } else {
+        (void)core_.remove_address(now, addr_);
+        ++counters_.address_down;
+    }
+    core_has_addr_ = usable;
+}
+
+}  // namespace iwcm::io
