@@ -60,6 +60,11 @@ void add_interface_options(CLI::App* cmd, WireOptions& o) {
         "host's address\"); needs root");
     tap->excludes(dev);
     dev->excludes(tap);
+    cmd->add_option("--xdp-mode", o.xdp_mode,
+                    "with --dev: where the XDP program runs: auto (native if the driver has it), "
+                    "native, generic")
+        ->check(CLI::IsMember({"auto", "native", "generic"}))
+        ->needs(dev);
     cmd->add_option("--ip", o.ip,
                     "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64; "
                     "with --dev one of the interface's addresses (default: its first)");
@@ -297,6 +302,9 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
         io::SharedHostConfig sc;
         sc.dev = iface.dev;
         sc.pcap_path = o.pcap;
+        sc.mode = o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
+                  : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
+                                            : io::XskDevice::Mode::kAuto;
         auto shared = io::SharedHost::open(sc, std::move(*rtnl), *s.core, iface.addr);
         if (!shared) return fail("--dev " + iface.dev + ": " + shared.error());
         s.shared = std::move(*shared);

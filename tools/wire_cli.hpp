@@ -24,6 +24,7 @@ namespace iwcm::tools {
 struct WireOptions {
     std::string tap;
     std::string dev;  // --dev: shared-address mode on this interface
+    std::string xdp_mode = "auto";  // --xdp-mode: auto, native, generic
     std::string ip;   // ADDR/PREFIX (--tap), ADDR (--dev)
     std::string mac;
     std::string gateway;  // ADDR: the router for off-link peers

@@ -34,7 +34,7 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(
                     link->mac.to_string() + ")");
     if (auto r = rtnl.subscribe(); !r) return fail(r.error());
     std::unique_ptr<SharedHost> h(new SharedHost(std::move(rtnl), core, addr, link->index));
-    auto xsk = XskDevice::open(config.dev);
+    auto xsk = XskDevice::open(config.dev, config.mode);
     if (!xsk) return fail(xsk.error());
     h->xsk_ = xsk->get();
     TapHostConfig hc;

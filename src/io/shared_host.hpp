@@ -38,6 +38,7 @@ struct SharedHostConfig {
     std::string dev;        // the interface
     std::string pcap_path;  // empty: no capture
     bool handle_signals = true;
+    XskDevice::Mode mode = XskDevice::Mode::kAuto;
 };
 
 struct SharedHostCounters {

@@ -84,6 +84,7 @@ struct XskDevice::Impl {
     int prog_fd = -1;
     int ports_fd = -1;
     int xsks_fd = -1;
+    XskDevice::Mode mode = XskDevice::Mode::kAuto;
     std::uint32_t attach_flags = 0;  // XDP_FLAGS_DRV_MODE or XDP_FLAGS_SKB_MODE once attached
     void* area = nullptr;
     xsk_umem* umem = nullptr;
@@ -177,11 +178,16 @@ std::string XskDevice::Impl::load_and_attach() {
     xsks_fd = bpf_object__find_map_fd_by_name(obj, "cm_xsks");
     IWCM_ASSERT(prog_fd >= 0 && ports_fd >= 0 && xsks_fd >= 0);
     // Native first; generic (skb) mode where the driver has no XDP.
-    int r = bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
+    int r = -EOPNOTSUPP;
+    if (mode != XskDevice::Mode::kGeneric) {
+        r = bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
                            nullptr);
-    if (r == 0) {
-        attach_flags = XDP_FLAGS_DRV_MODE;
-        return "";
+        if (r == 0) {
+            attach_flags = XDP_FLAGS_DRV_MODE;
+            return "";
+        }
+        if (mode == XskDevice::Mode::kNative)
+            return step_error("attaching the XDP program to " + name + " in native mode", r);
     }
     r = bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
                        nullptr);
@@ -251,9 +257,11 @@ void XskDevice::Impl::reclaim() {
 XskDevice::XskDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 XskDevice::~XskDevice() = default;
 
-Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::string& ifname) {
+Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::string& ifname,
+                                                                  Mode mode) {
     auto impl = std::make_unique<Impl>();
     impl->name = ifname;
+    impl->mode = mode;
     impl->ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
     if (impl->ifindex == 0) return fail("--dev " + ifname + ": no such interface");
     for (auto step : {&Impl::claim, &Impl::remove_stale, &Impl::load_and_attach,
@@ -330,7 +338,7 @@ namespace iwcm::io {
 struct XskDevice::Impl {};
 XskDevice::XskDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 XskDevice::~XskDevice() = default;
-Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::string&) {
+Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::string&, Mode) {
     return fail(std::string(
         "this iwarp-cm was built without shared-address mode (AF_XDP): rebuild with libxdp-dev, "
         "libbpf-dev and clang installed"));

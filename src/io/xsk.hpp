@@ -41,9 +41,13 @@ public:
     static constexpr const char* kProgramName = "iwcm_steer";
     static constexpr std::size_t kFrameSize = 4096;
 
+    // Where the program runs: native when the driver can, else generic (kAuto).
+    enum class Mode : std::uint8_t { kAuto, kNative, kGeneric };
+
     // The error names the step that failed and what is missing (root, BPF
     // support, AF_XDP sockets, the interface).
-    static Expected<std::unique_ptr<XskDevice>, std::string> open(const std::string& ifname);
+    static Expected<std::unique_ptr<XskDevice>, std::string> open(const std::string& ifname,
+                                                                  Mode mode = Mode::kAuto);
     ~XskDevice() override;
     XskDevice(const XskDevice&) = delete;
     XskDevice& operator=(const XskDevice&) = delete;

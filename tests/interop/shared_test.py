@@ -176,17 +176,18 @@ def resets_in(path):
 
 # ---------------------------------------------------------------- cases
 
-def case_shared_listen(c):
+def shared_listen(c, name, subnet, mode):
     """One address: the kernel's echo service and iwarp-cm listen --dev serve the
     peer at once; no reset in the capture; the CM's port is the kernel's too."""
-    with SharedNet("listen", 1) as net:
+    with SharedNet(name, subnet) as net:
         c.echo(net)
         cap, path = capture(net, c)
         try:
-            cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "2", "--pdata", "hi")
+            cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "2", "--pdata", "hi",
+                      "--xdp-mode", mode)
             ev = cm.wait_for("listening")
             check(ev["local"] == "%s:%d" % (net.addr, PORT), "listening on %s" % ev["local"])
-            check(ev["dev"] == "h0" and ev["xdp"].endswith("/copy"), "xdp mode %s" % ev.get("xdp"))
+            check(ev["dev"] == "h0" and ev["xdp"] == mode + "/copy", "xdp mode %s" % ev.get("xdp"))
             check(net.xdp_attached(), "no XDP program on h0 while listening")
             # The port is held in the kernel: a local program cannot take it.
             r = sh("python3", "-c", "import socket; socket.socket().bind(('%s', %d))"
@@ -212,6 +213,16 @@ def case_shared_listen(c):
         # The port is free again for the kernel.
         sh("python3", "-c", "import socket; socket.socket().bind(('%s', %d))" % (net.addr, PORT),
            ns=net.host)
+
+
+def case_shared_listen(c):
+    """The program in the veth driver (native mode)."""
+    shared_listen(c, "listen", 1, "native")
+
+
+def case_shared_listen_generic(c):
+    """The program in the kernel's generic (skb) hook, as on a driver without XDP."""
+    shared_listen(c, "generic", 7, "generic")
 
 
 # A kernel client on the host: COUNT connections held open at once to the
