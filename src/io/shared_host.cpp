@@ -47,7 +47,7 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(
     SharedHost* self = h.get();
     if (!h->host_->watch(h->rtnl_.fd(), [self](Instant now) { self->on_changes(now); }))
         return fail(std::string("watching the kernel's notifications: epoll_ctl failed"));
-    h->host_->after_step([self](Instant) { self->reap(); });
+    h->host_->after_step([self](Instant now) { self->reap(now, false); });
     h->link_up_ = link->up();
     auto addrs = h->rtnl_.addresses(link->index);
     if (!addrs) return fail(addrs.error());
@@ -96,30 +96,43 @@ void SharedHost::destroy_listen(Instant now, ListenHandle listener) {
 
 Expected<ConnHandle, std::string> SharedHost::connect(Instant now, ConnectParams cp) {
     IWCM_ASSERT(cp.local.port == 0);
-    auto port = claim(cp.local.addr, 0);
-    if (!port) return fail(port.error());
-    cp.local.port = port->port();
-    auto c = core_.connect(now, cp);
-    if (!c) {
-        release(*port);
-        return fail("connect from " + cp.local.to_string() + ": " + std::string(to_string(c.error())));
+    for (int attempt = 0; attempt < kConnectTries; ++attempt) {
+        auto port = claim(cp.local.addr, 0);
+        if (!port) {
+            reap(now, true);  // the kernel's range is used up: give back what lingers
+            port = claim(cp.local.addr, 0);
+        }
+        if (!port) return fail(port.error());
+        cp.local.port = port->port();
+        auto c = core_.connect(now, cp);
+        if (c) {
+            conns_.push_back({*c, std::move(*port), std::nullopt});
+            return *c;
+        }
+        if (c.error() != ApiError::kAddressInUse) {
+            release(*port);
+            return fail("connect from " + cp.local.to_string() + ": " +
+                        std::string(to_string(c.error())));
+        }
+        // A node of ours still holds this 4-tuple: keep the port a while longer.
+        conns_.push_back({ConnHandle{}, std::move(*port), now});
     }
-    conns_.push_back({*c, std::move(*port)});
-    last_live_ = core_.live_nodes();
-    return *c;
+    return fail("connect from " + cp.local.addr.to_string() + ": every port the kernel gave (" +
+                std::to_string(kConnectTries) + ") is still in use by a closing connection");
 }
 
-// A connection's port goes back once the application's handle is stale
-// (its terminal event was polled). Scanned only when nodes went away.
-void SharedHost::reap() {
-    const std::size_t live = core_.live_nodes();
-    if (live >= last_live_ && live != 0) {
-        last_live_ = live;
-        return;
-    }
-    last_live_ = live;
-    std::erase_if(conns_, [this](const Held& h) {
-        if (core_.state(h.conn)) return false;
+// A connection's port goes back twice close_delay after the application's
+// handle went stale (the node's TIME_WAIT of the setup phase is over by
+// then), a port the core refused as long after the refusal. With `all` (the
+// kernel has no free port left) every stale connection's port goes back now.
+void SharedHost::reap(Instant now, bool all) {
+    const Duration linger = 2 * core_.config().close_delay;
+    for (Held& h : conns_)
+        if (!h.since && !core_.state(h.conn)) h.since = now;
+    std::erase_if(conns_, [&](const Held& h) {
+        // A refused port is known to be busy: it waits out its linger in any case.
+        const bool early = all && h.conn.valid();
+        if (!h.since || (!early && now < *h.since + linger)) return false;
         release(h.port);
         return true;
     });

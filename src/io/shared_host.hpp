@@ -9,8 +9,14 @@
 //    put in the XDP program's port map: listen() the listening port,
 //    connect() an ephemeral port the kernel picks (ConnectParams::local.port);
 //    the port is released (socket closed, map entry removed) when the
-//    listener is destroyed or the application's handle of the connection
-//    went stale (its terminal event was polled);
+//    listener is destroyed, or twice the core's close_delay after the
+//    application's handle of the connection went stale (its terminal event
+//    was polled): the node's TIME_WAIT of the setup phase is over by then (a
+//    stream's longer TIME_WAIT is not waited for: late segments then reach
+//    the kernel). When the kernel's ephemeral range is used up, lingering
+//    ports go back at once; should the kernel then hand out a port whose
+//    4-tuple a closing node of ours still holds, the core refuses it
+//    (kAddressInUse) and connect() keeps it reserved a while and takes another;
 //  * neighbours and routes come from the kernel (RTM_GETNEIGH, RTM_GETROUTE;
 //    an unknown neighbour is resolved by the kernel, RTM_NEWNEIGH NTF_USE); the
 //    CM never answers or sends ARP / ND here;
@@ -89,12 +95,16 @@ private:
     void release(const PortReservation& r);
     void on_changes(Instant now);
     void update_address(Instant now);
-    void reap();
+    void reap(Instant now, bool all);
 
     struct Held {
         ConnHandle conn;
         PortReservation port;
+        // The handle went stale (or, without a handle, the core refused the port) then.
+        std::optional<Instant> since;
     };
+    // How many ports connect() tries when the core still uses the ones the kernel gives.
+    static constexpr int kConnectTries = 64;
     struct Listening {
         ListenHandle handle;
         PortReservation port;
@@ -108,7 +118,6 @@ private:
     std::unique_ptr<TapHost> host_;
     std::vector<Listening> listeners_;
     std::vector<Held> conns_;
-    std::size_t last_live_ = 0;
     bool addr_present_ = true;
     bool link_up_ = true;
     bool core_has_addr_ = false;

@@ -275,6 +275,28 @@ def case_shared_connect(c):
         check(not net.xdp_attached(), "XDP program left on h0 after SIGTERM")
 
 
+def case_shared_ports_released(c):
+    """60 connections one after another take their ports from the kernel's
+    ephemeral range, and every port of the range is the kernel's again after.
+    (Reuse within one run is not asserted: a closing node keeps its port until
+    the peer's FIN, which this serial peer sends when it gets to it.)"""
+    with SharedNet("ports", 8) as net:
+        sh("sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40099", ns=net.host)
+        # --close wait: the peer never holds a TIME_WAIT of its own for a 4-tuple.
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                     "--close", "wait", "--count", "60")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                  "--count", "60", "--parallel", "1", "--timeout", "20")
+        stats = expect_exit(cm, 0, timeout=60)
+        check(stats["established"] == 60, "established %s" % stats["established"])
+        check(srv.finish() == 0, "peer server failed")
+        # Every port of the range is the kernel's again.
+        code = ("import socket\nfor p in range(40000, 40100):\n"
+                "    socket.socket().bind(('%s', p))" % net.addr)
+        sh("python3", "-c", code, ns=net.host)
+
+
 def down_up(c, name, subnet, down, up):
     """A listener with one connection; down() tears the connection down and the
     listener hears address_down; after up() it hears address_up and serves.
