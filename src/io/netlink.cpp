@@ -43,6 +43,8 @@ public:
         append(&fixed, sizeof fixed);
     }
     void attr(std::uint16_t type, const void* data, std::size_t len) {
+        IWCM_ASSERT(RTA_LENGTH(len) <= 0xffff);
+        IWCM_ASSERT(data != nullptr || len == 0);
         rtattr a{};
         a.rta_type = type;
         a.rta_len = static_cast<std::uint16_t>(RTA_LENGTH(len));
@@ -227,8 +229,13 @@ int open_socket(std::string& error) {
 
 }  // namespace
 
+bool LinkInfo::up() const {
+    return admin_up && carrier && (operstate == IF_OPER_UP || operstate == IF_OPER_UNKNOWN);
+}
+
 bool AddrInfo::tentative() const {
-    return (flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED)) != 0;
+    if ((flags & IFA_F_DADFAILED) != 0) return true;
+    return (flags & IFA_F_TENTATIVE) != 0 && (flags & IFA_F_OPTIMISTIC) == 0;
 }
 
 bool NeighborInfo::has_valid_mac(std::uint16_t state) {
@@ -301,8 +308,7 @@ Rtnl::~Rtnl() {
 }
 
 Expected<void, std::string> Rtnl::transact(std::span<std::byte> request, const char* step,
-                                           std::vector<std::vector<std::byte>>& replies,
-                                           int* kernel_error) {
+                                           Replies& replies, int* kernel_error) {
     IWCM_ASSERT(request_fd_ >= 0);
     IWCM_ASSERT(request.size() >= sizeof(nlmsghdr));
     std::uint32_t seq = ++seq_;
@@ -355,6 +361,35 @@ Expected<void, std::string> Rtnl::transact(std::span<std::byte> request, const c
     }
 }
 
+Expected<void, std::string> Rtnl::dump(std::span<std::byte> request, const char* step,
+                                       Replies& replies) {
+    IWCM_ASSERT(request.size() >= sizeof(nlmsghdr));
+    IWCM_ASSERT(reinterpret_cast<const nlmsghdr*>(request.data())->nlmsg_flags & NLM_F_DUMP);
+    constexpr int kAttempts = 4;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        replies.clear();
+        if (auto r = transact(request, step, replies); !r) return r;
+        bool consistent = true;
+        for (const auto& m : replies)
+            if (reinterpret_cast<const nlmsghdr*>(m.data())->nlmsg_flags & NLM_F_DUMP_INTR)
+                consistent = false;
+        if (consistent) return {};
+    }
+    return fail(std::string(step) + ": the table kept changing during " +
+                std::to_string(kAttempts) + " dumps");
+}
+
+Expected<LinkInfo, std::string> Rtnl::link_query(std::span<std::byte> request,
+                                                 const std::string& step) {
+    Replies replies;
+    if (auto r = transact(request, step.c_str(), replies); !r) return fail(r.error());
+    for (const auto& m : replies) {
+        const auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
+        if (h->nlmsg_type == RTM_NEWLINK) return parse_link(h);
+    }
+    return fail(step + ": no RTM_NEWLINK in the answer");
+}
+
 Expected<LinkInfo, std::string> Rtnl::link(const std::string& ifname) {
     if (ifname.empty() || ifname.size() >= IFNAMSIZ)
         return fail("link '" + ifname + "': a name of 1 to 15 characters");
@@ -363,14 +398,7 @@ Expected<LinkInfo, std::string> Rtnl::link(const std::string& ifname) {
     ifi.ifi_family = AF_UNSPEC;
     req.body(ifi);
     req.attr(IFLA_IFNAME, ifname.c_str(), ifname.size() + 1);
-    std::vector<std::vector<std::byte>> replies;
-    std::string step = "link " + ifname + ": RTM_GETLINK";
-    if (auto r = transact(req.finish(), step.c_str(), replies); !r) return fail(r.error());
-    for (const auto& m : replies) {
-        const auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
-        if (h->nlmsg_type == RTM_NEWLINK) return parse_link(h);
-    }
-    return fail(step + ": no RTM_NEWLINK in the answer");
+    return link_query(req.finish(), "link " + ifname + ": RTM_GETLINK");
 }
 
 Expected<LinkInfo, std::string> Rtnl::link(int ifindex) {
@@ -380,14 +408,7 @@ Expected<LinkInfo, std::string> Rtnl::link(int ifindex) {
     ifi.ifi_family = AF_UNSPEC;
     ifi.ifi_index = ifindex;
     req.body(ifi);
-    std::vector<std::vector<std::byte>> replies;
-    std::string step = "link #" + std::to_string(ifindex) + ": RTM_GETLINK";
-    if (auto r = transact(req.finish(), step.c_str(), replies); !r) return fail(r.error());
-    for (const auto& m : replies) {
-        const auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
-        if (h->nlmsg_type == RTM_NEWLINK) return parse_link(h);
-    }
-    return fail(step + ": no RTM_NEWLINK in the answer");
+    return link_query(req.finish(), "link #" + std::to_string(ifindex) + ": RTM_GETLINK");
 }
 
 Expected<std::vector<AddrInfo>, std::string> Rtnl::addresses(int ifindex) {
@@ -396,9 +417,9 @@ Expected<std::vector<AddrInfo>, std::string> Rtnl::addresses(int ifindex) {
     ifaddrmsg ifa{};
     ifa.ifa_family = AF_UNSPEC;
     req.body(ifa);
-    std::vector<std::vector<std::byte>> replies;
+    Replies replies;
     std::string step = "addresses of link #" + std::to_string(ifindex) + ": RTM_GETADDR";
-    if (auto r = transact(req.finish(), step.c_str(), replies); !r) return fail(r.error());
+    if (auto r = dump(req.finish(), step.c_str(), replies); !r) return fail(r.error());
     std::vector<AddrInfo> out;
     for (const auto& m : replies) {
         const auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
@@ -409,14 +430,19 @@ Expected<std::vector<AddrInfo>, std::string> Rtnl::addresses(int ifindex) {
     return out;
 }
 
-Expected<RouteInfo, std::string> Rtnl::route(const IpAddr& dst) {
+Expected<RouteInfo, std::string> Rtnl::route(const IpAddr& dst, int oif) {
+    IWCM_ASSERT(oif >= 0);
     Request req(RTM_GETROUTE, NLM_F_ACK);
     rtmsg rtm{};
     rtm.rtm_family = family_of(dst);
     rtm.rtm_dst_len = static_cast<unsigned char>(length_of(dst) * 8);
     req.body(rtm);
     req.attr(RTA_DST, dst.raw().data(), length_of(dst));
-    std::vector<std::vector<std::byte>> replies;
+    if (oif != 0) {
+        auto index = static_cast<std::uint32_t>(oif);
+        req.attr(RTA_OIF, &index, sizeof index);
+    }
+    Replies replies;
     std::string step = "route to " + dst.to_string() + ": RTM_GETROUTE";
     if (auto r = transact(req.finish(), step.c_str(), replies); !r) return fail(r.error());
     for (const auto& m : replies) {
@@ -446,7 +472,7 @@ Expected<NeighborInfo, std::string> Rtnl::neighbor(int ifindex, const IpAddr& ip
     ndm.ndm_ifindex = ifindex;
     req.body(ndm);
     req.attr(NDA_DST, ip.raw().data(), length_of(ip));
-    std::vector<std::vector<std::byte>> replies;
+    Replies replies;
     std::string step =
         "neighbor " + ip.to_string() + " on link #" + std::to_string(ifindex) + ": RTM_GETNEIGH";
     int kernel_error = 0;
@@ -463,6 +489,11 @@ Expected<NeighborInfo, std::string> Rtnl::neighbor(int ifindex, const IpAddr& ip
 
 Expected<void, std::string> Rtnl::resolve(int ifindex, const IpAddr& ip) {
     IWCM_ASSERT(ifindex > 0);
+    // NTF_USE on a PERMANENT entry turns it INCOMPLETE and starts probing
+    // (seen on 6.18): leave such entries, and NOARP ones, alone.
+    auto now = neighbor(ifindex, ip);
+    if (!now) return fail(now.error());
+    if ((now->state & (NUD_PERMANENT | NUD_NOARP)) != 0) return {};
     Request req(RTM_NEWNEIGH, NLM_F_ACK | NLM_F_CREATE);
     ndmsg ndm{};
     ndm.ndm_family = family_of(ip);
@@ -471,7 +502,7 @@ Expected<void, std::string> Rtnl::resolve(int ifindex, const IpAddr& ip) {
     ndm.ndm_flags = NTF_USE;
     req.body(ndm);
     req.attr(NDA_DST, ip.raw().data(), length_of(ip));
-    std::vector<std::vector<std::byte>> replies;
+    Replies replies;
     std::string step = "resolve " + ip.to_string() + " on link #" + std::to_string(ifindex) +
                        ": RTM_NEWNEIGH NTF_USE";
     return transact(req.finish(), step.c_str(), replies);
@@ -484,6 +515,21 @@ Expected<void, std::string> Rtnl::subscribe() {
             0)
             return fail("rtnetlink: joining group " + std::to_string(group) + ": " +
                         errno_text(errno));
+    }
+    int queue = 1 << 20;
+    ::setsockopt(notify_fd_, SOL_SOCKET, SO_RCVBUF, &queue, sizeof queue);
+    // Every link's state now: what later notifications are compared with.
+    Request req(RTM_GETLINK, NLM_F_DUMP);
+    ifinfomsg ifi{};
+    ifi.ifi_family = AF_UNSPEC;
+    req.body(ifi);
+    Replies replies;
+    if (auto r = dump(req.finish(), "links: RTM_GETLINK", replies); !r) return r;
+    for (const auto& m : replies) {
+        const auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
+        if (h->nlmsg_type != RTM_NEWLINK) continue;
+        LinkInfo link = parse_link(h);
+        if (link.index > 0) link_up_[link.index] = link.up();
     }
     return {};
 }
@@ -538,11 +584,14 @@ void Rtnl::decode(const nlmsghdr* h, std::vector<Change>& out) {
         case RTM_DELADDR: {
             auto a = parse_addr(h);
             if (!a) return;
+            // Not usable yet: reported when the kernel announces it again after DAD.
+            if (h->nlmsg_type == RTM_NEWADDR && a->tentative()) return;
             c.kind = h->nlmsg_type == RTM_NEWADDR ? Change::Kind::kAddrAdded
                                                   : Change::Kind::kAddrRemoved;
             c.ifindex = a->ifindex;
             c.addr = a->addr;
             c.prefix = a->prefix;
+            c.flags = a->flags;
             break;
         }
         case RTM_NEWNEIGH:
