@@ -141,7 +141,9 @@ void SharedHost::reap(Instant now, bool all) {
 // ---------------------------------------------------------------- the kernel's tables
 
 Expected<IpAddr, std::string> SharedHost::next_hop(const IpAddr& dst) {
-    auto r = rtnl_.route(dst);
+    // An IPv6 link-local destination has a route on every link: name ours.
+    const bool link_local = dst.is_v6() && dst.raw()[0] == 0xFE && (dst.raw()[1] & 0xC0) == 0x80;
+    auto r = rtnl_.route(dst, link_local ? ifindex_ : 0);
     if (!r) return fail(r.error());
     if (r->oif != ifindex_) {
         auto other = rtnl_.link(r->oif);

@@ -18,7 +18,9 @@
 #include <unistd.h>
 #include <xdp/xsk.h>
 
+#include <chrono>
 #include <cstdarg>
+#include <thread>
 #include <cstdio>
 #include <vector>
 
@@ -31,6 +33,8 @@ namespace {
 constexpr std::uint32_t kFrames = 2048;  // UMEM: half for receive, half for send
 constexpr std::uint32_t kRing = kFrames / 2;
 constexpr std::uint32_t kQueue = 0;
+// How long open() waits for the queue of a socket closed just before.
+constexpr auto kBusyLimit = std::chrono::seconds(2);
 
 // The key of the program's cm_ports map (struct cm_port_key in steer.bpf.c).
 struct PortKey {
@@ -204,15 +208,26 @@ std::string XskDevice::Impl::open_socket() {
         return "mapping the AF_XDP frames: " + errno_text(errno);
     }
     xsk_umem_config uc{kRing, kRing, kFrameSize, 0, 0};
-    if (int r = xsk_umem__create(&umem, area, size, &fill, &comp, &uc); r < 0)
-        return step_error("registering the AF_XDP frames (UMEM)", r);
     xsk_socket_config sc{};
     sc.rx_size = kRing;
     sc.tx_size = kRing;
     sc.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
     sc.bind_flags = XDP_USE_NEED_WAKEUP;  // zero-copy if the driver offers it, else copy
-    if (int r = xsk_socket__create(&xsk, name.c_str(), kQueue, umem, &rx, &tx, &sc); r < 0)
-        return step_error("creating the AF_XDP socket on " + name + " queue 0", r);
+    // The kernel frees the queue of a socket closed a moment ago (a CM that
+    // just exited) after a grace period: until then bind says EBUSY. Bounded.
+    const auto give_up = std::chrono::steady_clock::now() + kBusyLimit;
+    for (;;) {
+        if (int r = xsk_umem__create(&umem, area, size, &fill, &comp, &uc); r < 0)
+            return step_error("registering the AF_XDP frames (UMEM)", r);
+        const int r = xsk_socket__create(&xsk, name.c_str(), kQueue, umem, &rx, &tx, &sc);
+        if (r == 0) break;
+        (void)xsk_umem__delete(umem);
+        umem = nullptr;
+        xsk = nullptr;
+        if (r != -EBUSY || std::chrono::steady_clock::now() >= give_up)
+            return step_error("creating the AF_XDP socket on " + name + " queue 0", r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     const int fd = xsk_socket__fd(xsk);
     xdp_options opts{};
     socklen_t len = sizeof opts;
