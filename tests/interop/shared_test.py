@@ -297,6 +297,34 @@ def case_shared_ports_released(c):
         sh("python3", "-c", code, ns=net.host)
 
 
+RPING_PEER = os.path.join(HERE, "rping_peer.py")
+
+
+def case_shared_rping(c):
+    """iwarp-cm rping --dev against rping_peer.py on a kernel socket, as client
+    and as server, the data verified (-V) both ways."""
+    with SharedNet("rping", 9) as net:
+        srv = net.start("peer_server", ["python3", RPING_PEER, "server", "--bind",
+                                        "%s:%d" % (net.peer_addr, SERVER_PORT), "-C", "5", "-V"],
+                        net.peer)
+        poll("peer server listening", lambda: ":%d" % SERVER_PORT in
+             sh("ss", "-ltn", ns=net.peer).stdout)
+        cm = c.cm(net, "cm_client", "rping", "-c", "-a", net.peer_addr, "-p", str(SERVER_PORT),
+                  "-C", "5", "-V")
+        done = cm.wait_for("rping")
+        check(done["verified"] is True and done["iterations"] == 5, "client rping: %s" % done)
+        expect_exit(cm, 0)
+        check(srv.finish() == 0, "peer server failed")
+        cm = c.cm(net, "cm_server", "rping", "-s", "-p", str(PORT), "-C", "5", "-V")
+        cm.wait_for("listening")
+        cl = net.start("peer_client", ["python3", RPING_PEER, "client", "--to",
+                                       "%s:%d" % (net.addr, PORT), "-C", "5", "-V"], net.peer)
+        done = cm.wait_for("rping")
+        check(done["verified"] is True and done["iterations"] == 5, "server rping: %s" % done)
+        expect_exit(cm, 0)
+        check(cl.finish() == 0, "peer client failed")
+
+
 def down_up(c, name, subnet, down, up):
     """A listener with one connection; down() tears the connection down and the
     listener hears address_down; after up() it hears address_up and serves.
