@@ -152,6 +152,7 @@ void TapHost::flush() {
         while (auto f = neighbors_.poll_transmit()) send(*f);
         while (auto f = core_.poll_transmit()) send(*f);
     }
+    dev_->flush();
 }
 
 // ---------------------------------------------------------------- input

@@ -20,6 +20,8 @@ public:
     virtual long read(std::span<std::byte> buf) = 0;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     virtual int write(std::span<const std::byte> frame) = 0;
+    // Frames written so far go out now (a device that batches its sends).
+    virtual void flush() {}
     // The largest frame read() returns.
     virtual std::size_t max_frame() const = 0;
 };

@@ -327,8 +327,11 @@ int XskDevice::write(std::span<const std::byte> frame) {
     d->len = static_cast<std::uint32_t>(frame.size());
     d->options = 0;
     xsk_ring_prod__submit(&x.tx, 1);
-    x.kick_tx();
     return 0;
+}
+
+void XskDevice::flush() {
+    impl_->kick_tx();
 }
 
 Expected<void, std::string> XskDevice::add_port(const IpAddr& addr, std::uint16_t port) {
@@ -367,6 +370,7 @@ int XskDevice::ifindex() const { return 0; }
 bool XskDevice::zero_copy() const { return false; }
 const char* XskDevice::attach_mode() const { return "none"; }
 long XskDevice::read(std::span<std::byte>) { return -ENODEV; }
+void XskDevice::flush() {}
 int XskDevice::write(std::span<const std::byte>) { return -ENODEV; }
 Expected<void, std::string> XskDevice::add_port(const IpAddr&, std::uint16_t) {
     return fail(std::string("built without AF_XDP"));

@@ -55,7 +55,9 @@ public:
     int fd() const override;
     const std::string& name() const override;
     long read(std::span<std::byte> buf) override;
+    // Queues the frame on the send ring; flush() (or a full ring) sends.
     int write(std::span<const std::byte> frame) override;
+    void flush() override;
     std::size_t max_frame() const override { return kFrameSize; }
 
     int ifindex() const;
