@@ -297,6 +297,26 @@ def case_shared_ports_released(c):
         sh("python3", "-c", code, ns=net.host)
 
 
+def case_shared_ipv6(c):
+    """IPv6 on the shared interface: the peer connects to listen --dev --ip, and
+    connect --dev reaches the peer (the kernel resolves it with ND)."""
+    with SharedNet("ipv6", 10) as net:
+        sh("ip", "addr", "add", "fd98::1/64", "dev", "h0", "nodad", ns=net.host)
+        sh("ip", "addr", "add", "fd98::2/64", "dev", "p0", "nodad", ns=net.peer)
+        cm = c.cm(net, "cm", "listen", "--ip", "fd98::1", "--port", str(PORT), "--count", "1")
+        check(cm.wait_for("listening")["local"] == "[fd98::1]:%d" % PORT, "listening address")
+        cl = c.peer(net, "peer", "client", "--to", "[fd98::1]:%d" % PORT)
+        check(cl.wait_for("reply")["reject"] is False, "rejected")
+        check(cl.finish() == 0, "peer failed")
+        expect_exit(cm, 0)
+        srv = c.peer(net, "server", "server", "--bind", "[fd98::2]:%d" % SERVER_PORT)
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm2", "connect", "--ip", "fd98::1", "--to", "[fd98::2]:%d" % SERVER_PORT)
+        check(cm.wait_for("established")["local"].startswith("[fd98::1]:"), "local address")
+        expect_exit(cm, 0)
+        check(srv.finish() == 0, "peer server failed")
+
+
 RPING_PEER = os.path.join(HERE, "rping_peer.py")
 
 
