@@ -80,7 +80,7 @@ private:
     Session& s_;
     const Reporter& rep_;
     std::vector<Instant> resolving_;         // slots waiting for the peer's MAC
-    std::string shared_error_;  // --dev: the kernel refused to resolve
+    std::string shared_error_;               // --dev: the kernel refused to resolve
     std::map<std::uint64_t, Attempt> open_;  // by handle
     std::map<std::uint64_t, ConnHandle> handles_;
     std::vector<double> phase_ms_[kPhases];

@@ -245,8 +245,8 @@ int run_listen(const ListenOptions& o) {
 
 void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
-    CLI::App* cmd =
-        app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device or --dev");
+    CLI::App* cmd = app.add_subcommand(
+        "listen", "accept (or reject) iWARP connections on a TAP device or --dev");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--port", opt->port, "TCP port to listen on")
         ->required()

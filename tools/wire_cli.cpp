@@ -52,8 +52,8 @@ std::string rtr_list(std::uint8_t types) {
 }  // namespace
 
 void add_interface_options(CLI::App* cmd, WireOptions& o) {
-    auto* tap = cmd->add_option("--tap", o.tap,
-                                "TAP device to use (created if missing, brought up)");
+    auto* tap =
+        cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)");
     auto* dev = cmd->add_option(
         "--dev", o.dev,
         "share this interface and its address with the kernel (AF_XDP; README \"Sharing the "
@@ -326,7 +326,8 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
 Expected<ListenHandle, std::string> session_listen(Session& s, const ListenParams& lp) {
     if (s.shared) return s.shared->listen(lp);
     auto l = s.core->listen(lp);
-    if (!l) return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
+    if (!l)
+        return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
     return *l;
 }
 
@@ -412,8 +413,9 @@ std::optional<MacAddr> resolve_shared(Session& s, const Reporter& rep, const End
         const auto st = s.shared->peer(*hop, mac);
         if (st == io::PeerStatus::kResolved) break;
         if (st == io::PeerStatus::kFailed) {
-            fail(exit_codes::kResolution, "cannot resolve " + what + ": the kernel's neighbour "
-                                          "entry failed (no answer)");
+            fail(exit_codes::kResolution, "cannot resolve " + what +
+                                              ": the kernel's neighbour "
+                                              "entry failed (no answer)");
             return std::nullopt;
         }
         if (io::TapHost::now() >= deadline) {

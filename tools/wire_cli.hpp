@@ -23,9 +23,9 @@ namespace iwcm::tools {
 
 struct WireOptions {
     std::string tap;
-    std::string dev;  // --dev: shared-address mode on this interface
+    std::string dev;                // --dev: shared-address mode on this interface
     std::string xdp_mode = "auto";  // --xdp-mode: auto, native, generic
-    std::string ip;   // ADDR/PREFIX (--tap), ADDR (--dev)
+    std::string ip;                 // ADDR/PREFIX (--tap), ADDR (--dev)
     std::string mac;
     std::string gateway;  // ADDR: the router for off-link peers
     int vlan = -1;
@@ -137,8 +137,7 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
 // port is the one the kernel reserved for it).
 Expected<ListenHandle, std::string> session_listen(Session& s, const ListenParams& lp);
 void session_unlisten(Session& s, Instant now, ListenHandle l);
-Expected<ConnHandle, std::string> session_connect(Session& s, Instant now,
-                                                  const ConnectParams& cp);
+Expected<ConnHandle, std::string> session_connect(Session& s, Instant now, const ConnectParams& cp);
 // The "listening" line's fields of the device: tap=, or dev= and xdp=.
 void describe_device(Report& r, const Session& s, const WireOptions& o);
 

@@ -42,7 +42,7 @@ struct TapHostConfig {
     std::string tap;        // device name
     std::string pcap_path;  // empty: no capture
     NeighborConfig neighbors;
-    bool handle_signals = true;  // SIGINT / SIGTERM end step() with kSignal
+    bool handle_signals = true;     // SIGINT / SIGTERM end step() with kSignal
     bool kernel_neighbors = false;  // the kernel owns the address: announce nothing
 };
 

@@ -65,9 +65,9 @@ Expected<PortReservation, std::string> PortReservation::reserve(const IpAddr& ad
         ::close(fd);
         return fail("reserving a port: getsockname: " + std::string(std::strerror(err)));
     }
-    const std::uint16_t bound = ntohs(family == AF_INET
-                                          ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
-                                          : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+    const std::uint16_t bound =
+        ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
     IWCM_ASSERT(bound != 0);
     IWCM_ASSERT(port == 0 || bound == port);
     return PortReservation(fd, addr, bound);

@@ -25,8 +25,9 @@ SharedHost::~SharedHost() {
     host_.reset();
 }
 
-Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(
-    const SharedHostConfig& config, Rtnl rtnl, Core& core, const IpAddr& addr) {
+Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const SharedHostConfig& config,
+                                                                    Rtnl rtnl, Core& core,
+                                                                    const IpAddr& addr) {
     auto link = probe(rtnl, config.dev);
     if (!link) return fail(link.error());
     if (link->mac != core.config().mac)
@@ -59,8 +60,7 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(
 
 // ---------------------------------------------------------------- ports
 
-Expected<PortReservation, std::string> SharedHost::claim(const IpAddr& addr,
-                                                         std::uint16_t port) {
+Expected<PortReservation, std::string> SharedHost::claim(const IpAddr& addr, std::uint16_t port) {
     auto r = PortReservation::reserve(addr, port);
     if (!r) return fail(r.error());
     if (auto m = xsk_->add_port(addr, r->port()); !m) return fail(m.error());
@@ -177,7 +177,9 @@ void SharedHost::on_changes(Instant now) {
             case Change::Kind::kLinkUp: link_up_ = true; break;
             case Change::Kind::kLinkDown: link_up_ = false; break;
             case Change::Kind::kAddrAdded: addr_present_ = addr_present_ || c.addr == addr_; break;
-            case Change::Kind::kAddrRemoved: addr_present_ = addr_present_ && c.addr != addr_; break;
+            case Change::Kind::kAddrRemoved:
+                addr_present_ = addr_present_ && c.addr != addr_;
+                break;
             case Change::Kind::kNeighbor:
             case Change::Kind::kNeighborRemoved:
             case Change::Kind::kOverrun: break;

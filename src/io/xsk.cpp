@@ -20,8 +20,8 @@
 
 #include <chrono>
 #include <cstdarg>
-#include <thread>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "steer_bpf.hpp"
@@ -193,8 +193,7 @@ std::string XskDevice::Impl::load_and_attach() {
         if (mode == XskDevice::Mode::kNative)
             return step_error("attaching the XDP program to " + name + " in native mode", r);
     }
-    r = bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
-                       nullptr);
+    r = bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
     if (r < 0) return step_error("attaching the XDP program to " + name, r);
     attach_flags = XDP_FLAGS_SKB_MODE;
     return "";
@@ -264,7 +263,8 @@ void XskDevice::Impl::kick_tx() {
 void XskDevice::Impl::reclaim() {
     std::uint32_t idx = 0;
     const std::uint32_t n = xsk_ring_cons__peek(&comp, kRing, &idx);
-    for (std::uint32_t i = 0; i < n; ++i) free_tx.push_back(*xsk_ring_cons__comp_addr(&comp, idx + i));
+    for (std::uint32_t i = 0; i < n; ++i)
+        free_tx.push_back(*xsk_ring_cons__comp_addr(&comp, idx + i));
     if (n > 0) xsk_ring_cons__release(&comp, n);
     IWCM_ASSERT(free_tx.size() <= kFrames - kRing);
 }
@@ -279,17 +279,25 @@ Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::str
     impl->mode = mode;
     impl->ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
     if (impl->ifindex == 0) return fail("--dev " + ifname + ": no such interface");
-    for (auto step : {&Impl::claim, &Impl::remove_stale, &Impl::load_and_attach,
-                      &Impl::open_socket}) {
+    for (auto step :
+         {&Impl::claim, &Impl::remove_stale, &Impl::load_and_attach, &Impl::open_socket}) {
         if (std::string e = ((*impl).*step)(); !e.empty()) return fail(e);
     }
     return std::unique_ptr<XskDevice>(new XskDevice(std::move(impl)));
 }
 
-int XskDevice::fd() const { return xsk_socket__fd(impl_->xsk); }
-const std::string& XskDevice::name() const { return impl_->name; }
-int XskDevice::ifindex() const { return impl_->ifindex; }
-bool XskDevice::zero_copy() const { return impl_->zero_copy; }
+int XskDevice::fd() const {
+    return xsk_socket__fd(impl_->xsk);
+}
+const std::string& XskDevice::name() const {
+    return impl_->name;
+}
+int XskDevice::ifindex() const {
+    return impl_->ifindex;
+}
+bool XskDevice::zero_copy() const {
+    return impl_->zero_copy;
+}
 const char* XskDevice::attach_mode() const {
     return impl_->attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic";
 }
@@ -361,17 +369,29 @@ Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::str
         "this iwarp-cm was built without shared-address mode (AF_XDP): rebuild with libxdp-dev, "
         "libbpf-dev and clang installed"));
 }
-int XskDevice::fd() const { return -1; }
+int XskDevice::fd() const {
+    return -1;
+}
 const std::string& XskDevice::name() const {
     static const std::string none;
     return none;
 }
-int XskDevice::ifindex() const { return 0; }
-bool XskDevice::zero_copy() const { return false; }
-const char* XskDevice::attach_mode() const { return "none"; }
-long XskDevice::read(std::span<std::byte>) { return -ENODEV; }
+int XskDevice::ifindex() const {
+    return 0;
+}
+bool XskDevice::zero_copy() const {
+    return false;
+}
+const char* XskDevice::attach_mode() const {
+    return "none";
+}
+long XskDevice::read(std::span<std::byte>) {
+    return -ENODEV;
+}
 void XskDevice::flush() {}
-int XskDevice::write(std::span<const std::byte>) { return -ENODEV; }
+int XskDevice::write(std::span<const std::byte>) {
+    return -ENODEV;
+}
 Expected<void, std::string> XskDevice::add_port(const IpAddr&, std::uint16_t) {
     return fail(std::string("built without AF_XDP"));
 }

@@ -24,6 +24,7 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/tcp.h>
+// libbpf's helpers after the kernel's types they use.
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
