@@ -121,8 +121,8 @@ bool Connector::establish(Instant deadline) {
     cp.ord = o_.wire.ord;
     cp.mpa_revision = static_cast<std::uint8_t>(o_.wire.mpa_rev);
     connect_at_ = io::TapHost::now();
-    auto c = s_.core->connect(connect_at_, cp);
-    if (!c) return out_.set(exit_codes::kSetup, "connect: " + std::string(to_string(c.error())));
+    auto c = session_connect(s_, connect_at_, cp);
+    if (!c) return out_.set(exit_codes::kSetup, c.error());
     conn_ = *c;
     while (!established_ && !ended_) {
         if (io::TapHost::now() >= deadline) {
@@ -234,11 +234,20 @@ int run_connect(const ConnectOptions& o) {
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
-    const ConnectTarget target = check_args(o, *iface);
+    ConnectTarget target = check_args(o, *iface);
     auto session = open_session(o.wire, *iface);
     if (!session) {
         rep.fail(session.error());
         return exit_codes::kSetup;
+    }
+    if (session->shared) {
+        // --dev: the kernel's route names the next hop (the peer or a gateway).
+        auto hop = session->shared->next_hop(target.to.addr);
+        if (!hop) {
+            rep.fail(hop.error());
+            return exit_codes::kResolution;
+        }
+        target.next_hop = *hop;
     }
     if (o.count > 0) return run_connect_many(o, target, *session, rep);
     Connector c(o, *session, rep, target);
@@ -284,7 +293,8 @@ std::pair<int, std::string> connect_failure(const Event& e) {
 void add_connect(CLI::App& app) {
     auto opt = std::make_shared<ConnectOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "connect", "connect to an iWARP peer over a TAP device, exchange bytes, hold, close");
+        "connect",
+        "connect to an iWARP peer over a TAP device (or --dev), exchange bytes, hold, close");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--to", opt->to,
                     "the peer, ADDR:PORT or [ADDR]:PORT (unicast, not --ip; on-link unless "

@@ -71,6 +71,7 @@ private:
     void on_event(const Event& e);
     void on_trace(const TraceRecord& r);
     bool connect_resolved(Instant now);
+    bool peer_mac(Instant now, std::optional<MacAddr>& mac);
     void summary(Instant now);
     static std::uint64_t key(ConnHandle h) { return (std::uint64_t{h.generation} << 32) | h.index; }
 
@@ -79,6 +80,7 @@ private:
     Session& s_;
     const Reporter& rep_;
     std::vector<Instant> resolving_;         // slots waiting for the peer's MAC
+    std::string shared_error_;               // --dev: the kernel refused to resolve
     std::map<std::uint64_t, Attempt> open_;  // by handle
     std::map<std::uint64_t, ConnHandle> handles_;
     std::vector<double> phase_ms_[kPhases];
@@ -132,25 +134,44 @@ void Many::on_event(const Event& e) {
 void Many::start_slot(Instant now) {
     ++started_;
     resolving_.push_back(now);
+    if (s_.shared) {
+        if (auto r = s_.shared->resolve(t_.next_hop); !r) shared_error_ = r.error();
+        return;
+    }
     s_.host->neighbors().resolve(now, t_.next_hop, s_.iface.addr);
+}
+
+// The next hop's MAC: known (true, in mac), pending (true), failed (false).
+bool Many::peer_mac(Instant now, std::optional<MacAddr>& mac) {
+    if (s_.shared) {
+        MacAddr m;
+        const auto st = s_.shared->peer(t_.next_hop, m);
+        if (st == io::PeerStatus::kResolved) mac = m;
+        return st != io::PeerStatus::kFailed && shared_error_.empty();
+    }
+    auto& nb = s_.host->neighbors();
+    const auto st = nb.status(now, t_.next_hop);
+    if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) return false;
+    if (st == io::NeighborStatus::kResolved) mac = *nb.lookup(now, t_.next_hop);
+    return true;
 }
 
 // Slots whose peer MAC is now known connect; false when resolution failed.
 bool Many::connect_resolved(Instant now) {
     if (resolving_.empty()) return true;
-    auto& nb = s_.host->neighbors();
-    const auto st = nb.status(now, t_.next_hop);
-    if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) {
+    std::optional<MacAddr> mac;
+    if (!peer_mac(now, mac)) {
         code_ = exit_codes::kResolution;
-        reason_ = "cannot resolve " + t_.next_hop.to_string();
+        reason_ = "cannot resolve " + t_.next_hop.to_string() +
+                  (shared_error_.empty() ? "" : ": " + shared_error_);
         return false;
     }
-    if (st != io::NeighborStatus::kResolved) return true;
+    if (!mac) return true;
     for (Instant start : resolving_) {
         ConnectParams cp;
         cp.local = {s_.iface.addr, 0};
         cp.remote = t_.to;
-        cp.remote_mac = *nb.lookup(now, t_.next_hop);
+        cp.remote_mac = *mac;
         cp.vlan = s_.iface.vlan;
         cp.tos = static_cast<std::uint8_t>(o_.wire.tos);
         cp.private_data = t_.pdata;
@@ -158,11 +179,11 @@ bool Many::connect_resolved(Instant now) {
         cp.ord = o_.wire.ord;
         cp.mpa_revision = static_cast<std::uint8_t>(o_.wire.mpa_rev);
         const Instant at = io::TapHost::now();
-        auto c = s_.core->connect(at, cp);
+        auto c = session_connect(s_, at, cp);
         if (!c) {
             ++failed_;
             code_ = exit_codes::kError;
-            reason_ = "connect: " + std::string(to_string(c.error()));
+            reason_ = c.error();
             continue;
         }
         Attempt a;

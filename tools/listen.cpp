@@ -198,7 +198,7 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
 // Threads when --threads is not given: one per CPU, but one with the options
 // the threads do not offer (a byte stream, a capture).
 unsigned default_threads(const ListenOptions& o) {
-    if (o.data.any() || !o.wire.pcap.empty()) return 1;
+    if (o.data.any() || !o.wire.pcap.empty() || !o.wire.dev.empty()) return 1;
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
@@ -214,12 +214,13 @@ ListenParams listen_params(const ListenOptions& o, const Interface& iface) {
     return lp;
 }
 
-Report listening_line(const ListenOptions& o, const Interface& iface, const ListenParams& lp) {
+// The "listening" line without the device's fields (describe_device, or "tap"
+// for the threads).
+Report listening_line(const Interface& iface, const ListenParams& lp) {
     Report r;
     r.event = "listening";
     r.local = lp.local;
     r.add("mac", iface.mac.to_string());
-    r.add("tap", o.wire.tap);
     if (iface.vlan != kNoVlan) r.add("vlan", std::uint64_t{iface.vlan});
     return r;
 }
@@ -240,13 +241,13 @@ int run_listen(const ListenOptions& o) {
     }
     Session& s = *session;
     const ListenParams lp = listen_params(o, *iface);
-    auto listener = s.core->listen(lp);
+    auto listener = session_listen(s, lp);
     if (!listener) {
-        rep.fail("listen on " + lp.local.to_string() + ": " +
-                 std::string(to_string(listener.error())));
+        rep.fail(listener.error());
         return exit_codes::kSetup;
     }
-    Report r = listening_line(o, *iface, lp);
+    Report r = listening_line(*iface, lp);
+    describe_device(r, s, o.wire);
     rep.print(start, r);
 
     Tally tally;
@@ -260,7 +261,7 @@ int run_listen(const ListenOptions& o) {
         // Stop cleanly: the listener goes (resetting requests not yet
         // answered), every open connection gets a FIN, a reset if it does
         // not close within kGraceLimit.
-        (void)s.core->destroy_listen(io::TapHost::now(), *listener);
+        session_unlisten(s, io::TapHost::now(), *listener);
         close_all(s, rep, tally.open, print);
         drain(*s.host, io::TapHost::now() + std::chrono::seconds(2), print);
         const int sig = s.host->last_signal();
@@ -381,6 +382,9 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
 // std::nullopt (with `fall_back`, when the threads were not asked for) if the
 // device cannot take N queues: the caller runs one thread instead.
 std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool fall_back) {
+    if (!o.wire.dev.empty())
+        throw UsageError{"--threads " + std::to_string(n) +
+                         " with --dev: the shared-address mode runs one thread (one AF_XDP queue)"};
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -407,7 +411,8 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
                  std::string(to_string(listener.error())));
         return exit_codes::kSetup;
     }
-    Report r = listening_line(o, *iface, lp);
+    Report r = listening_line(*iface, lp);
+    r.add("tap", o.wire.tap);
     r.add("threads", std::uint64_t{n});
     rep.print(start, r);
 
@@ -426,8 +431,8 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
 
 void add_listen(CLI::App& app) {
     auto opt = std::make_shared<ListenOptions>();
-    CLI::App* cmd =
-        app.add_subcommand("listen", "accept (or reject) iWARP connections on a TAP device");
+    CLI::App* cmd = app.add_subcommand(
+        "listen", "accept (or reject) iWARP connections on a TAP device or --dev");
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--port", opt->port, "TCP port to listen on")
         ->required()

@@ -204,8 +204,8 @@ bool RpingRun::connect(const Endpoint& to, const MacAddr& mac, Instant deadline)
     ConnectParams cp = connect_params(s_, o_.wire, to, mac);
     cp.ird = 1;  // rping's responder_resources and initiator_depth
     cp.ord = 1;
-    auto c = s_.core->connect(io::TapHost::now(), cp);
-    if (!c) return set(exit_codes::kSetup, "connect: " + std::string(to_string(c.error())));
+    auto c = session_connect(s_, io::TapHost::now(), cp);
+    if (!c) return set(exit_codes::kSetup, c.error());
     conn_ = *c;
     peer_ = to;
     while (!established_ && !ended_) {
@@ -260,10 +260,9 @@ int RpingRun::run_server(const Endpoint& local) {
     lp.local = local;
     lp.vlan = s_.iface.vlan;
     lp.tos = static_cast<std::uint8_t>(o_.wire.tos);
-    auto listener = s_.core->listen(lp);
+    auto listener = session_listen(s_, lp);
     if (!listener) {
-        rep_.fail("listen on " + local.to_string() + ": " +
-                  std::string(to_string(listener.error())));
+        rep_.fail(listener.error());
         return exit_codes::kSetup;
     }
     listener_ = *listener;
@@ -271,7 +270,7 @@ int RpingRun::run_server(const Endpoint& local) {
     r.event = "listening";
     r.local = local;
     r.add("mac", s_.iface.mac.to_string());
-    r.add("tap", o_.wire.tap);
+    describe_device(r, s_, o_.wire);
     rep_.print(io::TapHost::now(), r);
     while (!established_ && !ended_ && code_ == exit_codes::kOk)
         if (!step(io::TapHost::now() + std::chrono::hours(1))) break;
@@ -305,7 +304,7 @@ bool RpingRun::wait_closed(Instant limit) {
 int RpingRun::finish() {
     const Instant end = rping_.last_progress();
     rping_.stop(io::TapHost::now());
-    if (listener_) (void)s_.core->destroy_listen(io::TapHost::now(), *listener_);
+    if (listener_) session_unlisten(s_, io::TapHost::now(), *listener_);
     const auto print = [this](const Event& e) { on_event(io::TapHost::now(), e); };
     if (interrupted_) {
         close_all(s_, rep_, {}, print);

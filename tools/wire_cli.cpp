@@ -52,18 +52,33 @@ std::string rtr_list(std::uint8_t types) {
 }  // namespace
 
 void add_interface_options(CLI::App* cmd, WireOptions& o) {
-    cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)")
-        ->required();
+    auto* tap =
+        cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)");
+    auto* dev = cmd->add_option(
+        "--dev", o.dev,
+        "share this interface and its address with the kernel (AF_XDP; README \"Sharing the "
+        "host's address\"); needs root");
+    tap->excludes(dev);
+    dev->excludes(tap);
+    cmd->add_option("--xdp-mode", o.xdp_mode,
+                    "with --dev: where the XDP program runs: auto (native if the driver has it), "
+                    "native, generic")
+        ->check(CLI::IsMember({"auto", "native", "generic"}))
+        ->needs(dev);
     cmd->add_option("--ip", o.ip,
-                    "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64")
-        ->required();
-    cmd->add_option("--mac", o.mac,
-                    "the CM's own MAC (default 02:00 and the last 4 address bytes)");
-    cmd->add_option("--gateway", o.gateway,
-                    "router for peers outside the --ip prefix: its MAC is theirs (in the subnet, "
-                    "unicast, not --ip)");
-    cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
-        ->check(bounded(-1, 4094, true));
+                    "the CM's own unicast address and prefix, e.g. 10.99.1.2/24 or fd99::2/64; "
+                    "with --dev one of the interface's addresses (default: its first)");
+    auto* mac = cmd->add_option("--mac", o.mac,
+                                "the CM's own MAC (default 02:00 and the last 4 address bytes)");
+    auto* gw = cmd->add_option(
+        "--gateway", o.gateway,
+        "router for peers outside the --ip prefix: its MAC is theirs (in the subnet, "
+        "unicast, not --ip)");
+    auto* vlan =
+        cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
+            ->check(bounded(-1, 4094, true));
+    // With --dev the interface's MAC, the kernel's routes; a VLAN is its own interface.
+    dev->excludes(mac)->excludes(gw)->excludes(vlan);
     cmd->add_option("--tos", o.tos,
                     "IP TOS byte (DSCP << 2 | ECN) of our frames; with --vlan the 802.1Q priority "
                     "follows it (PCP = DSCP / 8). listen: a connection takes the larger of this "
@@ -200,7 +215,40 @@ Expected<IpAddr, std::string> parse_gateway(const std::string& text, const Inter
 
 }  // namespace
 
+namespace {
+
+// --dev IF [--ip ADDR]: the interface's MAC and one of its addresses, from the kernel.
+Expected<Interface, std::string> parse_shared(const WireOptions& o) {
+    auto rtnl = io::Rtnl::open();
+    if (!rtnl) return fail("--dev " + o.dev + ": " + rtnl.error());
+    auto link = io::SharedHost::probe(*rtnl, o.dev);
+    if (!link) return fail(link.error());
+    auto addrs = rtnl->addresses(link->index);
+    if (!addrs) return fail("--dev " + o.dev + ": " + addrs.error());
+    std::optional<IpAddr> want;
+    if (!o.ip.empty()) {
+        want = IpAddr::parse(o.ip.substr(0, o.ip.find('/')));
+        if (!want) return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
+    }
+    Interface i;
+    i.dev = o.dev;
+    i.mac = link->mac;
+    for (const io::AddrInfo& a : *addrs) {
+        if (a.tentative() || (want && a.addr != *want) || (!want && a.scope != 0)) continue;
+        i.addr = a.addr;
+        i.prefix = a.prefix;
+        return i;
+    }
+    if (want) return fail("--ip " + o.ip + ": not an address of " + o.dev);
+    return fail("--dev " + o.dev + ": the interface has no global address (add one, or give --ip)");
+}
+
+}  // namespace
+
 Expected<Interface, std::string> parse_interface(const WireOptions& o) {
+    if (!o.dev.empty()) return parse_shared(o);
+    if (o.tap.empty()) return fail(std::string("--tap or --dev is required"));
+    if (o.ip.empty()) return fail(std::string("--ip is required with --tap"));
     Interface i;
     auto slash = o.ip.find('/');
     if (slash == std::string::npos)
@@ -252,15 +300,64 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
     Session s;
     s.iface = iface;
     s.core = std::make_unique<Core>(core_config(o, iface));
+    if (!iface.dev.empty()) {
+        auto rtnl = io::Rtnl::open();
+        if (!rtnl) return fail("--dev " + iface.dev + ": " + rtnl.error());
+        io::SharedHostConfig sc;
+        sc.dev = iface.dev;
+        sc.pcap_path = o.pcap;
+        sc.mode = o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
+                  : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
+                                            : io::XskDevice::Mode::kAuto;
+        auto shared = io::SharedHost::open(sc, std::move(*rtnl), *s.core, iface.addr);
+        if (!shared) return fail("--dev " + iface.dev + ": " + shared.error());
+        s.shared = std::move(*shared);
+        s.host = &s.shared->host();
+        return s;
+    }
     io::TapHostConfig hc;
     hc.tap = o.tap;
     hc.pcap_path = o.pcap;
     auto host = io::TapHost::open(hc, *s.core, iface.vlan);
     if (!host) return fail(host.error());
-    s.host = std::move(*host);
+    s.tap_host = std::move(*host);
+    s.host = s.tap_host.get();
     if (auto r = s.host->add_address(iface.addr); !r)
         return fail("--ip: " + std::string(to_string(r.error())));
     return s;
+}
+
+Expected<ListenHandle, std::string> session_listen(Session& s, const ListenParams& lp) {
+    if (s.shared) return s.shared->listen(lp);
+    auto l = s.core->listen(lp);
+    if (!l)
+        return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
+    return *l;
+}
+
+void session_unlisten(Session& s, Instant now, ListenHandle l) {
+    if (s.shared)
+        s.shared->destroy_listen(now, l);
+    else
+        (void)s.core->destroy_listen(now, l);
+}
+
+Expected<ConnHandle, std::string> session_connect(Session& s, Instant now,
+                                                  const ConnectParams& cp) {
+    if (s.shared) return s.shared->connect(now, cp);
+    auto c = s.core->connect(now, cp);
+    if (!c) return fail("connect: " + std::string(to_string(c.error())));
+    return *c;
+}
+
+void describe_device(Report& r, const Session& s, const WireOptions& o) {
+    if (!s.shared) {
+        r.add("tap", o.tap);
+        return;
+    }
+    r.add("dev", o.dev);
+    r.add("xdp", std::string(s.shared->xsk().attach_mode()) +
+                     (s.shared->xsk().zero_copy() ? "/zero-copy" : "/copy"));
 }
 
 std::vector<std::byte> to_bytes(const std::string& s) {
@@ -274,6 +371,7 @@ IpAddr check_peer(const std::string& what, const IpAddr& peer, const Interface& 
     if (const std::string why = not_unicast(peer, iface); !why.empty())
         throw UsageError{what + ": " + why + " cannot be a peer"};
     if (peer == iface.addr) throw UsageError{what + ": that is our own address (--ip)"};
+    if (!iface.dev.empty()) return peer;  // the kernel's route tells the hop (resolve_peer)
     const auto hop = iface.next_hop(peer);
     if (!hop)
         throw UsageError{what + ": not in the subnet of --ip " + ip +
@@ -292,10 +390,57 @@ ConnectParams connect_params(const Session& s, const WireOptions& o, const Endpo
     return cp;
 }
 
+namespace {
+
+// resolve_peer with --dev: the kernel's route gives the hop, the kernel
+// resolves it (its ARP / ND), its neighbour notifications wake the loop.
+std::optional<MacAddr> resolve_shared(Session& s, const Reporter& rep, const Endpoint& to,
+                                      Instant deadline, const std::function<bool(Instant)>& step,
+                                      const std::function<void(int, std::string)>& fail) {
+    auto hop = s.shared->next_hop(to.addr);
+    if (!hop) {
+        fail(exit_codes::kResolution, hop.error());
+        return std::nullopt;
+    }
+    Report r;
+    r.event = "resolving";
+    r.remote = to;
+    if (*hop != to.addr) r.add("gateway", hop->to_string());
+    rep.print(io::TapHost::now(), r);
+    const std::string what = (*hop != to.addr ? "gateway " : "") + hop->to_string();
+    if (auto res = s.shared->resolve(*hop); !res) {
+        fail(exit_codes::kResolution, "cannot resolve " + what + ": " + res.error());
+        return std::nullopt;
+    }
+    MacAddr mac;
+    for (;;) {
+        const auto st = s.shared->peer(*hop, mac);
+        if (st == io::PeerStatus::kResolved) break;
+        if (st == io::PeerStatus::kFailed) {
+            fail(exit_codes::kResolution, "cannot resolve " + what +
+                                              ": the kernel's neighbour "
+                                              "entry failed (no answer)");
+            return std::nullopt;
+        }
+        if (io::TapHost::now() >= deadline) {
+            fail(exit_codes::kResolution, "cannot resolve " + what + " before --timeout");
+            return std::nullopt;
+        }
+        if (!step(deadline)) return std::nullopt;
+    }
+    r.event = "resolved";
+    r.add("mac", mac.to_string());
+    rep.print(io::TapHost::now(), r);
+    return mac;
+}
+
+}  // namespace
+
 std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpoint& to,
                                     const IpAddr& hop, Instant deadline,
                                     const std::function<bool(Instant)>& step,
                                     const std::function<void(int, std::string)>& fail) {
+    if (s.shared) return resolve_shared(s, rep, to, deadline, step, fail);
     auto& nb = s.host->neighbors();
     Report r;
     r.event = "resolving";

@@ -1,6 +1,8 @@
 // What `iwarp-cm listen` and `iwarp-cm connect` share: the options of the
-// real wire, the session (core + TAP driver) and the event report.
-// Read first: README.md ("Against the Linux TCP stack"), src/io/event_loop.hpp.
+// real wire, the session (core + TAP driver, or core + shared-address host
+// with --dev) and the event report.
+// Read first: README.md ("Against the Linux TCP stack", "Sharing the host's
+// address"), src/io/event_loop.hpp, src/io/shared_host.hpp.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "io/event_loop.hpp"
+#include "io/shared_host.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
 
@@ -20,7 +23,9 @@ namespace iwcm::tools {
 
 struct WireOptions {
     std::string tap;
-    std::string ip;  // ADDR/PREFIX
+    std::string dev;                // --dev: shared-address mode on this interface
+    std::string xdp_mode = "auto";  // --xdp-mode: auto, native, generic
+    std::string ip;                 // ADDR/PREFIX (--tap), ADDR (--dev)
     std::string mac;
     std::string gateway;  // ADDR: the router for off-link peers
     int vlan = -1;
@@ -37,7 +42,7 @@ struct WireOptions {
     bool no_p2p = false;
 };
 
-// --tap, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.
+// --tap or --dev, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.
 void add_interface_options(CLI::App* cmd, WireOptions& o);
 // --pcap, --json, --crc.
 void add_output_options(CLI::App* cmd, WireOptions& o);
@@ -56,6 +61,7 @@ struct Interface {
     MacAddr mac;
     std::uint16_t vlan = kNoVlan;
     std::optional<IpAddr> gateway;
+    std::string dev;  // --dev: the kernel's routes and neighbours, not ours
     bool in_subnet(const IpAddr& other) const;
     // Whose MAC a frame to `dest` goes to: dest itself when on-link, else the
     // gateway (none without --gateway).
@@ -63,7 +69,8 @@ struct Interface {
 };
 
 // Parses --ip, --mac, --vlan, --gateway (in our subnet, unicast, not --ip);
-// the error is the one-line reason.
+// with --dev, reads the interface's MAC and addresses from the kernel (--ip
+// must be one of them; default its first). The error is the one-line reason.
 Expected<Interface, std::string> parse_interface(const WireOptions& o);
 // Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
 // or an empty string.
@@ -124,15 +131,27 @@ private:
     Instant start_;
 };
 
-// The core and its TAP driver, set up from the options.
+// The core and its driver, set up from the options: a TAP host, or with
+// --dev a shared-address host (whose loop `host` points to).
 struct Session {
     Interface iface;
     std::unique_ptr<Core> core;
-    std::unique_ptr<io::TapHost> host;
+    std::unique_ptr<io::TapHost> tap_host;
+    std::unique_ptr<io::SharedHost> shared;
+    io::TapHost* host = nullptr;
 };
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface);
 // The core's configuration from the options (random ISN and cookie secrets).
 CoreConfig core_config(const WireOptions& o, const Interface& iface);
+
+// Listen, stop listening and connect through the session: with --dev the
+// port is reserved in the kernel and steered to the CM (a connection's local
+// port is the one the kernel reserved for it).
+Expected<ListenHandle, std::string> session_listen(Session& s, const ListenParams& lp);
+void session_unlisten(Session& s, Instant now, ListenHandle l);
+Expected<ConnHandle, std::string> session_connect(Session& s, Instant now, const ConnectParams& cp);
+// The "listening" line's fields of the device: tap=, or dev= and xdp=.
+void describe_device(Report& r, const Session& s, const WireOptions& o);
 
 std::vector<std::byte> to_bytes(const std::string& s);
 

@@ -1,4 +1,4 @@
-// The TAP driver's epoll loop. Read first: event_loop.hpp.
+// The host loop over a frame device. Read first: event_loop.hpp.
 #include "io/event_loop.hpp"
 
 #include <sys/epoll.h>
@@ -22,6 +22,7 @@ namespace {
 constexpr std::uint64_t kTapTag = 1;
 constexpr std::uint64_t kTimerTag = 2;
 constexpr std::uint64_t kSignalTag = 3;
+constexpr std::uint64_t kWatchTag = 16;  // + the watch's index
 // Frames handled per wake-up before timers get their turn.
 constexpr int kMaxFramesPerWake = 256;
 
@@ -45,21 +46,41 @@ Instant TapHost::now() {
         std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())};
 }
 
-TapHost::TapHost(TapDevice tap, Core& core, std::uint16_t vlan, const TapHostConfig& config)
-    : tap_(std::move(tap)),
+TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vlan,
+                 const TapHostConfig& config)
+    : dev_(std::move(dev)),
+      kernel_neighbors_(config.kernel_neighbors),
       core_(core),
       vlan_(vlan),
       neighbors_(core.config().mac, vlan, config.neighbors),
-      rx_buf_(TapDevice::kMaxFrame) {}
+      rx_buf_(dev_->max_frame()) {}
 
 Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
                                                               Core& core, std::uint16_t vlan) {
-    if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
     auto tap = TapDevice::open(config.tap);
     if (!tap) return fail(tap.error());
-    std::unique_ptr<TapHost> host(new TapHost(std::move(*tap), core, vlan, config));
+    return open_device(std::make_unique<TapDevice>(std::move(*tap)), config, core, vlan);
+}
+
+Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
+    std::unique_ptr<FrameDevice> device, const TapHostConfig& config, Core& core,
+    std::uint16_t vlan) {
+    IWCM_ASSERT(device != nullptr);
+    if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
+    std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
     if (!host->setup(config)) return fail(host->error_);
     return host;
+}
+
+bool TapHost::watch(int fd, std::function<void(Instant)> on_ready) {
+    IWCM_ASSERT(fd >= 0);
+    if (watches_.size() >= static_cast<std::size_t>(kMaxWatches)) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWatchTag + watches_.size();
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    watches_.emplace_back(fd, std::move(on_ready));
+    return true;
 }
 
 bool TapHost::setup(const TapHostConfig& config) {
@@ -89,7 +110,7 @@ bool TapHost::setup(const TapHostConfig& config) {
             return false;
         }
     }
-    if (!add(tap_.fd(), kTapTag) || !add(timer_fd_, kTimerTag)) {
+    if (!add(dev_->fd(), kTapTag) || !add(timer_fd_, kTimerTag)) {
         error_ = errno_text("epoll_ctl");
         return false;
     }
@@ -105,6 +126,7 @@ Result<void> TapHost::add_address(IpAddr addr) {
     auto r = core_.add_address(addr, vlan_);
     if (!r) return r;
     neighbors_.add_address(addr);
+    if (kernel_neighbors_) return {};  // the kernel answers for the address
     // Tell the link at once (RFC 5227 section 2.3, RFC 4861 section 7.2.6):
     // a peer that still holds another MAC for the address updates it.
     neighbors_.announce(now(), addr);
@@ -123,7 +145,7 @@ void TapHost::capture(std::span<const std::byte> frame) {
 void TapHost::send(std::span<const std::byte> frame) {
     capture(frame);
     ++counters_.frames_out;
-    if (tap_.write(frame) != 0) ++counters_.write_errors;
+    if (dev_->write(frame) != 0) ++counters_.write_errors;
 }
 
 void TapHost::flush() {
@@ -133,6 +155,7 @@ void TapHost::flush() {
         while (auto f = neighbors_.poll_transmit()) send(*f);
         while (auto f = core_.poll_transmit()) send(*f);
     }
+    dev_->flush();
 }
 
 // ---------------------------------------------------------------- input
@@ -185,8 +208,8 @@ Wake TapHost::step(Instant until) {
         error_ = errno_text("timerfd_settime");
         return Wake::kError;
     }
-    epoll_event events[4];
-    int n = ::epoll_wait(epoll_fd_, events, 4, -1);
+    epoll_event events[4 + kMaxWatches];
+    int n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
     if (n < 0) {
         if (errno == EINTR) return Wake::kOk;
         error_ = errno_text("epoll_wait");
@@ -196,10 +219,10 @@ Wake TapHost::step(Instant until) {
     for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kTapTag) {
             for (int k = 0; k < kMaxFramesPerWake; ++k) {
-                long len = tap_.read(rx_buf_);
+                long len = dev_->read(rx_buf_);
                 if (len < 0) {
                     errno = static_cast<int>(-len);
-                    error_ = errno_text(("reading " + tap_.name()).c_str());
+                    error_ = errno_text(("reading " + dev_->name()).c_str());
                     return Wake::kError;
                 }
                 if (len == 0) break;
@@ -209,6 +232,10 @@ Wake TapHost::step(Instant until) {
         } else if (events[i].data.u64 == kTimerTag) {
             std::uint64_t expirations = 0;
             (void)!::read(timer_fd_, &expirations, sizeof expirations);
+        } else if (events[i].data.u64 >= kWatchTag) {
+            const auto w = static_cast<std::size_t>(events[i].data.u64 - kWatchTag);
+            IWCM_ASSERT(w < watches_.size());
+            watches_[w].second(now());
         } else if (events[i].data.u64 == kSignalTag) {
             signalfd_siginfo info{};
             while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -218,6 +245,7 @@ Wake TapHost::step(Instant until) {
         }
     }
     fire_timers(now());
+    if (after_step_) after_step_(now());
     flush();
     return result;
 }

@@ -1,8 +1,13 @@
-// The TAP driver: one iwcm::Core and its neighbour table on a TAP device,
+// The host loop: one iwcm::Core and its neighbour table on a frame device (a
+// TAP device, or an AF_XDP socket on a shared interface: frame_device.hpp),
 // driven by an epoll loop. This is the only place that reads clocks.
 //
 // Read first: include/iwcm/core.hpp (the sans-I/O contract), tap.hpp,
 // neighbor.hpp, pcap.hpp, and epoll(7), timerfd_create(2), signalfd(2).
+// On a shared interface (xsk.hpp, shared_host.hpp) the kernel owns the
+// address and answers ARP / ND itself: the neighbour table then announces
+// nothing (TapHostConfig::kernel_neighbors) and sees no ARP, since the XDP
+// program passes only the CM's TCP segments.
 // One step():
 //   1. every frame the core and the neighbour table queued goes to the TAP
 //      (and the capture);
@@ -20,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,7 +42,8 @@ struct TapHostConfig {
     std::string tap;        // device name
     std::string pcap_path;  // empty: no capture
     NeighborConfig neighbors;
-    bool handle_signals = true;  // SIGINT / SIGTERM end step() with kSignal
+    bool handle_signals = true;     // SIGINT / SIGTERM end step() with kSignal
+    bool kernel_neighbors = false;  // the kernel owns the address: announce nothing
 };
 
 struct TapHostCounters {
@@ -64,6 +71,10 @@ public:
     // VLANs are ignored. The core must outlive the host.
     static Expected<std::unique_ptr<TapHost>, std::string> open(const TapHostConfig& config,
                                                                 Core& core, std::uint16_t vlan);
+    // The same on a device already open (config.tap is not used).
+    static Expected<std::unique_ptr<TapHost>, std::string> open_device(
+        std::unique_ptr<FrameDevice> device, const TapHostConfig& config, Core& core,
+        std::uint16_t vlan);
     ~TapHost();
     TapHost(const TapHost&) = delete;
     TapHost& operator=(const TapHost&) = delete;
@@ -81,6 +92,12 @@ public:
     Wake step(Instant until);
     // Sends everything queued now (after commands given to the core).
     void flush();
+    // Another descriptor for step() to wait on: when it is readable, step()
+    // calls on_ready(now) before the timers fire. At most kMaxWatches.
+    static constexpr int kMaxWatches = 4;
+    bool watch(int fd, std::function<void(Instant)> on_ready);
+    // Called at the end of every step(), after the timers (one hook).
+    void after_step(std::function<void(Instant)> hook) { after_step_ = std::move(hook); }
 
     NeighborTable& neighbors() { return neighbors_; }
     Core& core() { return core_; }
@@ -88,10 +105,11 @@ public:
     const std::string& error() const { return error_; }
     // The signal (SIGINT or SIGTERM) of the last kSignal wake, 0 before any.
     int last_signal() const { return last_signal_; }
-    const TapDevice& tap() const { return tap_; }
+    FrameDevice& device() { return *dev_; }
 
 private:
-    TapHost(TapDevice tap, Core& core, std::uint16_t vlan, const TapHostConfig& config);
+    TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vlan,
+            const TapHostConfig& config);
     bool setup(const TapHostConfig& config);
     void handle_frame(Instant now, std::span<const std::byte> frame);
     bool for_core(std::span<const std::byte> frame) const;
@@ -100,7 +118,8 @@ private:
     void fire_timers(Instant now);
     bool arm_timer(Instant at);
 
-    TapDevice tap_;
+    std::unique_ptr<FrameDevice> dev_;
+    bool kernel_neighbors_;
     Core& core_;
     std::uint16_t vlan_;
     NeighborTable neighbors_;
@@ -109,6 +128,8 @@ private:
     int timer_fd_ = -1;
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
+    std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
+    std::function<void(Instant)> after_step_;
     TapHostCounters counters_;
     std::string error_;
     int last_signal_ = 0;

@@ -15,12 +15,13 @@
 #include <span>
 #include <string>
 
+#include "io/frame_device.hpp"
 #include "iwcm/address.hpp"
 #include "iwcm/result.hpp"
 
 namespace iwcm::io {
 
-class TapDevice {
+class TapDevice final : public FrameDevice {
 public:
     static constexpr std::size_t kMaxFrame = 65536;
 
@@ -36,17 +37,18 @@ public:
     TapDevice& operator=(TapDevice&& other) noexcept;
     TapDevice(const TapDevice&) = delete;
     TapDevice& operator=(const TapDevice&) = delete;
-    ~TapDevice();
+    ~TapDevice() override;
 
-    int fd() const { return fd_; }
-    const std::string& name() const { return name_; }
+    int fd() const override { return fd_; }
+    const std::string& name() const override { return name_; }
+    std::size_t max_frame() const override { return kMaxFrame; }
     // The device's own (kernel side) MAC address; the CM uses another one.
     MacAddr kernel_mac() const { return kernel_mac_; }
 
     // One frame into buf: its length, 0 when none is waiting, or -errno.
-    long read(std::span<std::byte> buf);
+    long read(std::span<std::byte> buf) override;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
-    int write(std::span<const std::byte> frame);
+    int write(std::span<const std::byte> frame) override;
 
 private:
     TapDevice(int fd, std::string name, MacAddr mac)

@@ -1,0 +1,29 @@
+// What the host loop (event_loop.hpp) needs from a device that moves
+// Ethernet frames: a descriptor to wait on and one frame per read and write.
+// Read first: tap.hpp (a TAP device) and xsk.hpp (an AF_XDP socket on a
+// shared interface), the two devices behind it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+namespace iwcm::io {
+
+class FrameDevice {
+public:
+    virtual ~FrameDevice() = default;
+    // Readable (EPOLLIN) when a frame waits.
+    virtual int fd() const = 0;
+    virtual const std::string& name() const = 0;
+    // One frame into buf: its length, 0 when none is waiting, or -errno.
+    virtual long read(std::span<std::byte> buf) = 0;
+    // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
+    virtual int write(std::span<const std::byte> frame) = 0;
+    // Frames written so far go out now (a device that batches its sends).
+    virtual void flush() {}
+    // The largest frame read() returns.
+    virtual std::size_t max_frame() const = 0;
+};
+
+}  // namespace iwcm::io

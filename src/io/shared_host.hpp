@@ -1,0 +1,127 @@
+// Shared-address mode: the CM on an existing interface, on one of the
+// addresses the kernel's TCP stack uses, as the irdma driver shares its
+// netdev's address.
+//
+// Read first: xsk.hpp (the AF_XDP device and its XDP program), ports.hpp
+// (port reservation), netlink.hpp (the kernel's tables), event_loop.hpp (the
+// loop this wraps). What this class adds to the loop:
+//  * every port the CM uses is reserved in the kernel (a bound socket) and
+//    put in the XDP program's port map: listen() the listening port,
+//    connect() an ephemeral port the kernel picks (ConnectParams::local.port);
+//    the port is released (socket closed, map entry removed) when the
+//    listener is destroyed, or twice the core's close_delay after the
+//    application's handle of the connection went stale (its terminal event
+//    was polled): the node's TIME_WAIT of the setup phase is over by then (a
+//    stream's longer TIME_WAIT is not waited for: late segments then reach
+//    the kernel). When the kernel's ephemeral range is used up, lingering
+//    ports go back at once; should the kernel then hand out a port whose
+//    4-tuple a closing node of ours still holds, the core refuses it
+//    (kAddressInUse) and connect() keeps it reserved a while and takes another;
+//  * neighbours and routes come from the kernel (RTM_GETNEIGH, RTM_GETROUTE;
+//    an unknown neighbour is resolved by the kernel, RTM_NEWNEIGH NTF_USE); the
+//    CM never answers or sends ARP / ND here;
+//  * the kernel's notifications drive the core's address: the address removed
+//    or the link down -> Core::remove_address (the address's connections are
+//    reset, its listeners stay and hear kAddressDown); the address back with
+//    the link up -> Core::add_address (the listeners serve again).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/event_loop.hpp"
+#include "io/netlink.hpp"
+#include "io/ports.hpp"
+#include "io/xsk.hpp"
+#include "iwcm/core.hpp"
+
+namespace iwcm::io {
+
+struct SharedHostConfig {
+    std::string dev;        // the interface
+    std::string pcap_path;  // empty: no capture
+    bool handle_signals = true;
+    XskDevice::Mode mode = XskDevice::Mode::kAuto;
+};
+
+struct SharedHostCounters {
+    std::uint64_t ports_reserved = 0;
+    std::uint64_t ports_released = 0;
+    std::uint64_t address_down = 0;  // the core's address removed (address gone or link down)
+    std::uint64_t address_up = 0;    // ... and added back
+};
+
+enum class PeerStatus : std::uint8_t { kPending, kResolved, kFailed };
+
+class SharedHost {
+public:
+    // The interface, its MAC (CoreConfig::mac must be it) and addresses.
+    static Expected<LinkInfo, std::string> probe(Rtnl& rtnl, const std::string& dev);
+    // Attaches to config.dev; `addr` must be one of its addresses. The core
+    // must outlive the host; its MAC must be the interface's.
+    static Expected<std::unique_ptr<SharedHost>, std::string> open(const SharedHostConfig& config,
+                                                                   Rtnl rtnl, Core& core,
+                                                                   const IpAddr& addr);
+    ~SharedHost();
+    SharedHost(const SharedHost&) = delete;
+    SharedHost& operator=(const SharedHost&) = delete;
+
+    // Reserves lp.local's port, steers it to the CM, listens.
+    Expected<ListenHandle, std::string> listen(const ListenParams& lp);
+    void destroy_listen(Instant now, ListenHandle listener);
+    // Reserves an ephemeral port, sets cp.local.port to it, connects.
+    Expected<ConnHandle, std::string> connect(Instant now, ConnectParams cp);
+
+    // The route to dst must leave through our interface; its next hop.
+    Expected<IpAddr, std::string> next_hop(const IpAddr& dst);
+    // Asks the kernel to resolve hop (it sends the ARP request / solicitation).
+    Expected<void, std::string> resolve(const IpAddr& hop);
+    // The kernel's entry for hop: its MAC once valid.
+    PeerStatus peer(const IpAddr& hop, MacAddr& mac);
+
+    TapHost& host() { return *host_; }
+    XskDevice& xsk() { return *xsk_; }
+    const SharedHostCounters& counters() const { return counters_; }
+    std::size_t reserved_ports() const { return listeners_.size() + conns_.size(); }
+    // The address is usable: present on the interface and the link up.
+    bool address_usable() const { return addr_present_ && link_up_; }
+
+private:
+    SharedHost(Rtnl rtnl, Core& core, const IpAddr& addr, int ifindex);
+    Expected<PortReservation, std::string> claim(const IpAddr& addr, std::uint16_t port);
+    void release(const PortReservation& r);
+    void on_changes(Instant now);
+    void update_address(Instant now);
+    void reap(Instant now, bool all);
+
+    struct Held {
+        ConnHandle conn;
+        PortReservation port;
+        // The handle went stale (or, without a handle, the core refused the port) then.
+        std::optional<Instant> since;
+    };
+    // How many ports connect() tries when the core still uses the ones the kernel gives.
+    static constexpr int kConnectTries = 64;
+    struct Listening {
+        ListenHandle handle;
+        PortReservation port;
+    };
+
+    Rtnl rtnl_;
+    Core& core_;
+    IpAddr addr_;
+    int ifindex_;
+    XskDevice* xsk_ = nullptr;  // owned by host_
+    std::unique_ptr<TapHost> host_;
+    std::vector<Listening> listeners_;
+    std::vector<Held> conns_;
+    bool addr_present_ = true;
+    bool link_up_ = true;
+    bool core_has_addr_ = false;
+    SharedHostCounters counters_;
+};
+
+}  // namespace iwcm::io

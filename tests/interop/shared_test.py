@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""Interop tests of shared-address mode: iwarp-cm --dev on a veth interface whose
+one address the host kernel's TCP stack uses at the same time.
+
+Read first: README.md ("Sharing the host's address"), src/io/shared_host.hpp,
+interop_test.py (Proc, the JSON lines) and mpa_peer.py.
+Each case makes two network namespaces joined by a veth pair: the host side
+(h0, 10.98.N.1/24: the kernel's address, shared with iwarp-cm) and the peer
+side (p0, 10.98.N.2/24: kernel sockets, our MPA peer). Both are removed at the
+end whatever happens; traffic never leaves them. Runs as root.
+
+The peer's veth sends with its transmit checksum offloaded (the TCP checksum
+is left for "hardware" that a veth does not have); the host kernel accepts
+that, an AF_XDP socket gets the bytes as they are. The peer side's transmit
+checksumming is therefore turned off (ethtool -K p0 tx off, done here with
+the SIOCETHTOOL ioctl); a real NIC hands over complete checksums.
+
+  shared_test.py --bin build/bin/iwarp-cm CASE
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import interop_test  # noqa: E402
+from interop_test import Failure, Proc, check, sh, expect_exit  # noqa: E402
+import json_lines  # noqa: E402  (interop_test put tests/cli on the path)
+
+PEER = os.path.join(HERE, "mpa_peer.py")
+PORT = 4791
+ECHO_PORT = 7007
+SERVER_PORT = 5000
+EXIT_SETUP = 1
+EXIT_SIGTERM = 143
+
+# Run in the peer namespace: transmit checksumming off on p0 (ETHTOOL_STXCSUM).
+TX_CSUM_OFF = """
+import array, fcntl, socket, struct
+val = array.array('B', struct.pack('II', 0x17, 0))
+ifr = struct.pack('16sP', b'p0', val.buffer_info()[0])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+fcntl.ioctl(s.fileno(), 0x8946, ifr)
+"""
+
+# Run in the host namespace: a kernel echo service on the shared address.
+ECHO = """
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(64)
+print('{"event": "echo_listening"}', flush=True)
+def serve(c):
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+
+class SharedNet:
+    """Two namespaces and the veth pair between them; removed on exit."""
+
+    def __init__(self, case, subnet):
+        tag = "%s-%d" % (case.replace("_", "-")[:12], os.getpid())
+        self.host = "iwxh-" + tag
+        self.peer = "iwxp-" + tag
+        self.n = subnet
+        self.addr = "10.98.%d.1" % subnet
+        self.peer_addr = "10.98.%d.2" % subnet
+        self.procs = []
+
+    def __enter__(self):
+        sh("ip", "netns", "add", self.host)
+        try:
+            sh("ip", "netns", "add", self.peer)
+            sh("ip", "link", "add", "h0", "netns", self.host, "type", "veth", "peer", "name", "p0",
+               "netns", self.peer)
+            for ns, dev, addr in ((self.host, "h0", self.addr), (self.peer, "p0", self.peer_addr)):
+                sh("ip", "link", "set", "lo", "up", ns=ns)
+                sh("ip", "addr", "add", addr + "/24", "dev", dev, ns=ns)
+                sh("ip", "link", "set", dev, "up", ns=ns)
+            sh("python3", "-c", TX_CSUM_OFF, ns=self.peer)
+            self.wait_carrier()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for ns in (self.host, self.peer):
+            sh("ip", "netns", "del", ns, ok=False)
+        left = sh("ip", "netns", "list").stdout
+        check(self.host not in left and self.peer not in left, "namespaces not removed")
+
+    def wait_carrier(self, timeout=10):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if "LOWER_UP" in sh("ip", "-o", "link", "show", "h0", ns=self.host).stdout:
+                return
+            time.sleep(0.05)
+        raise Failure("h0 has no carrier after %.0f s" % timeout)
+
+    def start(self, name, argv, ns, schema=None):
+        p = Proc(name, argv, ns, schema)
+        self.procs.append(p)
+        return p
+
+    def xdp_attached(self):
+        return "prog/xdp" in sh("ip", "link", "show", "h0", ns=self.host).stdout
+
+
+class Case:
+    def __init__(self, args):
+        self.bin = args.bin
+        self.tmp = args.tmp
+        self.schema = json_lines.load_schema()
+
+    def cm(self, net, name, *argv):
+        return net.start(name, [self.bin] + list(argv) + ["--dev", "h0", "--json"], net.host,
+                         self.schema)
+
+    def peer(self, net, name, *argv):
+        return net.start(name, ["python3", PEER] + list(argv), net.peer)
+
+    def echo(self, net):
+        p = net.start("echo", ["python3", "-c", ECHO, net.addr, str(ECHO_PORT)], net.host)
+        p.wait_for("echo_listening")
+        return p
+
+
+def poll(what, fn, timeout=10):
+    """fn() until it is true (bounded polling of kernel state)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if fn():
+            return
+        time.sleep(0.05)
+    raise Failure("%s: not within %.0f s" % (what, timeout))
+
+
+def echo_roundtrip(net, text):
+    """A kernel client in the peer namespace talks to the host's echo service."""
+    code = ("import socket,sys; s=socket.create_connection((sys.argv[1], %d), 5); "
+            "s.sendall(sys.argv[2].encode()); print(s.recv(100).decode())" % ECHO_PORT)
+    out = sh("python3", "-c", code, net.addr, text, ns=net.peer).stdout.strip()
+    check(out == text, "echo through the kernel on the shared address: got %r" % out)
+
+
+def capture(net, case):
+    path = os.path.join(case.tmp, "shared-%d.pcap" % os.getpid())
+    p = subprocess.Popen(["ip", "netns", "exec", net.peer, "tcpdump", "-i", "p0", "-n", "-U",
+                          "-w", path, "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # tcpdump says "listening on" once its socket is open.
+    line = p.stderr.readline()
+    check(b"listening" in line, "tcpdump did not start: %r" % line)
+    return p, path
+
+
+def resets_in(path):
+    out = subprocess.run(["tcpdump", "-n", "-r", path, "tcp[tcpflags] & tcp-rst != 0"],
+                         capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if l.strip()]
+
+
+# ---------------------------------------------------------------- cases
+
+def shared_listen(c, name, subnet, mode):
+    """One address: the kernel's echo service and iwarp-cm listen --dev serve the
+    peer at once; no reset in the capture; the CM's port is the kernel's too."""
+    with SharedNet(name, subnet) as net:
+        c.echo(net)
+        cap, path = capture(net, c)
+        try:
+            cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "2", "--pdata", "hi",
+                      "--xdp-mode", mode)
+            ev = cm.wait_for("listening")
+            check(ev["local"] == "%s:%d" % (net.addr, PORT), "listening on %s" % ev["local"])
+            check(ev["dev"] == "h0" and ev["xdp"] == mode + "/copy", "xdp mode %s" % ev.get("xdp"))
+            check(net.xdp_attached(), "no XDP program on h0 while listening")
+            # The port is held in the kernel: a local program cannot take it.
+            r = sh("python3", "-c", "import socket; socket.socket().bind(('%s', %d))"
+                   % (net.addr, PORT), ns=net.host, ok=False)
+            check(r.returncode != 0 and "Address already in use" in r.stderr,
+                  "the kernel let a socket bind the CM's port: %s" % r.stderr)
+            for i in range(2):
+                echo_roundtrip(net, "before-%d" % i)
+                cl = c.peer(net, "peer%d" % i, "client", "--to", "%s:%d" % (net.addr, PORT),
+                            "--pdata", "req%d" % i)
+                rep = cl.wait_for("reply")
+                check(rep["reject"] is False, "peer %d rejected" % i)
+                check(cl.finish() == 0, "peer %d failed" % i)
+                echo_roundtrip(net, "after-%d" % i)
+            stats = expect_exit(cm, 0)
+            check(stats["established"] == 2, "established %s" % stats["established"])
+        finally:
+            cap.send_signal(signal.SIGINT)
+            cap.wait(timeout=10)
+        rst = resets_in(path)
+        check(not rst, "resets in the capture:\n" + "\n".join(rst))
+        check(not net.xdp_attached(), "XDP program left on h0 after a normal exit")
+        # The port is free again for the kernel.
+        sh("python3", "-c", "import socket; socket.socket().bind(('%s', %d))" % (net.addr, PORT),
+           ns=net.host)
+
+
+def case_shared_listen(c):
+    """The program in the veth driver (native mode)."""
+    shared_listen(c, "listen", 1, "native")
+
+
+def case_shared_listen_generic(c):
+    """The program in the kernel's generic (skb) hook, as on a driver without XDP."""
+    shared_listen(c, "generic", 7, "generic")
+
+
+# A kernel client on the host: COUNT connections held open at once to the
+# peer's port; prints the local ports it got.
+MANY = """
+import json, socket, sys
+socks = []
+for _ in range(int(sys.argv[3])):
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 5)
+    socks.append(s)
+print(json.dumps({"event": "ports", "ports": [s.getsockname()[1] for s in socks]}), flush=True)
+"""
+
+
+def case_shared_connect(c):
+    """iwarp-cm connect --dev reaches a peer listener from the shared address;
+    its port comes from the kernel's ephemeral range, and a kernel client that
+    then takes almost every other port of the range never gets it."""
+    with SharedNet("connect", 2) as net:
+        # A narrow ephemeral range (per namespace) makes a collision likely
+        # were the CM's port not reserved: the kernel client takes all 50 other ports of its 51.
+        sh("sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40050", ns=net.host)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                     "--close", "wait")
+        srv.wait_for("listening")
+        sink = net.start("sink", ["python3", "-c", ECHO, net.peer_addr, str(ECHO_PORT)],
+                         net.peer)
+        sink.wait_for("echo_listening")
+        cap, path = capture(net, c)
+        try:
+            cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                      "--pdata", "yo", "--hold", "30")
+            est = cm.wait_for("established")
+            port = int(est["local"].rsplit(":", 1)[1])
+            check(40000 <= port <= 40050, "the CM's port %d is not from the kernel's range" % port)
+            kc = net.start("kernel", ["python3", "-c", MANY, net.peer_addr, str(ECHO_PORT), "50"],
+                           net.host)
+            ports = kc.wait_for("ports")["ports"]
+            check(len(ports) == 50 and port not in ports,
+                  "the kernel gave the CM's port %d to its own connection: %s" % (port, ports))
+            kc.kill()
+            cm.p.send_signal(signal.SIGTERM)
+            expect_exit(cm, EXIT_SIGTERM)
+            check(srv.finish() == 0, "peer server failed")
+        finally:
+            cap.send_signal(signal.SIGINT)
+            cap.wait(timeout=10)
+        ours = [l for l in resets_in(path) if l.split()[2].startswith(net.addr)]
+        check(not ours, "resets from the host in the capture:\n" + "\n".join(ours))
+        check(not net.xdp_attached(), "XDP program left on h0 after SIGTERM")
+
+
+def case_shared_ports_released(c):
+    """60 connections one after another take their ports from the kernel's
+    ephemeral range, and every port of the range is the kernel's again after.
+    (Reuse within one run is not asserted: a closing node keeps its port until
+    the peer's FIN, which this serial peer sends when it gets to it.)"""
+    with SharedNet("ports", 8) as net:
+        sh("sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40099", ns=net.host)
+        # --close wait: the peer never holds a TIME_WAIT of its own for a 4-tuple.
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                     "--close", "wait", "--count", "60")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                  "--count", "60", "--parallel", "1", "--timeout", "20")
+        stats = expect_exit(cm, 0, timeout=60)
+        check(stats["established"] == 60, "established %s" % stats["established"])
+        check(srv.finish() == 0, "peer server failed")
+        # Every port of the range is the kernel's again.
+        code = ("import socket\nfor p in range(40000, 40100):\n"
+                "    socket.socket().bind(('%s', p))" % net.addr)
+        sh("python3", "-c", code, ns=net.host)
+
+
+def case_shared_ipv6(c):
+    """IPv6 on the shared interface: the peer connects to listen --dev --ip, and
+    connect --dev reaches the peer (the kernel resolves it with ND)."""
+    with SharedNet("ipv6", 10) as net:
+        sh("ip", "addr", "add", "fd98::1/64", "dev", "h0", "nodad", ns=net.host)
+        sh("ip", "addr", "add", "fd98::2/64", "dev", "p0", "nodad", ns=net.peer)
+        cm = c.cm(net, "cm", "listen", "--ip", "fd98::1", "--port", str(PORT), "--count", "1")
+        check(cm.wait_for("listening")["local"] == "[fd98::1]:%d" % PORT, "listening address")
+        cl = c.peer(net, "peer", "client", "--to", "[fd98::1]:%d" % PORT)
+        check(cl.wait_for("reply")["reject"] is False, "rejected")
+        check(cl.finish() == 0, "peer failed")
+        expect_exit(cm, 0)
+        srv = c.peer(net, "server", "server", "--bind", "[fd98::2]:%d" % SERVER_PORT)
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm2", "connect", "--ip", "fd98::1", "--to", "[fd98::2]:%d" % SERVER_PORT)
+        check(cm.wait_for("established")["local"].startswith("[fd98::1]:"), "local address")
+        expect_exit(cm, 0)
+        check(srv.finish() == 0, "peer server failed")
+
+
+RPING_PEER = os.path.join(HERE, "rping_peer.py")
+
+
+def case_shared_rping(c):
+    """iwarp-cm rping --dev against rping_peer.py on a kernel socket, as client
+    and as server, the data verified (-V) both ways."""
+    with SharedNet("rping", 9) as net:
+        srv = net.start("peer_server", ["python3", RPING_PEER, "server", "--bind",
+                                        "%s:%d" % (net.peer_addr, SERVER_PORT), "-C", "5", "-V"],
+                        net.peer)
+        poll("peer server listening", lambda: ":%d" % SERVER_PORT in
+             sh("ss", "-ltn", ns=net.peer).stdout)
+        cm = c.cm(net, "cm_client", "rping", "-c", "-a", net.peer_addr, "-p", str(SERVER_PORT),
+                  "-C", "5", "-V")
+        done = cm.wait_for("rping")
+        check(done["verified"] is True and done["iterations"] == 5, "client rping: %s" % done)
+        expect_exit(cm, 0)
+        check(srv.finish() == 0, "peer server failed")
+        cm = c.cm(net, "cm_server", "rping", "-s", "-p", str(PORT), "-C", "5", "-V")
+        cm.wait_for("listening")
+        cl = net.start("peer_client", ["python3", RPING_PEER, "client", "--to",
+                                       "%s:%d" % (net.addr, PORT), "-C", "5", "-V"], net.peer)
+        done = cm.wait_for("rping")
+        check(done["verified"] is True and done["iterations"] == 5, "server rping: %s" % done)
+        expect_exit(cm, 0)
+        check(cl.finish() == 0, "peer client failed")
+
+
+def down_up(c, name, subnet, down, up):
+    """A listener with one connection; down() tears the connection down and the
+    listener hears address_down; after up() it hears address_up and serves.
+    down() returns whether the CM's reset can reach the peer."""
+    with SharedNet(name, subnet) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+        cm.wait_for("listening")
+        cl = c.peer(net, "peer", "client", "--to", "%s:%d" % (net.addr, PORT), "--close", "wait")
+        cm.wait_for("established")
+        reaches = down(net)
+        gone = cm.wait_for("disconnected")
+        check(gone["status"] != 0, "the connection was not torn down: %s" % gone)
+        cm.wait_for("address_down")
+        if reaches:
+            closed = cl.wait_for("closed")
+            check(closed["reset_by_peer"], "the peer's connection was not reset: %s" % closed)
+        else:
+            cl.kill()
+        up(net)
+        cm.wait_for("address_up")
+        again = c.peer(net, "peer2", "client", "--to", "%s:%d" % (net.addr, PORT))
+        check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
+        check(again.finish() == 0, "second peer failed")
+        cm.p.send_signal(signal.SIGTERM)
+        expect_exit(cm, EXIT_SIGTERM)
+
+
+def case_shared_address_down(c):
+    """Removing the shared address resets the CM's connection (the peer gets the
+    reset); the listener waits and serves when the address is back."""
+    def down(net):
+        sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
+        return True
+
+    def up(net):
+        sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
+    down_up(c, "addr", 3, down, up)
+
+
+def case_shared_link_down(c):
+    """The link going down resets the CM's connection (its reset cannot cross
+    the link) and the listener waits; up again, it serves."""
+    def down(net):
+        sh("ip", "link", "set", "h0", "down", ns=net.host)
+        return False
+
+    def up(net):
+        sh("ip", "link", "set", "h0", "up", ns=net.host)
+        net.wait_carrier()
+    down_up(c, "link", 4, down, up)
+
+
+def case_shared_sigkill(c):
+    """A CM killed by SIGKILL leaves its program attached (it passes segments to
+    the kernel, which refuses them) and nothing that blocks a fresh start."""
+    with SharedNet("kill", 5) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+        cm.wait_for("listening")
+        cm.p.kill()
+        cm.p.wait()
+        check(net.xdp_attached(), "the program went with the process (expected it left)")
+        # No AF_XDP socket: the program's redirect falls back to the kernel.
+        cl = c.peer(net, "refused", "client", "--to", "%s:%d" % (net.addr, PORT))
+        err = cl.wait_for("error")
+        check("refused" in err["error"], "expected the kernel's refusal: %s" % err)
+        cm2 = c.cm(net, "cm2", "listen", "--port", str(PORT), "--count", "1")
+        cm2.wait_for("listening")
+        ok = c.peer(net, "peer", "client", "--to", "%s:%d" % (net.addr, PORT))
+        check(ok.wait_for("reply")["reject"] is False, "rejected after the fresh start")
+        check(ok.finish() == 0, "peer failed")
+        expect_exit(cm2, 0)
+        check(not net.xdp_attached(), "XDP program left on h0 after a normal exit")
+
+
+def case_shared_errors(c):
+    """Clear errors: a port the kernel uses, a second CM on the interface, no root."""
+    with SharedNet("errors", 6) as net:
+        busy = net.start("busy", ["python3", "-c", ECHO, net.addr, str(PORT + 1)], net.host)
+        busy.wait_for("echo_listening")
+        r = sh(c.bin, "listen", "--dev", "h0", "--port", str(PORT + 1), ns=net.host, ok=False)
+        check(r.returncode == EXIT_SETUP and "in use by the kernel" in r.stderr,
+              "port in use: rc %d, %s" % (r.returncode, r.stderr))
+        check(not net.xdp_attached(), "XDP program left after a refused start")
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+        cm.wait_for("listening")
+        r = sh(c.bin, "listen", "--dev", "h0", "--port", str(PORT + 2), ns=net.host, ok=False)
+        check(r.returncode == EXIT_SETUP and "another iwarp-cm already runs on h0" in r.stderr,
+              "second CM: rc %d, %s" % (r.returncode, r.stderr))
+        cm.p.send_signal(signal.SIGTERM)
+        expect_exit(cm, EXIT_SIGTERM)
+        r = sh("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", c.bin, "listen",
+               "--dev", "h0", "--port", str(PORT), ns=net.host, ok=False)
+        check(r.returncode == EXIT_SETUP and "needs root" in r.stderr,
+              "not root: rc %d, %s" % (r.returncode, r.stderr))
+        r = sh(c.bin, "listen", "--dev", "h0", "--ip", "10.98.6.9", "--port", str(PORT),
+               ns=net.host, ok=False)
+        check(r.returncode != 0 and "not an address of h0" in r.stderr,
+              "foreign --ip: rc %d, %s" % (r.returncode, r.stderr))
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    interop_test.Case = Case  # main() builds this file's Case
+    sys.exit(interop_test.main(CASES, __doc__))
