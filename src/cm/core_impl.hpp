@@ -21,17 +21,9 @@
 #include "cm/conn_table.hpp"
 #include "cm/node.hpp"
 #include "cm/node_timers.hpp"
+#include "invariants.hpp"  // whether check_node() runs
 #include "iwcm/core.hpp"
 #include "wire/frame.hpp"
-
-// Debug builds (and the sanitizer build, which defines it) check check_node()'s invariants.
-#if !defined(IWCM_CHECK_INVARIANTS)
-#if defined(NDEBUG)
-#define IWCM_CHECK_INVARIANTS 0
-#else
-#define IWCM_CHECK_INVARIANTS 1
-#endif
-#endif
 
 namespace iwcm {
 

@@ -62,6 +62,7 @@ public:
         std::vector<Cut> out;
         for (int i = 0; i < 1000; ++i) {
             auto seg = stream_->poll_segment(now);
+            stream_->check_invariants();
             if (!seg) return out;
             if (seg->payload.empty()) continue;
             const auto off = static_cast<std::uint32_t>(seg->seq - SeqNumber(iss_));
@@ -77,7 +78,10 @@ public:
 
     // The peer acknowledges up to offset `off` with window `wnd`.
     Arrival ack(Instant now, std::uint32_t off, std::uint16_t wnd = 60000) {
-        return stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
+        const Arrival a =
+            stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
+        stream_->check_invariants();
+        return a;
     }
 
 private:

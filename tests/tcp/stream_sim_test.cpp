@@ -175,6 +175,7 @@ private:
 
     void transmit(int side, Totals& totals) {
         while (auto seg = s(side).poll_segment(now_)) {
+            s(side).check_invariants();
             ++totals.segments;
             if (seg->window == 0) ++totals.zero_windows;
             const bool lost = rng_.chance(params_.loss);
@@ -215,6 +216,8 @@ private:
             Stream& st = s(p.to);
             const auto arrival =
                 st.on_segment(now_, SegmentIn{p.seq, p.ack, p.flags, p.window, p.payload});
+            // Release builds leave the stream's own checks out: every step is checked here.
+            st.check_invariants();
             if (trace_) {
                 std::printf(
                     "%8lld ms  -> %d seq %u ack %u fl %02x win %u len %zu : v%d una %u nxt %u max "
@@ -238,6 +241,7 @@ private:
             if (d && *d <= now_ && s(side).on_timer(now_) == Stream::Timeout::kGiveUp) {
                 return "side " + std::to_string(side) + " gave up";
             }
+            s(side).check_invariants();
         }
         return {};
     }
