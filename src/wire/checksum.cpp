@@ -61,7 +61,7 @@ std::uint64_t sum_native_portable(const std::byte* p, std::size_t n, std::uint64
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) std::uint64_t sum_native_avx2(const std::byte* p, std::size_t n,
-                                                               std::uint64_t acc) {
+                                                              std::uint64_t acc) {
     const __m256i low16 = _mm256_set1_epi32(0xFFFF);
     while (n >= 64) {
         __m256i a = _mm256_setzero_si256();
