@@ -139,10 +139,14 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     auto at = node->state == CmState::kClosed || node->state == CmState::kTimeWait
                   ? std::nullopt
                   : s.next_deadline();
-    if (at) {
+    // The timer is moved only earlier: the RTO moves later on every ACK, and
+    // re-arming on each was 4 % of a data segment's instructions. An expiry
+    // before the stream's deadline finds nothing due and arms the next one.
+    if (!at) {
+        if (node->stream_timer.valid()) cancel_stream_timer(*node);
+    } else if (!node->stream_timer.valid() || *at < ns.timer_at) {
         arm_stream_timer(now, node, *at);
-    } else {
-        cancel_stream_timer(*node);
+        ns.timer_at = *at;
     }
 }
 
