@@ -41,11 +41,14 @@ void RecordEnds::push(SeqNumber end) {
 }
 
 void RecordEnds::drop_through(SeqNumber una) {
-    const std::size_t n = count_through(una);
+    // From the front, one end at a time: each end is dropped once, and the
+    // search's cached answer (about snd_nxt, far ahead) is only shifted.
+    std::uint32_t n = 0;
+    while (n < size() && at(n) <= una) ++n;
     if (n == 0) return;
-    block_[kHead] = (block_[kHead] + static_cast<std::uint32_t>(n)) & (block_[kCap] - 1);
-    block_[kCount] -= static_cast<std::uint32_t>(n);
-    block_[kHint] = block_[kHint] >= n ? block_[kHint] - static_cast<std::uint32_t>(n) : 0;
+    block_[kHead] = (block_[kHead] + n) & (block_[kCap] - 1);
+    block_[kCount] -= n;
+    block_[kHint] = block_[kHint] >= n ? block_[kHint] - n : 0;
     IWCM_ASSERT(empty() || front() > una);
 }
 
