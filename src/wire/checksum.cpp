@@ -4,10 +4,8 @@
 // Read first: RFC 1071 sections 1 and 2 (why summing wider words and folding at
 // the end gives the same result), RFC 9293 section 3.1, RFC 8200 section 8.1.
 //
-// The AVX2 path splits each 32-bit lane of a 32-byte load into its two 16-bit
-// halves and adds them to 32-bit lanes: no carries to chase, eight lanes at once.
-// A lane takes at most 2 * 0xFFFF per step, so it cannot overflow within kAvx2Block
-// steps; after each block the lanes are added into the 64-bit accumulator.
+// The AVX2 path widens 32-bit words into 64-bit lanes and adds them there: no
+// carries to chase, four lanes at once, two chains; the lanes are folded at the end.
 #include "wire/checksum.hpp"
 
 #include <bit>
@@ -38,18 +36,15 @@ bool detect_avx2() {
 
 const bool kHaveAvx2 = detect_avx2();
 
-// 32-byte steps per block: 2 * 0xFFFF * 2 (two loads a step) * 8192 < 2^32.
-constexpr std::size_t kAvx2Block = 8192;
+// Four 32-bit words at p, zero-extended to 64-bit lanes.
+__attribute__((target("avx2"))) __m256i load(const std::byte* p) {
+    return _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 __attribute__((target("avx2"))) std::uint64_t lanes_sum(__m256i v) {
-    // Eight 32-bit lanes into four 64-bit ones, then across.
-    const __m256i lo = _mm256_unpacklo_epi32(v, _mm256_setzero_si256());
-    const __m256i hi = _mm256_unpackhi_epi32(v, _mm256_setzero_si256());
-    const __m256i s = _mm256_add_epi64(lo, hi);
-    return static_cast<std::uint64_t>(_mm256_extract_epi64(s, 0)) +
-           static_cast<std::uint64_t>(_mm256_extract_epi64(s, 1)) +
-           static_cast<std::uint64_t>(_mm256_extract_epi64(s, 2)) +
-           static_cast<std::uint64_t>(_mm256_extract_epi64(s, 3));
+    const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    return static_cast<std::uint64_t>(_mm_cvtsi128_si64(s)) +
+           static_cast<std::uint64_t>(_mm_extract_epi64(s, 1));
 }
 #endif
 
@@ -61,24 +56,21 @@ std::uint64_t sum_native_portable(const std::byte* p, std::size_t n, std::uint64
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) std::uint64_t sum_native_avx2(const std::byte* p, std::size_t n,
-                                                              std::uint64_t acc) {
-    const __m256i low16 = _mm256_set1_epi32(0xFFFF);
-    while (n >= 64) {
-        __m256i a = _mm256_setzero_si256();
-        __m256i b = _mm256_setzero_si256();
-        for (std::size_t steps = 0; n >= 64 && steps < kAvx2Block; ++steps, p += 64, n -= 64) {
-            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-            const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
-            a = _mm256_add_epi32(a, _mm256_and_si256(x, low16));
-            b = _mm256_add_epi32(b, _mm256_srli_epi32(x, 16));
-            a = _mm256_add_epi32(a, _mm256_and_si256(y, low16));
-            b = _mm256_add_epi32(b, _mm256_srli_epi32(y, 16));
-        }
-        // Each lane's sum is a sum of 16-bit words at even offsets: adding it to the
-        // native-order accumulator keeps the ones'-complement sum (RFC 1071 2(B)).
-        acc = add_carry(acc, lanes_sum(a));
-        acc = add_carry(acc, lanes_sum(b));
+                                                               std::uint64_t acc) {
+    // Four 32-bit words widened to 64-bit lanes per 16 bytes: a lane would need
+    // 2^32 additions to overflow, so the lanes are summed once, at the end.
+    __m256i a = _mm256_setzero_si256();
+    __m256i b = _mm256_setzero_si256();
+    for (; n >= 64; p += 64, n -= 64) {
+        a = _mm256_add_epi64(a, load(p));
+        b = _mm256_add_epi64(b, load(p + 16));
+        a = _mm256_add_epi64(a, load(p + 32));
+        b = _mm256_add_epi64(b, load(p + 48));
     }
+    // Each lane holds a sum of 32-bit words at offsets that are multiples of
+    // four: adding it to the native-order accumulator keeps the ones'-complement
+    // sum (RFC 1071 2(B)).
+    acc = add_carry(acc, lanes_sum(_mm256_add_epi64(a, b)));
     return sum_native_scalar(p, n, acc);
 }
 
