@@ -56,7 +56,7 @@ std::uint64_t sum_native_portable(const std::byte* p, std::size_t n, std::uint64
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) std::uint64_t sum_native_avx2(const std::byte* p, std::size_t n,
-                                                               std::uint64_t acc) {
+                                                              std::uint64_t acc) {
     // Four 32-bit words widened to 64-bit lanes per 16 bytes: a lane would need
     // 2^32 additions to overflow, so the lanes are summed once, at the end.
     __m256i a = _mm256_setzero_si256();
