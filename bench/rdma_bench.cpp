@@ -45,7 +45,8 @@ namespace {
 // RDMA Writes of 64 KiB, a fixed 32 MiB, CRC off and on; the collected instructions
 // divided by the bytes counter give the cost per byte delivered.
 void BM_RdmaWriteProfile(benchmark::State& state) {
-    iwcm::bench::RdmaCorePair pair(65536, state.range(0) != 0);
+    iwcm::bench::RdmaCorePair pair(65536, state.range(0) != 0,
+                                   static_cast<std::uint32_t>(state.range(1)));
     if (!pair.ok()) state.SkipWithError("the pair did not connect");
     std::uint64_t bytes = 0;
     for (auto _ : state) {
@@ -55,6 +56,10 @@ void BM_RdmaWriteProfile(benchmark::State& state) {
     }
     state.counters["bytes"] = static_cast<double>(bytes);
 }
-BENCHMARK(BM_RdmaWriteProfile)->Arg(0)->Arg(1)->ArgName("crc")->Iterations(32)->UseRealTime();
+BENCHMARK(BM_RdmaWriteProfile)
+    ->ArgsProduct({{0, 1}, {0, iwcm::bench::kPairOffload}})
+    ->ArgNames({"crc", "offload"})
+    ->Iterations(32)
+    ->UseRealTime();
 
 }  // namespace

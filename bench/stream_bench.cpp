@@ -33,7 +33,7 @@ namespace {
 // 32 MiB, so that the instructions collected divided by the counters below
 // give the cost per data segment and per byte delivered.
 void BM_StreamProfile(benchmark::State& state) {
-    iwcm::bench::StreamPair pair;
+    iwcm::bench::StreamPair pair(256 * 1024, static_cast<std::uint32_t>(state.range(0)));
     if (!pair.ok()) state.SkipWithError("the pair did not connect");
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
@@ -46,6 +46,11 @@ void BM_StreamProfile(benchmark::State& state) {
     state.counters["bytes"] = static_cast<double>(bytes);
     state.counters["frames"] = static_cast<double>(frames);
 }
-BENCHMARK(BM_StreamProfile)->Iterations(32)->UseRealTime();
+BENCHMARK(BM_StreamProfile)
+    ->Arg(0)
+    ->Arg(iwcm::bench::kPairOffload)
+    ->ArgName("offload")
+    ->Iterations(32)
+    ->UseRealTime();
 
 }  // namespace

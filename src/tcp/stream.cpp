@@ -43,6 +43,9 @@ constexpr Duration kOowAckInterval = std::chrono::milliseconds(500);
 // RFC 8985 7.2: "WCDelAckT stands for worst case delayed ACK timer ... The
 // RECOMMENDED value for WCDelAckT is 200ms."
 constexpr Duration kWcDelAckT = std::chrono::milliseconds(200);
+// The longest segment of an offload: its IPv4 or IPv6 packet, headers and TCP
+// options included, stays within the 16-bit length fields.
+constexpr std::uint32_t kMaxOffload = 65000;
 
 // The distance a - b for a >= b.
 std::uint32_t dist(SeqNumber a, SeqNumber b) {
@@ -403,8 +406,10 @@ void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
     // "SEG.ACK > recover" stays meaningful across sequence wrap.
     if (minus(ack, 1) > recover_) recover_ = minus(ack, 1);
     if (cwnd_ < ssthresh_) {
-        // RFC 5681 3.1 (2): slow start, "cwnd += min (N, SMSS)".
-        cwnd_ += std::min<std::uint32_t>(acked, mss_);
+        // RFC 5681 3.1 (2): slow start, "cwnd += min (N, SMSS)". An offloaded
+        // segment counts as the MSS-sized ones it stands for, as Linux counts
+        // a TSO segment's packets (tcp_skb_pcount): one SMSS each.
+        cwnd_ += std::min<std::uint32_t>(acked, std::max<std::uint32_t>(offload(), mss_));
     } else {
         // RFC 5681 3.1, congestion avoidance with byte counting: "cwnd be
         // incremented by SMSS bytes" once the bytes acknowledged reach cwnd.
@@ -699,7 +704,39 @@ std::uint32_t Stream::send_allowance() const {
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed, kCwndCap));
 }
 
+std::uint32_t Stream::offload() const {
+    const std::uint32_t o = std::min<std::uint32_t>(config_.segment_offload, kMaxOffload);
+    return o >= 2U * mss_ ? o / mss_ * mss_ : 0;
+}
+
 std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
+    const auto len = send_len_mss(allowance);
+    const std::uint32_t offload_max = offload();
+    if (offload_max == 0 || !len || *len == 0) return len;
+    // The segment the MSS rules send now, grown by what may follow it at once.
+    const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
+    const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
+    const std::uint32_t cap = std::min({room, dist(data_end(), snd_nxt_), offload_max});
+    return offload_len(*len, cap);
+}
+
+std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
+    if (cap <= len) return len;
+    if (!record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
+        // Whole records: up to the last record end within the cap.
+        const auto end = record_ends_.last_before(snd_nxt_ + cap + 1);
+        if (end && *end > snd_nxt_ + len) return dist(*end, snd_nxt_);
+        if (end) return len;
+        // No end within the cap: MSS-sized pieces of the long record that holds
+        // SND.NXT (as the MSS rule would cut it from here).
+    } else if (cap == dist(data_end(), snd_nxt_)) {
+        return cap;  // plain bytes: all that is queued (len was the last piece)
+    }
+    // Plain bytes or a long record: MSS-sized pieces.
+    return std::max(len, cap / mss_ * mss_);
+}
+
+std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const {
     const SeqNumber end = data_end();
     if (snd_nxt_ > end) return std::nullopt;  // the FIN is out
     // RFC 5681 section 2 and RFC 9293 3.8.6: never beyond SND.UNA +
