@@ -24,6 +24,7 @@
 
 #include "iwcm/assert.hpp"
 #include "rdma/engine.hpp"
+#include "wire/copy.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::rdma {
@@ -260,7 +261,7 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
         if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
             return false;
         }
-        std::memcpy(to, data.data() + placed, n);
+        wire::copy_bytes(to, data.data() + placed, n);
         placed += n;
         offset = 0;
     }
@@ -319,7 +320,7 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     std::byte* to = nullptr;
     MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, &to);
     if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
-    std::memcpy(to, seg.payload.data(), seg.payload.size());
+    wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
     return {};
 }
 
@@ -393,7 +394,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
             free_wr(index);
             return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
         }
-        std::memcpy(to, seg.payload.data(), n);
+        wire::copy_bytes(to, seg.payload.data(), n);
     }
     e.done += static_cast<std::uint32_t>(n);
     r.rx_in_rresp = !h.last;
