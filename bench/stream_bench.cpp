@@ -21,6 +21,12 @@ void BM_Throughput(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
 }
 BENCHMARK(BM_Throughput<iwcm::bench::StreamPair>)->Name("BM_StreamThroughput")->UseRealTime();
+
+// The same pair with segmentation offload (segments of 44 MSS, as loopback's GSO).
+struct OffloadPair : iwcm::bench::StreamPair {
+    OffloadPair() : StreamPair(256 * 1024, iwcm::bench::kPairOffload) {}
+};
+BENCHMARK(BM_Throughput<OffloadPair>)->Name("BM_StreamThroughputOffload")->UseRealTime();
 BENCHMARK(BM_Throughput<iwcm::bench::KernelStream>)
     ->Name("BM_LoopbackTcpThroughput")
     ->UseRealTime();
