@@ -137,8 +137,12 @@ RdmaSample run_rdma(Pair& p, RdmaLoad& load, RdmaOp op, std::uint64_t max_bytes,
 // iwarp-cm's way: two cores in memory, a Device on each.
 class RdmaCorePair {
 public:
-    RdmaCorePair(std::size_t message, bool crc)
-        : load_(message), a_(config(0x0a, 1, crc)), b_(config(0x0b, 2, crc)), da_(a_), db_(b_) {
+    RdmaCorePair(std::size_t message, bool crc, std::uint32_t offload = 0)
+        : load_(message),
+          a_(config(0x0a, 1, crc, offload)),
+          b_(config(0x0b, 2, crc, offload)),
+          da_(a_),
+          db_(b_) {
         ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
               connect_pair(a_, b_, now_, conn_a_, conn_b_) && setup();
     }
@@ -169,12 +173,14 @@ public:
     }
 
 private:
-    static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool crc) {
+    static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool crc,
+                             std::uint32_t offload) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac_last}};
         c.isn_secret.fill(secret);
         c.rcv_wscale = 7;
         c.mpa.crc = crc;
+        c.stream.segment_offload = static_cast<std::uint16_t>(offload);
         return c;
     }
     static Instant wall() {

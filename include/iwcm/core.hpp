@@ -217,8 +217,15 @@ public:
     Result<bool> send_record(Instant now, ConnHandle conn, std::span<const std::byte> record);
     // The same record given in pieces, gathered into the send buffer with one
     // copy (an FPDU's header, the application's registered memory, its CRC).
+    // With `more` (as MSG_MORE) more records follow at once: this one waits
+    // in the send buffer, cut into no segment yet, until flush(), a record
+    // without `more`, or anything else that makes the stream send (an ACK
+    // arriving, a consume); with StreamConfig::segment_offload the records
+    // queued together may then leave as one segment.
     Result<bool> send_record(Instant now, ConnHandle conn,
-                             std::span<const std::span<const std::byte>> parts);
+                             std::span<const std::span<const std::byte>> parts, bool more = false);
+    // Sends what the stream may send now (the records queued with `more`).
+    Result<void> flush(Instant now, ConnHandle conn);
     // The oldest received bytes, in order, without a copy (a prefix of them
     // when the buffer wraps). The view is valid until the next call of any
     // Core member. consume() frees them and may open the window we advertise.

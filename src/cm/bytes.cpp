@@ -139,10 +139,14 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     auto at = node->state == CmState::kClosed || node->state == CmState::kTimeWait
                   ? std::nullopt
                   : s.next_deadline();
-    if (at) {
+    // The timer is moved only earlier: the RTO moves later on every ACK, and
+    // re-arming on each was 4 % of a data segment's instructions. An expiry
+    // before the stream's deadline finds nothing due and arms the next one.
+    if (!at) {
+        if (node->stream_timer.valid()) cancel_stream_timer(*node);
+    } else if (!node->stream_timer.valid() || *at < ns.timer_at) {
         arm_stream_timer(now, node, *at);
-    } else {
-        cancel_stream_timer(*node);
+        ns.timer_at = *at;
     }
 }
 
@@ -188,7 +192,8 @@ Result<Node*> Core::Impl::sending_node(ConnHandle conn) const {
 // not fit now waits for the space it needs (one kWritable), which a record
 // larger than the buffer would never get.
 Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
-                                           std::span<const wire::Bytes> parts, bool record) {
+                                           std::span<const wire::Bytes> parts, bool record,
+                                           bool more) {
     now_ = now;
     auto n = sending_node(conn);
     if (!n) return fail(n.error());
@@ -208,8 +213,11 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     } else {
         ns.writable_need = static_cast<std::uint32_t>(size);
     }
-    flush_stream(now, ref);
-    drain_loopback(now);
+    // A refused record flushes too: what was queued with `more` goes now.
+    if (!more || taken == 0) {
+        flush_stream(now, ref);
+        drain_loopback(now);
+    }
     return taken;
 }
 
@@ -241,7 +249,7 @@ std::uint32_t Core::Impl::rx_space(const Node& node) const {
 // ---------------------------------------------------------------- Core
 
 Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
-    return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false);
+    return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false, false);
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std::byte> record) {
@@ -249,10 +257,20 @@ Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn,
-                               std::span<const std::span<const std::byte>> parts) {
-    auto n = impl_->send_bytes(now, conn, parts, true);
+                               std::span<const std::span<const std::byte>> parts, bool more) {
+    auto n = impl_->send_bytes(now, conn, parts, true, more);
     if (!n) return fail(n.error());
     return *n > 0;
+}
+
+Result<void> Core::flush(Instant now, ConnHandle conn) {
+    impl_->now_ = now;
+    auto n = impl_->stream_node(conn);
+    if (!n) return fail(n.error());
+    NodeRef ref(*n);
+    impl_->flush_stream(now, ref);
+    impl_->drain_loopback(now);
+    return {};
 }
 
 Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {

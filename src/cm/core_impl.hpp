@@ -21,17 +21,9 @@
 #include "cm/conn_table.hpp"
 #include "cm/node.hpp"
 #include "cm/node_timers.hpp"
+#include "invariants.hpp"  // whether check_node() runs
 #include "iwcm/core.hpp"
 #include "wire/frame.hpp"
-
-// Debug builds (and the sanitizer build, which defines it) check check_node()'s invariants.
-#if !defined(IWCM_CHECK_INVARIANTS)
-#if defined(NDEBUG)
-#define IWCM_CHECK_INVARIANTS 0
-#else
-#define IWCM_CHECK_INVARIANTS 1
-#endif
-#endif
 
 namespace iwcm {
 
@@ -233,9 +225,10 @@ struct Core::Impl {
     // A node whose stream the application may use: its handle is live, or
     // its terminal event is queued or was the last one polled.
     Result<cm::Node*> stream_node(ConnHandle conn) const;
-    // send() (record false) and send_record() (true: all or nothing).
+    // send() (record false) and send_record() (true: all or nothing); `more`
+    // leaves the bytes queued without a flush (send_record's MSG_MORE).
     Result<std::size_t> send_bytes(Instant now, ConnHandle conn, std::span<const wire::Bytes> parts,
-                                   bool record);
+                                   bool record, bool more);
     Result<cm::Node*> sending_node(ConnHandle conn) const;
     Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
     // Before hand-off: what the connection may still buffer of the peer's bytes.

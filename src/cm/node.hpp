@@ -120,6 +120,9 @@ struct NodeStream {
     // send() was short or send_record() refused: kWritable once send_space()
     // reaches this (0: not wanted).
     std::uint32_t writable_need = 0;
+    // Where the node's stream timer is armed while it is (flush_stream): a
+    // later deadline leaves it there, and an early expiry re-arms.
+    Instant timer_at{};
 };
 
 struct Node {

@@ -42,11 +42,14 @@ public:
     }
 
     // Gathered by the stream: the payload is copied once, from the
-    // application's memory into the send buffer.
+    // application's memory into the send buffer. Held back until flush(), so
+    // that the FPDUs of one round may share a segment under segment offload.
     bool send_record_parts(LinkId l, std::span<const wire::Bytes> parts) override {
-        auto taken = core_.send_record(now, conn_of(l), parts);
+        auto taken = core_.send_record(now, conn_of(l), parts, true);
         return taken && *taken;
     }
+
+    void flush(LinkId l) override { (void)core_.flush(now, conn_of(l)); }
 
     std::size_t readable(LinkId l) override {
         auto i = core_.stream_info(conn_of(l));

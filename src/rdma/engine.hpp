@@ -206,7 +206,9 @@ private:
 
     // ---- receive (engine_rx.cpp) ----
     void rx_drain(std::uint32_t qp);
-    std::optional<wire::Bytes> rx_next_fpdu(std::uint32_t qp, bool& in_place, std::size_t& len);
+    std::optional<wire::Bytes> rx_next_fpdu(std::uint32_t qp, std::size_t& done);
+    std::optional<wire::Bytes> rx_in_place(std::uint32_t qp, std::size_t& done);
+    void rx_consume(std::uint32_t qp, std::size_t& done);
     RxVerdict rx_fpdu(std::uint32_t qp, wire::Bytes fpdu);
     RxVerdict rx_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
     RxVerdict rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);

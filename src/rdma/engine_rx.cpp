@@ -24,6 +24,7 @@
 
 #include "iwcm/assert.hpp"
 #include "rdma/engine.hpp"
+#include "wire/copy.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::rdma {
@@ -116,30 +117,60 @@ void Engine::on_readable(QpHandle qp) {
     if (find_qp(qp) != nullptr) rx_drain(qp.index);
 }
 
+// FPDUs read in place are consumed together when the drain stops (`done`
+// counts them): one consume, so one window update and at most one kReadable
+// for the rest, per batch of FPDUs rather than per FPDU.
 void Engine::rx_drain(std::uint32_t qp) {
     QpRecord& r = qps_[qp];
+    std::size_t done = 0;
     while (r.live && r.link_up) {
         if (r.state != QpState::kRts) {
             // Closing: what the peer still sends is read and dropped.
+            done = 0;
             while (std::size_t n = links_.peek(r.link).size()) links_.consume(r.link, n);
             break;
         }
-        bool in_place = false;
-        std::size_t len = 0;
-        auto fpdu = rx_next_fpdu(qp, in_place, len);
+        auto fpdu = rx_next_fpdu(qp, done);
         if (!fpdu) break;
         RxVerdict v = rx_fpdu(qp, *fpdu);
-        if (in_place) links_.consume(r.link, len);
+        // A TERMINATE ends the link in after_rx: what was read goes first.
+        if (v.peer_terminated) rx_consume(qp, done);
         after_rx(qp, v);
     }
+    if (r.live && r.link_up) rx_consume(qp, done);
     tx_progress(qp);
 }
 
+void Engine::rx_consume(std::uint32_t qp, std::size_t& done) {
+    if (done == 0) return;
+    links_.consume(qps_[qp].link, done);
+    done = 0;
+}
+
+// The next whole FPDU when it lies in one piece in the link's view after
+// the `done` bytes already read; `done` then counts it too.
+std::optional<wire::Bytes> Engine::rx_in_place(std::uint32_t qp, std::size_t& done) {
+    const QpRecord& r = qps_[qp];
+    if (r.rx_held) return std::nullopt;
+    wire::Bytes view = links_.peek(r.link);
+    if (view.size() < done + 2) return std::nullopt;
+    view = view.subspan(done);
+    const std::size_t len = *wire::fpdu_frame_len(view.first(2));
+    if (view.size() < len) return std::nullopt;
+    done += len;
+    return view.first(len);
+}
+
 // The next whole FPDU: in place in the link's buffer when it lies in one
-// piece (in_place; the caller consumes len bytes after it), else gathered
-// into rx_buf_ (already consumed). nullopt while it is incomplete.
-std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, bool& in_place,
-                                                std::size_t& len) {
+// piece (rx_in_place), else gathered into rx_buf_ (consumed, with the
+// FPDUs before it). nullopt while it is incomplete.
+std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, std::size_t& done) {
+    if (auto f = rx_in_place(qp, done)) return f;
+    if (done > 0) {
+        // What is left may lie in one piece once the bytes before it are gone.
+        rx_consume(qp, done);
+        if (auto f = rx_in_place(qp, done)) return f;
+    }
     QpRecord& r = qps_[qp];
     std::size_t avail = links_.readable(r.link) + (r.rx_held ? 1 : 0);
     if (avail < 2) return std::nullopt;
@@ -154,13 +185,10 @@ std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, bool& in_place
         IWCM_ASSERT(!view.empty());
     }
     std::byte head[2] = {r.rx_held ? r.rx_held_byte : view[0], r.rx_held ? view[0] : view[1]};
-    len = *wire::fpdu_frame_len(wire::Bytes(head, 2));
+    const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(head, 2));
     if (avail < len) return std::nullopt;
-    if (!r.rx_held && view.size() >= len) {
-        in_place = true;
-        return view.first(len);
-    }
-    in_place = false;
+    // Not in one piece (rx_in_place would have taken it): gather it.
+    IWCM_ASSERT(r.rx_held || view.size() < len);
     std::size_t have = 0;
     if (r.rx_held) {
         rx_buf_[have++] = r.rx_held_byte;
@@ -233,7 +261,7 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
         if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
             return false;
         }
-        std::memcpy(to, data.data() + placed, n);
+        wire::copy_bytes(to, data.data() + placed, n);
         placed += n;
         offset = 0;
     }
@@ -292,7 +320,7 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     std::byte* to = nullptr;
     MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, &to);
     if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
-    std::memcpy(to, seg.payload.data(), seg.payload.size());
+    wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
     return {};
 }
 
@@ -366,7 +394,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
             free_wr(index);
             return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
         }
-        std::memcpy(to, seg.payload.data(), n);
+        wire::copy_bytes(to, seg.payload.data(), n);
     }
     e.done += static_cast<std::uint32_t>(n);
     r.rx_in_rresp = !h.last;

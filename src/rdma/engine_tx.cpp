@@ -31,6 +31,7 @@ void Engine::tx_progress(std::uint32_t qp) {
         tx_terminate(qp);
         return;
     }
+    bool any = false;
     while (r.state == QpState::kRts) {
         bool sent = false;
         if (r.tx_active == TxActive::kReadResponse ||
@@ -40,8 +41,13 @@ void Engine::tx_progress(std::uint32_t qp) {
             sent = tx_send_queue(qp);
         }
         if (!sent) break;
+        any = true;
     }
-    if (r.term_pending) tx_terminate(qp);  // a local failure while sending
+    if (r.term_pending) {
+        tx_terminate(qp);  // a local failure while sending (it flushes what went before)
+    } else if (any && r.link_up) {
+        links_.flush(r.link);  // the round's FPDUs leave together
+    }
 }
 
 // Seals the ULPDU built at tx_buf_[2...] and hands it to the link.

@@ -33,11 +33,15 @@ public:
     // The same record in pieces (an FPDU's header, the payload where it lies
     // in registered memory, the pad and CRC). A link that can gather them
     // into its buffer overrides this; by default they are joined here first.
+    // A link may hold such records back until flush() (the engine flushes
+    // after each round of sending).
     virtual bool send_record_parts(LinkId link, std::span<const wire::Bytes> parts) {
         joined_.clear();
         for (wire::Bytes p : parts) joined_.insert(joined_.end(), p.begin(), p.end());
         return send_record(link, joined_);
     }
+    // Sends what send_record_parts held back.
+    virtual void flush(LinkId) {}
     // All received bytes not yet consumed.
     virtual std::size_t readable(LinkId link) = 0;
     // The oldest received bytes (a prefix of them when a ring wraps). The

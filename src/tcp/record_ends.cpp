@@ -7,13 +7,8 @@ namespace iwcm::tcp {
 
 using wire::SeqNumber;
 
-SeqNumber RecordEnds::at(std::size_t i) const {
-    IWCM_ASSERT(i < size());
-    const std::uint32_t cap = block_[kCap];
-    return SeqNumber(block_[kRing + ((block_[kHead] + i) & (cap - 1))]);
-}
-
 SeqNumber RecordEnds::front() const {
+    IWCM_ASSERT(!empty());
     return at(0);
 }
 
@@ -32,6 +27,7 @@ void RecordEnds::grow() {
     fresh[kHead] = 0;
     fresh[kCount] = static_cast<std::uint32_t>(n);
     fresh[kCap] = cap;
+    fresh[kHint] = block_ ? block_[kHint] : 0;
     block_ = std::move(fresh);
 }
 
@@ -45,14 +41,26 @@ void RecordEnds::push(SeqNumber end) {
 }
 
 void RecordEnds::drop_through(SeqNumber una) {
-    const std::size_t n = count_through(una);
+    // From the front, one end at a time: each end is dropped once, and the
+    // search's cached answer (about snd_nxt, far ahead) is only shifted.
+    std::uint32_t n = 0;
+    while (n < size() && at(n) <= una) ++n;
     if (n == 0) return;
-    block_[kHead] = (block_[kHead] + static_cast<std::uint32_t>(n)) & (block_[kCap] - 1);
-    block_[kCount] -= static_cast<std::uint32_t>(n);
+    block_[kHead] = (block_[kHead] + n) & (block_[kCap] - 1);
+    block_[kCount] -= n;
+    block_[kHint] = block_[kHint] >= n ? block_[kHint] - n : 0;
     IWCM_ASSERT(empty() || front() > una);
 }
 
 std::size_t RecordEnds::count_through(SeqNumber s) const {
+    if (empty()) return 0;
+    // The last answer, or the one after it (the sender moved to the next record).
+    const std::size_t hint = block_[kHint];
+    if (answers(hint, s)) return hint;
+    if (answers(hint + 1, s)) {
+        block_[kHint] = static_cast<std::uint32_t>(hint + 1);
+        return hint + 1;
+    }
     // A binary search: many small records may be in flight at once.
     std::size_t lo = 0;
     std::size_t hi = size();
@@ -65,6 +73,8 @@ std::size_t RecordEnds::count_through(SeqNumber s) const {
         }
     }
     IWCM_ASSERT(lo == size() || at(lo) > s);
+    // The block is the cache's, not the set's: a const search may keep its answer.
+    block_[kHint] = static_cast<std::uint32_t>(lo);
     return lo;
 }
 

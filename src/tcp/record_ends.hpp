@@ -8,10 +8,10 @@
 // only what is queued or in flight.
 //
 // Memory: one pointer in the stream, and nothing allocated until the first
-// record. The block it points at holds the ring's head, count and capacity
-// and then the ring itself; the capacity doubles when full (it never needs
-// more than one entry per byte of the send buffer) and is kept afterwards,
-// so the steady path allocates nothing.
+// record. The block it points at holds the ring's head, count, capacity and
+// the last search's answer, and then the ring itself; the capacity doubles when full (it never
+// needs more than one entry per byte of the send buffer) and is kept afterwards, so the steady path
+// allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -43,12 +43,22 @@ private:
     static constexpr std::size_t kHead = 0;
     static constexpr std::size_t kCount = 1;
     static constexpr std::size_t kCap = 2;
-    static constexpr std::size_t kRing = 3;
+    static constexpr std::size_t kHint = 3;
+    static constexpr std::size_t kRing = 4;
     static constexpr std::uint32_t kFirstCap = 8;
 
-    wire::SeqNumber at(std::size_t i) const;  // the i-th end, oldest first
-    // The number of ends at or below `s` (they are sorted).
+    // The i-th end, oldest first.
+    wire::SeqNumber at(std::size_t i) const {
+        const std::uint32_t cap = block_[kCap];
+        return wire::SeqNumber(block_[kRing + ((block_[kHead] + i) & (cap - 1))]);
+    }
+    // The number of ends at or below `s` (they are sorted). The answer of the
+    // last search is kept (kHint) and tried first: a sender asks about the
+    // same end for every segment of a record, and the next one after it.
     std::size_t count_through(wire::SeqNumber s) const;
+    bool answers(std::size_t i, wire::SeqNumber s) const {
+        return i <= size() && (i == 0 || at(i - 1) <= s) && (i == size() || at(i) > s);
+    }
     void grow();
 
     std::unique_ptr<std::uint32_t[]> block_;

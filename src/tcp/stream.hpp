@@ -113,7 +113,9 @@ public:
     // record of their own; those after the last record are segmented as
     // usual. Two things still split a record: a zero-window probe (one byte,
     // RFC 9293 3.8.6.1), and a peer window narrower than the record while
-    // nothing is in flight (no ACK would come to widen it).
+    // nothing is in flight (no ACK would come to widen it). With segmentation
+    // offload (StreamConfig::segment_offload) a first transmission may join
+    // whole records (or the MSS-sized pieces of a long one) into one segment.
     bool write_record(std::span<const std::byte> record);
     // The same for a record given in pieces (gathered: one copy, from where
     // the pieces are into the send buffer).
@@ -203,6 +205,12 @@ private:
     // the length of the next new segment (0: only the FIN) or nullopt.
     std::uint32_t send_allowance() const;
     std::optional<std::uint32_t> send_len(std::uint32_t allowance) const;
+    std::optional<std::uint32_t> send_len_mss(std::uint32_t allowance) const;
+    // Segmentation offload: a segment of `len` bytes from SND.NXT grown
+    // within `cap` by the whole pieces that follow it.
+    std::uint32_t offload_len(std::uint32_t len, std::uint32_t cap) const;
+    // segment_offload as a multiple of the MSS, 0 when off (less than two MSS).
+    std::uint32_t offload() const;
     // The most a segment from `seq` may carry: an MSS, cut at a record's end.
     std::uint32_t seg_limit(wire::SeqNumber seq) const;
     // Where the last segment of the bytes before `end` starts (a loss probe).

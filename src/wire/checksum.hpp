@@ -54,10 +54,23 @@ inline std::uint32_t fold16(std::uint64_t sum) {
     return static_cast<std::uint32_t>(sum);
 }
 
+// Sums of at least this many bytes go to sum_native_wide (vector code when the CPU has it).
+constexpr std::size_t kWideSumMin = 128;
+
+// What sum_native does, for long buffers: AVX2 when the CPU has it (chosen once, at
+// start-up), else the portable loop. The same contract and the same folded result.
+std::uint64_t sum_native_wide(const std::byte* p, std::size_t n, std::uint64_t acc);
+// The two paths of sum_native_wide on their own, so that tests can hold them to each
+// other; sum_native_avx2 may be called only when have_avx2_sum() is true.
+std::uint64_t sum_native_portable(const std::byte* p, std::size_t n, std::uint64_t acc);
+std::uint64_t sum_native_avx2(const std::byte* p, std::size_t n, std::uint64_t acc);
+bool have_avx2_sum();
+
 // Adds n bytes at p to acc as native-order words with end-around carry; an odd last byte
 // is padded with a zero byte. The result, folded, is the byte-swapped image of the
 // big-endian sum on a little-endian host: compare it with 0xFFFF (its own image) or swap it.
-inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t acc) {
+// sum_native_scalar is the portable loop; sum_native (below) picks a path by length.
+inline std::uint64_t sum_native_scalar(const std::byte* p, std::size_t n, std::uint64_t acc) {
     static_assert(std::endian::native == std::endian::little,
                   "sum_native assumes a little-endian host");
     auto add = [&acc](std::uint64_t w) {
@@ -98,6 +111,11 @@ inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t
     if (n & 1) tail |= std::uint64_t{static_cast<std::uint8_t>(*p)} << shift;
     add(tail);
     return acc;
+}
+
+inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t acc) {
+    if (n >= kWideSumMin) return sum_native_wide(p, n, acc);
+    return sum_native_scalar(p, n, acc);
 }
 
 }  // namespace detail

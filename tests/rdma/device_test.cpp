@@ -5,7 +5,9 @@
 // Read first: examples/stream_pair.cpp (how two cores are driven).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "iwcm/verbs.hpp"
@@ -27,7 +29,8 @@ struct Side {
 };
 
 struct Net {
-    explicit Net(bool crc) : a(config(0x0a, crc)), b(config(0x0b, crc)), sa(a), sb(b) {
+    explicit Net(bool crc, std::uint16_t offload = 0)
+        : a(config(0x0a, crc, offload)), b(config(0x0b, crc, offload)), sa(a), sb(b) {
         EXPECT_TRUE(a.add_address(ip_a).has_value());
         EXPECT_TRUE(b.add_address(ip_b).has_value());
         EXPECT_TRUE(b.listen({{ip_b, 4791}, 0}).has_value());
@@ -39,10 +42,11 @@ struct Net {
         EXPECT_TRUE(c.has_value());
         sa.conn = *c;
     }
-    static CoreConfig config(std::uint8_t mac, bool crc) {
+    static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
         c.mpa.crc = crc;
+        c.stream.segment_offload = offload;
         return c;
     }
 
@@ -56,6 +60,7 @@ struct Net {
             int moved = 0;
             for (int i = 0; i < 2; ++i) {
                 for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
+                    longest = std::max(longest, f->size());
                     sides[1 - i]->core.receive(now, *f);
                 }
             }
@@ -104,6 +109,7 @@ struct Net {
     IpAddr ip_a = *IpAddr::parse("192.0.2.1");
     IpAddr ip_b = *IpAddr::parse("192.0.2.2");
     Instant now = kInstantZero;
+    std::size_t longest = 0;  // the longest frame moved
     Core a, b;
     Side sa, sb;
 };
@@ -129,13 +135,15 @@ bool has(const Side& s, WcOpcode op, std::size_t n) {
     return k >= n;
 }
 
-class DevicePair : public ::testing::TestWithParam<bool> {};
+// CRC off or on, and segments of one MSS or (segment offload) many FPDUs.
+class DevicePair : public ::testing::TestWithParam<std::tuple<bool, std::uint16_t>> {};
 
 TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     constexpr std::size_t kSize = 64 * 1024;
-    Net n(GetParam());
+    const bool crc = std::get<0>(GetParam());
+    Net n(crc, std::get<1>(GetParam()));
     ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
-    EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->crc, GetParam());
+    EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->crc, crc);
     EXPECT_LE(n.sa.dev.query_qp(n.sa.qp)->max_fpdu, 1460u);
     Device& ca = n.sa.dev;  // client
     Device& sv = n.sb.dev;  // server
@@ -198,6 +206,12 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
+    // Offload joined FPDUs into segments longer than the MTU; else none is.
+    if (std::get<1>(GetParam()) > 0) {
+        EXPECT_GT(n.longest, 1514u);
+    } else {
+        EXPECT_LE(n.longest, 1514u);
+    }
     EXPECT_TRUE(n.sa.qp_events.empty());
     EXPECT_TRUE(n.sb.qp_events.empty());
     // The client ends its QP: both sides see the end, nothing leaks.
@@ -210,7 +224,10 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     EXPECT_EQ(n.sb.disconnected, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Crc, DevicePair, ::testing::Values(false, true));
+INSTANTIATE_TEST_SUITE_P(Crc, DevicePair,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(std::uint16_t{0},
+                                                              std::uint16_t{60000})));
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:
 // the engine reads an FPDU only when all of it has arrived.

@@ -113,6 +113,7 @@ private:
 
     void transmit(int side, Figures& fig) {
         while (auto seg = streams_[side]->poll_segment(now_)) {
+            streams_[side]->check_invariants();
             if (side == 0 && !seg->payload.empty()) {
                 ++fig.segments;
                 const auto off = static_cast<std::size_t>(seg->seq - first_seq_);
@@ -153,6 +154,8 @@ private:
             const Packet p = wire_.top();
             wire_.pop();
             streams_[p.to]->on_segment(now_, {p.seq, p.ack, p.flags, p.window, p.payload});
+            // Release builds leave the stream's own checks out: every step is checked here.
+            streams_[p.to]->check_invariants();
             // As the core does: what a segment calls for goes out before the
             // next one is read (one duplicate ACK per out-of-order segment).
             feed();
@@ -164,6 +167,7 @@ private:
             if (!d || *d > now_) continue;
             const bool flying = s.snd_nxt() > s.snd_una();
             if (s.on_timer(now_) == Stream::Timeout::kGiveUp) return false;
+            s.check_invariants();
             if (side == 0 && flying && s.snd_nxt() == s.snd_una()) ++fig.timeouts;
         }
         return true;

@@ -37,10 +37,11 @@ std::ostream& operator<<(std::ostream& os, const Cut& c) {
 class Sender {
 public:
     explicit Sender(std::uint32_t snd_wnd = 60000, std::uint32_t send_buffer = 64 * 1024,
-                    std::uint32_t iss = kIss)
+                    std::uint32_t iss = kIss, std::uint16_t offload = 0)
         : iss_(iss) {
         StreamConfig c;
         c.send_buffer = send_buffer;
+        c.segment_offload = offload;
         c.recv_buffer = 16 * 1024;
         StreamInit i;
         i.snd_una = i.snd_nxt = SeqNumber(iss);
@@ -62,6 +63,7 @@ public:
         std::vector<Cut> out;
         for (int i = 0; i < 1000; ++i) {
             auto seg = stream_->poll_segment(now);
+            stream_->check_invariants();
             if (!seg) return out;
             if (seg->payload.empty()) continue;
             const auto off = static_cast<std::uint32_t>(seg->seq - SeqNumber(iss_));
@@ -77,7 +79,10 @@ public:
 
     // The peer acknowledges up to offset `off` with window `wnd`.
     Arrival ack(Instant now, std::uint32_t off, std::uint16_t wnd = 60000) {
-        return stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
+        const Arrival a =
+            stream_->on_segment(now, {SeqNumber(kIrs), SeqNumber(iss_ + off), f::kAck, wnd, {}});
+        stream_->check_invariants();
+        return a;
     }
 
 private:
@@ -327,6 +332,51 @@ TEST(StreamRecord, EndsAcrossTheSequenceWrap) {
     EXPECT_EQ(t.sent(at_ms(13)), (std::vector<Cut>{{100, 100}}));
     t.ack(at_ms(20), 250);  // a partial ACK at sequence 0, inside the third record
     EXPECT_EQ(t.sent(at_ms(20)), (std::vector<Cut>{{250, 50}}));
+}
+
+// Segmentation offload: segments join whole records up to the offload
+// (rounded to MSS multiples) and the window; a record longer than that goes
+// in MSS-sized pieces from its start, so no segment ends inside a piece.
+TEST(StreamRecord, OffloadJoinsWholeRecordsOnly) {
+    Sender t(60000, 64 * 1024, kIss, 5500);  // offload: 5 MSS of 1000
+    for (std::size_t n : std::vector<std::size_t>{300, 300, 300, 2500, 1000, 100, 900, 800}) {
+        ASSERT_TRUE(t.record(n));
+    }
+    // Ends at 300 600 900 3400 4400 4500 5400 6200: the last within 5000
+    // from 0 is 4500, then the rest (1700).
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 4500}, {4500, 1700}}));
+}
+
+TEST(StreamRecord, OffloadCutsALongRecordInMssPieces) {
+    Sender t(60000, 64 * 1024, kIss, 5500);
+    ASSERT_TRUE(t.record(7000));
+    ASSERT_TRUE(t.record(300));
+    // 5 pieces of the long record; then its last 2 pieces and the short record.
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 5000}, {5000, 2300}}));
+    // Without offload the same records leave MSS by MSS.
+    Sender u;
+    ASSERT_TRUE(u.record(7000));
+    ASSERT_TRUE(u.record(300));
+    EXPECT_EQ(u.sent(at_ms(0)).size(), 8U);
+}
+
+TEST(StreamRecord, OffloadCutsPlainBytesInMssMultiples) {
+    Sender t(60000, 64 * 1024, kIss, 5500);
+    ASSERT_EQ(t.plain(12345), 12345U);
+    // The initial window (10 MSS) then the window's rest: 5000, 5000, then
+    // nothing until an ACK; all of it once the window opens.
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 5000}, {5000, 5000}}));
+    t.ack(at_ms(5), 10000);
+    EXPECT_EQ(t.sent(at_ms(5)), (std::vector<Cut>{{10000, 2345}}));
+}
+
+TEST(StreamRecord, OffloadRetransmitsAtTheMss) {
+    Sender t(60000, 64 * 1024, kIss, 5500);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(t.record(1000));
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 5000}}));
+    // The RTO: back to SND.UNA, one MSS (cwnd is one segment now).
+    t.s().on_timer(at_ms(1000));
+    EXPECT_EQ(t.sent(at_ms(1000)), (std::vector<Cut>{{0, 1000}}));
 }
 
 TEST(StreamRecord, SizeGrowsByOnePointer) {

@@ -58,6 +58,32 @@ TEST(Checksum, AllOnesDoesNotOverflow) {
     EXPECT_EQ(internet_checksum(data), naive_checksum(data));
 }
 
+// The AVX2 path and the portable one fold to the same sum at every length and
+// alignment around the vector steps, from any starting accumulator.
+TEST(Checksum, Avx2PathMatchesPortable) {
+    if (!detail::have_avx2_sum()) GTEST_SKIP() << "no AVX2 on this CPU";
+    std::mt19937_64 rng(15);
+    std::vector<std::byte> data(700);
+    for (auto& b : data) b = static_cast<std::byte>(rng());
+    for (std::size_t start = 0; start < 33; ++start) {
+        for (std::size_t len = 0; start + len <= data.size(); ++len) {
+            const std::uint64_t acc = len % 3 == 0 ? 0 : rng();
+            const std::byte* p = data.data() + start;
+            ASSERT_EQ(detail::fold16(detail::sum_native_avx2(p, len, acc)),
+                      detail::fold16(detail::sum_native_portable(p, len, acc)))
+                << start << " " << len;
+        }
+    }
+}
+
+// Long enough for several of the AVX2 path's blocks, every lane at its largest.
+TEST(Checksum, Avx2PathAllOnesDoesNotOverflow) {
+    std::vector<std::byte> data((3u << 20) + 17, std::byte{0xFF});
+    EXPECT_EQ(internet_checksum(data), naive_checksum(data));
+    data[12345] = std::byte{0};
+    EXPECT_EQ(internet_checksum(data), naive_checksum(data));
+}
+
 TEST(Checksum, SumsChainAtEvenOffsets) {
     const auto data = hex_bytes("12 34 56 78 9a bc de f0 11 22 33");
     const Bytes all(data);
