@@ -9,9 +9,9 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14 clang-format-14
   # Shared-address mode (--dev): the XDP program is built with clang, loaded with libbpf, its
   # AF_XDP socket made with libxdp; tcpdump for its tests' captures, ethtool for the README's veth.
-  clang libxdp-dev libbpf-dev xdp-tools tcpdump
+  clang libxdp-dev libbpf-dev xdp-tools tcpdump ethtool
   # nsenter and sysctl for the rtnetlink tests.
-  util-linux procps ethtool
+  util-linux procps
 )
 missing=()
 for p in "${packages[@]}"; do
