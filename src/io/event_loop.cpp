@@ -67,6 +67,11 @@ Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
     std::uint16_t vlan) {
     IWCM_ASSERT(device != nullptr);
     if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
+    // Offloaded segments are longer than the MTU: only two cores in memory
+    // take them (StreamConfig::segment_offload).
+    if (core.config().stream.segment_offload != 0)
+        return fail(std::string("segment offload is only for the in-memory link, not ") +
+                    device->name());
     std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
     if (!host->setup(config)) return fail(host->error_);
     return host;

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -195,6 +196,42 @@ TEST(Tap, BadNameIsRefusedWithAReason) {
     auto t = TapDevice::open("a-name-that-is-far-too-long");
     ASSERT_FALSE(t);
     EXPECT_NE(t.error().find("1 to 15 characters"), std::string::npos);
+}
+
+// A device that moves nothing: enough for TapHost::open_device's checks.
+class IdleDevice final : public FrameDevice {
+public:
+    IdleDevice() : fd_(::eventfd(0, EFD_NONBLOCK)) {}
+    ~IdleDevice() override { ::close(fd_); }
+    IdleDevice(const IdleDevice&) = delete;
+    IdleDevice& operator=(const IdleDevice&) = delete;
+    int fd() const override { return fd_; }
+    const std::string& name() const override { return name_; }
+    long read(std::span<std::byte>) override { return 0; }
+    int write(std::span<const std::byte>) override { return 0; }
+    std::size_t max_frame() const override { return TapDevice::kMaxFrame; }
+
+private:
+    int fd_;
+    std::string name_ = "idle0";
+};
+
+// Offloaded segments exceed any real MTU: a host on a device refuses a core
+// configured for them, and takes the same core without.
+TEST(Tap, HostRefusesSegmentOffload) {
+    CoreConfig cfg;
+    cfg.mac = kOurMac;
+    cfg.stream.segment_offload = 44 * 1460;
+    Core offloading(cfg);
+    TapHostConfig hc;
+    hc.handle_signals = false;
+    auto refused = TapHost::open_device(std::make_unique<IdleDevice>(), hc, offloading, kNoVlan);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error(), "segment offload is only for the in-memory link, not idle0");
+    cfg.stream.segment_offload = 0;
+    Core plain(cfg);
+    auto host = TapHost::open_device(std::make_unique<IdleDevice>(), hc, plain, kNoVlan);
+    EXPECT_TRUE(host) << (host ? "" : host.error());
 }
 
 }  // namespace
