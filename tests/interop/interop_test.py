@@ -116,31 +116,26 @@ class Proc:
             self.p.wait()
 
 
-class Net:
-    """The namespace, bridge and TAP of one case; removed on exit."""
+class Namespaces:
+    """Network namespaces a case makes: build() sets them up, and on exit (also
+    when build() or the case fails) the processes started in them are killed,
+    remove_devices() runs and the namespaces are deleted."""
 
-    def __init__(self, case, subnet, taps=("tap0",), multi_queue=False):
-        self.ns = "iwcm-%s-%d" % (case.replace("_", "-")[:20], os.getpid())
-        self.n = subnet
-        self.taps = taps
-        self.multi_queue = multi_queue  # TAPs that `listen --threads` can open a queue of per thread
-        self.kernel4 = "10.99.%d.1" % subnet
-        self.kernel6 = "fd99:0:0:%d::1" % subnet
+    def __init__(self, names):
+        self.names = list(names)
         self.procs = []
 
+    def build(self):
+        pass
+
+    def remove_devices(self):
+        pass
+
     def __enter__(self):
-        sh("ip", "netns", "add", self.ns)
         try:
-            ns = self.ns
-            sh("ip", "link", "set", "lo", "up", ns=ns)
-            sh("ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=ns)
-            sh("ip", "addr", "add", self.kernel4 + "/24", "dev", "br0", ns=ns)
-            sh("ip", "-6", "addr", "add", self.kernel6 + "/64", "dev", "br0", "nodad", ns=ns)
-            sh("ip", "link", "set", "br0", "up", ns=ns)
-            for tap in self.taps:
-                sh("ip", "tuntap", "add", "dev", tap, "mode", "tap", *(["multi_queue"] if self.multi_queue else []),
-                   ns=ns)
-                sh("ip", "link", "set", tap, "master", "br0", "up", ns=ns)
+            for ns in self.names:
+                sh("ip", "netns", "add", ns)
+            self.build()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -149,16 +144,49 @@ class Net:
     def __exit__(self, *exc):
         for p in self.procs:
             p.kill()
+        self.remove_devices()
+        for ns in self.names:
+            sh("ip", "netns", "del", ns, ok=False)
+        left = sh("ip", "netns", "list").stdout.split()
+        check(not set(self.names) & set(left), "namespaces not removed: %s" % self.names)
+
+    def spawn(self, name, argv, ns, schema=None):
+        p = Proc(name, argv, ns, schema)
+        self.procs.append(p)
+        return p
+
+
+class Net(Namespaces):
+    """The namespace, bridge and TAP of one case; removed on exit."""
+
+    def __init__(self, case, subnet, taps=("tap0",), multi_queue=False):
+        self.ns = "iwcm-%s-%d" % (case.replace("_", "-")[:20], os.getpid())
+        super().__init__([self.ns])
+        self.n = subnet
+        self.taps = taps
+        self.multi_queue = multi_queue  # TAPs that `listen --threads` can open a queue of per thread
+        self.kernel4 = "10.99.%d.1" % subnet
+        self.kernel6 = "fd99:0:0:%d::1" % subnet
+
+    def build(self):
+        ns = self.ns
+        sh("ip", "link", "set", "lo", "up", ns=ns)
+        sh("ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=ns)
+        sh("ip", "addr", "add", self.kernel4 + "/24", "dev", "br0", ns=ns)
+        sh("ip", "-6", "addr", "add", self.kernel6 + "/64", "dev", "br0", "nodad", ns=ns)
+        sh("ip", "link", "set", "br0", "up", ns=ns)
+        for tap in self.taps:
+            sh("ip", "tuntap", "add", "dev", tap, "mode", "tap", *(["multi_queue"] if self.multi_queue else []),
+               ns=ns)
+            sh("ip", "link", "set", tap, "master", "br0", "up", ns=ns)
+
+    def remove_devices(self):
         for tap in self.taps:
             sh("ip", "link", "del", tap, ns=self.ns, ok=False)
         sh("ip", "link", "del", "br0", ns=self.ns, ok=False)
-        sh("ip", "netns", "del", self.ns, ok=False)
-        check(self.ns not in sh("ip", "netns", "list").stdout, "namespace %s not removed" % self.ns)
 
     def start(self, name, argv, schema=None):
-        p = Proc(name, argv, self.ns, schema)
-        self.procs.append(p)
-        return p
+        return self.spawn(name, argv, self.ns, schema)
 
     def wait_link_up(self, taps=None, timeout=10):
         """Until the TAPs have carrier and the bridge forwards (the kernel drops

@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import interop_test  # noqa: E402
-from interop_test import Failure, Proc, check, sh, expect_exit  # noqa: E402
+from interop_test import Failure, check, sh, expect_exit  # noqa: E402
 import json_lines  # noqa: E402  (interop_test put tests/cli on the path)
 
 PEER = os.path.join(HERE, "mpa_peer.py")
@@ -67,42 +67,27 @@ while True:
 """
 
 
-class SharedNet:
+class SharedNet(interop_test.Namespaces):
     """Two namespaces and the veth pair between them; removed on exit."""
 
     def __init__(self, case, subnet):
         tag = "%s-%d" % (case.replace("_", "-")[:12], os.getpid())
         self.host = "iwxh-" + tag
         self.peer = "iwxp-" + tag
+        super().__init__([self.host, self.peer])
         self.n = subnet
         self.addr = "10.98.%d.1" % subnet
         self.peer_addr = "10.98.%d.2" % subnet
-        self.procs = []
 
-    def __enter__(self):
-        sh("ip", "netns", "add", self.host)
-        try:
-            sh("ip", "netns", "add", self.peer)
-            sh("ip", "link", "add", "h0", "netns", self.host, "type", "veth", "peer", "name", "p0",
-               "netns", self.peer)
-            for ns, dev, addr in ((self.host, "h0", self.addr), (self.peer, "p0", self.peer_addr)):
-                sh("ip", "link", "set", "lo", "up", ns=ns)
-                sh("ip", "addr", "add", addr + "/24", "dev", dev, ns=ns)
-                sh("ip", "link", "set", dev, "up", ns=ns)
-            sh("python3", "-c", TX_CSUM_OFF, ns=self.peer)
-            self.wait_carrier()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            p.kill()
-        for ns in (self.host, self.peer):
-            sh("ip", "netns", "del", ns, ok=False)
-        left = sh("ip", "netns", "list").stdout
-        check(self.host not in left and self.peer not in left, "namespaces not removed")
+    def build(self):
+        sh("ip", "link", "add", "h0", "netns", self.host, "type", "veth", "peer", "name", "p0",
+           "netns", self.peer)
+        for ns, dev, addr in ((self.host, "h0", self.addr), (self.peer, "p0", self.peer_addr)):
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+            sh("ip", "addr", "add", addr + "/24", "dev", dev, ns=ns)
+            sh("ip", "link", "set", dev, "up", ns=ns)
+        sh("python3", "-c", TX_CSUM_OFF, ns=self.peer)
+        self.wait_carrier()
 
     def wait_carrier(self, timeout=10):
         end = time.monotonic() + timeout
@@ -112,10 +97,7 @@ class SharedNet:
             time.sleep(0.05)
         raise Failure("h0 has no carrier after %.0f s" % timeout)
 
-    def start(self, name, argv, ns, schema=None):
-        p = Proc(name, argv, ns, schema)
-        self.procs.append(p)
-        return p
+    start = interop_test.Namespaces.spawn
 
     def xdp_attached(self):
         return "prog/xdp" in sh("ip", "link", "show", "h0", ns=self.host).stdout
