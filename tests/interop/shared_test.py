@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -297,6 +298,58 @@ def case_shared_ipv6(c):
         check(cm.wait_for("established")["local"].startswith("[fd98::1]:"), "local address")
         expect_exit(cm, 0)
         check(srv.finish() == 0, "peer server failed")
+
+
+STREAM_BYTES = 10 * 1000 * 1000
+
+
+def host_counters(net):
+    """The host kernel's TCP counters: OutRsts there would be its answer to a
+    segment of the CM's that the XDP program let through."""
+    return interop_test.tcp_counters(types.SimpleNamespace(ns=net.host))
+
+
+def case_shared_stream(c):
+    """Byte streams on the shared address: connect --dev sends and receives 10 MB
+    against a kernel server on the peer and closes first; then a kernel client
+    does the same with listen --dev and closes first. Both directions verified
+    by SHA-256 at both ends; no reset from the CM or the host's kernel; the
+    kernel's echo service on the same address answers throughout."""
+    n, limit = STREAM_BYTES, 120
+    tags = interop_test.mpa_peer
+    with SharedNet("stream", 11) as net:
+        c.echo(net)
+        before = host_counters(net)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                     "--p2p", "--close", "wait", "--send-bytes", str(n), "--expect-bytes", str(n),
+                     "--timeout", str(limit))
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                  "--send-bytes", str(n), "--expect-bytes", str(n), "--data-timeout", str(limit),
+                  "--hold", "0")
+        line = interop_test.kernel_end(srv, n, tags.TAG_INITIATOR, limit)
+        st = expect_exit(cm, 0, timeout=60)
+        interop_test.check_transfer(cm, n, interop_test.pattern_sha256(tags.TAG_RESPONDER, n),
+                                    line)
+        interop_test.check_end(cm, True)
+        check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+        echo_roundtrip(net, "between")
+        cm = c.cm(net, "cm2", "listen", "--port", str(PORT), "--count", "1", "--send-bytes",
+                  str(n), "--expect-bytes", str(n), "--data-timeout", str(limit))
+        cm.wait_for("listening")
+        cli = c.peer(net, "client", "client", "--to", "%s:%d" % (net.addr, PORT), "--p2p",
+                     "--close", "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
+                     "--timeout", str(limit))
+        line = interop_test.kernel_end(cli, n, tags.TAG_RESPONDER, limit)
+        st = expect_exit(cm, 0, timeout=60)
+        interop_test.check_transfer(cm, n, interop_test.pattern_sha256(tags.TAG_INITIATOR, n),
+                                    line)
+        interop_test.check_end(cm, False)
+        check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+        echo_roundtrip(net, "after")
+        after = host_counters(net)
+        check(after["OutRsts"] == before["OutRsts"],
+              "the host's kernel sent %d resets" % (after["OutRsts"] - before["OutRsts"]))
 
 
 RPING_PEER = os.path.join(HERE, "rping_peer.py")
