@@ -33,7 +33,9 @@ struct SetupCounters {
 };
 
 // The MAC address of the benchmarks' host `last` (0x0a: initiator, 0x0b: responder).
-inline MacAddr bench_mac(std::uint8_t last) { return MacAddr{{0x02, 0, 0, 0, 0, last}}; }
+inline MacAddr bench_mac(std::uint8_t last) {
+    return MacAddr{{0x02, 0, 0, 0, 0, last}};
+}
 
 template <class Net>
 class SetupDriver {

@@ -25,8 +25,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "setup_driver.hpp"
 #include "iwcm/core.hpp"
+#include "setup_driver.hpp"
 
 namespace iwcm::bench {
 
@@ -57,8 +57,8 @@ public:
 
     explicit SetupPair(std::size_t request_pdata = 32, std::size_t reply_pdata = 32)
         : PairCores{Core(config(0x0a, 1)), Core(config(0x0b, 2))},
-          SetupDriver(PairCores::a, PairCores::b, {ip_a(), 0}, {ip_b(), kChurnPort},
-                      request_pdata, reply_pdata) {
+          SetupDriver(PairCores::a, PairCores::b, {ip_a(), 0}, {ip_b(), kChurnPort}, request_pdata,
+                      reply_pdata) {
         ok_ = a_.add_address(ip_a()).has_value() && b_.add_address(ip_b()).has_value();
         ok_ = ok_ && add_listener(kChurnPort);
     }

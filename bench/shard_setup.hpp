@@ -51,9 +51,8 @@ public:
 
     ShardSetup(io::ShardNet& net, std::uint32_t shard, std::size_t request_pdata,
                std::size_t reply_pdata)
-        : SetupDriver(net.core(shard, kClient), net.core(shard, kServer),
-                      {SetupPair::ip_a(), 0}, {SetupPair::ip_b(), SetupPair::kChurnPort},
-                      request_pdata, reply_pdata),
+        : SetupDriver(net.core(shard, kClient), net.core(shard, kServer), {SetupPair::ip_a(), 0},
+                      {SetupPair::ip_b(), SetupPair::kChurnPort}, request_pdata, reply_pdata),
           net_(net),
           shard_(shard) {}
 

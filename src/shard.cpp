@@ -77,7 +77,8 @@ std::uint64_t flow_hash(const Endpoint& x, const Endpoint& y, std::uint64_t key)
     const std::uint64_t ports = port_word(wire_ports(x.port, y.port));
     if (x.addr.is_v4() && y.addr.is_v4())
         return fold_v4(load<std::uint32_t>(pa) ^ load<std::uint32_t>(pb), ports, key);
-    return fold(load<std::uint64_t>(pa) ^ load<std::uint64_t>(pb), load<std::uint64_t>(pa + 8) ^ load<std::uint64_t>(pb + 8), ports, key);
+    return fold(load<std::uint64_t>(pa) ^ load<std::uint64_t>(pb),
+                load<std::uint64_t>(pa + 8) ^ load<std::uint64_t>(pb + 8), ports, key);
 }
 
 bool frame_flow_hash(std::span<const std::byte> frame, std::uint64_t key, std::uint64_t& hash) {

@@ -12,12 +12,12 @@
 // of the two ports, which together give back the unordered pair), folds them
 // with a key into 64 bits and mixes them with the splitmix64 finalizer. The
 // combinations are bitwise, so a frame's fields are read as the wire has them,
-// without byte swaps: about 35 instructions per IPv4 frame. A connection A:p -> B:q and its reply B:q -> A:p
-// hash alike; so does the unrelated A:q -> B:p, which is harmless (it only
-// shares a shard). A Toeplitz hash with a symmetric key would do the same job
-// and is what NICs compute; this one costs a few multiplications. The key
-// (zero by default) makes the spread unpredictable to a peer that would pile
-// its flows on one shard.
+// without byte swaps: about 58 instructions per IPv4 frame, checks included.
+// A connection A:p -> B:q and its reply B:q -> A:p hash alike; so does the
+// unrelated A:q -> B:p, which is harmless (it only shares a shard). A Toeplitz
+// hash with a symmetric key would do the same job and is what NICs compute;
+// this one costs two multiplications. The key (zero by default) makes the
+// spread unpredictable to a peer that would pile its flows on one shard.
 //
 // The shard of a hash among n is (low 32 bits * n) >> 32, which spreads as
 // evenly as a modulo without a division. A frame that carries no TCP 4-tuple
