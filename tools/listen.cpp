@@ -2,7 +2,6 @@
 // exchange bytes on each (--send-bytes, --expect-bytes).
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,8 +16,8 @@
 #include <unordered_set>
 
 #include "io/tap_shards.hpp"
-#include "iwcm/shard.hpp"
 #include "tools/commands.hpp"
+#include "tools/tap_threads.hpp"
 #include "tools/transfer.hpp"
 #include "tools/wire_cli.hpp"
 
@@ -199,10 +198,7 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
 // the threads do not offer (a byte stream, a capture).
 unsigned default_threads(const ListenOptions& o) {
     if (o.data.any() || !o.wire.pcap.empty() || !o.wire.dev.empty()) return 1;
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
-    return static_cast<unsigned>(std::max(1, CPU_COUNT(&allowed)));
+    return cpu_threads();
 }
 
 ListenParams listen_params(const ListenOptions& o, const Interface& iface) {
@@ -348,20 +344,11 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
                    std::vector<Tally>& tallies) {
     Tally all;
     all.completed = shared.completed.load();
-    Reporter::Counters c;
-    std::uint64_t handed_off = 0;
-    for (std::uint32_t s = 0; s < net.shards(); ++s) {
+    for (std::uint32_t s = 0; s < net.shards(); ++s)
         if (all.code == exit_codes::kOk && tallies[s].code != exit_codes::kOk)
             all.failed(tallies[s].code, tallies[s].reason);
-        add_stats(c.core, net.core(s).stats());
-        const io::TapShardCounters& q = net.counters(s);
-        c.tap.frames_in += q.tap.frames_in;
-        c.tap.frames_out += q.tap.frames_out;
-        c.tap.ignored += q.tap.ignored;
-        c.live_nodes += net.core(s).live_nodes();
-        handed_off += q.handed_off;
-    }
-    c.neighbors = net.neighbors().counters();
+    std::uint64_t handed_off = 0;
+    const Reporter::Counters c = sum_thread_counters(net, handed_off);
     const bool interrupted = shared.interrupted.load() && shared.signal.load() != 0;
     if (interrupted) {
         const int sig = shared.signal.load();
