@@ -18,6 +18,9 @@ constexpr std::uint16_t kEtherIpv4 = 0x0800;
 constexpr std::uint16_t kEtherIpv6 = 0x86dd;
 constexpr std::uint16_t kEtherVlan = 0x8100;
 constexpr std::uint8_t kProtoTcp = 6;
+constexpr std::uint8_t kProtoIcmp = 1;
+constexpr std::uint8_t kProtoIcmpv6 = 58;
+constexpr std::size_t kIcmpHeader = 8;
 constexpr std::size_t kIpv4Header = 20;
 constexpr std::size_t kIpv6Header = 40;
 
@@ -69,6 +72,77 @@ std::uint32_t wire_ports(std::uint16_t a, std::uint16_t b) {
     return std::uint32_t{wire16(a)} | std::uint32_t{wire16(b)} << 16;
 }
 
+// An ICMP error's type (RFC 792: destination unreachable, source quench,
+// redirect, time exceeded, parameter problem): it quotes the IP header and
+// the first 8 bytes of the datagram that caused it.
+bool icmp_error(std::byte type) {
+    const auto t = std::to_integer<unsigned>(type);
+    return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+// ICMPv6 error types are 1 to 127 (RFC 4443 section 2.1): destination
+// unreachable, packet too big, time exceeded, parameter problem; each quotes
+// as much of the offending packet as fits.
+bool icmpv6_error(std::byte type) {
+    const auto t = std::to_integer<unsigned>(type);
+    return t >= 1 && t <= 127;
+}
+
+bool ipv4_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                     std::uint64_t& hash);
+bool ipv6_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                     std::uint64_t& hash);
+
+// The hash of the IPv4 packet at `ip` (`left` bytes): its TCP 4-tuple's, or,
+// for an ICMP error (when not `quoted` already), the 4-tuple of the TCP
+// segment it quotes, which is the connection it is about. Inline: the TCP
+// case is every frame's.
+[[gnu::always_inline]] inline bool ipv4_hash(const std::byte* ip, std::size_t left,
+                                             std::uint64_t key, std::uint64_t& hash, bool quoted) {
+    if (left < kIpv4Header) return false;
+    const std::size_t ihl = (std::to_integer<std::size_t>(ip[0]) & 0x0f) * 4;
+    // More-fragments bit or a fragment offset: no ports in every piece.
+    const bool fragment = (load<std::uint16_t>(ip + 6) & wire16(0x3fff)) != 0;
+    if (ihl < kIpv4Header || left < ihl + 4 || fragment) return false;
+    if (ip[9] != std::byte{kProtoTcp}) {
+        if (quoted || ip[9] != std::byte{kProtoIcmp}) return false;
+        return ipv4_quote_hash(ip + ihl, left - ihl, key, hash);
+    }
+    // Source and destination side by side: XOR the two halves of one load.
+    const std::uint64_t both = load<std::uint64_t>(ip + 12);
+    hash = fold_v4(static_cast<std::uint32_t>(both ^ (both >> 32)),
+                   port_word(load<std::uint32_t>(ip + ihl)), key);
+    return true;
+}
+
+// The same for IPv6 (TCP as the first header; an ICMPv6 error quoting one).
+[[gnu::always_inline]] inline bool ipv6_hash(const std::byte* ip, std::size_t left,
+                                             std::uint64_t key, std::uint64_t& hash, bool quoted) {
+    if (left < kIpv6Header + 4) return false;
+    if (ip[6] != std::byte{kProtoTcp}) {
+        if (quoted || ip[6] != std::byte{kProtoIcmpv6}) return false;
+        return ipv6_quote_hash(ip + kIpv6Header, left - kIpv6Header, key, hash);
+    }
+    hash = fold(load<std::uint64_t>(ip + 8) ^ load<std::uint64_t>(ip + 24),
+                load<std::uint64_t>(ip + 16) ^ load<std::uint64_t>(ip + 32),
+                port_word(load<std::uint32_t>(ip + kIpv6Header)), key);
+    return true;
+}
+
+// The ICMP message at `icmp` (`left` bytes): the hash of the TCP segment an
+// error quotes. Out of line: rare.
+[[gnu::noinline]] bool ipv4_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                                       std::uint64_t& hash) {
+    if (left < kIcmpHeader || !icmp_error(icmp[0])) return false;
+    return ipv4_hash(icmp + kIcmpHeader, left - kIcmpHeader, key, hash, true);
+}
+
+[[gnu::noinline]] bool ipv6_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                                       std::uint64_t& hash) {
+    if (left < kIcmpHeader || !icmpv6_error(icmp[0])) return false;
+    return ipv6_hash(icmp + kIcmpHeader, left - kIcmpHeader, key, hash, true);
+}
+
 }  // namespace
 
 std::uint64_t flow_hash(const Endpoint& x, const Endpoint& y, std::uint64_t key) {
@@ -91,26 +165,8 @@ bool frame_flow_hash(std::span<const std::byte> frame, std::uint64_t key, std::u
     }
     const std::byte* ip = frame.data() + off;
     const std::size_t left = frame.size() - off;
-    if (type == wire16(kEtherIpv4)) {
-        if (left < kIpv4Header) return false;
-        const std::size_t ihl = (std::to_integer<std::size_t>(ip[0]) & 0x0f) * 4;
-        // More-fragments bit or a fragment offset: no ports in every piece.
-        const bool fragment = (load<std::uint16_t>(ip + 6) & wire16(0x3fff)) != 0;
-        if (ihl < kIpv4Header || left < ihl + 4 || ip[9] != std::byte{kProtoTcp} || fragment)
-            return false;
-        // Source and destination side by side: XOR the two halves of one load.
-        const std::uint64_t both = load<std::uint64_t>(ip + 12);
-        hash = fold_v4(static_cast<std::uint32_t>(both ^ (both >> 32)),
-                       port_word(load<std::uint32_t>(ip + ihl)), key);
-        return true;
-    }
-    if (type == wire16(kEtherIpv6)) {
-        if (left < kIpv6Header + 4 || ip[6] != std::byte{kProtoTcp}) return false;
-        hash = fold(load<std::uint64_t>(ip + 8) ^ load<std::uint64_t>(ip + 24),
-                    load<std::uint64_t>(ip + 16) ^ load<std::uint64_t>(ip + 32),
-                    port_word(load<std::uint32_t>(ip + kIpv6Header)), key);
-        return true;
-    }
+    if (type == wire16(kEtherIpv4)) return ipv4_hash(ip, left, key, hash, false);
+    if (type == wire16(kEtherIpv6)) return ipv6_hash(ip, left, key, hash, false);
     return false;
 }
 

@@ -12,8 +12,9 @@
 // frame it does not own goes to its owner through the shard links, which
 // wakes the owner's loop through an eventfd (one write per batch). The owner
 // answers on its own queue, and from then on the kernel delivers the flow
-// there. Frames without a TCP 4-tuple (ARP, neighbour discovery, ICMP) belong
-// to shard 0, which keeps the neighbour table and reads the signals.
+// there. An ICMP error goes to the shard of the connection it quotes; frames
+// without a TCP 4-tuple (ARP, neighbour discovery, echoes) belong to shard 0,
+// which keeps the neighbour table and reads the signals.
 //
 // Each core gets CoreConfig::port_filter for its shard, so connect() picks
 // ports whose frames come back to it; listen() makes a listener in every
