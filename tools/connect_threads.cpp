@@ -10,15 +10,17 @@
 // on queue s, and the kernel's tun steers the flow's replies to the queue it
 // last saw it on. Thread 0 keeps the neighbour table: it resolves the peer's
 // MAC while the others wait with their first slots started (so, as with one
-// thread, only those pay the resolution). A thread that is done keeps
-// reading its queue until every thread is done, so that no frame of another
-// thread's flow that lands there is lost. Per frame nothing is shared; per
+// thread, only those pay the resolution). A thread whose share is done and
+// whose core is quiet keeps reading its queue until every thread is (at most
+// kDrainLimit), so that no frame of another thread's flow that lands there
+// is lost. Per frame nothing is shared; per
 // event, a few atomics.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "io/tap_shards.hpp"
@@ -29,6 +31,10 @@
 namespace iwcm::tools {
 
 namespace {
+
+// How long a thread whose share is done waits for its last nodes and for
+// the other threads (whose frames may come through its queue).
+constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 // Thread s's share of `total` among n (the first total % n get one more).
 unsigned share(unsigned total, unsigned n, unsigned s) {
@@ -144,7 +150,8 @@ void ConnectShard::run() {
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
     if (s_ == 0) net_.neighbors().resolve(io::TapHost::now(), t_.next_hop, iface_.addr);
     Instant progress = io::TapHost::now();
-    bool counted = false;
+    std::optional<Instant> done_at;  // this thread's share ended
+    bool counted = false;            // ... and its core is quiet: counted in sh_.finished
     for (;;) {
         const Instant now = io::TapHost::now();
         if (!resolve(now)) {
@@ -153,20 +160,22 @@ void ConnectShard::run() {
         }
         if (sh_.stop.load()) break;
         start_slots(now);
-        if (!counted && ended() >= quota_) {
+        if (!done_at && ended() >= quota_) done_at = now;
+        if (done_at && !counted && core_.live_nodes() == 0) {
             counted = true;
             sh_.finished.fetch_add(1);
             net_.wake_all();  // the others notice
         }
-        if (counted && sh_.finished.load() == net_.shards() && core_.live_nodes() == 0) break;
-        if (!counted && now - progress > limit) {
+        const bool all = sh_.finished.load() == net_.shards();
+        if (done_at && ((counted && all) || now >= *done_at + kDrainLimit)) break;
+        if (!done_at && now - progress > limit) {
             f_.end(exit_codes::kTimeout, "no connection finished within --timeout");
             sh_.stop = true;
             net_.wake_all();
             break;
         }
         const unsigned before = ended();
-        if (!step(now + limit)) break;
+        if (!step(done_at ? std::min(now + limit, *done_at + kDrainLimit) : now + limit)) break;
         if (ended() != before) progress = io::TapHost::now();
     }
     close(io::TapHost::now());
