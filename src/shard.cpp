@@ -18,6 +18,10 @@ constexpr std::uint16_t kEtherIpv4 = 0x0800;
 constexpr std::uint16_t kEtherIpv6 = 0x86dd;
 constexpr std::uint16_t kEtherVlan = 0x8100;
 constexpr std::uint8_t kProtoTcp = 6;
+constexpr std::uint8_t kProtoIcmp = 1;
+constexpr std::uint8_t kProtoIcmpv6 = 58;
+constexpr std::size_t kIcmpHeader = 8;
+constexpr std::size_t kIpv4Header = 20;
 constexpr std::size_t kIpv6Header = 40;
 
 // The splitmix64 finalizer (Steele, Lea, Flood: "Fast splittable
@@ -28,75 +32,141 @@ std::uint64_t mix64(std::uint64_t z) {
     return z ^ (z >> 31);
 }
 
-// Folds the commutative combinations of both sides (see the header).
-std::uint64_t fold(std::uint64_t addr_lo, std::uint64_t addr_hi, std::uint16_t px, std::uint16_t py,
+// The two ports of a segment as one symmetric word, from the 32 bits that hold
+// them side by side in either byte order (they are read as the wire has them:
+// no byte swap). The XOR and the AND of the two are bitwise, so byte order does
+// not change which ports they tell apart, and together they give back the
+// unordered pair (a + b = (a ^ b) + 2 (a & b)).
+std::uint64_t port_word(std::uint32_t both) {
+    const std::uint32_t swapped = std::rotl(both, 16);
+    return ((both ^ swapped) & 0xffffu) | ((both & swapped) & 0xffff0000u);
+}
+
+// Folds the commutative combinations of both sides (see the header): the XOR
+// of the addresses' first and last 8 bytes, the port word, the key.
+std::uint64_t fold(std::uint64_t addr_lo, std::uint64_t addr_hi, std::uint64_t ports,
                    std::uint64_t key) {
-    const std::uint64_t ports =
-        std::uint64_t{static_cast<std::uint16_t>(px ^ py)} | (std::uint64_t{px} + py) << 32;
-    return mix64((addr_lo ^ key) * 0x9e3779b97f4a7c15ULL + addr_hi * 0xc2b2ae3d27d4eb4fULL +
-                 ports * 0x165667b19e3779f9ULL);
+    return mix64((addr_lo ^ key ^ (ports << 32)) + addr_hi * 0x9e3779b97f4a7c15ULL);
 }
 
-// 8 bytes of an address as flow_hash reads them from IpAddr::raw(): `len`
-// (4 or 8) bytes at p, zero-padded to 8, in memory order.
-std::uint64_t load_word(const std::byte* p, std::size_t len) {
-    if (len == 4) {
-        std::uint32_t v = 0;
-        std::memcpy(&v, p, sizeof v);
-        if constexpr (std::endian::native == std::endian::little) return v;
-        return std::uint64_t{v} << 32;
-    }
-    std::uint64_t w = 0;
-    std::memcpy(&w, p, sizeof w);
-    return w;
+// An IPv4 fold: the high bytes of both addresses are zero, so no multiply.
+std::uint64_t fold_v4(std::uint32_t addr_xor, std::uint64_t ports, std::uint64_t key) {
+    return mix64(addr_xor ^ key ^ (ports << 32));
 }
 
-std::uint16_t be16(const std::byte* p) {
-    std::uint16_t v = 0;
+template <class T>
+T load(const std::byte* p) {
+    T v;
     std::memcpy(&v, p, sizeof v);
-    if constexpr (std::endian::native == std::endian::little) return __builtin_bswap16(v);
     return v;
+}
+
+// A 16-bit field as the wire has it (big-endian), compared with a constant.
+constexpr std::uint16_t wire16(std::uint16_t host) {
+    if constexpr (std::endian::native == std::endian::little)
+        return static_cast<std::uint16_t>(host >> 8 | host << 8);
+    return host;
+}
+
+std::uint32_t wire_ports(std::uint16_t a, std::uint16_t b) {
+    return std::uint32_t{wire16(a)} | std::uint32_t{wire16(b)} << 16;
+}
+
+// An ICMP error's type (RFC 792: destination unreachable, source quench,
+// redirect, time exceeded, parameter problem): it quotes the IP header and
+// the first 8 bytes of the datagram that caused it.
+bool icmp_error(std::byte type) {
+    const auto t = std::to_integer<unsigned>(type);
+    return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+// ICMPv6 error types are 1 to 127 (RFC 4443 section 2.1): destination
+// unreachable, packet too big, time exceeded, parameter problem; each quotes
+// as much of the offending packet as fits.
+bool icmpv6_error(std::byte type) {
+    const auto t = std::to_integer<unsigned>(type);
+    return t >= 1 && t <= 127;
+}
+
+bool ipv4_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                     std::uint64_t& hash);
+bool ipv6_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                     std::uint64_t& hash);
+
+// The hash of the IPv4 packet at `ip` (`left` bytes): its TCP 4-tuple's, or,
+// for an ICMP error (when not `quoted` already), the 4-tuple of the TCP
+// segment it quotes, which is the connection it is about. Inline: the TCP
+// case is every frame's.
+[[gnu::always_inline]] inline bool ipv4_hash(const std::byte* ip, std::size_t left,
+                                             std::uint64_t key, std::uint64_t& hash, bool quoted) {
+    if (left < kIpv4Header) return false;
+    const std::size_t ihl = (std::to_integer<std::size_t>(ip[0]) & 0x0f) * 4;
+    // More-fragments bit or a fragment offset: no ports in every piece.
+    const bool fragment = (load<std::uint16_t>(ip + 6) & wire16(0x3fff)) != 0;
+    if (ihl < kIpv4Header || left < ihl + 4 || fragment) return false;
+    if (ip[9] != std::byte{kProtoTcp}) {
+        if (quoted || ip[9] != std::byte{kProtoIcmp}) return false;
+        return ipv4_quote_hash(ip + ihl, left - ihl, key, hash);
+    }
+    // Source and destination side by side: XOR the two halves of one load.
+    const std::uint64_t both = load<std::uint64_t>(ip + 12);
+    hash = fold_v4(static_cast<std::uint32_t>(both ^ (both >> 32)),
+                   port_word(load<std::uint32_t>(ip + ihl)), key);
+    return true;
+}
+
+// The same for IPv6 (TCP as the first header; an ICMPv6 error quoting one).
+[[gnu::always_inline]] inline bool ipv6_hash(const std::byte* ip, std::size_t left,
+                                             std::uint64_t key, std::uint64_t& hash, bool quoted) {
+    if (left < kIpv6Header + 4) return false;
+    if (ip[6] != std::byte{kProtoTcp}) {
+        if (quoted || ip[6] != std::byte{kProtoIcmpv6}) return false;
+        return ipv6_quote_hash(ip + kIpv6Header, left - kIpv6Header, key, hash);
+    }
+    hash = fold(load<std::uint64_t>(ip + 8) ^ load<std::uint64_t>(ip + 24),
+                load<std::uint64_t>(ip + 16) ^ load<std::uint64_t>(ip + 32),
+                port_word(load<std::uint32_t>(ip + kIpv6Header)), key);
+    return true;
+}
+
+// The ICMP message at `icmp` (`left` bytes): the hash of the TCP segment an
+// error quotes. Out of line: rare.
+[[gnu::noinline]] bool ipv4_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                                       std::uint64_t& hash) {
+    if (left < kIcmpHeader || !icmp_error(icmp[0])) return false;
+    return ipv4_hash(icmp + kIcmpHeader, left - kIcmpHeader, key, hash, true);
+}
+
+[[gnu::noinline]] bool ipv6_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
+                                       std::uint64_t& hash) {
+    if (left < kIcmpHeader || !icmpv6_error(icmp[0])) return false;
+    return ipv6_hash(icmp + kIcmpHeader, left - kIcmpHeader, key, hash, true);
 }
 
 }  // namespace
 
 std::uint64_t flow_hash(const Endpoint& x, const Endpoint& y, std::uint64_t key) {
-    const auto& a = x.addr.raw();
-    const auto& b = y.addr.raw();
-    const auto* pa = reinterpret_cast<const std::byte*>(a.data());
-    const auto* pb = reinterpret_cast<const std::byte*>(b.data());
-    return fold(load_word(pa, 8) ^ load_word(pb, 8), load_word(pa + 8, 8) ^ load_word(pb + 8, 8),
-                x.port, y.port, key);
+    const auto* pa = reinterpret_cast<const std::byte*>(x.addr.raw().data());
+    const auto* pb = reinterpret_cast<const std::byte*>(y.addr.raw().data());
+    const std::uint64_t ports = port_word(wire_ports(x.port, y.port));
+    if (x.addr.is_v4() && y.addr.is_v4())
+        return fold_v4(load<std::uint32_t>(pa) ^ load<std::uint32_t>(pb), ports, key);
+    return fold(load<std::uint64_t>(pa) ^ load<std::uint64_t>(pb),
+                load<std::uint64_t>(pa + 8) ^ load<std::uint64_t>(pb + 8), ports, key);
 }
 
 bool frame_flow_hash(std::span<const std::byte> frame, std::uint64_t key, std::uint64_t& hash) {
     std::size_t off = kEthHeader;
-    if (frame.size() < off) return false;
-    std::uint16_t type = be16(frame.data() + 12);
-    if (type == kEtherVlan) {
-        if (frame.size() < off + kVlanTag) return false;
-        type = be16(frame.data() + 16);
+    if (frame.size() < off + kIpv4Header + 4) return false;
+    std::uint16_t type = load<std::uint16_t>(frame.data() + 12);
+    if (type == wire16(kEtherVlan)) {
+        type = load<std::uint16_t>(frame.data() + 16);
         off += kVlanTag;
     }
     const std::byte* ip = frame.data() + off;
     const std::size_t left = frame.size() - off;
-    if (type == kEtherIpv4) {
-        if (left < 20) return false;
-        const std::size_t ihl = (std::to_integer<std::size_t>(ip[0]) & 0x0f) * 4;
-        // More-fragments bit or a fragment offset: no ports in every piece.
-        const bool fragment = (be16(ip + 6) & 0x3fff) != 0;
-        if (ihl < 20 || left < ihl + 4 || ip[9] != std::byte{kProtoTcp} || fragment) return false;
-        hash = fold(load_word(ip + 12, 4) ^ load_word(ip + 16, 4), 0, be16(ip + ihl),
-                    be16(ip + ihl + 2), key);
-        return true;
-    }
-    if (type == kEtherIpv6) {
-        if (left < kIpv6Header + 4 || ip[6] != std::byte{kProtoTcp}) return false;
-        hash = fold(load_word(ip + 8, 8) ^ load_word(ip + 24, 8),
-                    load_word(ip + 16, 8) ^ load_word(ip + 32, 8), be16(ip + kIpv6Header),
-                    be16(ip + kIpv6Header + 2), key);
-        return true;
-    }
+    if (type == wire16(kEtherIpv4)) return ipv4_hash(ip, left, key, hash, false);
+    if (type == wire16(kEtherIpv6)) return ipv6_hash(ip, left, key, hash, false);
     return false;
 }
 

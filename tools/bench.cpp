@@ -49,6 +49,7 @@
 #include "bench/stream_pair.hpp"
 #include "bench/timer_workload.hpp"
 #include "cm/node.hpp"
+#include "tools/bench_clock.hpp"
 #include "tools/bench_shards.hpp"
 #include "tools/commands.hpp"
 #include "tools/json.hpp"
@@ -60,21 +61,7 @@ namespace iwcm::tools {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using bench::SetupPair;
-
-double seconds_since(SteadyClock::time_point t) {
-    return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
-// CPU time of this thread, in seconds: on a machine shared with other work it
-// counts only what this thread ran, kernel time included (softirq work of the
-// loopback device is charged to the thread that caused it on this kernel).
-double thread_cpu_s() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 struct BenchOptions {
     bool json = false;

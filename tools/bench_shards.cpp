@@ -16,28 +16,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 
 #include "bench/shard_setup.hpp"
 #include "io/shard_net.hpp"
 #include "iwcm/assert.hpp"
+#include "tools/bench_clock.hpp"
 
 namespace iwcm::tools {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double cpu_now() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 double load_average() {
     double l = 0;
@@ -86,19 +74,19 @@ ShardRep run_rep(Rig& rig, std::size_t batch, double seconds, bool& pinned) {
     std::vector<std::uint64_t> crossed0(n);
     for (std::uint32_t s = 0; s < n; ++s) crossed0[s] = rig.net->stats(s).sent_across;
     std::atomic<std::uint32_t> done{0};
-    const auto start = Clock::now();
+    const auto start = SteadyClock::now();
     pinned = io::run_pinned(n,
                             [&](std::uint32_t i) {
                                 bench::ShardSetup& w = *rig.shards[i];
                                 ThreadResult& r = out[i];
                                 const std::uint64_t err0 = w.counters().errors;
-                                const auto t_start = Clock::now();
-                                while (since(t_start) < seconds) {
-                                    const double c0 = cpu_now();
-                                    const auto t0 = Clock::now();
+                                const auto t_start = SteadyClock::now();
+                                while (seconds_since(t_start) < seconds) {
+                                    const double c0 = thread_cpu_s();
+                                    const auto t0 = SteadyClock::now();
                                     r.setups += w.setup_round(batch);
-                                    r.setup_s += since(t0);
-                                    r.setup_cpu_s += cpu_now() - c0;
+                                    r.setup_s += seconds_since(t0);
+                                    r.setup_cpu_s += thread_cpu_s() - c0;
                                     w.teardown_all();
                                 }
                                 done.fetch_add(1, std::memory_order_acq_rel);
@@ -107,7 +95,7 @@ ShardRep run_rep(Rig& rig, std::size_t batch, double seconds, bool& pinned) {
                             }) &&
              pinned;
     ShardRep rep;
-    rep.seconds = since(start);
+    rep.seconds = seconds_since(start);
     for (std::uint32_t s = 0; s < n; ++s) {
         const ThreadResult& r = out[s];
         rep.setups += r.setups;

@@ -13,6 +13,7 @@
 
 #include "iwcm/assert.hpp"
 #include "tools/commands.hpp"
+#include "tools/tap_threads.hpp"
 
 namespace iwcm::tools {
 
@@ -229,12 +230,25 @@ ConnectTarget check_args(const ConnectOptions& o, const Interface& iface) {
     return t;
 }
 
+// Threads of --count when --threads is not given: one per CPU, but one with
+// the options the threads do not offer (--dev, a capture).
+unsigned default_threads(const ConnectOptions& o) {
+    if (!o.wire.pcap.empty() || !o.wire.dev.empty()) return 1;
+    return cpu_threads();
+}
+
 int run_connect(const ConnectOptions& o) {
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     ConnectTarget target = check_args(o, *iface);
+    if (o.count > 0) {
+        const unsigned n = o.threads > 0 ? o.threads : default_threads(o);
+        if (n > 1)
+            if (auto code = run_connect_threads(o, target, *iface, rep, o.threads == 0))
+                return *code;
+    }
     auto session = open_session(o.wire, *iface);
     if (!session) {
         rep.fail(session.error());
@@ -315,6 +329,14 @@ void add_connect(CLI::App& app) {
     cmd->add_option("--parallel", opt->parallel, "with --count: connections in flight at most")
         ->check(bounded(1, 1024, true))
         ->needs(count);
+    cmd->add_option("--threads", opt->threads,
+                    "with --count: threads, each with a queue of a multi-queue TAP and its own "
+                    "core, sharing the connections and --parallel (more than 1 needs a device "
+                    "made with multi_queue, or a new one; default: one per CPU where the device "
+                    "allows, else 1)")
+        ->check(bounded(1, 256, true))
+        ->needs(count)
+        ->excludes(cmd->get_option("--pcap"));
     const StreamFlags data = add_stream_options(cmd, opt->data, false);
     count->excludes(hold)->excludes(abort)->excludes(data.send)->excludes(data.expect);
     cmd->footer(

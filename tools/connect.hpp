@@ -2,9 +2,14 @@
 // Read first: tools/wire_cli.hpp, README.md "Command line".
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tools/commands.hpp"
 #include "tools/transfer.hpp"
 #include "tools/wire_cli.hpp"
 
@@ -18,6 +23,7 @@ struct ConnectOptions {
     bool abort = false;
     unsigned count = 0;     // 0: one connection, held for --hold; N: the cmtime-style run
     unsigned parallel = 1;  // with --count: connections in flight at most
+    unsigned threads = 0;   // with --count: threads, one per TAP queue (0: one per CPU if it can)
     StreamOptions data;     // --send-bytes, --expect-bytes: a byte stream before the hold
 };
 
@@ -29,10 +35,74 @@ struct ConnectTarget {
     std::vector<std::byte> pdata;
 };
 
+// The connections of `--count` in flight and what they measured, on one
+// core: the phases of each (tools/connect_many.cpp says where each begins and
+// ends), the counts, the first failure. Used by one thread, or by each of N.
+class Flights {
+public:
+    enum Phase : std::size_t { kResolve, kTcp, kMpa, kEstablished, kClose, kPhases };
+    using Samples = std::array<std::vector<double>, kPhases>;
+
+    // A connection just started: the slot began at `start`, the peer's MAC
+    // was known at `resolved`, connect() (the SYN) at `syn_sent`.
+    void opened(ConnHandle h, Instant start, Instant resolved, Instant syn_sent);
+    // The core's trace: the node left SYN_SENT (the SYN-ACK came).
+    void on_trace(const TraceRecord& r);
+    // An event of `core`: an established connection is closed (FIN), a
+    // terminal one counted; false for a handle not in flight.
+    bool on_event(Core& core, Instant now, const Event& e, const Reporter& rep);
+    // A connection failed: counted; the first failure names the result.
+    void failed(int code, std::string reason);
+    // The run ended early (timeout, signal, device error): this names the
+    // result, whatever failed before.
+    void end(int code, std::string reason);
+    std::vector<ConnHandle> open_handles() const;
+    std::size_t in_flight() const { return open_.size(); }
+
+    const Samples& samples() const { return ms_; }
+    unsigned completed() const { return completed_; }
+    unsigned failures() const { return failed_; }
+    int code() const { return code_; }
+    const std::string& reason() const { return reason_; }
+    // Adds another thread's samples and counts (its failure if none here).
+    void merge(const Flights& other);
+
+private:
+    struct Attempt {
+        Instant start{};
+        Instant resolved{};
+        Instant syn_sent{};
+        std::optional<Instant> syn_acked;
+        Instant close_sent{};
+        ConnHandle handle;
+    };
+    static std::uint64_t key(ConnHandle h) { return (std::uint64_t{h.generation} << 32) | h.index; }
+
+    std::map<std::uint64_t, Attempt> open_;  // by handle
+    Samples ms_;
+    unsigned completed_ = 0;
+    unsigned failed_ = 0;
+    int code_ = exit_codes::kOk;
+    std::string reason_;
+};
+
+// The parameters of one --count connection to the target through `iface`.
+ConnectParams count_params(const ConnectOptions& o, const ConnectTarget& t, const Interface& iface,
+                           const MacAddr& peer_mac);
+
+// The cmtime line (or table): the distribution of each phase.
+void print_cmtime(const Reporter& rep, Instant now, const ConnectOptions& o, const Endpoint& to,
+                  const Flights& f);
+
 // `--count N [--parallel K]`: opens N connections, at most K in flight, closes
 // each once established, and prints the distribution of each phase's time.
 int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
                      const Reporter& rep);
+// The same on `--threads N` queues of a multi-queue TAP (tools/connect_threads.cpp):
+// each thread runs its share of the N connections and of K. std::nullopt
+// (with `fall_back`) when the device cannot take N queues.
+std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTarget& t,
+                                       const Interface& iface, const Reporter& rep, bool fall_back);
 
 // The core's words for an initiator's failure: the exit code and the reason.
 // A reset before any MPA reply is "connection refused (reset by peer)"; only

@@ -25,18 +25,8 @@ namespace iwcm::tools {
 
 namespace {
 
-enum Phase : std::size_t { kResolve, kTcp, kMpa, kEstablished, kClose, kPhases };
-constexpr const char* kPhaseNames[kPhases] = {"resolve", "tcp_handshake", "mpa_exchange",
-                                              "established", "close"};
-
-struct Attempt {
-    Instant start{};
-    Instant resolved{};
-    Instant syn_sent{};
-    std::optional<Instant> syn_acked;
-    Instant established{};
-    Instant close_sent{};
-};
+constexpr const char* kPhaseNames[Flights::kPhases] = {"resolve", "tcp_handshake", "mpa_exchange",
+                                                       "established", "close"};
 
 double ms(Duration d) {
     return static_cast<double>(d.count()) / 1e6;
@@ -68,68 +58,95 @@ public:
 
 private:
     void start_slot(Instant now);
-    void on_event(const Event& e);
-    void on_trace(const TraceRecord& r);
     bool connect_resolved(Instant now);
     bool peer_mac(Instant now, std::optional<MacAddr>& mac);
-    void summary(Instant now);
-    static std::uint64_t key(ConnHandle h) { return (std::uint64_t{h.generation} << 32) | h.index; }
 
     const ConnectOptions& o_;
     const ConnectTarget& t_;
     Session& s_;
     const Reporter& rep_;
-    std::vector<Instant> resolving_;         // slots waiting for the peer's MAC
-    std::string shared_error_;               // --dev: the kernel refused to resolve
-    std::map<std::uint64_t, Attempt> open_;  // by handle
-    std::map<std::uint64_t, ConnHandle> handles_;
-    std::vector<double> phase_ms_[kPhases];
+    std::vector<Instant> resolving_;  // slots waiting for the peer's MAC
+    std::string shared_error_;        // --dev: the kernel refused to resolve
+    Flights f_;
     unsigned started_ = 0;
-    unsigned completed_ = 0;
-    unsigned failed_ = 0;
-    int code_ = exit_codes::kOk;
-    std::string reason_;
 };
 
-void Many::on_trace(const TraceRecord& r) {
+}  // namespace
+
+void Flights::opened(ConnHandle h, Instant start, Instant resolved, Instant syn_sent) {
+    Attempt a;
+    a.start = start;
+    a.resolved = resolved;
+    a.syn_sent = syn_sent;
+    a.handle = h;
+    open_[key(h)] = a;
+}
+
+void Flights::on_trace(const TraceRecord& r) {
     if (r.kind != TraceRecord::Kind::kState || r.from != CmState::kSynSent) return;
     auto it = open_.find(key(r.conn));
     if (it != open_.end() && !it->second.syn_acked) it->second.syn_acked = r.now;
 }
 
-void Many::on_event(const Event& e) {
-    const Instant now = io::TapHost::now();
+bool Flights::on_event(Core& core, Instant now, const Event& e, const Reporter& rep) {
     auto it = open_.find(key(e.conn));
-    if (it == open_.end()) return;
+    if (it == open_.end()) return false;
     Attempt& a = it->second;
     if (e.type == EventType::kEstablished) {
-        a.established = now;
-        phase_ms_[kResolve].push_back(ms(a.resolved - a.start));
-        phase_ms_[kTcp].push_back(ms(a.syn_acked.value_or(now) - a.syn_sent));
-        phase_ms_[kMpa].push_back(ms(now - a.syn_acked.value_or(now)));
-        phase_ms_[kEstablished].push_back(ms(now - a.start));
+        ms_[kResolve].push_back(ms(a.resolved - a.start));
+        ms_[kTcp].push_back(ms(a.syn_acked.value_or(now) - a.syn_sent));
+        ms_[kMpa].push_back(ms(now - a.syn_acked.value_or(now)));
+        ms_[kEstablished].push_back(ms(now - a.start));
         a.close_sent = now;
-        if (auto r = s_.core->disconnect(now, e.conn, DisconnectMode::kGraceful); !r) {
-            ++failed_;
-            code_ = exit_codes::kError;
-            reason_ = "disconnect: " + std::string(to_string(r.error()));
+        if (auto r = core.disconnect(now, e.conn, DisconnectMode::kGraceful); !r) {
+            failed(exit_codes::kError, "disconnect: " + std::string(to_string(r.error())));
             open_.erase(it);
         }
-        return;
+        return true;
     }
-    if (!e.terminal()) return;
+    if (!e.terminal()) return true;
     if (e.type == EventType::kDisconnected && e.status == 0) {
-        phase_ms_[kClose].push_back(ms(now - a.close_sent));
+        ms_[kClose].push_back(ms(now - a.close_sent));
         ++completed_;
     } else {
-        rep_.print(now, Reporter::from_event(e));
-        ++failed_;
+        rep.print(now, Reporter::from_event(e));
         auto [code, why] = connect_failure(e);
-        if (code_ == exit_codes::kOk) std::tie(code_, reason_) = std::pair{code, why};
+        failed(code, why);
     }
     open_.erase(it);
-    handles_.erase(key(e.conn));
+    return true;
 }
+
+void Flights::failed(int code, std::string reason) {
+    ++failed_;
+    if (code_ != exit_codes::kOk) return;
+    code_ = code;
+    reason_ = std::move(reason);
+}
+
+void Flights::end(int code, std::string reason) {
+    code_ = code;
+    reason_ = std::move(reason);
+}
+
+std::vector<ConnHandle> Flights::open_handles() const {
+    std::vector<ConnHandle> v;
+    for (const auto& [k, a] : open_) v.push_back(a.handle);
+    return v;
+}
+
+void Flights::merge(const Flights& other) {
+    for (std::size_t p = 0; p < kPhases; ++p)
+        ms_[p].insert(ms_[p].end(), other.ms_[p].begin(), other.ms_[p].end());
+    completed_ += other.completed_;
+    failed_ += other.failed_;
+    if (code_ == exit_codes::kOk) {
+        code_ = other.code_;
+        reason_ = other.reason_;
+    }
+}
+
+namespace {
 
 void Many::start_slot(Instant now) {
     ++started_;
@@ -161,96 +178,96 @@ bool Many::connect_resolved(Instant now) {
     if (resolving_.empty()) return true;
     std::optional<MacAddr> mac;
     if (!peer_mac(now, mac)) {
-        code_ = exit_codes::kResolution;
-        reason_ = "cannot resolve " + t_.next_hop.to_string() +
-                  (shared_error_.empty() ? "" : ": " + shared_error_);
+        f_.end(exit_codes::kResolution, "cannot resolve " + t_.next_hop.to_string() +
+                                            (shared_error_.empty() ? "" : ": " + shared_error_));
         return false;
     }
     if (!mac) return true;
     for (Instant start : resolving_) {
-        ConnectParams cp;
-        cp.local = {s_.iface.addr, 0};
-        cp.remote = t_.to;
-        cp.remote_mac = *mac;
-        cp.vlan = s_.iface.vlan;
-        cp.tos = static_cast<std::uint8_t>(o_.wire.tos);
-        cp.private_data = t_.pdata;
-        cp.ird = o_.wire.ird;
-        cp.ord = o_.wire.ord;
-        cp.mpa_revision = static_cast<std::uint8_t>(o_.wire.mpa_rev);
+        const ConnectParams cp = count_params(o_, t_, s_.iface, *mac);
         const Instant at = io::TapHost::now();
         auto c = session_connect(s_, at, cp);
         if (!c) {
-            ++failed_;
-            code_ = exit_codes::kError;
-            reason_ = c.error();
+            f_.failed(exit_codes::kError, c.error());
             continue;
         }
-        Attempt a;
-        a.start = start;
-        a.resolved = now;
-        a.syn_sent = at;
-        open_[key(*c)] = a;
-        handles_[key(*c)] = *c;
+        f_.opened(*c, start, now, at);
     }
     resolving_.clear();
     return true;
 }
 
 int Many::run() {
-    s_.core->set_trace([this](const TraceRecord& r) { on_trace(r); });
+    s_.core->set_trace([this](const TraceRecord& r) { f_.on_trace(r); });
     const auto limit =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
     Instant progress = io::TapHost::now();
     bool interrupted = false;
-    while (completed_ + failed_ < o_.count) {
+    const auto on_event = [&](const Event& e) {
+        (void)f_.on_event(*s_.core, io::TapHost::now(), e, rep_);
+    };
+    while (f_.completed() + f_.failures() < o_.count) {
         Instant now = io::TapHost::now();
-        while (started_ < o_.count && started_ - completed_ - failed_ < o_.parallel)
+        while (started_ < o_.count && started_ - f_.completed() - f_.failures() < o_.parallel)
             start_slot(now);
         if (!connect_resolved(now)) break;
         if (now - progress > limit) {
-            code_ = exit_codes::kTimeout;
-            reason_ = "no connection finished within --timeout";
+            f_.end(exit_codes::kTimeout, "no connection finished within --timeout");
             break;
         }
-        const unsigned done = completed_ + failed_;
+        const unsigned done = f_.completed() + f_.failures();
         const io::Wake w = s_.host->step(now + limit);
         while (auto e = s_.core->poll_event()) on_event(*e);
-        if (completed_ + failed_ != done) progress = io::TapHost::now();
+        if (f_.completed() + f_.failures() != done) progress = io::TapHost::now();
         if (w == io::Wake::kError) {
-            code_ = exit_codes::kError;
-            reason_ = s_.host->error();
+            f_.end(exit_codes::kError, s_.host->error());
             break;
         }
         interrupted = w == io::Wake::kSignal;
         if (interrupted) break;
     }
-    std::vector<ConnHandle> left;
-    for (const auto& [k, h] : handles_) left.push_back(h);
-    const auto print = [&](const Event& e) { on_event(e); };
-    if (interrupted || !left.empty()) close_all(s_, rep_, left, print);
-    if (interrupted) {
-        code_ = interrupted_code(s_.host->last_signal());
-        reason_ =
-            "interrupted after " + std::to_string(completed_) + " of " + std::to_string(o_.count);
-    }
+    const std::vector<ConnHandle> left = f_.open_handles();
+    if (interrupted || !left.empty()) close_all(s_, rep_, left, on_event);
+    if (interrupted)
+        f_.end(interrupted_code(s_.host->last_signal()), "interrupted after " +
+                                                             std::to_string(f_.completed()) +
+                                                             " of " + std::to_string(o_.count));
     s_.core->set_trace({});
-    (void)drain(*s_.host, io::TapHost::now() + std::chrono::seconds(2), print);
-    summary(io::TapHost::now());
-    rep_.stats(io::TapHost::now(), *s_.core, *s_.host, code_ == exit_codes::kOk ? "ok" : "failed",
-               reason_, std::nullopt);
-    if (code_ != exit_codes::kOk) rep_.fail(reason_);
-    return code_;
+    (void)drain(*s_.host, io::TapHost::now() + std::chrono::seconds(2), on_event);
+    print_cmtime(rep_, io::TapHost::now(), o_, t_.to, f_);
+    rep_.stats(io::TapHost::now(), *s_.core, *s_.host,
+               f_.code() == exit_codes::kOk ? "ok" : "failed", f_.reason(), std::nullopt);
+    if (f_.code() != exit_codes::kOk) rep_.fail(f_.reason());
+    return f_.code();
 }
 
-void Many::summary(Instant now) {
-    if (!o_.wire.json) {
+}  // namespace
+
+ConnectParams count_params(const ConnectOptions& o, const ConnectTarget& t, const Interface& iface,
+                           const MacAddr& peer_mac) {
+    ConnectParams cp;
+    cp.local = {iface.addr, 0};
+    cp.remote = t.to;
+    cp.remote_mac = peer_mac;
+    cp.vlan = iface.vlan;
+    cp.tos = static_cast<std::uint8_t>(o.wire.tos);
+    cp.private_data = t.pdata;
+    cp.ird = o.wire.ird;
+    cp.ord = o.wire.ord;
+    cp.mpa_revision = static_cast<std::uint8_t>(o.wire.mpa_rev);
+    return cp;
+}
+
+void print_cmtime(const Reporter& rep, Instant now, const ConnectOptions& o, const Endpoint& to,
+                  const Flights& f) {
+    const Flights::Samples& ms = f.samples();
+    if (!o.wire.json) {
         std::printf("%u connections to %s, %u in flight at most: %u completed, %u failed\n",
-                    o_.count, t_.to.to_string().c_str(), o_.parallel, completed_, failed_);
+                    o.count, to.to_string().c_str(), o.parallel, f.completed(), f.failures());
         std::printf("%-14s %10s %10s %10s %10s  (ms)\n", "phase", "min", "median", "p99", "max");
-        for (std::size_t p = 0; p < kPhases; ++p) {
-            if (phase_ms_[p].empty()) continue;
-            const Spread sp = spread(phase_ms_[p]);
+        for (std::size_t p = 0; p < Flights::kPhases; ++p) {
+            if (ms[p].empty()) continue;
+            const Spread sp = spread(ms[p]);
             std::printf("%-14s %10.3f %10.3f %10.3f %10.3f\n", kPhaseNames[p], sp.min, sp.median,
                         sp.p99, sp.max);
         }
@@ -259,25 +276,23 @@ void Many::summary(Instant now) {
     }
     Report r;
     r.event = "cmtime";
-    r.remote = t_.to;
-    r.add("count", std::uint64_t{o_.count});
-    r.add("parallel", std::uint64_t{o_.parallel});
-    r.add("completed", std::uint64_t{completed_});
-    r.add("failed", std::uint64_t{failed_});
-    for (std::size_t p = 0; p < kPhases; ++p) {
-        if (phase_ms_[p].empty()) {
+    r.remote = to;
+    r.add("count", std::uint64_t{o.count});
+    r.add("parallel", std::uint64_t{o.parallel});
+    r.add("completed", std::uint64_t{f.completed()});
+    r.add("failed", std::uint64_t{f.failures()});
+    for (std::size_t p = 0; p < Flights::kPhases; ++p) {
+        if (ms[p].empty()) {
             r.extra.emplace_back(std::string(kPhaseNames[p]) + "_ms", "null");
             continue;
         }
-        const Spread sp = spread(phase_ms_[p]);
+        const Spread sp = spread(ms[p]);
         JsonObject j;
         j.add("min", sp.min).add("median", sp.median).add("p99", sp.p99).add("max", sp.max);
         r.extra.emplace_back(std::string(kPhaseNames[p]) + "_ms", j.str());
     }
-    rep_.print(now, r);
+    rep.print(now, r);
 }
-
-}  // namespace
 
 int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
                      const Reporter& rep) {

@@ -2,7 +2,6 @@
 // exchange bytes on each (--send-bytes, --expect-bytes).
 // Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,9 +15,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "io/ports.hpp"
 #include "io/tap_shards.hpp"
-#include "iwcm/shard.hpp"
+#include "io/xsk.hpp"
 #include "tools/commands.hpp"
+#include "tools/tap_threads.hpp"
 #include "tools/transfer.hpp"
 #include "tools/wire_cli.hpp"
 
@@ -199,10 +200,7 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
 // the threads do not offer (a byte stream, a capture).
 unsigned default_threads(const ListenOptions& o) {
     if (o.data.any() || !o.wire.pcap.empty() || !o.wire.dev.empty()) return 1;
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
-    return static_cast<unsigned>(std::max(1, CPU_COUNT(&allowed)));
+    return cpu_threads();
 }
 
 ListenParams listen_params(const ListenOptions& o, const Interface& iface) {
@@ -285,10 +283,14 @@ struct SharedTally {
     std::atomic<unsigned> completed{0};
     std::atomic<bool> interrupted{false};
     std::atomic<int> signal{0};
+    // Threads done and quiet: a thread leaves only once all are, since frames
+    // of another thread's connections may still arrive on its queue.
+    std::atomic<unsigned> quiet{0};
 };
 
 // One thread's loop: shard s's core, its own connections. It ends when the
-// --count connections of all threads are done and its own have closed, or
+// --count connections of all threads are done and every thread's have closed
+// (its queue may carry frames of another thread's connections), or
 // after a signal (on shard 0's loop: it wakes the others) once its own are
 // closed or reset.
 void serve_shard(std::uint32_t s, const ListenOptions& o, const std::vector<std::byte>& pdata,
@@ -296,6 +298,7 @@ void serve_shard(std::uint32_t s, const ListenOptions& o, const std::vector<std:
                  SharedTally& shared, Tally& tally) {
     Core& core = net.core(s);
     std::optional<Instant> done_at, grace_at;
+    bool counted_quiet = false;
     for (;;) {
         const Instant now = io::TapHost::now();
         if (o.count > 0 && shared.completed.load() >= o.count && !done_at) done_at = now;
@@ -306,7 +309,13 @@ void serve_shard(std::uint32_t s, const ListenOptions& o, const std::vector<std:
                 (void)core.disconnect(now, h, DisconnectMode::kGraceful);
         }
         const bool quiet = core.live_nodes() == 0;
-        if (done_at && !grace_at && (quiet || now >= *done_at + kDrainLimit)) break;
+        if (done_at && !grace_at && quiet && !counted_quiet) {
+            counted_quiet = true;
+            shared.quiet.fetch_add(1);
+            net.wake_all();  // the others notice
+        }
+        const bool all_quiet = shared.quiet.load() == net.shards();
+        if (done_at && !grace_at && ((quiet && all_quiet) || now >= *done_at + kDrainLimit)) break;
         if (grace_at && (quiet || now >= *grace_at)) {
             core.teardown_connections(now, addr);  // RST to whatever is left
             net.flush(s);
@@ -348,20 +357,11 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
                    std::vector<Tally>& tallies) {
     Tally all;
     all.completed = shared.completed.load();
-    Reporter::Counters c;
-    std::uint64_t handed_off = 0;
-    for (std::uint32_t s = 0; s < net.shards(); ++s) {
+    for (std::uint32_t s = 0; s < net.shards(); ++s)
         if (all.code == exit_codes::kOk && tallies[s].code != exit_codes::kOk)
             all.failed(tallies[s].code, tallies[s].reason);
-        add_stats(c.core, net.core(s).stats());
-        const io::TapShardCounters& q = net.counters(s);
-        c.tap.frames_in += q.tap.frames_in;
-        c.tap.frames_out += q.tap.frames_out;
-        c.tap.ignored += q.tap.ignored;
-        c.live_nodes += net.core(s).live_nodes();
-        handed_off += q.handed_off;
-    }
-    c.neighbors = net.neighbors().counters();
+    std::uint64_t handed_off = 0;
+    const Reporter::Counters c = sum_thread_counters(net, handed_off);
     const bool interrupted = shared.interrupted.load() && shared.signal.load() != 0;
     if (interrupted) {
         const int sig = shared.signal.load();
@@ -378,13 +378,58 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
     return all.code;
 }
 
+// --dev on N threads: an AF_XDP socket on each of the interface's first N
+// receive queues (the program redirects a frame to the socket of the queue
+// it arrived on), the listening port reserved in the kernel and steered to
+// the CM. The sockets of queues 1.. share queue 0's program.
+struct XdpQueues {
+    io::XskDevice* first = nullptr;  // owned by shard 0 once the shards are open
+    std::optional<io::PortReservation> port;
+    std::string attach;  // "native/copy" ...
+};
+
+io::XskDevice::Mode xdp_mode(const WireOptions& o) {
+    return o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
+           : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
+                                     : io::XskDevice::Mode::kAuto;
+}
+
+// The shards' devices: queue s of the TAP, or with --dev the AF_XDP socket on
+// receive queue s.
+void shard_devices(const ListenOptions& o, io::TapShardsConfig& tc, XdpQueues& xdp) {
+    if (o.wire.dev.empty()) return;
+    tc.announce = false;  // the kernel owns the address and answers ARP / ND
+    tc.open_queue =
+        [&o, &xdp](std::uint32_t q) -> Expected<std::unique_ptr<io::FrameDevice>, std::string> {
+        if (q == 0) {
+            auto d = io::XskDevice::open(o.wire.dev, xdp_mode(o.wire));
+            if (!d) return fail(d.error());
+            xdp.first = d->get();
+            xdp.attach = std::string(xdp.first->attach_mode()) +
+                         (xdp.first->zero_copy() ? "/zero-copy" : "/copy");
+            return std::unique_ptr<io::FrameDevice>(std::move(*d));
+        }
+        IWCM_ASSERT(xdp.first != nullptr);
+        auto d = xdp.first->open_queue(q);
+        if (!d) return fail(d.error());
+        return std::unique_ptr<io::FrameDevice>(std::move(*d));
+    };
+}
+
+// With --dev: the listening port reserved in the kernel and steered to us.
+std::string steer_port(XdpQueues& xdp, const ListenParams& lp) {
+    if (xdp.first == nullptr) return "";
+    auto r = io::PortReservation::reserve(lp.local.addr, lp.local.port);
+    if (!r) return r.error();
+    if (auto m = xdp.first->add_port(lp.local.addr, lp.local.port); !m) return m.error();
+    xdp.port.emplace(std::move(*r));
+    return "";
+}
+
 // listen --threads N: one listener per thread, each thread's own connections.
 // std::nullopt (with `fall_back`, when the threads were not asked for) if the
 // device cannot take N queues: the caller runs one thread instead.
 std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool fall_back) {
-    if (!o.wire.dev.empty())
-        throw UsageError{"--threads " + std::to_string(n) +
-                         " with --dev: the shared-address mode runs one thread (one AF_XDP queue)"};
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -393,6 +438,8 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
     io::TapShardsConfig tc;
     tc.tap = o.wire.tap;
     tc.shards = n;
+    XdpQueues xdp;
+    shard_devices(o, tc, xdp);
     auto opened = io::TapShards::open(tc, core_config(o.wire, *iface), iface->vlan);
     if (!opened && fall_back) return std::nullopt;
     if (!opened) {
@@ -405,6 +452,10 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
         return exit_codes::kSetup;
     }
     const ListenParams lp = listen_params(o, *iface);
+    if (std::string e = steer_port(xdp, lp); !e.empty()) {
+        rep.fail(e);
+        return exit_codes::kSetup;
+    }
     auto listener = net.listen(lp);
     if (!listener) {
         rep.fail("listen on " + lp.local.to_string() + ": " +
@@ -412,7 +463,11 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
         return exit_codes::kSetup;
     }
     Report r = listening_line(*iface, lp);
-    r.add("tap", o.wire.tap);
+    if (xdp.first == nullptr) r.add("tap", o.wire.tap);
+    if (xdp.first != nullptr) {
+        r.add("dev", o.wire.dev);
+        r.add("xdp", xdp.attach);
+    }
     r.add("threads", std::uint64_t{n});
     rep.print(start, r);
 
@@ -424,7 +479,9 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
             serve_shard(s, o, pdata, net, *listener, iface->addr, rep, shared, tallies[s]);
         });
     for (auto& t : threads) t.join();
-    return finish_threads(net, rep, shared, tallies);
+    const int code = finish_threads(net, rep, shared, tallies);
+    if (xdp.port) xdp.first->remove_port(lp.local.addr, lp.local.port);
+    return code;
 }
 
 }  // namespace
@@ -448,9 +505,10 @@ void add_listen(CLI::App& app) {
     const StreamFlags data = add_stream_options(cmd, opt->data, true);
     reject->excludes(data.send)->excludes(data.expect);
     cmd->add_option("--threads", opt->threads,
-                    "threads, each with a queue of a multi-queue TAP and its own core "
-                    "(more than 1 needs a device made with multi_queue, or a new one; default: "
-                    "one per CPU where the device allows, else 1)")
+                    "threads, each with a queue of a multi-queue TAP (or with --dev an AF_XDP "
+                    "socket on a receive queue) and its own core (more than 1 needs a TAP made "
+                    "with multi_queue, or a new one, or an interface with that many queues; "
+                    "default: one per CPU where the TAP allows, else 1; 1 with --dev)")
         ->check(bounded(1, 256, true))
         ->excludes(data.send)
         ->excludes(data.expect)

@@ -8,19 +8,26 @@
 //
 // The hash. A connection's frames must land on one shard in both directions,
 // so the hash is symmetric: it reads the two endpoints only through
-// commutative combinations (the XOR of the two addresses, the XOR and the sum
-// of the two ports), folds them with a key into 64 bits and mixes them with
-// the splitmix64 finalizer. A connection A:p -> B:q and its reply B:q -> A:p
-// hash alike; so does the unrelated A:q -> B:p, which is harmless (it only
-// shares a shard). A Toeplitz hash with a symmetric key would do the same job
-// and is what NICs compute; this one costs a few multiplications. The key
-// (zero by default) makes the spread unpredictable to a peer that would pile
-// its flows on one shard.
+// commutative combinations (the XOR of the two addresses, the XOR and the AND
+// of the two ports, which together give back the unordered pair), folds them
+// with a key into 64 bits and mixes them with the splitmix64 finalizer. The
+// combinations are bitwise, so a frame's fields are read as the wire has them,
+// without byte swaps: about 58 instructions per IPv4 frame, checks included.
+// A connection A:p -> B:q and its reply B:q -> A:p hash alike; so does the
+// unrelated A:q -> B:p, which is harmless (it only shares a shard). A Toeplitz
+// hash with a symmetric key would do the same job and is what NICs compute;
+// this one costs two multiplications. The key (zero by default) makes the
+// spread unpredictable to a peer that would pile its flows on one shard.
 //
 // The shard of a hash among n is (low 32 bits * n) >> 32, which spreads as
-// evenly as a modulo without a division. A frame that carries no TCP 4-tuple
-// (ARP, ICMP, an IP fragment, an IPv6 extension header before TCP) belongs to
-// shard 0.
+// evenly as a modulo without a division. An ICMP or ICMPv6 error that quotes a
+// TCP segment (destination unreachable, packet too big, time exceeded ...) is
+// about that segment's connection: it hashes as the quoted 4-tuple, so it
+// reaches the shard that owns the connection (the quote is of a segment we
+// sent, and the hash is symmetric; the core drops ICMP today, but a driver
+// that hands it an error hands it to the right core). A frame that carries no
+// TCP 4-tuple (ARP, neighbour discovery, an echo, an IP fragment, an IPv6
+// extension header before TCP) belongs to shard 0.
 //
 // Ports that hash back. A core's connect() picks an ephemeral port; with
 // CoreConfig::port_filter = shard_port_filter(i, n) it keeps only ports whose
@@ -47,8 +54,9 @@ inline std::uint32_t shard_of(std::uint64_t hash, std::uint32_t shards) {
 }
 
 // The flow hash of an Ethernet frame's TCP 4-tuple (untagged or one 802.1Q
-// tag; IPv4 without fragmentation or IPv6 with TCP as the first header).
-// false when the frame carries none.
+// tag; IPv4 without fragmentation or IPv6 with TCP as the first header), or
+// of the TCP 4-tuple an ICMP / ICMPv6 error quotes. false when the frame
+// carries none.
 bool frame_flow_hash(std::span<const std::byte> frame, std::uint64_t key, std::uint64_t& hash);
 
 // The shard that owns a frame: its flow's, or 0 for a frame without a 4-tuple.

@@ -37,7 +37,7 @@ std::string errno_text(const std::string& what) {
 // One queue, its core and its loop; touched by its thread only once started.
 struct alignas(64) TapShards::Shard {
     std::uint32_t index = 0;
-    std::optional<TapDevice> queue;
+    std::unique_ptr<FrameDevice> queue;
     std::unique_ptr<Core> core;
     int epoll_fd = -1;
     int timer_fd = -1;
@@ -62,6 +62,7 @@ Expected<std::unique_ptr<TapShards>, std::string> TapShards::open(const TapShard
 
 bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
     const std::uint32_t n = config.shards;
+    announce_ = config.announce;
     links_ = std::make_unique<ShardLinks>(n, config.ring_slots, kSlotBytes, 1u << 16);
     if (config.handle_signals && (signal_fd_ = block_signals_to_fd()) < 0) {
         open_error_ = errno_text("signalfd");
@@ -70,12 +71,7 @@ bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
     for (std::uint32_t s = 0; s < n; ++s) {
         auto sh = std::make_unique<Shard>();
         sh->index = s;
-        auto q = TapDevice::open(config.tap, true);
-        if (!q) {
-            open_error_ = q.error();
-            return false;
-        }
-        sh->queue.emplace(std::move(*q));
+        if (!open_queue(config, s, sh->queue)) return false;
         CoreConfig c = core;
         if (n > 1) c.port_filter = shard_port_filter(s, n);
         sh->core = std::make_unique<Core>(c);
@@ -100,11 +96,30 @@ bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
     return true;
 }
 
+bool TapShards::open_queue(const TapShardsConfig& config, std::uint32_t s,
+                           std::unique_ptr<FrameDevice>& q) {
+    if (config.open_queue) {
+        auto d = config.open_queue(s);
+        if (!d) open_error_ = d.error();
+        if (d) q = std::move(*d);
+        return d.has_value();
+    }
+    auto d = TapDevice::open(config.tap, true);
+    if (!d) {
+        open_error_ = d.error();
+        return false;
+    }
+    q = std::make_unique<TapDevice>(std::move(*d));
+    return true;
+}
+
 TapShards::~TapShards() {
     for (auto& sh : shards_)
         for (int fd : {sh->epoll_fd, sh->timer_fd, sh->wake_fd})
             if (fd >= 0) ::close(fd);
     if (signal_fd_ >= 0) ::close(signal_fd_);
+    // Queue 0's device may own what the others borrow (XskDevice::open_queue).
+    while (!shards_.empty()) shards_.pop_back();
 }
 
 Core& TapShards::core(std::uint32_t s) {
@@ -126,7 +141,7 @@ Result<void> TapShards::add_address(IpAddr addr) {
     for (auto& sh : shards_)
         if (auto r = sh->core->add_address(addr, vlan_); !r) return r;
     neighbors_.add_address(addr);
-    neighbors_.announce(TapHost::now(), addr);
+    if (announce_) neighbors_.announce(TapHost::now(), addr);
     return {};
 }
 
@@ -164,6 +179,7 @@ void TapShards::flush(std::uint32_t s) {
             while (auto f = neighbors_.poll_transmit()) send(*f);
         while (auto f = sh.core->poll_transmit()) send(*f);
     }
+    sh.queue->flush();
     links_->flush(s);
     links_->publish(s, [this](std::uint32_t to) { wake(to); });
 }

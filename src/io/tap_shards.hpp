@@ -12,8 +12,9 @@
 // frame it does not own goes to its owner through the shard links, which
 // wakes the owner's loop through an eventfd (one write per batch). The owner
 // answers on its own queue, and from then on the kernel delivers the flow
-// there. Frames without a TCP 4-tuple (ARP, neighbour discovery, ICMP) belong
-// to shard 0, which keeps the neighbour table and reads the signals.
+// there. An ICMP error goes to the shard of the connection it quotes; frames
+// without a TCP 4-tuple (ARP, neighbour discovery, echoes) belong to shard 0,
+// which keeps the neighbour table and reads the signals.
 //
 // Each core gets CoreConfig::port_filter for its shard, so connect() picks
 // ports whose frames come back to it; listen() makes a listener in every
@@ -22,11 +23,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "io/event_loop.hpp"
+#include "io/frame_device.hpp"
 #include "io/shard_links.hpp"
 #include "io/tap.hpp"
 #include "iwcm/core.hpp"
@@ -35,6 +38,12 @@ namespace iwcm::io {
 
 struct TapShardsConfig {
     std::string tap;  // device name; made multi-queue if it does not exist
+    // When set, queue s is open_queue(s) instead of queue s of the TAP (the
+    // AF_XDP sockets of shared-address mode: XskDevice::open_queue).
+    std::function<Expected<std::unique_ptr<FrameDevice>, std::string>(std::uint32_t)> open_queue;
+    // Announce an added address (gratuitous ARP / unsolicited advertisement):
+    // off where the kernel owns the address and answers for it.
+    bool announce = true;
     std::uint32_t shards = 2;
     NeighborConfig neighbors;
     bool handle_signals = true;  // SIGINT / SIGTERM end shard 0's step() with kSignal
@@ -87,6 +96,8 @@ private:
     struct Shard;
     TapShards(const TapShardsConfig& config, const CoreConfig& core, std::uint16_t vlan);
     bool setup(const TapShardsConfig& config, const CoreConfig& core);
+    bool open_queue(const TapShardsConfig& config, std::uint32_t s,
+                    std::unique_ptr<FrameDevice>& q);
     void wake(std::uint32_t s);
     void arrived(Shard& sh, Instant now, std::span<const std::byte> frame);
     void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame);
@@ -101,6 +112,7 @@ private:
     int signal_fd_ = -1;
     std::atomic<int> last_signal_{0};
     std::string open_error_;
+    bool announce_ = true;
 };
 
 }  // namespace iwcm::io

@@ -32,7 +32,6 @@ namespace {
 
 constexpr std::uint32_t kFrames = 2048;  // UMEM: half for receive, half for send
 constexpr std::uint32_t kRing = kFrames / 2;
-constexpr std::uint32_t kQueue = 0;
 // How long open() waits for the queue of a socket closed just before.
 constexpr auto kBusyLimit = std::chrono::seconds(2);
 
@@ -99,6 +98,8 @@ struct XskDevice::Impl {
     xsk_ring_prod tx{};
     std::vector<std::uint64_t> free_tx;  // UMEM frames not in flight on the send side
     bool zero_copy = false;
+    std::uint32_t queue = 0;                   // the receive queue the socket is bound to
+    const XskDevice* borrowed_from = nullptr;  // open_queue(): the device with the program
 
     ~Impl();
     std::string claim();
@@ -218,13 +219,14 @@ std::string XskDevice::Impl::open_socket() {
     for (;;) {
         if (int r = xsk_umem__create(&umem, area, size, &fill, &comp, &uc); r < 0)
             return step_error("registering the AF_XDP frames (UMEM)", r);
-        const int r = xsk_socket__create(&xsk, name.c_str(), kQueue, umem, &rx, &tx, &sc);
+        const int r = xsk_socket__create(&xsk, name.c_str(), queue, umem, &rx, &tx, &sc);
         if (r == 0) break;
         (void)xsk_umem__delete(umem);
         umem = nullptr;
         xsk = nullptr;
         if (r != -EBUSY || std::chrono::steady_clock::now() >= give_up)
-            return step_error("creating the AF_XDP socket on " + name + " queue 0", r);
+            return step_error(
+                "creating the AF_XDP socket on " + name + " queue " + std::to_string(queue), r);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     const int fd = xsk_socket__fd(xsk);
@@ -232,7 +234,7 @@ std::string XskDevice::Impl::open_socket() {
     socklen_t len = sizeof opts;
     if (::getsockopt(fd, SOL_XDP, XDP_OPTIONS, &opts, &len) == 0)
         zero_copy = (opts.flags & XDP_OPTIONS_ZEROCOPY) != 0;
-    if (int r = bpf_map_update_elem(xsks_fd, &kQueue, &fd, BPF_ANY); r < 0)
+    if (int r = bpf_map_update_elem(xsks_fd, &queue, &fd, BPF_ANY); r < 0)
         return step_error("putting the AF_XDP socket in the XSKMAP", r);
     std::uint32_t idx = 0;
     if (xsk_ring_prod__reserve(&fill, kRing, &idx) != kRing) return "filling the AF_XDP fill ring";
@@ -286,6 +288,26 @@ Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::str
     return std::unique_ptr<XskDevice>(new XskDevice(std::move(impl)));
 }
 
+Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open_queue(std::uint32_t queue) {
+    // The program, its maps and the claim stay this device's: the new one
+    // only borrows the map descriptors, and detaches nothing when it goes.
+    auto impl = std::make_unique<Impl>();
+    impl->name = impl_->name;
+    impl->mode = impl_->mode;
+    impl->ifindex = impl_->ifindex;
+    impl->ports_fd = impl_->ports_fd;
+    impl->xsks_fd = impl_->xsks_fd;
+    impl->queue = queue;
+    if (std::string e = impl->open_socket(); !e.empty()) return fail(e);
+    auto dev = std::unique_ptr<XskDevice>(new XskDevice(std::move(impl)));
+    dev->impl_->borrowed_from = this;
+    return dev;
+}
+
+std::uint32_t XskDevice::queue() const {
+    return impl_->queue;
+}
+
 int XskDevice::fd() const {
     return xsk_socket__fd(impl_->xsk);
 }
@@ -299,7 +321,8 @@ bool XskDevice::zero_copy() const {
     return impl_->zero_copy;
 }
 const char* XskDevice::attach_mode() const {
-    return impl_->attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic";
+    const Impl& owner = impl_->borrowed_from ? *impl_->borrowed_from->impl_ : *impl_;
+    return owner.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic";
 }
 
 long XskDevice::read(std::span<std::byte> buf) {
@@ -368,6 +391,12 @@ Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open(const std::str
     return fail(std::string(
         "this iwarp-cm was built without shared-address mode (AF_XDP): rebuild with libxdp-dev, "
         "libbpf-dev and clang installed"));
+}
+Expected<std::unique_ptr<XskDevice>, std::string> XskDevice::open_queue(std::uint32_t) {
+    return fail(std::string("built without AF_XDP"));
+}
+std::uint32_t XskDevice::queue() const {
+    return 0;
 }
 int XskDevice::fd() const {
     return -1;

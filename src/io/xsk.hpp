@@ -19,8 +19,11 @@
 // The program redirects only segments to (address, port) pairs in its port
 // map: add_port() / remove_port() keep that map. The destructor detaches the
 // program; the kernel frees the maps, the socket and the UMEM.
-// One receive queue for now: an interface with more must steer the CM's
-// flows to queue 0 (ethtool -N) or run with one combined channel.
+// open() binds the socket to receive queue 0. An interface with more queues
+// either steers the CM's flows to queue 0 (ethtool -N, or one combined
+// channel) or gets a socket on each: open_queue(q) makes another device on
+// queue q (its own UMEM and socket, put in the XSKMAP at q, where the program
+// redirects what arrives on q) that shares this one's program and port map.
 #pragma once
 
 #include <cstddef>
@@ -59,6 +62,11 @@ public:
     int write(std::span<const std::byte> frame) override;
     void flush() override;
     std::size_t max_frame() const override { return kFrameSize; }
+
+    // Another socket, on receive queue `queue` (src/io/tap_shards.hpp runs a
+    // thread on each). This device must outlive it.
+    Expected<std::unique_ptr<XskDevice>, std::string> open_queue(std::uint32_t queue);
+    std::uint32_t queue() const;
 
     int ifindex() const;
     // "native" or "generic": where the program runs.

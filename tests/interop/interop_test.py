@@ -528,6 +528,56 @@ def case_connect_count(c):
         print("  cmtime: %s" % {k: v for k, v in t.items() if k.endswith("_ms")}, flush=True)
 
 
+def shard_of(a, pa, b, pb, shards, key=0):
+    """Our flow hash (include/iwcm/shard.hpp, src/shard.cpp) of an IPv4
+    4-tuple and its shard among `shards`: written again here from the
+    description, so that the test checks the C++ against it."""
+    m = (1 << 64) - 1
+
+    def mix64(z):
+        z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & m
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & m
+        return z ^ (z >> 31)
+
+    def load32(raw):  # as the wire has it, loaded little-endian (x86)
+        return int.from_bytes(raw, "little")
+
+    both = load32(pa.to_bytes(2, "big") + pb.to_bytes(2, "big"))
+    swapped = ((both << 16) | (both >> 16)) & 0xffffffff
+    ports = ((both ^ swapped) & 0xffff) | ((both & swapped) & 0xffff0000)
+    addr = load32(bytes(map(int, a.split(".")))) ^ load32(bytes(map(int, b.split("."))))
+    h = mix64(addr ^ key ^ (ports << 32))
+    return ((h & 0xffffffff) * shards) >> 32
+
+
+def case_connect_threads(c):
+    """connect --count 24 --parallel 8 --threads 2 on a multi-queue TAP against
+    a kernel-socket MPA server: each thread opens its half, on ephemeral ports
+    that hash back to it (checked from the server's side with the hash
+    written again in Python), every one set up and closed."""
+    n, threads = 24, 2
+    with Net("connect-threads", 74, multi_queue=True) as net:
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--close", "wait",
+                     "--count", str(n))
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--no-p2p", "--count", str(n),
+                  "--parallel", "8", "--threads", str(threads), "--timeout", "30")
+        st = expect_exit(cm, 0, timeout=90)
+        check(srv.finish() == 0, "server failed")
+        check(len(srv.events("closed")) == n and all(e["peer_eof"] for e in srv.events("closed")),
+              "server closes: %s" % srv.events("closed"))
+        t = cm.events("cmtime")
+        check(len(t) == 1 and t[0]["completed"] == n and t[0]["failed"] == 0, "cmtime: %s" % t)
+        check(st["established"] == n and st["live_nodes"] == 0 and st["threads"] == threads,
+              "stats: %s" % st)
+        ports = [int(e["remote"].strip("()").split(",")[1]) for e in srv.events("accepted")]
+        per = [0] * threads
+        for p in ports:
+            per[shard_of("10.99.74.2", p, net.kernel4, PORT, threads)] += 1
+        check(per == [n // threads] * threads, "connections per thread by our hash: %s" % per)
+        print("  per thread %s, %d frames handed between threads" % (per, st["handed_off"]), flush=True)
+
+
 def case_ipv6(c):
     connect_case(c, "ipv6", 25, "wait", ["--hold", "0.2"], 0,
                  lambda s: check(s["peer_eof"], "server: %s" % s), family=6)

@@ -71,7 +71,8 @@ while True:
 class SharedNet(interop_test.Namespaces):
     """Two namespaces and the veth pair between them; removed on exit."""
 
-    def __init__(self, case, subnet):
+    def __init__(self, case, subnet, queues=1):
+        self.queues = queues  # receive and transmit queues of each end of the veth
         tag = "%s-%d" % (case.replace("_", "-")[:12], os.getpid())
         self.host = "iwxh-" + tag
         self.peer = "iwxp-" + tag
@@ -81,8 +82,9 @@ class SharedNet(interop_test.Namespaces):
         self.peer_addr = "10.98.%d.2" % subnet
 
     def build(self):
-        sh("ip", "link", "add", "h0", "netns", self.host, "type", "veth", "peer", "name", "p0",
-           "netns", self.peer)
+        q = ["numrxqueues", str(self.queues), "numtxqueues", str(self.queues)]
+        sh("ip", "link", "add", "h0", "netns", self.host, *q, "type", "veth", "peer", "name", "p0",
+           "netns", self.peer, *q)
         for ns, dev, addr in ((self.host, "h0", self.addr), (self.peer, "p0", self.peer_addr)):
             sh("ip", "link", "set", "lo", "up", ns=ns)
             sh("ip", "addr", "add", addr + "/24", "dev", dev, ns=ns)
@@ -206,6 +208,34 @@ def case_shared_listen(c):
 def case_shared_listen_generic(c):
     """The program in the kernel's generic (skb) hook, as on a driver without XDP."""
     shared_listen(c, "generic", 7, "generic")
+
+
+def case_shared_listen_threads(c):
+    """listen --threads 2 --dev on a veth with 2 queues: an AF_XDP socket per
+    receive queue, 8 kernel clients at once, each connection served by the
+    thread that owns its 4-tuple; the kernel's echo service on the same
+    address keeps working; the program goes at exit."""
+    n = 8
+    with SharedNet("threads", 12, queues=2) as net:
+        c.echo(net)
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", str(n), "--threads", "2",
+                  "--pdata", "threads")
+        ev = cm.wait_for("listening")
+        check(ev["threads"] == 2 and ev["dev"] == "h0", "listening line: %s" % ev)
+        check(net.xdp_attached(), "no XDP program on h0 while listening")
+        clis = [c.peer(net, "client%d" % i, "client", "--to", "%s:%d" % (net.addr, PORT),
+                       "--pdata", "c%d" % i) for i in range(n)]
+        for cli in clis:
+            rep = cli.wait_for("reply")
+            check(not rep["reject"] and rep["pdata"] == "threads", "reply: %s" % rep)
+            check(cli.finish() == 0, "client failed")
+        echo_roundtrip(net, "alongside")
+        st = expect_exit(cm, 0)
+        got = sorted(r["pdata"] for r in cm.events("connect_request"))
+        check(got == sorted("c%d" % i for i in range(n)), "requests: %s" % got)
+        check(st["established"] == n and st["live_nodes"] == 0 and st["threads"] == 2, "stats: %s" % st)
+        check(not net.xdp_attached(), "XDP program left on h0 after a normal exit")
+        print("  %d frames handed between threads" % st["handed_off"], flush=True)
 
 
 # A kernel client on the host: COUNT connections held open at once to the

@@ -102,6 +102,85 @@ TEST(FlowHash, FramesWithoutATupleBelongToShardZero) {
     FAIL() << "no port of 48 hashed off shard 0";
 }
 
+// An ICMP (IPv4) or ICMPv6 message of `type` from a router, quoting `quoted`
+// (a frame of tcp_frame's, its Ethernet header left out) as an error does.
+Bytes icmp_frame(const Bytes& quoted, bool v4, std::uint8_t type) {
+    Bytes f(12, std::byte{0x02});
+    put16(f, v4 ? 0x0800 : 0x86dd);
+    if (v4) {
+        Bytes ip{std::byte{0x45},
+                 {},
+                 {},
+                 {},
+                 {},
+                 {},
+                 std::byte{0x40},
+                 {},
+                 std::byte{64},
+                 std::byte{1},
+                 {},
+                 {},
+                 std::byte{10},
+                 {},
+                 {},
+                 std::byte{254},
+                 std::byte{10},
+                 {},
+                 {},
+                 std::byte{1}};
+        f.insert(f.end(), ip.begin(), ip.end());
+    } else {
+        Bytes ip(40, std::byte{0});
+        ip[0] = std::byte{0x60}, ip[6] = std::byte{58}, ip[7] = std::byte{64};
+        ip[8] = std::byte{0xfe}, ip[23] = std::byte{0xfe};  // a router's address
+        ip[24] = std::byte{0xfd}, ip[39] = std::byte{1};
+        f.insert(f.end(), ip.begin(), ip.end());
+    }
+    f.push_back(std::byte{type});
+    f.resize(f.size() + 7);  // code, checksum, unused / MTU
+    f.insert(f.end(), quoted.begin() + 14, quoted.end());
+    return f;
+}
+
+TEST(FlowHash, IcmpErrorsFollowTheConnectionTheyQuote) {
+    const Endpoint a6{*IpAddr::parse("fd00::1"), 49152};
+    const Endpoint b6{*IpAddr::parse("fd00::2:2"), 4791};
+    for (auto [x, y] : {std::pair{kA, kB}, std::pair{a6, b6}}) {
+        const bool v4 = x.addr.is_v4();
+        const std::uint8_t unreachable = v4 ? 3 : 1, too_big = v4 ? 3 : 2, echo = v4 ? 8 : 128;
+        const std::uint8_t exceeded = v4 ? 11 : 3;
+        std::uint64_t h = 0;
+        for (std::uint8_t type : {unreachable, too_big, exceeded}) {
+            // The quote is of a segment we sent: x -> y, or y -> x.
+            ASSERT_TRUE(frame_flow_hash(icmp_frame(tcp_frame(x, y), v4, type), 7, h));
+            EXPECT_EQ(h, flow_hash(x, y, 7));
+            ASSERT_TRUE(frame_flow_hash(icmp_frame(tcp_frame(y, x), v4, type), 7, h));
+            EXPECT_EQ(h, flow_hash(x, y, 7));
+        }
+        // Not errors, or not quoting TCP, or not whole: no 4-tuple.
+        EXPECT_FALSE(frame_flow_hash(icmp_frame(tcp_frame(x, y), v4, echo), 0, h));
+        EXPECT_FALSE(frame_flow_hash(icmp_frame(tcp_frame(x, y), v4, v4 ? 0 : 135), 0, h));
+        Bytes udp = tcp_frame(x, y);
+        udp[14 + (v4 ? 9 : 6)] = std::byte{17};
+        EXPECT_FALSE(frame_flow_hash(icmp_frame(udp, v4, unreachable), 0, h));
+        const Bytes nested =
+            icmp_frame(icmp_frame(tcp_frame(x, y), v4, unreachable), v4, unreachable);
+        EXPECT_FALSE(frame_flow_hash(nested, 0, h));
+        Bytes cut = icmp_frame(tcp_frame(x, y), v4, unreachable);
+        cut.resize(14 + (v4 ? 20 : 40) + 8 + (v4 ? 20 : 40) + 3);  // 3 bytes of the ports
+        EXPECT_FALSE(frame_flow_hash(cut, 0, h));
+    }
+    // On 4 shards, the error about a connection of shard s goes to s.
+    int off_zero = 0;
+    for (std::uint16_t p = 49152; p < 49200; ++p) {
+        const Endpoint a{kA.addr, p};
+        const std::uint32_t s = frame_shard(tcp_frame(a, kB), 4);
+        EXPECT_EQ(frame_shard(icmp_frame(tcp_frame(a, kB), true, 3), 4), s);
+        off_zero += s != 0;
+    }
+    EXPECT_GT(off_zero, 0);
+}
+
 TEST(FlowHash, EphemeralPortsSpreadEvenly) {
     for (std::uint32_t n : {2u, 3u, 4u, 8u}) {
         std::vector<std::size_t> per(n);

@@ -1,0 +1,245 @@
+// iwarp-cm connect --count N --threads T: the connections of --count on T
+// threads, each with a queue of a multi-queue TAP and its own core.
+//
+// Read first: tools/connect_many.cpp (the one-thread run, and what each
+// phase measures), src/io/tap_shards.hpp (the queues, the cores, frames
+// handed to the thread that owns them), README.md "Every core".
+//
+// Thread s runs its share of the N connections (and of --parallel) on core s,
+// whose port filter picks ephemeral ports that hash back to s: the SYN leaves
+// on queue s, and the kernel's tun steers the flow's replies to the queue it
+// last saw it on. Thread 0 keeps the neighbour table: it resolves the peer's
+// MAC while the others wait with their first slots started (so, as with one
+// thread, only those pay the resolution). A thread whose share is done and
+// whose core is quiet keeps reading its queue until every thread is (at most
+// kDrainLimit), so that no frame of another thread's flow that lands there
+// is lost. Per frame nothing is shared; per
+// event, a few atomics.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "io/tap_shards.hpp"
+#include "iwcm/assert.hpp"
+#include "tools/connect.hpp"
+#include "tools/tap_threads.hpp"
+
+namespace iwcm::tools {
+
+namespace {
+
+// How long a thread whose share is done waits for its last nodes and for
+// the other threads (whose frames may come through its queue).
+constexpr auto kDrainLimit = std::chrono::seconds(5);
+
+// Thread s's share of `total` among n (the first total % n get one more).
+unsigned share(unsigned total, unsigned n, unsigned s) {
+    return total / n + (s < total % n ? 1 : 0);
+}
+
+// What the threads share: written once (the MAC) or per event, never per frame.
+struct Shared {
+    std::atomic<bool> mac_ready{false};
+    MacAddr mac;                    // written by thread 0 before mac_ready
+    std::atomic<bool> stop{false};  // a signal, a device error, resolution failed
+    std::atomic<int> signal{0};
+    std::atomic<unsigned> finished{0};  // threads whose share is done
+};
+
+class ConnectShard {
+public:
+    ConnectShard(std::uint32_t s, const ConnectOptions& o, const ConnectTarget& t,
+                 const Interface& iface, io::TapShards& net, const Reporter& rep, Shared& shared)
+        : s_(s),
+          o_(o),
+          t_(t),
+          iface_(iface),
+          net_(net),
+          core_(net.core(s)),
+          rep_(rep),
+          sh_(shared),
+          quota_(share(o.count, net.shards(), s)),
+          parallel_(std::max(1u, share(o.parallel, net.shards(), s))) {}
+
+    void run();
+    const Flights& flights() const { return f_; }
+
+private:
+    bool resolve(Instant now);
+    void start_slots(Instant now);
+    bool step(Instant until);
+    void close(Instant now);
+    unsigned ended() const { return f_.completed() + f_.failures(); }
+
+    std::uint32_t s_;
+    const ConnectOptions& o_;
+    const ConnectTarget& t_;
+    const Interface& iface_;
+    io::TapShards& net_;
+    Core& core_;
+    const Reporter& rep_;
+    Shared& sh_;
+    unsigned quota_;
+    unsigned parallel_;
+    unsigned started_ = 0;
+    std::vector<Instant> waiting_;  // slots started before the MAC was known
+    Flights f_;
+};
+
+// Thread 0: the peer's MAC, known (published to all), pending, or failed.
+bool ConnectShard::resolve(Instant now) {
+    if (s_ != 0 || sh_.mac_ready.load(std::memory_order_acquire)) return true;
+    auto& nb = net_.neighbors();
+    const auto st = nb.status(now, t_.next_hop);
+    if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) {
+        f_.end(exit_codes::kResolution, "cannot resolve " + t_.next_hop.to_string());
+        return false;
+    }
+    if (st != io::NeighborStatus::kResolved) return true;
+    sh_.mac = *nb.lookup(now, t_.next_hop);
+    sh_.mac_ready.store(true, std::memory_order_release);
+    net_.wake_all();
+    return true;
+}
+
+// Starts slots up to --parallel's share; they connect once the MAC is known.
+void ConnectShard::start_slots(Instant now) {
+    const bool known = sh_.mac_ready.load(std::memory_order_acquire);
+    while (started_ < quota_ && started_ - ended() < parallel_) {
+        ++started_;
+        waiting_.push_back(now);
+    }
+    if (!known) return;
+    for (Instant start : waiting_) {
+        const ConnectParams cp = count_params(o_, t_, iface_, sh_.mac);
+        const Instant at = io::TapHost::now();
+        auto c = core_.connect(at, cp);
+        if (!c) {
+            f_.failed(exit_codes::kError, "connect: " + std::string(to_string(c.error())));
+            continue;
+        }
+        f_.opened(*c, start, now, at);
+    }
+    waiting_.clear();
+}
+
+// One round of the thread's loop and its events; false when it must stop.
+bool ConnectShard::step(Instant until) {
+    const io::Wake w = net_.step(s_, until);
+    while (auto e = core_.poll_event()) (void)f_.on_event(core_, io::TapHost::now(), *e, rep_);
+    if (w == io::Wake::kError) {
+        f_.end(exit_codes::kError, net_.error(s_));
+        sh_.stop = true;
+        net_.wake_all();
+    }
+    if (w == io::Wake::kSignal) {
+        sh_.signal = net_.last_signal();
+        sh_.stop = true;
+        net_.wake_all();
+    }
+    return w != io::Wake::kError;
+}
+
+void ConnectShard::run() {
+    core_.set_trace([this](const TraceRecord& r) { f_.on_trace(r); });
+    const auto limit =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
+    if (s_ == 0) net_.neighbors().resolve(io::TapHost::now(), t_.next_hop, iface_.addr);
+    Instant progress = io::TapHost::now();
+    std::optional<Instant> done_at;  // this thread's share ended
+    bool counted = false;            // ... and its core is quiet: counted in sh_.finished
+    for (;;) {
+        const Instant now = io::TapHost::now();
+        if (!resolve(now)) {
+            sh_.stop = true;
+            net_.wake_all();
+        }
+        if (sh_.stop.load()) break;
+        start_slots(now);
+        if (!done_at && ended() >= quota_) done_at = now;
+        if (done_at && !counted && core_.live_nodes() == 0) {
+            counted = true;
+            sh_.finished.fetch_add(1);
+            net_.wake_all();  // the others notice
+        }
+        const bool all = sh_.finished.load() == net_.shards();
+        if (done_at && ((counted && all) || now >= *done_at + kDrainLimit)) break;
+        if (!done_at && now - progress > limit) {
+            f_.end(exit_codes::kTimeout, "no connection finished within --timeout");
+            sh_.stop = true;
+            net_.wake_all();
+            break;
+        }
+        const unsigned before = ended();
+        if (!step(done_at ? std::min(now + limit, *done_at + kDrainLimit) : now + limit)) break;
+        if (ended() != before) progress = io::TapHost::now();
+    }
+    close(io::TapHost::now());
+    core_.set_trace({});
+}
+
+// After a stop: a FIN on what is open, kGraceLimit to close, then resets.
+void ConnectShard::close(Instant now) {
+    for (ConnHandle h : f_.open_handles())
+        (void)core_.disconnect(now, h, DisconnectMode::kGraceful);
+    const Instant grace = now + kGraceLimit;
+    while (core_.live_nodes() > 0 && io::TapHost::now() < grace)
+        if (!step(grace)) break;
+    if (core_.live_nodes() > 0) (void)core_.teardown_connections(io::TapHost::now(), iface_.addr);
+    net_.flush(s_);
+}
+
+}  // namespace
+
+std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTarget& t,
+                                       const Interface& iface, const Reporter& rep,
+                                       bool fall_back) {
+    IWCM_ASSERT(o.count > 0);
+    const unsigned n = o.threads > 0 ? o.threads : cpu_threads();
+    IWCM_ASSERT(n > 1);
+    if (!o.wire.dev.empty())
+        throw UsageError{"--threads " + std::to_string(n) +
+                         " with --dev: the shared-address mode runs one thread (one AF_XDP queue)"};
+    io::TapShardsConfig tc;
+    tc.tap = o.wire.tap;
+    tc.shards = n;
+    auto opened = io::TapShards::open(tc, core_config(o.wire, iface), iface.vlan);
+    if (!opened && fall_back) return std::nullopt;
+    if (!opened) {
+        rep.fail(opened.error());
+        return exit_codes::kSetup;
+    }
+    io::TapShards& net = **opened;
+    if (auto r = net.add_address(iface.addr); !r) {
+        rep.fail("--ip: " + std::string(to_string(r.error())));
+        return exit_codes::kSetup;
+    }
+    Shared shared;
+    std::vector<std::unique_ptr<ConnectShard>> shards;
+    for (std::uint32_t s = 0; s < net.shards(); ++s)
+        shards.push_back(std::make_unique<ConnectShard>(s, o, t, iface, net, rep, shared));
+    std::vector<std::thread> threads;
+    for (auto& sh : shards) threads.emplace_back([&sh] { sh->run(); });
+    for (auto& th : threads) th.join();
+
+    Flights all;
+    for (auto& sh : shards) all.merge(sh->flights());
+    if (const int sig = shared.signal.load(); sig != 0)
+        all.end(interrupted_code(sig), "interrupted after " + std::to_string(all.completed()) +
+                                           " of " + std::to_string(o.count));
+    const Instant end = io::TapHost::now();
+    print_cmtime(rep, end, o, t.to, all);
+    std::uint64_t handed_off = 0;
+    const Reporter::Counters c = sum_thread_counters(net, handed_off);
+    rep.stats(
+        end, c, all.code() == exit_codes::kOk ? "ok" : "failed", all.reason(), std::nullopt,
+        {{"threads", std::to_string(net.shards())}, {"handed_off", std::to_string(handed_off)}});
+    if (all.code() != exit_codes::kOk) rep.fail(all.reason());
+    return all.code();
+}
+
+}  // namespace iwcm::tools

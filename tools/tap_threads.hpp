@@ -1,0 +1,46 @@
+// What the commands that run on N queues of a multi-queue TAP share
+// (`listen --threads`, `connect --count --threads`): the thread count by
+// default and the summed counters of the last line.
+//
+// Read first: src/io/tap_shards.hpp (the queues, their cores and loops),
+// README.md "Every core".
+#pragma once
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "io/tap_shards.hpp"
+#include "iwcm/shard.hpp"
+#include "tools/wire_cli.hpp"
+
+namespace iwcm::tools {
+
+// One thread per CPU this process may run on.
+inline unsigned cpu_threads() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&allowed)));
+}
+
+// Every thread's counters summed; `handed_off` gets the frames read on a
+// queue whose thread did not own them.
+inline Reporter::Counters sum_thread_counters(io::TapShards& net, std::uint64_t& handed_off) {
+    Reporter::Counters c;
+    handed_off = 0;
+    for (std::uint32_t s = 0; s < net.shards(); ++s) {
+        add_stats(c.core, net.core(s).stats());
+        const io::TapShardCounters& q = net.counters(s);
+        c.tap.frames_in += q.tap.frames_in;
+        c.tap.frames_out += q.tap.frames_out;
+        c.tap.ignored += q.tap.ignored;
+        c.live_nodes += net.core(s).live_nodes();
+        handed_off += q.handed_off;
+    }
+    c.neighbors = net.neighbors().counters();
+    return c;
+}
+
+}  // namespace iwcm::tools
