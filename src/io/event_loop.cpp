@@ -55,6 +55,11 @@ TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vla
       neighbors_(core.config().mac, vlan, config.neighbors),
       rx_buf_(dev_->max_frame()) {}
 
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device) {
+    if (core.stream.segment_offload == 0) return std::nullopt;
+    return "segment offload is only for the in-memory link, not " + device;
+}
+
 Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
                                                               Core& core, std::uint16_t vlan) {
     auto tap = TapDevice::open(config.tap);
@@ -67,11 +72,7 @@ Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
     std::uint16_t vlan) {
     IWCM_ASSERT(device != nullptr);
     if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
-    // Offloaded segments are longer than the MTU: only two cores in memory
-    // take them (StreamConfig::segment_offload).
-    if (core.config().stream.segment_offload != 0)
-        return fail(std::string("segment offload is only for the in-memory link, not ") +
-                    device->name());
+    if (auto why = offload_refused(core.config(), device->name())) return fail(*why);
     std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
     if (!host->setup(config)) return fail(host->error_);
     return host;

@@ -61,6 +61,11 @@ enum class Wake : std::uint8_t { kOk, kSignal, kError };
 // untagged): IPv4 or IPv6 to that MAC on that VLAN.
 bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan);
 
+// Why a core cannot run on the frame device `device`, if it cannot: offloaded
+// segments (StreamConfig::segment_offload) exceed any real MTU, so only two
+// cores in memory take them.
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device);
+
 // Blocks SIGINT and SIGTERM in the calling thread (threads started after it
 // inherit the mask) and returns a non-blocking signalfd for them, or -1.
 int block_signals_to_fd();

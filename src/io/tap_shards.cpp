@@ -55,6 +55,7 @@ Expected<std::unique_ptr<TapShards>, std::string> TapShards::open(const TapShard
                                                                   std::uint16_t vlan) {
     if (config.shards < 1) return fail(std::string("at least one thread"));
     if (core.mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
+    if (auto why = offload_refused(core, config.tap)) return fail(*why);
     std::unique_ptr<TapShards> t(new TapShards(config, core, vlan));
     if (!t->setup(config, core)) return fail(t->open_error_);
     return t;

@@ -187,5 +187,19 @@ TEST(TapShards, KernelConnectionsReachTheThreadThatOwnsThem) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
 }
 
+// As TapHost: the threads refuse a core configured for segment offload,
+// before any device is opened.
+TEST(TapShards, RefusesSegmentOffload) {
+    CoreConfig cfg;
+    cfg.mac = *MacAddr::parse("02:00:0a:63:c8:02");
+    cfg.stream.segment_offload = 44 * 1460;
+    TapShardsConfig tc;
+    tc.tap = "iwcmoff0";
+    tc.handle_signals = false;
+    auto t = TapShards::open(tc, cfg, kNoVlan);
+    ASSERT_FALSE(t);
+    EXPECT_EQ(t.error(), "segment offload is only for the in-memory link, not iwcmoff0");
+}
+
 }  // namespace
 }  // namespace iwcm::io
