@@ -326,11 +326,13 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         return;
     }
     const wire::MpaRepr& rep = *parsed;
-    cancel_phase_timer(*node);
+    // The reply timer ends here: cancelled, or in peer-to-peer mode handed over to the RTR as
+    // its send entry.
     auto& pdata = pdata_scratch;
     pdata.assign(rep.private_data.begin(), rep.private_data.end());
     consume_rx(*node, len);
     if (rep.reject) {
+        cancel_phase_timer(*node);
         set_state(*node, CmState::kMpaRejRcvd);
         end_for_app(node, EventType::kRejected, -ECONNREFUSED, pdata);
         start_close(now, node);
@@ -368,12 +370,16 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         }
     }
     if (failure) {
+        cancel_phase_timer(*node);
         send_terminate(now, node, static_cast<int>(*failure));
         end_for_app(node, EventType::kConnectError, -EINVAL, pdata);
         start_close(now, node);
         return;
     }
-    if (node->peer_to_peer) {
+    if (!node->peer_to_peer) {
+        cancel_phase_timer(*node);
+    } else {
+        timers.hand_phase_to_send(node, now);
         std::byte buf[64];
         wire::RtrParams rp;
         rp.type = to_wire(node->rtr);

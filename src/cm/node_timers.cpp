@@ -183,6 +183,25 @@ bool NodeTimers::cancel_phase(Node& node) {
     return drop(node, node.phase_timer);
 }
 
+void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
+    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    if (node->send_timer.valid() || !node->phase_timer.valid()) {
+        drop(*node, node->phase_timer);
+        return;
+    }
+    IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
+    const timer::TimerId moved =
+        wheel_.reschedule(node->phase_timer, now + first_delay_, cookie(*node, NodeTimer::kSend, 0));
+    node->phase_timer = {};
+    if (moved.valid()) {
+        node->send_timer = moved;
+        return;
+    }
+    // The phase entry fired in the batch on_timer is handling (take() skips it now): the send
+    // entry is the caller's to arm.
+    release_if_idle(*node);
+}
+
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
     rearm(node, NodeTimer::kStream, at);
 }

@@ -119,6 +119,11 @@ public:
     void arm_phase(const NodeRef& node, NodeTimer kind, Instant at);
     // Cancels the phase slot's timer, whichever kind (close entry included).
     bool cancel_phase(Node& node);
+    // What the phase timer waited for came, and a frame that must be acknowledged is sent at
+    // `now`: the phase entry becomes the send entry (attempt 0, due as arm_send's), moved in
+    // place rather than cancelled and armed again. With a send entry already armed, or none in
+    // the phase slot, the phase timer is only cancelled and the send entry left as it is.
+    void hand_phase_to_send(const NodeRef& node, Instant now);
     // The kind the phase slot holds, if armed.
     static std::optional<NodeTimer> phase(const Node& node) {
         if (!node.phase_timer.valid()) return std::nullopt;
