@@ -28,10 +28,21 @@ cm::NodeTimersConfig timer_config(const CoreConfig& c) {
     return t;
 }
 
+// The connection table's secret (conn_table.hpp, hash_key): two words under isn_secret, so
+// that the one secret the configuration holds keys both and neither reveals the other.
+cm::ConnHashKey table_key(const CoreConfig& c) {
+    const std::uint8_t k0[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '0'};
+    const std::uint8_t k1[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '1'};
+    return {cm::siphash24(c.isn_secret, k0), cm::siphash24(c.isn_secret, k1)};
+}
+
 }  // namespace
 
 Core::Impl::Impl(const CoreConfig& config)
-    : cfg(config), pool(&Impl::on_node_destroyed, this), timers(timer_config(config)) {
+    : cfg(config),
+      pool(&Impl::on_node_destroyed, this),
+      table(table_key(config)),
+      timers(timer_config(config)) {
     scratch.resize(2048);
 }
 
