@@ -203,6 +203,14 @@ struct Core::Impl {
     void accept_request(Instant now, const cm::NodeRef& node);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
+    // The in-order bytes the MPA handlers read: rx, or while on_text_segment lets them read a
+    // segment in place (rx was empty), what is left of that segment's text.
+    wire::Bytes stream_rx(const cm::Node& node) const {
+        if (&node == rx_in_place_node) return rx_in_place;
+        return node.bufs ? wire::Bytes(node.bufs->rx) : wire::Bytes{};
+    }
+    // The handler is done with the first n of those bytes.
+    void consume_rx(cm::Node& node, std::size_t n);
     MpaInfo negotiated(const cm::Node& node) const;
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
@@ -336,6 +344,10 @@ struct Core::Impl {
     cm::NodeRef current_node;              // the last polled event's node
     std::vector<std::byte> current_pdata;  // and its private data
     std::vector<std::byte> pdata_scratch;  // a peer's private data between parse and event
+    // on_text_segment's segment read in place (stream_rx): its node and the bytes not yet
+    // consumed, which go into the node's rx when the handlers are done.
+    const cm::Node* rx_in_place_node = nullptr;
+    wire::Bytes rx_in_place;
 
     TraceHook trace;
     Instant now_{};  // the instant of the call in progress (for traces)

@@ -508,11 +508,27 @@ void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment
     const std::uint64_t sent_before = stats.frames_out;
     if (!text->empty()) {
         wire::Bytes fresh = text->first(std::min<std::size_t>(text->size(), rx_space(*node)));
-        auto& rx = node->buffers().rx;
-        rx.insert(rx.end(), fresh.begin(), fresh.end());
         node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
-        on_stream(now, node);
-        if (node->state == CmState::kClosed) return;
+        auto& rx = node->buffers().rx;
+        if (rx.empty() && rx_in_place_node == nullptr) {
+            // Nothing earlier waits: the handlers read the segment in place (stream_rx), and
+            // only the bytes they leave are copied into rx.
+            rx_in_place_node = node.get();
+            rx_in_place = fresh;
+            on_stream(now, node);
+            const wire::Bytes left = rx_in_place;
+            rx_in_place_node = nullptr;
+            rx_in_place = {};
+            if (node->state == CmState::kClosed) return;
+            if (!left.empty()) {
+                auto& kept = node->buffers().rx;
+                kept.insert(kept.end(), left.begin(), left.end());
+            }
+        } else {
+            rx.insert(rx.end(), fresh.begin(), fresh.end());
+            on_stream(now, node);
+            if (node->state == CmState::kClosed) return;
+        }
     }
     if (fin_in_order(*node, seg)) {
         on_fin(now, node);
