@@ -4,6 +4,7 @@
 // node's state and return an ApiError naming what is wrong; they never
 // assert on what the application passes.
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -149,7 +150,7 @@ namespace {
 // so no node enters them. ESTABLISHED is entered only when the MPA exchange is
 // done; the responder's wait for the request before it is MPAREQ_WAIT, and the
 // initiator goes from SYN_SENT straight to MPAREQ_SENT.
-CmStateSet allowed_from(CmState from) {
+constexpr CmStateSet allowed_from(CmState from) {
     using S = CmState;
     constexpr CmStateSet kEnd = S::kClosed;
     constexpr CmStateSet kClose = S::kFinWait1 | S::kCloseWait | S::kClosed;
@@ -180,12 +181,19 @@ CmStateSet allowed_from(CmState from) {
     return {};
 }
 
+// allowed_from for every state, worked out at compile time: set_state's check is one load.
+constexpr std::array<CmStateSet, kCmStateCount> kAllowedFrom = [] {
+    std::array<CmStateSet, kCmStateCount> table{};
+    for (int i = 0; i < kCmStateCount; ++i) table[i] = allowed_from(static_cast<CmState>(i));
+    return table;
+}();
+
 }  // namespace
 
 void Core::Impl::set_state(Node& node, CmState to) {
     CmState from = node.state;
     if (from == to) return;
-    IWCM_ASSERT(allowed_from(from).contains(to));
+    IWCM_ASSERT(kAllowedFrom[static_cast<std::size_t>(from)].contains(to));
     node.state = to;
     // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
     if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
