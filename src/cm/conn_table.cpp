@@ -1,7 +1,6 @@
 // The flat connection table. Read first: src/cm/conn_table.hpp (why open addressing).
 #include "cm/conn_table.hpp"
 
-
 namespace iwcm::cm {
 
 ConnTable::ConnTable(ConnHashKey secret) : secret_(secret), slots_(64) {}

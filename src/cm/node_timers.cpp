@@ -190,8 +190,8 @@ void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
         return;
     }
     IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
-    const timer::TimerId moved =
-        wheel_.reschedule(node->phase_timer, now + first_delay_, cookie(*node, NodeTimer::kSend, 0));
+    const timer::TimerId moved = wheel_.reschedule(node->phase_timer, now + first_delay_,
+                                                   cookie(*node, NodeTimer::kSend, 0));
     node->phase_timer = {};
     if (moved.valid()) {
         node->send_timer = moved;

@@ -36,10 +36,9 @@ TEST(SipHash24, ReferenceVectors) {
 // remote address (big-endian), M the time in 4-microsecond ticks.
 std::uint32_t reference_isn(const std::array<std::uint8_t, 16>& key, const Endpoint& local,
                             const Endpoint& remote, Instant now) {
-    std::vector<std::uint8_t> m{static_cast<std::uint8_t>(local.port >> 8),
-                                static_cast<std::uint8_t>(local.port),
-                                static_cast<std::uint8_t>(remote.port >> 8),
-                                static_cast<std::uint8_t>(remote.port)};
+    std::vector<std::uint8_t> m{
+        static_cast<std::uint8_t>(local.port >> 8), static_cast<std::uint8_t>(local.port),
+        static_cast<std::uint8_t>(remote.port >> 8), static_cast<std::uint8_t>(remote.port)};
     const std::size_t len = local.addr.is_v4() ? 4 : 16;
     m.insert(m.end(), local.addr.raw().begin(), local.addr.raw().begin() + len);
     m.insert(m.end(), remote.addr.raw().begin(), remote.addr.raw().begin() + len);
