@@ -849,9 +849,10 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     return fr;
 }
 
-// segment_frame()'s values, flat; the window and options follow the same rules.
-wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t flags,
-                                       wire::SeqNumber seq) const {
+// segment_frame()'s values, flat; the window and options follow the same rules. Inline: its one
+// caller, send_segment, runs for every frame.
+inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t flags,
+                                              wire::SeqNumber seq) const {
     IWCM_ASSERT(node.local.addr.is_v4() && node.remote.addr.is_v4());
     wire::SegmentV4 s;
     s.dst_mac = &node.remote_mac;
