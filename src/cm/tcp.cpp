@@ -613,7 +613,8 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
 
 // RFC 9293 section 3.10.7.4, fifth check: the ACK field. False when the segment is done with
 // (an ACK of unsent data is answered and dropped; our acknowledged FIN closed the node).
-bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
+// Inline: one caller, on every segment of a connection before hand-off.
+inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     if (t.ack > node->snd_nxt) {
         // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
@@ -979,7 +980,8 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
     trace_out(loopback);
 }
 
-wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
+// Room for one outgoing frame. Inline: its callers in this file send every frame.
+inline wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
     ++stats.frames_out;
     if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.
