@@ -181,33 +181,23 @@ constexpr CmStateSet allowed_from(CmState from) {
     return {};
 }
 
+}  // namespace
+
 // allowed_from for every state, worked out at compile time: set_state's check is one load.
-constexpr std::array<CmStateSet, kCmStateCount> kAllowedFrom = [] {
+const std::array<CmStateSet, kCmStateCount> Core::Impl::kAllowedFrom = [] {
     std::array<CmStateSet, kCmStateCount> table{};
     for (int i = 0; i < kCmStateCount; ++i) table[i] = allowed_from(static_cast<CmState>(i));
     return table;
 }();
 
-}  // namespace
-
-void Core::Impl::set_state(Node& node, CmState to) {
-    CmState from = node.state;
-    if (from == to) return;
-    IWCM_ASSERT(kAllowedFrom[static_cast<std::size_t>(from)].contains(to));
-    node.state = to;
-    // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
-    if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
-        to != CmState::kEstablished)
-        count_failure(node);
-    if (trace) {
-        TraceRecord r;
-        r.kind = TraceRecord::Kind::kState;
-        r.now = now_;
-        r.conn = node.handle();
-        r.from = from;
-        r.to = to;
-        trace(r);
-    }
+void Core::Impl::trace_state(const Node& node, CmState from, CmState to) {
+    TraceRecord r;
+    r.kind = TraceRecord::Kind::kState;
+    r.now = now_;
+    r.conn = node.handle();
+    r.from = from;
+    r.to = to;
+    trace(r);
 }
 
 void Core::Impl::release_backlog(Node& node) {

@@ -288,7 +288,21 @@ struct Core::Impl {
     };
 
     // ---- lifetime and events (core.cpp) ----
-    void set_state(cm::Node& node, CmState to);
+    // Inline: every handler changes a state, eight times per setup.
+    void set_state(cm::Node& node, CmState to) {
+        const CmState from = node.state;
+        if (from == to) return;
+        IWCM_ASSERT(kAllowedFrom[static_cast<std::size_t>(from)].contains(to));
+        node.state = to;
+        // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
+        if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
+            to != CmState::kEstablished)
+            count_failure(node);
+        if (trace) trace_state(node, from, to);
+    }
+    // The transitions a node may make, by the state it leaves (core.cpp, allowed_from).
+    static const std::array<CmStateSet, kCmStateCount> kAllowedFrom;
+    void trace_state(const cm::Node& node, CmState from, CmState to);
     void release_backlog(cm::Node& node);
     // Ends a node: timers cancelled, out of the table. The node itself goes
     // when its last reference (a queued event, say) goes.
