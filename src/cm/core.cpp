@@ -598,25 +598,6 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     return c;
 }
 
-std::optional<std::uint16_t> Core::Impl::address_vlan(const IpAddr& addr) const {
-    // Two 64-bit compares per address (the unused bytes of a v4 address are zero).
-    std::uint64_t lo, hi;
-    std::memcpy(&lo, addr.raw().data(), 8);
-    std::memcpy(&hi, addr.raw().data() + 8, 8);
-    for (const LocalAddress& local : addresses) {
-        const IpAddr& a = local.addr;
-        std::uint64_t alo, ahi;
-        std::memcpy(&alo, a.raw().data(), 8);
-        std::memcpy(&ahi, a.raw().data() + 8, 8);
-        if (alo == lo && ahi == hi && a.family() == addr.family()) return local.vlan;
-    }
-    return std::nullopt;
-}
-
-bool Core::Impl::is_local_addr(const IpAddr& addr) const {
-    return address_vlan(addr).has_value();
-}
-
 // A listener's own event: it holds no node, and the listener handle may be
 // stale by the time the application polls it.
 void Core::Impl::push_listener_event(std::size_t index, EventType type, int status) {
