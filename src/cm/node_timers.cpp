@@ -125,25 +125,6 @@ void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
     arm(node, kind, at, 0);
 }
 
-void NodeTimers::release_if_idle(Node& node) {
-    if (any_armed(node)) return;
-    NodeRef& held = refs_[node.index];
-    IWCM_ASSERT(held.get() == &node);
-    // The caller holds its own reference, so this is never the node's last.
-    IWCM_ASSERT(node.refs > 1);
-    held.reset();
-}
-
-bool NodeTimers::drop(Node& node, timer::TimerId& id) {
-    if (!id.valid()) return false;
-    // The wheel entry may have fired already if on_timer is collecting it; then the cancel
-    // fails harmlessly and take() skips the timer, whose slot no longer names it.
-    wheel_.cancel(id);
-    id = {};
-    release_if_idle(node);
-    return true;
-}
-
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
     if (node->send_timer.valid()) return fail(NodeTimerError::kSendEntryExists);
     arm(node, NodeTimer::kSend, now + first_delay_, 0);
@@ -152,10 +133,6 @@ Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant
 
 void NodeTimers::restart_send(const NodeRef& node, Instant now) {
     rearm(node, NodeTimer::kSend, now + first_delay_);
-}
-
-bool NodeTimers::ack_send(Node& node) {
-    return drop(node, node.send_timer);
 }
 
 Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instant now) {
@@ -177,10 +154,6 @@ void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
                 kind != NodeTimer::kClose);
     IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind != NodeTimer::kClose);
     rearm(node, kind, at);
-}
-
-bool NodeTimers::cancel_phase(Node& node) {
-    return drop(node, node.phase_timer);
 }
 
 void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
