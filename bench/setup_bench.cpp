@@ -239,7 +239,7 @@ void BM_ConnTableFind(benchmark::State& state) {
 BENCHMARK(BM_ConnTableFind)->Arg(1'000)->Arg(100'000)->Arg(1'000'000);
 
 struct KeyHash {
-    std::size_t operator()(const iwcm::cm::ConnKey& k) const { return iwcm::cm::hash_key(k); }
+    std::size_t operator()(const iwcm::cm::ConnKey& k) const { return iwcm::cm::hash_key({}, k); }
 };
 
 // The reference of docs/design.md "Cost facts": std::unordered_map, same keys, same hash.

@@ -1,55 +1,15 @@
 // The flat connection table. Read first: src/cm/conn_table.hpp (why open addressing).
 #include "cm/conn_table.hpp"
 
-#include <cstring>
-
 namespace iwcm::cm {
 
-namespace {
-
-// A 64-bit mix (the murmur3 finaliser) over the key's words.
-std::uint64_t mix(std::uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-std::uint64_t load64(const std::uint8_t* p) {
-    std::uint64_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-}  // namespace
-
-std::uint64_t hash_key(const ConnKey& key) {
-    // Ports and VLAN in one word, then the addresses' words, each folded in
-    // with a multiply (the connection table needs spread, not secrecy: ISNs
-    // are where RFC 6528's keyed hash matters).
-    const auto& l = key.local.addr.raw();
-    const auto& r = key.remote.addr.raw();
-    std::uint64_t h = (std::uint64_t{key.local.port} << 48) |
-                      (std::uint64_t{key.remote.port} << 32) | (std::uint64_t{key.vlan} << 16) |
-                      static_cast<std::uint64_t>(key.local.addr.family());
-    h = (h ^ load64(l.data())) * 0x9E3779B97F4A7C15ULL;
-    h = (h ^ load64(r.data())) * 0xC2B2AE3D27D4EB4FULL;
-    if (key.local.addr.is_v6()) {
-        h = (h ^ load64(l.data() + 8)) * 0x9E3779B97F4A7C15ULL;
-        h = (h ^ load64(r.data() + 8)) * 0xC2B2AE3D27D4EB4FULL;
-    }
-    return mix(h);
-}
-
-ConnTable::ConnTable() : slots_(64) {}
+ConnTable::ConnTable(ConnHashKey secret) : secret_(secret), slots_(64) {}
 
 void ConnTable::insert(NodeRef node) {
     IWCM_ASSERT(node);
     if ((size_ + 1) * 2 > slots_.size()) grow();
     ConnKey key = key_of(*node);
-    auto h = static_cast<std::uint32_t>(hash_key(key));
+    const std::uint32_t h = hash_key(secret_, key);
     for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
         Slot& s = slots_[i];
         if (!s.node) {
@@ -63,7 +23,7 @@ void ConnTable::insert(NodeRef node) {
 }
 
 Node* ConnTable::find(const ConnKey& key) const {
-    auto h = static_cast<std::uint32_t>(hash_key(key));
+    const std::uint32_t h = hash_key(secret_, key);
     for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
         const Slot& s = slots_[i];
         if (!s.node) return nullptr;
@@ -72,7 +32,7 @@ Node* ConnTable::find(const ConnKey& key) const {
 }
 
 NodeRef ConnTable::erase(const ConnKey& key) {
-    auto h = static_cast<std::uint32_t>(hash_key(key));
+    const std::uint32_t h = hash_key(secret_, key);
     std::size_t i = h & mask();
     for (;; i = (i + 1) & mask()) {
         if (!slots_[i].node) return {};

@@ -4,6 +4,7 @@
 // node's state and return an ApiError naming what is wrong; they never
 // assert on what the application passes.
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -28,10 +29,21 @@ cm::NodeTimersConfig timer_config(const CoreConfig& c) {
     return t;
 }
 
+// The connection table's secret (conn_table.hpp, hash_key): two words under isn_secret, so
+// that the one secret the configuration holds keys both and neither reveals the other.
+cm::ConnHashKey table_key(const CoreConfig& c) {
+    const std::uint8_t k0[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '0'};
+    const std::uint8_t k1[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '1'};
+    return {cm::siphash24(c.isn_secret, k0), cm::siphash24(c.isn_secret, k1)};
+}
+
 }  // namespace
 
 Core::Impl::Impl(const CoreConfig& config)
-    : cfg(config), pool(&Impl::on_node_destroyed, this), timers(timer_config(config)) {
+    : cfg(config),
+      pool(&Impl::on_node_destroyed, this),
+      table(table_key(config)),
+      timers(timer_config(config)) {
     scratch.resize(2048);
 }
 
@@ -138,7 +150,7 @@ namespace {
 // so no node enters them. ESTABLISHED is entered only when the MPA exchange is
 // done; the responder's wait for the request before it is MPAREQ_WAIT, and the
 // initiator goes from SYN_SENT straight to MPAREQ_SENT.
-CmStateSet allowed_from(CmState from) {
+constexpr CmStateSet allowed_from(CmState from) {
     using S = CmState;
     constexpr CmStateSet kEnd = S::kClosed;
     constexpr CmStateSet kClose = S::kFinWait1 | S::kCloseWait | S::kClosed;
@@ -171,24 +183,21 @@ CmStateSet allowed_from(CmState from) {
 
 }  // namespace
 
-void Core::Impl::set_state(Node& node, CmState to) {
-    CmState from = node.state;
-    if (from == to) return;
-    IWCM_ASSERT(allowed_from(from).contains(to));
-    node.state = to;
-    // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
-    if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
-        to != CmState::kEstablished)
-        count_failure(node);
-    if (trace) {
-        TraceRecord r;
-        r.kind = TraceRecord::Kind::kState;
-        r.now = now_;
-        r.conn = node.handle();
-        r.from = from;
-        r.to = to;
-        trace(r);
-    }
+// allowed_from for every state, worked out at compile time: set_state's check is one load.
+const std::array<CmStateSet, kCmStateCount> Core::Impl::kAllowedFrom = [] {
+    std::array<CmStateSet, kCmStateCount> table{};
+    for (int i = 0; i < kCmStateCount; ++i) table[i] = allowed_from(static_cast<CmState>(i));
+    return table;
+}();
+
+void Core::Impl::trace_state(const Node& node, CmState from, CmState to) {
+    TraceRecord r;
+    r.kind = TraceRecord::Kind::kState;
+    r.now = now_;
+    r.conn = node.handle();
+    r.from = from;
+    r.to = to;
+    trace(r);
 }
 
 void Core::Impl::release_backlog(Node& node) {
@@ -587,25 +596,6 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     }
     if (node.bufs && !node.stream) c.pending_rx = node.bufs->rx;
     return c;
-}
-
-std::optional<std::uint16_t> Core::Impl::address_vlan(const IpAddr& addr) const {
-    // Two 64-bit compares per address (the unused bytes of a v4 address are zero).
-    std::uint64_t lo, hi;
-    std::memcpy(&lo, addr.raw().data(), 8);
-    std::memcpy(&hi, addr.raw().data() + 8, 8);
-    for (const LocalAddress& local : addresses) {
-        const IpAddr& a = local.addr;
-        std::uint64_t alo, ahi;
-        std::memcpy(&alo, a.raw().data(), 8);
-        std::memcpy(&ahi, a.raw().data() + 8, 8);
-        if (alo == lo && ahi == hi && a.family() == addr.family()) return local.vlan;
-    }
-    return std::nullopt;
-}
-
-bool Core::Impl::is_local_addr(const IpAddr& addr) const {
-    return address_vlan(addr).has_value();
 }
 
 // A listener's own event: it holds no node, and the listener handle may be

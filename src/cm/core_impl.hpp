@@ -203,12 +203,34 @@ struct Core::Impl {
     void accept_request(Instant now, const cm::NodeRef& node);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
+    // The in-order bytes the MPA handlers read: rx, or while on_text_segment lets them read a
+    // segment in place (rx was empty), what is left of that segment's text.
+    wire::Bytes stream_rx(const cm::Node& node) const {
+        if (&node == rx_in_place_node) return rx_in_place;
+        return node.bufs ? wire::Bytes(node.bufs->rx) : wire::Bytes{};
+    }
+    // The handler is done with the first n of those bytes.
+    void consume_rx(cm::Node& node, std::size_t n);
     MpaInfo negotiated(const cm::Node& node) const;
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
     bool events_full() const { return events.size() - event_head >= cfg.max_events; }
-    // The VLAN a local address lives on; nullopt for an address not ours.
-    std::optional<std::uint16_t> address_vlan(const IpAddr& addr) const;
+    // The VLAN a local address lives on; nullopt for an address not ours. Inline: every frame
+    // asks it of its destination.
+    std::optional<std::uint16_t> address_vlan(const IpAddr& addr) const {
+        // Two 64-bit compares per address (the unused bytes of a v4 address are zero).
+        std::uint64_t lo, hi;
+        std::memcpy(&lo, addr.raw().data(), 8);
+        std::memcpy(&hi, addr.raw().data() + 8, 8);
+        for (const LocalAddress& local : addresses) {
+            const IpAddr& a = local.addr;
+            std::uint64_t alo, ahi;
+            std::memcpy(&alo, a.raw().data(), 8);
+            std::memcpy(&ahi, a.raw().data() + 8, 8);
+            if (alo == lo && ahi == hi && a.family() == addr.family()) return local.vlan;
+        }
+        return std::nullopt;
+    }
     void push_listener_event(std::size_t listener, EventType type, int status);
     // kAddressDown / kAddressUp to every listener on this specific address.
     void notify_listeners(const IpAddr& addr, EventType type, int status);
@@ -280,7 +302,21 @@ struct Core::Impl {
     };
 
     // ---- lifetime and events (core.cpp) ----
-    void set_state(cm::Node& node, CmState to);
+    // Inline: every handler changes a state, eight times per setup.
+    void set_state(cm::Node& node, CmState to) {
+        const CmState from = node.state;
+        if (from == to) return;
+        IWCM_ASSERT(kAllowedFrom[static_cast<std::size_t>(from)].contains(to));
+        node.state = to;
+        // A node that leaves the setup for a close (or CLOSED), not for ESTABLISHED, failed.
+        if (cm::kSetupStates.contains(from) && !cm::kSetupStates.contains(to) &&
+            to != CmState::kEstablished)
+            count_failure(node);
+        if (trace) trace_state(node, from, to);
+    }
+    // The transitions a node may make, by the state it leaves (core.cpp, allowed_from).
+    static const std::array<CmStateSet, kCmStateCount> kAllowedFrom;
+    void trace_state(const cm::Node& node, CmState from, CmState to);
     void release_backlog(cm::Node& node);
     // Ends a node: timers cancelled, out of the table. The node itself goes
     // when its last reference (a queued event, say) goes.
@@ -296,7 +332,9 @@ struct Core::Impl {
     // ends here (the queued event keeps the node until it is polled).
     void end_for_app(const cm::NodeRef& node, EventType type, int status,
                      std::span<const std::byte> pdata = {});
-    bool is_local_addr(const IpAddr& addr) const;
+    bool is_local_addr(const IpAddr& addr) const {
+        return address_vlan(addr).has_value();
+    }
     void drop(Instant now, DropReason reason, const cm::Node* node, wire::Bytes frame);
     // Inline: without a trace hook (the common case) a frame costs one test.
     void trace_frame(TraceRecord::Kind kind, Instant now, const cm::Node* node, wire::Bytes frame) {
@@ -336,6 +374,10 @@ struct Core::Impl {
     cm::NodeRef current_node;              // the last polled event's node
     std::vector<std::byte> current_pdata;  // and its private data
     std::vector<std::byte> pdata_scratch;  // a peer's private data between parse and event
+    // on_text_segment's segment read in place (stream_rx): its node and the bytes not yet
+    // consumed, which go into the node's rx when the handlers are done.
+    const cm::Node* rx_in_place_node = nullptr;
+    wire::Bytes rx_in_place;
 
     TraceHook trace;
     Instant now_{};  // the instant of the call in progress (for traces)

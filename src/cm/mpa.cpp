@@ -24,11 +24,6 @@ namespace {
 
 constexpr std::size_t kMaxMpaFrame = wire::kMpaHeaderLen + wire::kMpaMaxPrivateData;
 
-void consume_rx(Node& node, std::size_t n) {
-    auto& rx = node.buffers().rx;
-    rx.erase(rx.begin(), rx.begin() + static_cast<std::ptrdiff_t>(n));
-}
-
 RtrType from_wire(wire::RtrType t) {
     switch (t) {
         case wire::RtrType::kSend: return RtrType::kSend;
@@ -172,20 +167,29 @@ void Core::Impl::on_stream(Instant now, const NodeRef& node) {
     IWCM_ASSERT(false);
 }
 
-// Is a whole MPA frame in rx? 0: not yet; SIZE_MAX: it can never be valid.
-static std::size_t complete_mpa(const Node& node) {
-    auto len = wire::mpa_frame_len(node.bufs->rx);
+void Core::Impl::consume_rx(Node& node, std::size_t n) {
+    if (&node == rx_in_place_node) {
+        rx_in_place = rx_in_place.subspan(n);
+        return;
+    }
+    auto& rx = node.buffers().rx;
+    rx.erase(rx.begin(), rx.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+// Is a whole MPA frame in the bytes? 0: not yet; SIZE_MAX: it can never be valid.
+static std::size_t complete_mpa(wire::Bytes rx) {
+    auto len = wire::mpa_frame_len(rx);
     if (!len) return 0;
     if (*len > kMaxMpaFrame) return SIZE_MAX;
-    return node.bufs->rx.size() >= *len ? *len : 0;
+    return rx.size() >= *len ? *len : 0;
 }
 
 void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
-    std::size_t len = complete_mpa(*node);
+    const wire::Bytes rx = stream_rx(*node);
+    std::size_t len = complete_mpa(rx);
     if (len == 0) return;
-    auto parsed = len == SIZE_MAX
-                      ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
-                      : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                                  : wire::parse_mpa(rx.first(len));
     if (!parsed || parsed->kind != wire::MpaKind::kRequest) {
         // Not an MPA request (a reply, a bad key, revision 0 or 3, a length
         // over 512): the connection is not iWARP. Reset it, as the driver does.
@@ -314,11 +318,11 @@ void Core::Impl::reject_request(Instant now, const NodeRef& node,
 }
 
 void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
-    std::size_t len = complete_mpa(*node);
+    const wire::Bytes rx = stream_rx(*node);
+    std::size_t len = complete_mpa(rx);
     if (len == 0) return;
-    auto parsed = len == SIZE_MAX
-                      ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
-                      : wire::parse_mpa(std::span<const std::byte>(node->bufs->rx).first(len));
+    auto parsed = len == SIZE_MAX ? wire::ParseResult<wire::MpaRepr>(fail(wire::ParseError{}))
+                                  : wire::parse_mpa(rx.first(len));
     bool bad = !parsed || parsed->kind != wire::MpaKind::kReply || parsed->revision > node->mpa_rev;
     if (bad || parsed->markers) {
         drop(now, DropReason::kBadMpa, node.get(), {});
@@ -326,11 +330,13 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         return;
     }
     const wire::MpaRepr& rep = *parsed;
-    cancel_phase_timer(*node);
+    // The reply timer ends here: cancelled, or in peer-to-peer mode handed over to the RTR as
+    // its send entry.
     auto& pdata = pdata_scratch;
     pdata.assign(rep.private_data.begin(), rep.private_data.end());
     consume_rx(*node, len);
     if (rep.reject) {
+        cancel_phase_timer(*node);
         set_state(*node, CmState::kMpaRejRcvd);
         end_for_app(node, EventType::kRejected, -ECONNREFUSED, pdata);
         start_close(now, node);
@@ -368,12 +374,16 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         }
     }
     if (failure) {
+        cancel_phase_timer(*node);
         send_terminate(now, node, static_cast<int>(*failure));
         end_for_app(node, EventType::kConnectError, -EINVAL, pdata);
         start_close(now, node);
         return;
     }
-    if (node->peer_to_peer) {
+    if (!node->peer_to_peer) {
+        cancel_phase_timer(*node);
+    } else {
+        timers.hand_phase_to_send(node, now);
         std::byte buf[64];
         wire::RtrParams rp;
         rp.type = to_wire(node->rtr);
@@ -385,15 +395,14 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     push_event(node, EventType::kEstablished, 0, pdata);
     if (node->bufs) node->bufs->pdata.clear();
     // Bytes after the reply in the same segment: a TERMINATE is ours to read.
-    if (node->bufs && !node->bufs->rx.empty()) on_terminate(now, node);
+    if (!stream_rx(*node).empty()) on_terminate(now, node);
 }
 
 void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
-    if (!node->bufs) return;
-    auto& rx = node->bufs->rx;
+    const wire::Bytes rx = stream_rx(*node);
     auto len = wire::fpdu_frame_len(rx);
     if (!len || rx.size() < *len) return;
-    auto fpdu = wire::parse_fpdu(std::span<const std::byte>(rx).first(*len), node->crc);
+    auto fpdu = wire::parse_fpdu(rx.first(*len), node->crc);
     std::optional<wire::TermError> failure;
     if (!fpdu) {
         failure = wire::TermError::kInvalidRequestReply;
@@ -422,10 +431,10 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
 // section 9: a strict responder sends one after its reply when IRD/ORD or the
 // RTR do not fit) ends the connection; any other FPDU waits for the data path.
 void Core::Impl::on_terminate(Instant now, const NodeRef& node) {
-    auto& rx = node->bufs->rx;
+    const wire::Bytes rx = stream_rx(*node);
     auto len = wire::fpdu_frame_len(rx);
     if (!len || rx.size() < *len) return;
-    auto fpdu = wire::parse_fpdu(std::span<const std::byte>(rx).first(*len), node->crc);
+    auto fpdu = wire::parse_fpdu(rx.first(*len), node->crc);
     if (!fpdu || !fpdu->crc_ok || !wire::parse_terminate(fpdu->ulpdu)) return;
     consume_rx(*node, *len);
     end_for_app(node, EventType::kDisconnected, -ECONNRESET);

@@ -125,25 +125,6 @@ void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
     arm(node, kind, at, 0);
 }
 
-void NodeTimers::release_if_idle(Node& node) {
-    if (any_armed(node)) return;
-    NodeRef& held = refs_[node.index];
-    IWCM_ASSERT(held.get() == &node);
-    // The caller holds its own reference, so this is never the node's last.
-    IWCM_ASSERT(node.refs > 1);
-    held.reset();
-}
-
-bool NodeTimers::drop(Node& node, timer::TimerId& id) {
-    if (!id.valid()) return false;
-    // The wheel entry may have fired already if on_timer is collecting it; then the cancel
-    // fails harmlessly and take() skips the timer, whose slot no longer names it.
-    wheel_.cancel(id);
-    id = {};
-    release_if_idle(node);
-    return true;
-}
-
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
     if (node->send_timer.valid()) return fail(NodeTimerError::kSendEntryExists);
     arm(node, NodeTimer::kSend, now + first_delay_, 0);
@@ -152,10 +133,6 @@ Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant
 
 void NodeTimers::restart_send(const NodeRef& node, Instant now) {
     rearm(node, NodeTimer::kSend, now + first_delay_);
-}
-
-bool NodeTimers::ack_send(Node& node) {
-    return drop(node, node.send_timer);
 }
 
 Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instant now) {
@@ -179,8 +156,23 @@ void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
     rearm(node, kind, at);
 }
 
-bool NodeTimers::cancel_phase(Node& node) {
-    return drop(node, node.phase_timer);
+void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
+    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    if (node->send_timer.valid() || !node->phase_timer.valid()) {
+        drop(*node, node->phase_timer);
+        return;
+    }
+    IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
+    const timer::TimerId moved = wheel_.reschedule(node->phase_timer, now + first_delay_,
+                                                   cookie(*node, NodeTimer::kSend, 0));
+    node->phase_timer = {};
+    if (moved.valid()) {
+        node->send_timer = moved;
+        return;
+    }
+    // The phase entry fired in the batch on_timer is handling (take() skips it now): the send
+    // entry is the caller's to arm.
+    release_if_idle(*node);
 }
 
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {

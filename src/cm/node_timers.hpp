@@ -104,7 +104,7 @@ public:
     // entry starts over (attempt 0, due as arm_send's), moved in place when one is armed.
     void restart_send(const NodeRef& node, Instant now);
     // The acknowledgement came: the entry goes. False if none was armed.
-    bool ack_send(Node& node);
+    bool ack_send(Node& node) { return drop(node, node.send_timer); }
     bool ack_send(const NodeRef& node) { return ack_send(*node); }
     static bool has_send(const Node& node) { return node.send_timer.valid(); }
 
@@ -118,7 +118,12 @@ public:
     void arm_close_at(const NodeRef& node, Instant at);
     void arm_phase(const NodeRef& node, NodeTimer kind, Instant at);
     // Cancels the phase slot's timer, whichever kind (close entry included).
-    bool cancel_phase(Node& node);
+    bool cancel_phase(Node& node) { return drop(node, node.phase_timer); }
+    // What the phase timer waited for came, and a frame that must be acknowledged is sent at
+    // `now`: the phase entry becomes the send entry (attempt 0, due as arm_send's), moved in
+    // place rather than cancelled and armed again. With a send entry already armed, or none in
+    // the phase slot, the phase timer is only cancelled and the send entry left as it is.
+    void hand_phase_to_send(const NodeRef& node, Instant now);
     // The kind the phase slot holds, if armed.
     static std::optional<NodeTimer> phase(const Node& node) {
         if (!node.phase_timer.valid()) return std::nullopt;
@@ -188,8 +193,24 @@ private:
     // it has one: the node's reference stays held throughout.
     void rearm(const NodeRef& node, NodeTimer kind, Instant at);
     // Cancels the timer in `id` (if armed) and lets the reference go once none is left.
-    bool drop(Node& node, timer::TimerId& id);
-    void release_if_idle(Node& node);
+    // Inline, with release_if_idle: every acknowledgement and phase change cancels one.
+    bool drop(Node& node, timer::TimerId& id) {
+        if (!id.valid()) return false;
+        // The wheel entry may have fired already if on_timer is collecting it; then the
+        // cancel fails harmlessly and take() skips the timer, whose slot no longer names it.
+        wheel_.cancel(id);
+        id = {};
+        release_if_idle(node);
+        return true;
+    }
+    void release_if_idle(Node& node) {
+        if (any_armed(node)) return;
+        NodeRef& held = refs_[node.index];
+        IWCM_ASSERT(held.get() == &node);
+        // The caller holds its own reference, so this is never the node's last.
+        IWCM_ASSERT(node.refs > 1);
+        held.reset();
+    }
     void collect(std::uint64_t cookie);
     std::optional<FiredTimer> take(Due& due, Instant now);
 

@@ -508,11 +508,27 @@ void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment
     const std::uint64_t sent_before = stats.frames_out;
     if (!text->empty()) {
         wire::Bytes fresh = text->first(std::min<std::size_t>(text->size(), rx_space(*node)));
-        auto& rx = node->buffers().rx;
-        rx.insert(rx.end(), fresh.begin(), fresh.end());
         node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
-        on_stream(now, node);
-        if (node->state == CmState::kClosed) return;
+        auto& rx = node->buffers().rx;
+        if (rx.empty() && rx_in_place_node == nullptr) {
+            // Nothing earlier waits: the handlers read the segment in place (stream_rx), and
+            // only the bytes they leave are copied into rx.
+            rx_in_place_node = node.get();
+            rx_in_place = fresh;
+            on_stream(now, node);
+            const wire::Bytes left = rx_in_place;
+            rx_in_place_node = nullptr;
+            rx_in_place = {};
+            if (node->state == CmState::kClosed) return;
+            if (!left.empty()) {
+                auto& kept = node->buffers().rx;
+                kept.insert(kept.end(), left.begin(), left.end());
+            }
+        } else {
+            rx.insert(rx.end(), fresh.begin(), fresh.end());
+            on_stream(now, node);
+            if (node->state == CmState::kClosed) return;
+        }
     }
     if (fin_in_order(*node, seg)) {
         on_fin(now, node);
@@ -597,7 +613,8 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
 
 // RFC 9293 section 3.10.7.4, fifth check: the ACK field. False when the segment is done with
 // (an ACK of unsent data is answered and dropped; our acknowledged FIN closed the node).
-bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
+// Inline: one caller, on every segment of a connection before hand-off.
+inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     if (t.ack > node->snd_nxt) {
         // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
@@ -833,9 +850,10 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     return fr;
 }
 
-// segment_frame()'s values, flat; the window and options follow the same rules.
-wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t flags,
-                                       wire::SeqNumber seq) const {
+// segment_frame()'s values, flat; the window and options follow the same rules. Inline: its one
+// caller, send_segment, runs for every frame.
+inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t flags,
+                                              wire::SeqNumber seq) const {
     IWCM_ASSERT(node.local.addr.is_v4() && node.remote.addr.is_v4());
     wire::SegmentV4 s;
     s.dst_mac = &node.remote_mac;
@@ -962,7 +980,8 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
     trace_out(loopback);
 }
 
-wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
+// Room for one outgoing frame. Inline: its callers in this file send every frame.
+inline wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
     ++stats.frames_out;
     if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.

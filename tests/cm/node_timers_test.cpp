@@ -219,6 +219,43 @@ TEST(NodeTimersPhase, ArmingAnotherPhaseReplacesTheFirst) {
     EXPECT_EQ(node->refs, 1u);
 }
 
+TEST(NodeTimersPhase, HandedToTheSendSlotBecomesTheSendEntry) {
+    Bench b;
+    const NodeRef node = b.node();
+    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(5));
+    // The reply came and the RTR goes out at 2 s: the reply timer's entry is its send entry.
+    b.timers.hand_phase_to_send(node, at_s(2));
+    EXPECT_EQ(NodeTimers::phase(*node), std::nullopt);
+    EXPECT_TRUE(NodeTimers::has_send(*node));
+    EXPECT_EQ(b.timers.deadline(*node, kSend), at_s(3));
+    EXPECT_EQ(b.timers.pending(), 1u);
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_TRUE(b.timers.consistent(*node));
+    // It retransmits as any send entry does, and its acknowledgement lets the node go.
+    EXPECT_EQ(b.run(at_s(3)), (std::vector<Seen>{{at_s(3), kSend, false, node->index, 1}}));
+    EXPECT_TRUE(b.timers.ack_send(node));
+    EXPECT_EQ(b.timers.pending(), 0u);
+    EXPECT_EQ(node->refs, 1u);
+}
+
+TEST(NodeTimersPhase, HandedOverWithASendEntryArmedIsOnlyCancelled) {
+    Bench b;
+    const NodeRef node = b.node();
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
+    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(5));
+    b.timers.hand_phase_to_send(node, at_s(2));
+    EXPECT_EQ(NodeTimers::phase(*node), std::nullopt);
+    // The send entry keeps its own deadline.
+    EXPECT_EQ(b.timers.deadline(*node, kSend), at_s(1));
+    EXPECT_EQ(b.timers.pending(), 1u);
+    // No phase timer: nothing to hand, nothing armed.
+    EXPECT_TRUE(b.timers.ack_send(node));
+    b.timers.hand_phase_to_send(node, at_s(2));
+    EXPECT_FALSE(NodeTimers::has_send(*node));
+    EXPECT_EQ(b.timers.pending(), 0u);
+    EXPECT_EQ(node->refs, 1u);
+}
+
 TEST(NodeTimersPhase, EveryKindFiresAsItself) {
     // One node per kind, all on the one wheel, each due a second after the previous one.
     Bench b;
