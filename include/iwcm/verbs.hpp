@@ -247,6 +247,15 @@ public:
     bool on_event(Instant now, const Event& event);
     std::optional<QpEvent> poll_qp_event();
 
+    // Message bytes placed into memory (Sends, RDMA Writes, Read Responses),
+    // and how many of them straight from the arriving segment, without the
+    // stream's receive buffer (docs/perf.md "Copies").
+    struct Placement {
+        std::uint64_t placed = 0;
+        std::uint64_t direct = 0;
+    };
+    Placement placement() const;
+
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;

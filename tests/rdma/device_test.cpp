@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct Net {
             for (int i = 0; i < 2; ++i) {
                 for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
                     longest = std::max(longest, f->size());
+                    if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
                     sides[1 - i]->core.receive(now, *f);
                 }
             }
@@ -110,6 +112,8 @@ struct Net {
     IpAddr ip_b = *IpAddr::parse("192.0.2.2");
     Instant now = kInstantZero;
     std::size_t longest = 0;  // the longest frame moved
+    // Frames from b to a (by length) this returns true for are lost.
+    std::function<bool(std::size_t)> drop_b_to_a;
     Core a, b;
     Side sa, sb;
 };
@@ -206,6 +210,15 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
+    // Nothing was lost or waited unread: the Write's FPDUs went from the
+    // segments straight into the sink, none through the receive buffer.
+    EXPECT_EQ(ca.placement().direct, kSize);
+    EXPECT_EQ(sv.placement().direct, 0u);  // the Read Response goes through the buffer
+    EXPECT_EQ(sv.placement().placed, kSize + 2 * 16);  // two Sends and the Read Response
+    auto info_a = n.a.stream_info(n.sa.conn);
+    ASSERT_TRUE(info_a.has_value());
+    EXPECT_GT(info_a->sunk, kSize);  // the FPDUs' headers and CRC too
+    EXPECT_LT(info_a->copied_received, kSize / 2);
     // Offload joined FPDUs into segments longer than the MTU; else none is.
     if (std::get<1>(GetParam()) > 0) {
         EXPECT_GT(n.longest, 1514u);
@@ -228,6 +241,45 @@ INSTANTIATE_TEST_SUITE_P(Crc, DevicePair,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Values(std::uint16_t{0},
                                                               std::uint16_t{60000})));
+
+// A Write whose segments arrive out of order after a loss: what arrives in
+// order while nothing waits is placed from the segment, the rest goes
+// through the receive buffer, and the sink ends up right either way.
+TEST(DevicePlacement, WriteAfterALossFallsBackToTheBufferAndStaysRight) {
+    constexpr std::size_t kSize = 256 * 1024;
+    Net n(true);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    std::vector<std::byte> src(kSize), sink(kSize, std::byte{0}), note(16), got(16);
+    for (std::size_t i = 0; i < kSize; ++i) src[i] = std::byte(i * 7 + i / 251);
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+    auto mr_got = *n.sa.dev.reg_mr(got, kAccessLocalWrite);
+    auto mr_src = *n.sb.dev.reg_mr(src, 0);
+    auto mr_note = *n.sb.dev.reg_mr(note, 0);
+    Sge g{mr_got.addr, 16, mr_got.lkey};
+    ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {1, std::span(&g, 1)}).has_value());
+    // Every 40th full-sized frame from the server is lost once.
+    int full = 0;
+    n.drop_b_to_a = [&](std::size_t len) { return len > 1000 && ++full % 40 == 0; };
+    Sge w{mr_src.addr, kSize, mr_src.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&w, 1);
+    write.remote_addr = mr_sink.addr;
+    write.rkey = mr_sink.rkey;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+    Sge s{mr_note.addr, 16, mr_note.lkey};
+    SendWr send;
+    send.sg_list = std::span(&s, 1);
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, send).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1); }));
+    EXPECT_GT(full, 40);
+    EXPECT_TRUE(sink == src);
+    const Device::Placement p = n.sa.dev.placement();
+    EXPECT_EQ(p.placed, kSize + 16);
+    EXPECT_GT(p.direct, 0u);
+    EXPECT_LT(p.direct, kSize);  // the segments behind each hole came from the buffer
+    EXPECT_TRUE(n.sa.qp_events.empty());
+}
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:
 // the engine reads an FPDU only when all of it has arrived.
