@@ -3,6 +3,8 @@
 // of work is). Reported as bytes per second of wall time.
 #include <benchmark/benchmark.h>
 
+#include <type_traits>
+
 #include "stream_pair.hpp"
 
 namespace {
@@ -19,6 +21,9 @@ void BM_Throughput(benchmark::State& state) {
         bytes += s.bytes;
     }
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+    if constexpr (std::is_base_of_v<iwcm::bench::StreamPair, Pair>) {
+        state.counters["copies_per_byte"] = pair.copies_per_byte(bytes);
+    }
 }
 BENCHMARK(BM_Throughput<iwcm::bench::StreamPair>)->Name("BM_StreamThroughput")->UseRealTime();
 
@@ -51,6 +56,7 @@ void BM_StreamProfile(benchmark::State& state) {
     }
     state.counters["bytes"] = static_cast<double>(bytes);
     state.counters["frames"] = static_cast<double>(frames);
+    state.counters["copies_per_byte"] = pair.copies_per_byte(bytes);
 }
 BENCHMARK(BM_StreamProfile)
     ->Arg(0)

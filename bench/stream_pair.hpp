@@ -54,6 +54,19 @@ inline IpAddr pair_ip(std::uint8_t last) {
     return Ipv4Addr{{10, 0, 0, last}};
 }
 
+// Bytes copied per byte delivered (docs/perf.md "Copies"): the sending
+// stream's copies into its buffer and into frames, the receiving stream's
+// into its buffer, and `placed` more (a device's copies into memory), over
+// `delivered`. What a sink took in order it did not copy into the buffer.
+inline double copies_per_byte(const Core& from, ConnHandle tx, const Core& to, ConnHandle rx,
+                              std::uint64_t placed, std::uint64_t delivered) {
+    auto s = from.stream_info(tx);
+    auto r = to.stream_info(rx);
+    if (!s || !r || delivered == 0) return 0;
+    const std::uint64_t copied = s->copied_in + s->copied_to_frames + r->copied_received + placed;
+    return static_cast<double>(copied) / static_cast<double>(delivered);
+}
+
 inline std::uint64_t ferry(Core& from, Core& to, Instant now) {
     std::uint64_t n = 0;
     while (auto f = from.poll_transmit()) {
@@ -142,6 +155,12 @@ public:
         }
         s.seconds = seconds_since(start);
         return s;
+    }
+
+    // Copies per byte of the `delivered` bytes read so far (the reader
+    // peeks in place: no copy of its own).
+    double copies_per_byte(std::uint64_t delivered) const {
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, 0, delivered);
     }
 
 private:
