@@ -110,14 +110,27 @@ inline bool connect_pair(Core& a, Core& b, Instant now, ConnHandle& conn_a, Conn
 // GSO on loopback sends up to 64 KiB at once.
 constexpr std::uint32_t kPairOffload = 44 * 1460;
 
+// A reader that takes the bytes from the arriving segments (Core::set_stream_sink)
+// instead of peeking the receive buffer: it counts them, as the peeking reader does.
+class CountingSink final : public StreamSink {
+public:
+    std::size_t on_in_order(ConnHandle, std::span<const std::byte> bytes) override {
+        taken += bytes.size();
+        return bytes.size();
+    }
+    std::uint64_t taken = 0;
+};
+
 class StreamPair {
 public:
-    explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0)
+    // `sink`: B's reader takes the bytes as they arrive in order (CountingSink).
+    explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0,
+                        bool sink = false)
         : a_(config(0x0a, 1, buffer, offload)), b_(config(0x0b, 2, buffer, offload)) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
         ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
-              connect();
+              connect() && (!sink || b_.set_stream_sink(conn_b_, &sink_).has_value());
     }
 
     bool ok() const { return ok_; }
@@ -137,6 +150,8 @@ public:
                 sent += *n;
             }
             s.frames += ferry(a_, b_, now_);
+            s.bytes += sink_.taken;
+            sink_.taken = 0;
             while (true) {
                 auto view = b_.peek(conn_b_);
                 if (!view) return failed(s);
@@ -185,6 +200,7 @@ private:
     Instant now_{};
     ConnHandle conn_a_, conn_b_;
     std::vector<std::byte> chunk_;
+    CountingSink sink_;
     bool ok_ = false;
 };
 
