@@ -2,8 +2,8 @@
 // order, before the stream buffers them (Core::set_stream_sink).
 //
 // Read first: include/iwcm/core.hpp ("byte stream": peek, consume) and
-// docs/perf.md "Copies". A queue pair's engine places an RDMA Write straight
-// from the arriving segment into the target memory this way, as siw places
+// docs/perf.md "Copies". A queue pair's engine places RDMA Writes and Sends
+// straight from the arriving segment into their memory this way, as siw places
 // from the socket buffer, so the bytes skip the stream's receive buffer.
 #pragma once
 

@@ -143,39 +143,50 @@ void Engine::rx_drain(std::uint32_t qp) {
 
 std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
     const QpRecord* r = find_qp(handle);
-    if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held ||
-        r->term_pending) {
+    if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held || r->term_pending) {
         return 0;
     }
     std::size_t taken = 0;
     while (bytes.size() - taken >= 2) {
         const wire::Bytes rest = bytes.subspan(taken);
         const std::size_t len = *wire::fpdu_frame_len(rest.first(2));
-        if (rest.size() < len || !place_write_direct(handle.index, rest.first(len))) break;
+        if (rest.size() < len || !place_direct(handle.index, rest.first(len))) break;
         taken += len;
     }
     return taken;
 }
 
-// One FPDU of on_in_order: placed if it is an RDMA Write that rx_fpdu would
-// place without an error (the same checks: CRC, versions, opcode, STag,
-// rights, bounds), else left alone for rx_fpdu to answer.
-bool Engine::place_write_direct(std::uint32_t qp, wire::Bytes fpdu) {
+// One FPDU of on_in_order: placed if it is an RDMA Write or a Send that
+// rx_fpdu would place without an error (the same checks: CRC, versions,
+// opcode, then rx_write's or rx_send's), else left alone for rx_fpdu.
+bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
     auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
     if (!f || !f->crc_ok) return false;
     auto seg = wire::parse_ddp(f->ulpdu);
     if (!seg) return false;
     const wire::DdpHeader& h = seg->header;
-    if (h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion ||
-        h.opcode != static_cast<std::uint8_t>(RdmapOpcode::kWrite) || !h.tagged) {
+    if (h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion) return false;
+    const auto op = static_cast<RdmapOpcode>(h.opcode);
+    const std::size_t n = seg->payload.size();
+    if (op == RdmapOpcode::kWrite && h.tagged) {
+        if (n == 0) return true;  // rx_write checks nothing of it either
+        std::byte* to = nullptr;
+        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
+        wire::copy_bytes(to, seg->payload.data(), n);
+        placed_bytes_ += n;
+        placed_direct_ += n;
+        return true;
+    }
+    if ((op != RdmapOpcode::kSend && op != RdmapOpcode::kSendSe) || h.tagged) return false;
+    // rx_send's checks, each of which ends in a TERMINATE there.
+    const QpRecord& r = qps_[qp];
+    if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
+    const WrEntry& e = wrs_[r.rq.head];
+    if (h.mo != e.done || n > e.length - e.done || !place(e, e.done, seg->payload, true)) {
         return false;
     }
-    const std::size_t n = seg->payload.size();
-    if (n == 0) return true;  // rx_write checks nothing of it either
-    std::byte* to = nullptr;
-    if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
-    wire::copy_bytes(to, seg->payload.data(), n);
-    placed_bytes_ += n;
+    const RxVerdict v = rx_send(qp, *seg, f->ulpdu.size());
+    IWCM_ASSERT(!v.terminate && !v.peer_terminated);
     placed_direct_ += n;
     return true;
 }
@@ -287,7 +298,8 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
 }
 
 // Scatters data at the message offset into a receive's SGEs.
-bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
+// `dry`: only checks that every byte has its place (nothing copied).
+bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry) {
     std::size_t placed = 0;
     for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
         const Sge& s = e.sge[i];
@@ -300,8 +312,10 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
         if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
             return false;
         }
-        wire::copy_bytes(to, data.data() + placed, n);
-        placed_bytes_ += n;
+        if (!dry) {
+            wire::copy_bytes(to, data.data() + placed, n);
+            placed_bytes_ += n;
+        }
         placed += n;
         offset = 0;
     }

@@ -86,12 +86,12 @@ struct Arrival {
         kNoAck,      // no ACK bit: dropped
     };
     Verdict verdict = Verdict::kAccepted;
-    bool readable = false;   // readable() grew
+    bool readable = false;       // readable() grew
     std::uint32_t sunk = 0;      // bytes the sink took in order (read at once)
     std::uint32_t buffered = 0;  // bytes copied into the receive buffer (docs/perf.md "Copies")
-    bool fin = false;        // the peer's FIN was reached in order: it sends nothing more
-    bool acked = false;      // snd_una advanced: send space may have opened
-    bool fin_acked = false;  // our FIN is acknowledged (everything we sent is)
+    bool fin = false;            // the peer's FIN was reached in order: it sends nothing more
+    bool acked = false;          // snd_una advanced: send space may have opened
+    bool fin_acked = false;      // our FIN is acknowledged (everything we sent is)
 };
 
 // A segment to send. The payload views the send buffer and stays valid

@@ -210,11 +210,13 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
-    // Nothing was lost or waited unread: the Write's FPDUs went from the
-    // segments straight into the sink, none through the receive buffer.
-    EXPECT_EQ(ca.placement().direct, kSize);
-    EXPECT_EQ(sv.placement().direct, 0u);  // the Read Response goes through the buffer
-    EXPECT_EQ(sv.placement().placed, kSize + 2 * 16);  // two Sends and the Read Response
+    // Nothing was lost or waited unread: the Write's FPDUs and the Sends
+    // (each with its receive posted) went from the segments straight into
+    // memory, none through the receive buffer; the Read Response did not.
+    EXPECT_EQ(ca.placement().direct, kSize + 2 * 16);
+    EXPECT_EQ(ca.placement().placed, kSize + 2 * 16);
+    EXPECT_EQ(sv.placement().direct, 2 * 16u);
+    EXPECT_EQ(sv.placement().placed, kSize + 2 * 16);
     auto info_a = n.a.stream_info(n.sa.conn);
     ASSERT_TRUE(info_a.has_value());
     EXPECT_GT(info_a->sunk, kSize);  // the FPDUs' headers and CRC too
