@@ -150,9 +150,9 @@ public:
     void on_writable(QpHandle qp);
     void on_link_down(QpHandle qp, int status);
     // Bytes of the link arriving in order while none wait unread (the core's
-    // StreamSink): the whole RDMA Write and Send FPDUs at their start are
-    // checked and placed from where they are, straight into the target
-    // memory (a Send's last one completes its receive). Returns
+    // StreamSink): the whole RDMA Write, Send and Read Response FPDUs at
+    // their start are checked and placed from where they are, straight into
+    // their memory (a message's last one completes it). Returns
     // how many bytes it took; it stops at anything else (another message, a
     // partial FPDU, an error), which the link buffers for on_readable. It
     // calls nothing on the link.
@@ -231,6 +231,8 @@ private:
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
     bool place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
+    bool send_placeable(const QpRecord& r, const wire::DdpSegment& seg);
+    bool read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
     RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);

@@ -156,9 +156,10 @@ std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
     return taken;
 }
 
-// One FPDU of on_in_order: placed if it is an RDMA Write or a Send that
-// rx_fpdu would place without an error (the same checks: CRC, versions,
-// opcode, then rx_write's or rx_send's), else left alone for rx_fpdu.
+// One FPDU of on_in_order: placed if it is an RDMA Write, a Send or a Read
+// Response that rx_fpdu would place without an error (the same checks: CRC,
+// versions, opcode, then rx_write's, rx_send's or rx_read_response's, all
+// before a byte is copied), else left alone for rx_fpdu.
 bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
     auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
     if (!f || !f->crc_ok) return false;
@@ -177,18 +178,41 @@ bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
         placed_direct_ += n;
         return true;
     }
-    if ((op != RdmapOpcode::kSend && op != RdmapOpcode::kSendSe) || h.tagged) return false;
-    // rx_send's checks, each of which ends in a TERMINATE there.
-    const QpRecord& r = qps_[qp];
-    if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
-    const WrEntry& e = wrs_[r.rq.head];
-    if (h.mo != e.done || n > e.length - e.done || !place(e, e.done, seg->payload, true)) {
+    RxVerdict v;
+    if (op == RdmapOpcode::kReadResponse && h.tagged) {
+        if (!read_response_placeable(qps_[qp], *seg)) return false;
+        v = rx_read_response(qp, *seg, f->ulpdu.size());
+    } else if ((op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) && !h.tagged) {
+        if (!send_placeable(qps_[qp], *seg)) return false;
+        v = rx_send(qp, *seg, f->ulpdu.size());
+    } else {
         return false;
     }
-    const RxVerdict v = rx_send(qp, *seg, f->ulpdu.size());
     IWCM_ASSERT(!v.terminate && !v.peer_terminated);
     placed_direct_ += n;
     return true;
+}
+
+// rx_send's checks, each of which ends in a TERMINATE there.
+bool Engine::send_placeable(const QpRecord& r, const wire::DdpSegment& seg) {
+    const wire::DdpHeader& h = seg.header;
+    if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
+    const WrEntry& e = wrs_[r.rq.head];
+    return h.mo == e.done && seg.payload.size() <= e.length - e.done &&
+           place(e, e.done, seg.payload, true);
+}
+
+// rx_read_response's checks, each of which ends in a TERMINATE there.
+bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const {
+    const wire::DdpHeader& h = seg.header;
+    if (r.orq.empty()) return false;
+    const WrEntry& e = wrs_[r.orq.head];
+    const std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
+    const std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
+    const std::size_t n = seg.payload.size();
+    if (h.stag != sink_stag || h.to != sink_to || n > e.length - e.done) return false;
+    if (h.last && e.done + n != e.length) return false;
+    return n == 0 || mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, nullptr) == MemCheck::kOk;
 }
 
 void Engine::rx_consume(std::uint32_t qp, std::size_t& done) {

@@ -210,12 +210,12 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
-    // Nothing was lost or waited unread: the Write's FPDUs and the Sends
-    // (each with its receive posted) went from the segments straight into
-    // memory, none through the receive buffer; the Read Response did not.
+    // Nothing was lost or waited unread: the Write's and the Read Response's
+    // FPDUs and the Sends (each with its receive posted) went from the
+    // segments straight into memory, none through the receive buffer.
     EXPECT_EQ(ca.placement().direct, kSize + 2 * 16);
     EXPECT_EQ(ca.placement().placed, kSize + 2 * 16);
-    EXPECT_EQ(sv.placement().direct, 2 * 16u);
+    EXPECT_EQ(sv.placement().direct, kSize + 2 * 16);
     EXPECT_EQ(sv.placement().placed, kSize + 2 * 16);
     auto info_a = n.a.stream_info(n.sa.conn);
     ASSERT_TRUE(info_a.has_value());
@@ -281,6 +281,30 @@ TEST(DevicePlacement, WriteAfterALossFallsBackToTheBufferAndStaysRight) {
     EXPECT_GT(p.direct, 0u);
     EXPECT_LT(p.direct, kSize);  // the segments behind each hole came from the buffer
     EXPECT_TRUE(n.sa.qp_events.empty());
+}
+
+// An in-order Write the checks refuse (an STag nobody registered) is not
+// placed from the segment: it goes through the buffer to rx_fpdu, whose
+// TERMINATE ends the queue pair on both sides.
+TEST(DevicePlacement, RefusedWriteStillDrawsTheTerminate) {
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    std::vector<std::byte> src(4096, std::byte{7}), sink(4096, std::byte{0});
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+    auto mr_src = *n.sb.dev.reg_mr(src, 0);
+    Sge w{mr_src.addr, 4096, mr_src.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&w, 1);
+    write.remote_addr = mr_sink.addr;
+    write.rkey = mr_sink.rkey ^ 0x100;  // no such STag
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty() && !n.sb.qp_events.empty(); }));
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(n.sa.dev.placement().placed, 0u);
+    EXPECT_TRUE(
+        std::all_of(sink.begin(), sink.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:
