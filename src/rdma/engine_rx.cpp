@@ -212,6 +212,9 @@ bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpSegment& 
     const std::size_t n = seg.payload.size();
     if (h.stag != sink_stag || h.to != sink_to || n > e.length - e.done) return false;
     if (h.last && e.done + n != e.length) return false;
+    // The last one frees an ORD slot a Read in the send queue may wait for:
+    // it goes through the buffer, whose drain sends (the sink sends nothing).
+    if (h.last && !r.sq.empty()) return false;
     return n == 0 || mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, nullptr) == MemCheck::kOk;
 }
 

@@ -283,6 +283,33 @@ TEST(DevicePlacement, WriteAfterALossFallsBackToTheBufferAndStaysRight) {
     EXPECT_TRUE(n.sa.qp_events.empty());
 }
 
+// A Read waits at the head of the send queue while ORD Reads are out; the
+// Read Response that ends the one before it must let it go even when its
+// FPDUs were placed from the segments (no kReadable follows them).
+TEST(DevicePlacement, ReadResponseFreesTheReadWaitingForOrd) {
+    constexpr std::size_t kSize = 16 * 1024;
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    ASSERT_EQ(n.sb.dev.query_qp(n.sb.qp)->ord, 1u);
+    std::vector<std::byte> src(kSize, std::byte{5}), dst1(kSize), dst2(kSize);
+    auto mr_src = *n.sa.dev.reg_mr(src, kAccessRemoteRead);
+    auto mr1 = *n.sb.dev.reg_mr(dst1, kAccessLocalWrite);
+    auto mr2 = *n.sb.dev.reg_mr(dst2, kAccessLocalWrite);
+    Sge d1{mr1.addr, kSize, mr1.lkey}, d2{mr2.addr, kSize, mr2.lkey};
+    for (Sge* d : {&d1, &d2}) {
+        SendWr read;
+        read.opcode = WrOpcode::kRdmaRead;
+        read.sg_list = std::span(d, 1);
+        read.remote_addr = mr_src.addr;
+        read.rkey = mr_src.rkey;
+        ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, read).has_value());
+    }
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaRead, 2); }));
+    EXPECT_TRUE(dst1 == src);
+    EXPECT_TRUE(dst2 == src);
+    EXPECT_GT(n.sb.dev.placement().direct, 0u);
+}
+
 // An in-order Write the checks refuse (an STag nobody registered) is not
 // placed from the segment: it goes through the buffer to rx_fpdu, whose
 // TERMINATE ends the queue pair on both sides.
