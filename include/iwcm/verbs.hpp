@@ -207,6 +207,8 @@ struct DeviceConfig {
 
 class Device {
 public:
+    // The core must outlive the device: the device is the sink of its queue
+    // pairs' streams (Core::set_stream_sink) until it is destroyed.
     explicit Device(Core& core, const DeviceConfig& config = {});
     ~Device();
     Device(const Device&) = delete;
