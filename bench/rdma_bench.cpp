@@ -3,6 +3,8 @@
 // loopback (bench/rdma_pair.hpp). Arguments: message size, CRC (0/1).
 #include <benchmark/benchmark.h>
 
+#include <type_traits>
+
 #include "rdma_pair.hpp"
 
 namespace {
@@ -20,6 +22,9 @@ void BM_Rdma(benchmark::State& state) {
         bytes += s.bytes;
     }
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+    if constexpr (std::is_same_v<Pair, iwcm::bench::RdmaCorePair>) {
+        state.counters["copies_per_byte"] = pair.copies_per_byte();
+    }
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
@@ -55,6 +60,7 @@ void BM_RdmaWriteProfile(benchmark::State& state) {
         bytes += s.bytes;
     }
     state.counters["bytes"] = static_cast<double>(bytes);
+    state.counters["copies_per_byte"] = pair.copies_per_byte();
 }
 BENCHMARK(BM_RdmaWriteProfile)
     ->ArgsProduct({{0, 1}, {0, iwcm::bench::kPairOffload}})

@@ -171,6 +171,12 @@ public:
     std::size_t poll_receiver(std::span<rdma::WorkCompletion> out) {
         return db_.poll_cq(cqb_, out);
     }
+    // Bytes copied per message byte the receiver placed so far: the streams'
+    // copies (FPDU headers and CRCs included) and the placements.
+    double copies_per_byte() const {
+        const rdma::Device::Placement p = db_.placement();
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed, p.placed);
+    }
 
 private:
     static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool crc,

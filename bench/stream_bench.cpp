@@ -3,6 +3,8 @@
 // of work is). Reported as bytes per second of wall time.
 #include <benchmark/benchmark.h>
 
+#include <type_traits>
+
 #include "stream_pair.hpp"
 
 namespace {
@@ -19,6 +21,9 @@ void BM_Throughput(benchmark::State& state) {
         bytes += s.bytes;
     }
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+    if constexpr (std::is_base_of_v<iwcm::bench::StreamPair, Pair>) {
+        state.counters["copies_per_byte"] = pair.copies_per_byte(bytes);
+    }
 }
 BENCHMARK(BM_Throughput<iwcm::bench::StreamPair>)->Name("BM_StreamThroughput")->UseRealTime();
 
@@ -27,6 +32,11 @@ struct OffloadPair : iwcm::bench::StreamPair {
     OffloadPair() : StreamPair(256 * 1024, iwcm::bench::kPairOffload) {}
 };
 BENCHMARK(BM_Throughput<OffloadPair>)->Name("BM_StreamThroughputOffload")->UseRealTime();
+// The same without offload, B reading from the segments (a StreamSink): no receive buffer.
+struct SinkPair : iwcm::bench::StreamPair {
+    SinkPair() : StreamPair(256 * 1024, 0, true) {}
+};
+BENCHMARK(BM_Throughput<SinkPair>)->Name("BM_StreamThroughputSink")->UseRealTime();
 BENCHMARK(BM_Throughput<iwcm::bench::KernelStream>)
     ->Name("BM_LoopbackTcpThroughput")
     ->UseRealTime();
@@ -39,7 +49,8 @@ namespace {
 // 32 MiB, so that the instructions collected divided by the counters below
 // give the cost per data segment and per byte delivered.
 void BM_StreamProfile(benchmark::State& state) {
-    iwcm::bench::StreamPair pair(256 * 1024, static_cast<std::uint32_t>(state.range(0)));
+    iwcm::bench::StreamPair pair(256 * 1024, static_cast<std::uint32_t>(state.range(0)),
+                                 state.range(1) != 0);
     if (!pair.ok()) state.SkipWithError("the pair did not connect");
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
@@ -51,11 +62,13 @@ void BM_StreamProfile(benchmark::State& state) {
     }
     state.counters["bytes"] = static_cast<double>(bytes);
     state.counters["frames"] = static_cast<double>(frames);
+    state.counters["copies_per_byte"] = pair.copies_per_byte(bytes);
 }
 BENCHMARK(BM_StreamProfile)
-    ->Arg(0)
-    ->Arg(iwcm::bench::kPairOffload)
-    ->ArgName("offload")
+    ->Args({0, 0})
+    ->Args({iwcm::bench::kPairOffload, 0})
+    ->Args({0, 1})
+    ->ArgNames({"offload", "sink"})
     ->Iterations(32)
     ->UseRealTime();
 

@@ -54,6 +54,19 @@ inline IpAddr pair_ip(std::uint8_t last) {
     return Ipv4Addr{{10, 0, 0, last}};
 }
 
+// Bytes copied per byte delivered (docs/perf.md "Copies"): the sending
+// stream's copies into its buffer and into frames, the receiving stream's
+// into its buffer, and `placed` more (a device's copies into memory), over
+// `delivered`. What a sink took in order it did not copy into the buffer.
+inline double copies_per_byte(const Core& from, ConnHandle tx, const Core& to, ConnHandle rx,
+                              std::uint64_t placed, std::uint64_t delivered) {
+    auto s = from.stream_info(tx);
+    auto r = to.stream_info(rx);
+    if (!s || !r || delivered == 0) return 0;
+    const std::uint64_t copied = s->copied_in + s->copied_to_frames + r->copied_received + placed;
+    return static_cast<double>(copied) / static_cast<double>(delivered);
+}
+
 inline std::uint64_t ferry(Core& from, Core& to, Instant now) {
     std::uint64_t n = 0;
     while (auto f = from.poll_transmit()) {
@@ -97,14 +110,27 @@ inline bool connect_pair(Core& a, Core& b, Instant now, ConnHandle& conn_a, Conn
 // GSO on loopback sends up to 64 KiB at once.
 constexpr std::uint32_t kPairOffload = 44 * 1460;
 
+// A reader that takes the bytes from the arriving segments (Core::set_stream_sink)
+// instead of peeking the receive buffer: it counts them, as the peeking reader does.
+class CountingSink final : public StreamSink {
+public:
+    std::size_t on_in_order(ConnHandle, std::span<const std::byte> bytes) override {
+        taken += bytes.size();
+        return bytes.size();
+    }
+    std::uint64_t taken = 0;
+};
+
 class StreamPair {
 public:
-    explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0)
+    // `sink`: B's reader takes the bytes as they arrive in order (CountingSink).
+    explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0,
+                        bool sink = false)
         : a_(config(0x0a, 1, buffer, offload)), b_(config(0x0b, 2, buffer, offload)) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
         ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
-              connect();
+              connect() && (!sink || b_.set_stream_sink(conn_b_, &sink_).has_value());
     }
 
     bool ok() const { return ok_; }
@@ -124,6 +150,8 @@ public:
                 sent += *n;
             }
             s.frames += ferry(a_, b_, now_);
+            s.bytes += sink_.taken;
+            sink_.taken = 0;
             while (true) {
                 auto view = b_.peek(conn_b_);
                 if (!view) return failed(s);
@@ -142,6 +170,12 @@ public:
         }
         s.seconds = seconds_since(start);
         return s;
+    }
+
+    // Copies per byte of the `delivered` bytes read so far (the reader
+    // peeks in place: no copy of its own).
+    double copies_per_byte(std::uint64_t delivered) const {
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, 0, delivered);
     }
 
 private:
@@ -166,6 +200,7 @@ private:
     Instant now_{};
     ConnHandle conn_a_, conn_b_;
     std::vector<std::byte> chunk_;
+    CountingSink sink_;
     bool ok_ = false;
 };
 

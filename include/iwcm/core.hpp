@@ -10,7 +10,8 @@
 //   poll_event()          events for the application, in order,
 //   next_deadline()       when on_timer() wants to be called next.
 // Nothing is ever called back from inside a handler except the trace hook,
-// which only observes and must not call into the core.
+// which only observes, and a stream's sink (set_stream_sink); neither may
+// call into the core.
 //
 // One core owns its connections and is not thread-safe; scale by running one
 // core per thread and steering frames by 4-tuple.
@@ -29,6 +30,7 @@
 #include "iwcm/events.hpp"
 #include "iwcm/result.hpp"
 #include "iwcm/stats.hpp"
+#include "iwcm/stream_sink.hpp"
 #include "iwcm/time.hpp"
 
 namespace iwcm {
@@ -111,6 +113,13 @@ struct StreamInfo {
     Duration rto{};
     std::uint64_t retransmitted_segments = 0;
     bool fin_received = false;  // the peer sends nothing more
+    // Bytes copied (docs/perf.md "Copies"): into the send buffer, from it
+    // into frames (retransmissions too), into the receive buffer; and the
+    // bytes a sink took in order without the last copy (set_stream_sink).
+    std::uint64_t copied_in = 0;
+    std::uint64_t copied_to_frames = 0;
+    std::uint64_t copied_received = 0;
+    std::uint64_t sunk = 0;
 };
 
 // What the data path needs to take an established connection over, as the
@@ -231,6 +240,10 @@ public:
     // Core member. consume() frees them and may open the window we advertise.
     Result<std::span<const std::byte>> peek(ConnHandle conn) const;
     Result<void> consume(Instant now, ConnHandle conn, std::size_t n);
+    // Offers the connection's bytes to `sink` as they arrive in order, while
+    // nothing is unread or held out of order (iwcm::StreamSink: what it takes
+    // is read at once); nullptr stops it. The sink must outlive the setting.
+    Result<void> set_stream_sink(ConnHandle conn, StreamSink* sink);
     // peek + copy + consume; returns the bytes copied (0: nothing readable).
     Result<std::size_t> recv(Instant now, ConnHandle conn, std::span<std::byte> out);
     Result<StreamInfo> stream_info(ConnHandle conn) const;

@@ -207,6 +207,8 @@ struct DeviceConfig {
 
 class Device {
 public:
+    // The core must outlive the device: the device is the sink of its queue
+    // pairs' streams (Core::set_stream_sink) until it is destroyed.
     explicit Device(Core& core, const DeviceConfig& config = {});
     ~Device();
     Device(const Device&) = delete;
@@ -246,6 +248,15 @@ public:
     // connection, which becomes a QpEvent).
     bool on_event(Instant now, const Event& event);
     std::optional<QpEvent> poll_qp_event();
+
+    // Message bytes placed into memory (Sends, RDMA Writes, Read Responses),
+    // and how many of them straight from the arriving segment, without the
+    // stream's receive buffer (docs/perf.md "Copies").
+    struct Placement {
+        std::uint64_t placed = 0;
+        std::uint64_t direct = 0;
+    };
+    Placement placement() const;
 
 private:
     struct Impl;

@@ -62,7 +62,11 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
         drop(now, DropReason::kUnexpected, node.get(), {});
         return;
     }
-    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload});
+    cm::NodeStream& ns = *node->stream;
+    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload},
+                                  {ns.sink, node->handle()});
+    ns.copied_received += a.buffered;
+    ns.sunk += a.sunk;
     switch (a.verdict) {
         case tcp::Arrival::Verdict::kAccepted: break;
         case tcp::Arrival::Verdict::kOutOfWindow:
@@ -128,6 +132,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             fr.tcp.ack = out->ack;
             fr.tcp.window = out->window;
             node->ack_deferred = false;
+            ns.copied_to_frames += out->payload.size();
             emit_frame(fr, out->payload, node->loopback);
         }
     }
@@ -213,6 +218,7 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     } else {
         ns.writable_need = static_cast<std::uint32_t>(size);
     }
+    ns.copied_in += taken;
     // A refused record flushes too: what was queued with `more` goes now.
     if (!more || taken == 0) {
         flush_stream(now, ref);
@@ -297,6 +303,13 @@ Result<std::size_t> Core::recv(Instant now, ConnHandle conn, std::span<std::byte
     return copied;
 }
 
+Result<void> Core::set_stream_sink(ConnHandle conn, StreamSink* sink) {
+    auto n = impl_->stream_node(conn);
+    if (!n) return fail(n.error());
+    (*n)->stream->sink = sink;
+    return {};
+}
+
 Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
@@ -317,6 +330,11 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     i.rto = s.rto();
     i.retransmitted_segments = s.retransmitted_segments();
     i.fin_received = s.fin_received();
+    const cm::NodeStream& ns = *(*n)->stream;
+    i.copied_in = ns.copied_in;
+    i.copied_to_frames = ns.copied_to_frames;
+    i.copied_received = ns.copied_received;
+    i.sunk = ns.sunk;
     return i;
 }
 

@@ -123,6 +123,13 @@ struct NodeStream {
     // Where the node's stream timer is armed while it is (flush_stream): a
     // later deadline leaves it there, and an early expiry re-arms.
     Instant timer_at{};
+    // Offered the in-order bytes before the stream buffers them (Core::set_stream_sink).
+    StreamSink* sink = nullptr;
+    // Bytes copied, and taken by the sink without the last copy (StreamInfo).
+    std::uint64_t copied_in = 0;
+    std::uint64_t copied_to_frames = 0;
+    std::uint64_t copied_received = 0;
+    std::uint64_t sunk = 0;
 };
 
 struct Node {

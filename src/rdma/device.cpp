@@ -86,8 +86,21 @@ struct ConnSlot {
 
 }  // namespace
 
-struct Device::Impl {
+// The device is the sink of its connections' streams (Core::set_stream_sink):
+// RDMA Writes arriving in order are placed from the segment, skipping the
+// stream's receive buffer (Engine::on_in_order).
+struct Device::Impl final : StreamSink {
     Impl(Core& c, const DeviceConfig& config) : core(c), links(c), engine(links, config) {}
+    ~Impl() override {
+        for (std::uint32_t i = 0; i < slots.size(); ++i) {
+            if (slots[i].used) (void)core.set_stream_sink({i, slots[i].conn_generation}, nullptr);
+        }
+    }
+
+    std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> bytes) override {
+        ConnSlot* s = slot(conn);
+        return s == nullptr || s->destroyed ? 0 : engine.on_in_order(s->qp, bytes);
+    }
 
     ConnSlot* slot(ConnHandle conn) {
         if (!conn.valid() || conn.index >= slots.size()) return nullptr;
@@ -155,6 +168,8 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     // the RTR, say) wait for the first post_recv: read now, they would find
     // no receive posted and end the QP with a TERMINATE.
     d.slots[conn.index].unread = true;
+    auto sunk = d.core.set_stream_sink(conn, &d);
+    IWCM_ASSERT(sunk.has_value());
     return qp;
 }
 
@@ -168,6 +183,7 @@ VResult<void> Device::destroy_qp(Instant now, QpHandle qp) {
     if (ConnSlot* s = d.slot(info->conn)) {
         // The connection closes gracefully; its last events are ours.
         if (info->state == QpState::kError) {
+            (void)d.core.set_stream_sink(info->conn, nullptr);
             *s = ConnSlot{};
         } else {
             s->destroyed = true;
@@ -210,6 +226,7 @@ bool Device::on_event(Instant now, const Event& event) {
     d.links.now = now;
     if (s->destroyed) {
         if (event.terminal()) {
+            (void)d.core.set_stream_sink(event.conn, nullptr);
             *s = ConnSlot{};
         }
         return true;
@@ -228,8 +245,13 @@ bool Device::on_event(Instant now, const Event& event) {
     // Bytes that arrived before the end are still readable now.
     d.engine.on_readable(qp);
     d.engine.on_link_down(qp, event.status);
+    (void)d.core.set_stream_sink(event.conn, nullptr);
     *s = ConnSlot{};
     return true;
+}
+
+Device::Placement Device::placement() const {
+    return {impl_->engine.placed_bytes(), impl_->engine.placed_direct()};
 }
 
 std::optional<QpEvent> Device::poll_qp_event() {

@@ -149,6 +149,18 @@ public:
     void on_readable(QpHandle qp);
     void on_writable(QpHandle qp);
     void on_link_down(QpHandle qp, int status);
+    // Bytes of the link arriving in order while none wait unread (the core's
+    // StreamSink): the whole RDMA Write, Send and Read Response FPDUs at
+    // their start are checked and placed from where they are, straight into
+    // their memory (a message's last one completes it). Returns
+    // how many bytes it took; it stops at anything else (another message, a
+    // partial FPDU, an error), which the link buffers for on_readable. It
+    // calls nothing on the link.
+    std::size_t on_in_order(QpHandle qp, wire::Bytes bytes);
+    // Message bytes placed into memory, and how many of them came straight
+    // from the link's segment (on_in_order) rather than its buffer.
+    std::uint64_t placed_bytes() const { return placed_bytes_; }
+    std::uint64_t placed_direct() const { return placed_direct_; }
 
     std::size_t live_qps() const;
     std::size_t wr_slab_size() const { return wrs_.size(); }
@@ -217,7 +229,10 @@ private:
     RxVerdict rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
                                std::size_t ulpdu_len);
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
-    bool place(const WrEntry& e, std::size_t offset, wire::Bytes data);
+    bool place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry = false);
+    bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
+    bool send_placeable(const QpRecord& r, const wire::DdpSegment& seg);
+    bool read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
     RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);
@@ -239,6 +254,8 @@ private:
     std::vector<std::byte> tx_buf_;
     std::vector<std::byte> rx_buf_;
     std::vector<std::byte> term_buf_;
+    std::uint64_t placed_bytes_ = 0;
+    std::uint64_t placed_direct_ = 0;
 };
 
 }  // namespace iwcm::rdma

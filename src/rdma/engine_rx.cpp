@@ -141,6 +141,83 @@ void Engine::rx_drain(std::uint32_t qp) {
     tx_progress(qp);
 }
 
+std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
+    const QpRecord* r = find_qp(handle);
+    if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held || r->term_pending) {
+        return 0;
+    }
+    std::size_t taken = 0;
+    while (bytes.size() - taken >= 2) {
+        const wire::Bytes rest = bytes.subspan(taken);
+        const std::size_t len = *wire::fpdu_frame_len(rest.first(2));
+        if (rest.size() < len || !place_direct(handle.index, rest.first(len))) break;
+        taken += len;
+    }
+    return taken;
+}
+
+// One FPDU of on_in_order: placed if it is an RDMA Write, a Send or a Read
+// Response that rx_fpdu would place without an error (the same checks: CRC,
+// versions, opcode, then rx_write's, rx_send's or rx_read_response's, all
+// before a byte is copied), else left alone for rx_fpdu.
+bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
+    auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
+    if (!f || !f->crc_ok) return false;
+    auto seg = wire::parse_ddp(f->ulpdu);
+    if (!seg) return false;
+    const wire::DdpHeader& h = seg->header;
+    if (h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion) return false;
+    const auto op = static_cast<RdmapOpcode>(h.opcode);
+    const std::size_t n = seg->payload.size();
+    if (op == RdmapOpcode::kWrite && h.tagged) {
+        if (n == 0) return true;  // rx_write checks nothing of it either
+        std::byte* to = nullptr;
+        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
+        wire::copy_bytes(to, seg->payload.data(), n);
+        placed_bytes_ += n;
+        placed_direct_ += n;
+        return true;
+    }
+    RxVerdict v;
+    if (op == RdmapOpcode::kReadResponse && h.tagged) {
+        if (!read_response_placeable(qps_[qp], *seg)) return false;
+        v = rx_read_response(qp, *seg, f->ulpdu.size());
+    } else if ((op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) && !h.tagged) {
+        if (!send_placeable(qps_[qp], *seg)) return false;
+        v = rx_send(qp, *seg, f->ulpdu.size());
+    } else {
+        return false;
+    }
+    IWCM_ASSERT(!v.terminate && !v.peer_terminated);
+    placed_direct_ += n;
+    return true;
+}
+
+// rx_send's checks, each of which ends in a TERMINATE there.
+bool Engine::send_placeable(const QpRecord& r, const wire::DdpSegment& seg) {
+    const wire::DdpHeader& h = seg.header;
+    if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
+    const WrEntry& e = wrs_[r.rq.head];
+    return h.mo == e.done && seg.payload.size() <= e.length - e.done &&
+           place(e, e.done, seg.payload, true);
+}
+
+// rx_read_response's checks, each of which ends in a TERMINATE there.
+bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const {
+    const wire::DdpHeader& h = seg.header;
+    if (r.orq.empty()) return false;
+    const WrEntry& e = wrs_[r.orq.head];
+    const std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
+    const std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
+    const std::size_t n = seg.payload.size();
+    if (h.stag != sink_stag || h.to != sink_to || n > e.length - e.done) return false;
+    if (h.last && e.done + n != e.length) return false;
+    // The last one frees an ORD slot a Read in the send queue may wait for:
+    // it goes through the buffer, whose drain sends (the sink sends nothing).
+    if (h.last && !r.sq.empty()) return false;
+    return n == 0 || mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, nullptr) == MemCheck::kOk;
+}
+
 void Engine::rx_consume(std::uint32_t qp, std::size_t& done) {
     if (done == 0) return;
     links_.consume(qps_[qp].link, done);
@@ -248,7 +325,8 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
 }
 
 // Scatters data at the message offset into a receive's SGEs.
-bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
+// `dry`: only checks that every byte has its place (nothing copied).
+bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry) {
     std::size_t placed = 0;
     for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
         const Sge& s = e.sge[i];
@@ -261,7 +339,10 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data) {
         if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
             return false;
         }
-        wire::copy_bytes(to, data.data() + placed, n);
+        if (!dry) {
+            wire::copy_bytes(to, data.data() + placed, n);
+            placed_bytes_ += n;
+        }
         placed += n;
         offset = 0;
     }
@@ -321,6 +402,7 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, &to);
     if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
     wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
+    placed_bytes_ += seg.payload.size();
     return {};
 }
 
@@ -395,6 +477,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
             return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
         }
         wire::copy_bytes(to, seg.payload.data(), n);
+        placed_bytes_ += n;
     }
     e.done += static_cast<std::uint32_t>(n);
     r.rx_in_rresp = !h.last;

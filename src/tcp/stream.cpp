@@ -264,7 +264,7 @@ bool Stream::acceptable(SeqNumber seq, std::uint32_t len) const {
 
 // ---------------------------------------------------------------- arrival
 
-Arrival Stream::on_segment(Instant now, const SegmentIn& seg) {
+Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     IWCM_ASSERT((seg.flags & (flags::kSyn | flags::kRst)) == 0);
     Arrival out;
     // RFC 9293 3.8.4: any segment from the peer shows it is alive.
@@ -320,7 +320,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg) {
         out.verdict = Arrival::Verdict::kAckTooOld;
     } else {
         process_ack(now, seg, out);
-        process_data(now, seg, out);
+        process_data(now, seg, sink, out);
     }
     finish(now);
     return out;
@@ -533,7 +533,7 @@ Stream::Text Stream::trim_text(const SegmentIn& seg) {
     return t;
 }
 
-void Stream::process_data(Instant now, const SegmentIn& seg, Arrival& out) {
+void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out) {
     if (seg.payload.empty() && (seg.flags & flags::kFin) == 0) return;
     if (fin_received_) {
         // RFC 9293 3.10.7.4 (CLOSE-WAIT and later): "This should not occur,
@@ -549,11 +549,13 @@ void Stream::process_data(Instant now, const SegmentIn& seg, Arrival& out) {
             // RFC 5681 4.2: "an immediate ACK SHOULD be generated when the
             // incoming segment fills in all or part of a gap".
             if (!ooo_.empty()) ack_now_ = true;
-            deliver_in_order(t.data, out);
+            deliver_in_order(sink, t.data, out);
         } else {
             // RFC 5681 4.2: "A TCP receiver SHOULD send an immediate
             // duplicate ACK when an out-of-order segment arrives."
-            hold_out_of_order(t.seq, t.data);
+            if (hold_out_of_order(t.seq, t.data)) {
+                out.buffered += static_cast<std::uint32_t>(t.data.size());
+            }
             ack_now_ = true;
         }
     }
@@ -565,7 +567,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, Arrival& out) {
         out.fin = true;
         ack_now_ = true;
     }
-    if (!ack_now_ && out.readable) {
+    if (!ack_now_ && (out.readable || out.sunk > 0)) {
         // RFC 9293 3.8.6.3 / RFC 5681 4.2: "an ACK SHOULD be generated for at
         // least every second full-sized segment", others within the delay.
         if (config_.ack_delay <= Duration::zero() || rcv_unacked_ >= 2U * mss_) {
@@ -604,9 +606,23 @@ void Stream::place(SeqNumber seq, std::span<const std::byte> data) {
     wire::copy_bytes(rcv_buf_.data() + at, data.data(), data.size());
 }
 
-void Stream::deliver_in_order(std::span<const std::byte> data, Arrival& out) {
+// What the sink takes is read at once: it advances RCV.NXT without
+// touching the buffer (nothing is unread or held, so no byte's place in it
+// moves), and is acknowledged as any in-order bytes are.
+void Stream::deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arrival& out) {
     IWCM_ASSERT(!data.empty());
+    if (sink.sink != nullptr && rcv_unread_ == 0 && ooo_.empty()) {
+        const std::size_t taken = sink.sink->on_in_order(sink.conn, data);
+        IWCM_ASSERT(taken <= data.size());
+        const auto n = static_cast<std::uint32_t>(taken);
+        rcv_nxt_ += n;
+        rcv_unacked_ += n;
+        out.sunk += n;
+        data = data.subspan(taken);
+        if (data.empty()) return;
+    }
     place(rcv_nxt_, data);
+    out.buffered += static_cast<std::uint32_t>(data.size());
     const auto n = static_cast<std::uint32_t>(data.size());
     rcv_nxt_ += n;
     rcv_unread_ += n;

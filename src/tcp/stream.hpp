@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "iwcm/config.hpp"
+#include "iwcm/stream_sink.hpp"
 #include "iwcm/time.hpp"
 #include "tcp/record_ends.hpp"
 #include "wire/tcp.hpp"
@@ -66,6 +67,14 @@ struct SegmentIn {
     std::span<const std::byte> payload;
 };
 
+// Who is offered a segment's in-order bytes before the buffer, while nothing
+// is unread or out of order (iwcm::StreamSink, told `conn`): what it takes
+// is read at once.
+struct SinkRef {
+    StreamSink* sink = nullptr;
+    ConnHandle conn;
+};
+
 // What an arrival did.
 struct Arrival {
     enum class Verdict : std::uint8_t {
@@ -77,10 +86,12 @@ struct Arrival {
         kNoAck,      // no ACK bit: dropped
     };
     Verdict verdict = Verdict::kAccepted;
-    bool readable = false;   // readable() grew
-    bool fin = false;        // the peer's FIN was reached in order: it sends nothing more
-    bool acked = false;      // snd_una advanced: send space may have opened
-    bool fin_acked = false;  // our FIN is acknowledged (everything we sent is)
+    bool readable = false;       // readable() grew
+    std::uint32_t sunk = 0;      // bytes the sink took in order (read at once)
+    std::uint32_t buffered = 0;  // bytes copied into the receive buffer (docs/perf.md "Copies")
+    bool fin = false;            // the peer's FIN was reached in order: it sends nothing more
+    bool acked = false;          // snd_una advanced: send space may have opened
+    bool fin_acked = false;      // our FIN is acknowledged (everything we sent is)
 };
 
 // A segment to send. The payload views the send buffer and stays valid
@@ -131,7 +142,7 @@ public:
     void consume(std::size_t n);
 
     // ---- the wire's side ----
-    Arrival on_segment(Instant now, const SegmentIn& seg);
+    Arrival on_segment(Instant now, const SegmentIn& seg, SinkRef sink = {});
     // Is a segment with this sequence number and length (SYN and FIN
     // counted) in the receive window (RFC 9293 3.10.7.4, first check)?
     bool acceptable(wire::SeqNumber seq, std::uint32_t len) const;
@@ -243,8 +254,8 @@ private:
     Advert advert() const;
     bool window_update_due() const;
     Text trim_text(const SegmentIn& seg);
-    void process_data(Instant now, const SegmentIn& seg, Arrival& out);
-    void deliver_in_order(std::span<const std::byte> data, Arrival& out);
+    void process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out);
+    void deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arrival& out);
     bool hold_out_of_order(wire::SeqNumber seq, std::span<const std::byte> data);
     void place(wire::SeqNumber seq, std::span<const std::byte> data);
     void note_peer_fin(wire::SeqNumber at);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct Net {
             for (int i = 0; i < 2; ++i) {
                 for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
                     longest = std::max(longest, f->size());
+                    if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
                     sides[1 - i]->core.receive(now, *f);
                 }
             }
@@ -110,6 +112,8 @@ struct Net {
     IpAddr ip_b = *IpAddr::parse("192.0.2.2");
     Instant now = kInstantZero;
     std::size_t longest = 0;  // the longest frame moved
+    // Frames from b to a (by length) this returns true for are lost.
+    std::function<bool(std::size_t)> drop_b_to_a;
     Core a, b;
     Side sa, sb;
 };
@@ -206,6 +210,17 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
+    // Nothing was lost or waited unread: the Write's and the Read Response's
+    // FPDUs and the Sends (each with its receive posted) went from the
+    // segments straight into memory, none through the receive buffer.
+    EXPECT_EQ(ca.placement().direct, kSize + 2 * 16);
+    EXPECT_EQ(ca.placement().placed, kSize + 2 * 16);
+    EXPECT_EQ(sv.placement().direct, kSize + 2 * 16);
+    EXPECT_EQ(sv.placement().placed, kSize + 2 * 16);
+    auto info_a = n.a.stream_info(n.sa.conn);
+    ASSERT_TRUE(info_a.has_value());
+    EXPECT_GT(info_a->sunk, kSize);  // the FPDUs' headers and CRC too
+    EXPECT_LT(info_a->copied_received, kSize / 2);
     // Offload joined FPDUs into segments longer than the MTU; else none is.
     if (std::get<1>(GetParam()) > 0) {
         EXPECT_GT(n.longest, 1514u);
@@ -228,6 +243,96 @@ INSTANTIATE_TEST_SUITE_P(Crc, DevicePair,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Values(std::uint16_t{0},
                                                               std::uint16_t{60000})));
+
+// A Write whose segments arrive out of order after a loss: what arrives in
+// order while nothing waits is placed from the segment, the rest goes
+// through the receive buffer, and the sink ends up right either way.
+TEST(DevicePlacement, WriteAfterALossFallsBackToTheBufferAndStaysRight) {
+    constexpr std::size_t kSize = 256 * 1024;
+    Net n(true);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    std::vector<std::byte> src(kSize), sink(kSize, std::byte{0}), note(16), got(16);
+    for (std::size_t i = 0; i < kSize; ++i) src[i] = std::byte(i * 7 + i / 251);
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+    auto mr_got = *n.sa.dev.reg_mr(got, kAccessLocalWrite);
+    auto mr_src = *n.sb.dev.reg_mr(src, 0);
+    auto mr_note = *n.sb.dev.reg_mr(note, 0);
+    Sge g{mr_got.addr, 16, mr_got.lkey};
+    ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {1, std::span(&g, 1)}).has_value());
+    // Every 40th full-sized frame from the server is lost once.
+    int full = 0;
+    n.drop_b_to_a = [&](std::size_t len) { return len > 1000 && ++full % 40 == 0; };
+    Sge w{mr_src.addr, kSize, mr_src.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&w, 1);
+    write.remote_addr = mr_sink.addr;
+    write.rkey = mr_sink.rkey;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+    Sge s{mr_note.addr, 16, mr_note.lkey};
+    SendWr send;
+    send.sg_list = std::span(&s, 1);
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, send).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1); }));
+    EXPECT_GT(full, 40);
+    EXPECT_TRUE(sink == src);
+    const Device::Placement p = n.sa.dev.placement();
+    EXPECT_EQ(p.placed, kSize + 16);
+    EXPECT_GT(p.direct, 0u);
+    EXPECT_LT(p.direct, kSize);  // the segments behind each hole came from the buffer
+    EXPECT_TRUE(n.sa.qp_events.empty());
+}
+
+// A Read waits at the head of the send queue while ORD Reads are out; the
+// Read Response that ends the one before it must let it go even when its
+// FPDUs were placed from the segments (no kReadable follows them).
+TEST(DevicePlacement, ReadResponseFreesTheReadWaitingForOrd) {
+    constexpr std::size_t kSize = 16 * 1024;
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    ASSERT_EQ(n.sb.dev.query_qp(n.sb.qp)->ord, 1u);
+    std::vector<std::byte> src(kSize, std::byte{5}), dst1(kSize), dst2(kSize);
+    auto mr_src = *n.sa.dev.reg_mr(src, kAccessRemoteRead);
+    auto mr1 = *n.sb.dev.reg_mr(dst1, kAccessLocalWrite);
+    auto mr2 = *n.sb.dev.reg_mr(dst2, kAccessLocalWrite);
+    Sge d1{mr1.addr, kSize, mr1.lkey}, d2{mr2.addr, kSize, mr2.lkey};
+    for (Sge* d : {&d1, &d2}) {
+        SendWr read;
+        read.opcode = WrOpcode::kRdmaRead;
+        read.sg_list = std::span(d, 1);
+        read.remote_addr = mr_src.addr;
+        read.rkey = mr_src.rkey;
+        ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, read).has_value());
+    }
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaRead, 2); }));
+    EXPECT_TRUE(dst1 == src);
+    EXPECT_TRUE(dst2 == src);
+    EXPECT_GT(n.sb.dev.placement().direct, 0u);
+}
+
+// An in-order Write the checks refuse (an STag nobody registered) is not
+// placed from the segment: it goes through the buffer to rx_fpdu, whose
+// TERMINATE ends the queue pair on both sides.
+TEST(DevicePlacement, RefusedWriteStillDrawsTheTerminate) {
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    std::vector<std::byte> src(4096, std::byte{7}), sink(4096, std::byte{0});
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+    auto mr_src = *n.sb.dev.reg_mr(src, 0);
+    Sge w{mr_src.addr, 4096, mr_src.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&w, 1);
+    write.remote_addr = mr_sink.addr;
+    write.rkey = mr_sink.rkey ^ 0x100;  // no such STag
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty() && !n.sb.qp_events.empty(); }));
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(n.sa.dev.placement().placed, 0u);
+    EXPECT_TRUE(
+        std::all_of(sink.begin(), sink.end(), [](std::byte b) { return b == std::byte{0}; }));
+}
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:
 // the engine reads an FPDU only when all of it has arrived.

@@ -1,0 +1,29 @@
+// iwcm::StreamSink: a taker of a byte stream's bytes as they arrive in
+// order, before the stream buffers them (Core::set_stream_sink).
+//
+// Read first: include/iwcm/core.hpp ("byte stream": peek, consume) and
+// docs/perf.md "Copies". A queue pair's engine places RDMA Writes and Sends
+// straight from the arriving segment into their memory this way, as siw places
+// from the socket buffer, so the bytes skip the stream's receive buffer.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "iwcm/events.hpp"
+
+namespace iwcm {
+
+class StreamSink {
+public:
+    virtual ~StreamSink() = default;
+    // Bytes of `conn` that arrived in order, whole and checked (the TCP
+    // checksum, the window), while nothing of the connection was unread or
+    // held out of order. Returns how many of the first of them it took: those
+    // count as read at once (never readable, never buffered, acknowledged as
+    // any others); the rest is buffered as usual. It is called from inside
+    // Core::receive and must not call into the core.
+    virtual std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> bytes) = 0;
+};
+
+}  // namespace iwcm
