@@ -339,6 +339,20 @@ def host_counters(net):
     return interop_test.tcp_counters(types.SimpleNamespace(ns=net.host))
 
 
+def stream_end(cm, kernel, n, limit, cm_initiator):
+    """Both ends of a byte stream done: each read the other's pattern, the
+    initiator closed first (the CM in TIME_WAIT, or in CLOSE_WAIT after the
+    kernel's FIN), no reset from the CM."""
+    tags = interop_test.mpa_peer
+    ours, theirs = ((tags.TAG_INITIATOR, tags.TAG_RESPONDER) if cm_initiator
+                    else (tags.TAG_RESPONDER, tags.TAG_INITIATOR))
+    line = interop_test.kernel_end(kernel, n, ours, limit)
+    st = expect_exit(cm, 0, timeout=60)
+    interop_test.check_transfer(cm, n, interop_test.pattern_sha256(theirs, n), line)
+    interop_test.check_end(cm, cm_initiator)
+    check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+
+
 def case_shared_stream(c):
     """Byte streams on the shared address: connect --dev sends and receives 10 MB
     against a kernel server on the peer and closes first; then a kernel client
@@ -346,7 +360,6 @@ def case_shared_stream(c):
     by SHA-256 at both ends; no reset from the CM or the host's kernel; the
     kernel's echo service on the same address answers throughout."""
     n, limit = STREAM_BYTES, 120
-    tags = interop_test.mpa_peer
     with SharedNet("stream", 11) as net:
         c.echo(net)
         before = host_counters(net)
@@ -357,12 +370,7 @@ def case_shared_stream(c):
         cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
                   "--send-bytes", str(n), "--expect-bytes", str(n), "--data-timeout", str(limit),
                   "--hold", "0")
-        line = interop_test.kernel_end(srv, n, tags.TAG_INITIATOR, limit)
-        st = expect_exit(cm, 0, timeout=60)
-        interop_test.check_transfer(cm, n, interop_test.pattern_sha256(tags.TAG_RESPONDER, n),
-                                    line)
-        interop_test.check_end(cm, True)
-        check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+        stream_end(cm, srv, n, limit, cm_initiator=True)
         echo_roundtrip(net, "between")
         cm = c.cm(net, "cm2", "listen", "--port", str(PORT), "--count", "1", "--send-bytes",
                   str(n), "--expect-bytes", str(n), "--data-timeout", str(limit))
@@ -370,12 +378,7 @@ def case_shared_stream(c):
         cli = c.peer(net, "client", "client", "--to", "%s:%d" % (net.addr, PORT), "--p2p",
                      "--close", "graceful", "--send-bytes", str(n), "--expect-bytes", str(n),
                      "--timeout", str(limit))
-        line = interop_test.kernel_end(cli, n, tags.TAG_RESPONDER, limit)
-        st = expect_exit(cm, 0, timeout=60)
-        interop_test.check_transfer(cm, n, interop_test.pattern_sha256(tags.TAG_INITIATOR, n),
-                                    line)
-        interop_test.check_end(cm, False)
-        check(st["resets_sent"] == 0 and st["resets_received"] == 0, "CM resets: %s" % st)
+        stream_end(cm, cli, n, limit, cm_initiator=False)
         echo_roundtrip(net, "after")
         after = host_counters(net)
         check(after["OutRsts"] == before["OutRsts"],
