@@ -99,14 +99,21 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     flush_stream(now, node);
 }
 
-// FIN_WAIT2 (on_fin_acked): wait for the peer's FIN as long as its
-// retransmissions could last (for a stream, as long as its RTO could grow),
-// then reset, as Linux's tcp_fin_timeout bounds the wait.
+// FIN_WAIT2 (on_fin_acked): wait for the peer's FIN as long as its retransmissions could
+// last, judged by our own settings (the driver's retransmission policy; for a stream, its
+// RTO doubling from rto_initial up to rto_max, max_retransmits times: 663 s by default),
+// then reset, as Linux's tcp_fin_timeout bounds the wait. A shorter bound (it was
+// 2 * rto_max) turns a clean close into an abort when a lossy path drops the few
+// retransmissions of the peer's FIN that fall within it.
 void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
     timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial,
                               cfg.retransmit.cap};
     Duration wait = peer.total();
-    if (node->stream) wait = std::max(wait, 2 * node->stream->tcp.config().rto_max);
+    if (node->stream) {
+        const tcp::StreamConfig& c = node->stream->tcp.config();
+        const timer::RetransPolicy stream{c.max_retransmits, c.rto_initial, c.rto_max};
+        wait = std::max(wait, stream.total());
+    }
     arm_phase_timer(now, node, cm::NodeTimer::kFinWait2, wait);
 }
 

@@ -577,7 +577,13 @@ void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
         retry_v1(now, node);
         return;
     }
-    if (cm::connected(node->state)) {
+    if (node->state == CmState::kClosing && node->snd_una + 1 == node->snd_nxt) {
+        // RFC 9293 section 3.10.7.4 tells the user of no reset in CLOSING. The peer has
+        // acknowledged every byte but our FIN and had sent its own: nothing was lost, and the
+        // reset is what a peer whose TIME_WAIT ended before our FIN's retransmission came
+        // through (backed off under loss) answers. A clean close, as LAST_ACK's.
+        end_for_app(node, EventType::kDisconnected, 0);
+    } else if (cm::connected(node->state)) {
         end_for_app(node, EventType::kDisconnected, -ECONNRESET);
     } else if (node->initiator) {
         end_for_app(node, EventType::kRejected, -ECONNRESET);

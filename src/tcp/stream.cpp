@@ -788,8 +788,11 @@ std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const
     // sender with nothing in flight, which no ACK would wake: ours sends at
     // once then. With data in flight a short segment waits for the ACK that
     // slides the window (or for the RTO), so a congestion window that is no
-    // multiple of the MSS never trickles out in fractions of it.
-    const bool whole = len == mss_ || len == unsent;
+    // multiple of the MSS never trickles out in fractions of it. A full send buffer's tail
+    // is no push either: the writer had more than fitted, and the ACK that frees room
+    // brings it (a short tail there cut one segment per buffer-full in StreamLoss seeds).
+    const bool pushed = len == unsent && (fin_queued_ || send_space() > 0);
+    const bool whole = len == mss_ || pushed;
     if (!whole && len < max_snd_wnd_ / 2 && snd_nxt_ != snd_una_) return std::nullopt;
     return len;
 }

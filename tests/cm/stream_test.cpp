@@ -223,6 +223,82 @@ TEST(Stream, GracefulDisconnectSendsFinAfterQueuedBytes) {
     EXPECT_EQ(d.core.pending_timers(), 0u);
 }
 
+// The one frame the DUT sent, with these flags.
+Sent only_frame(Dut& d, std::uint8_t flags) {
+    auto o = d.out();
+    EXPECT_EQ(o.size(), 1u);
+    if (o.empty()) return {};
+    EXPECT_TRUE(o[0].flags(flags));
+    return o[0];
+}
+
+// The one event the DUT queued: kDisconnected with `status`, told in `state`.
+void expect_disconnected(Dut& d, int status, CmState state) {
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, status);
+    EXPECT_EQ(e[0].state, state);
+}
+
+// A stream's FIN_WAIT2 waits as long as the peer's retransmissions of its FIN could last
+// (our own RTO doubling from 1 s to the 60 s cap, 15 retransmissions: 663 s), so a FIN that
+// comes through late still closes cleanly; after that, a reset and -ECONNABORTED.
+TEST(Stream, FinWait2WaitsAsLongAsTheStreamsRetransmissions) {
+    for (bool fin_comes : {true, false}) {
+        Dut d(immediate_acks());
+        stream_up(d);
+        ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+        d.out();
+        d.dut_nxt += 1;
+        d.seg(tf::kAck);
+        ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+        quiet_until(d, d.now.time_since_epoch() + seconds(662));
+        EXPECT_EQ(d.core.live_nodes(), 1u);
+        if (fin_comes) {
+            d.seg(tf::kAck | tf::kFin);
+            EXPECT_EQ(only_frame(d, tf::kAck).tcp().ack, d.peer_nxt);
+            expect_disconnected(d, 0, CmState::kTimeWait);
+            continue;
+        }
+        d.advance(seconds(1));
+        EXPECT_EQ(only_frame(d, tf::kRst | tf::kAck).tcp().seq, d.dut_nxt);
+        expect_disconnected(d, -ECONNABORTED, CmState::kClosed);
+        EXPECT_EQ(d.core.live_nodes(), 0u);
+    }
+}
+
+// CLOSING, then a reset at rcv_nxt: the peer's FIN acknowledges `acked` of our 4 bytes;
+// the application hears kDisconnected with `status`, and nothing is left.
+void reset_in_closing(std::uint32_t acked, int status) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    EXPECT_EQ(send_text(d, "abcd"), 4u);
+    d.out();
+    EXPECT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    d.out();
+    d.feed(d.frame(tf::kAck | tf::kFin, d.peer_nxt, d.dut_nxt + acked));
+    d.peer_nxt += 1;
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kClosing);
+    only_frame(d, tf::kAck);
+    EXPECT_TRUE(d.evs().empty());
+    d.feed(d.frame(tf::kRst, d.peer_nxt, d.dut_nxt + acked));
+    EXPECT_TRUE(d.out().empty());
+    expect_disconnected(d, status, CmState::kClosing);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
+}
+
+// Under loss a peer's TIME_WAIT can end before our backed-off FIN reaches it; its reset then
+// closes a connection that lost nothing (every byte but the FIN acknowledged).
+TEST(Stream, ResetInClosingWithEveryByteAckedIsAClose) {
+    reset_in_closing(4, 0);
+}
+
+TEST(Stream, ResetInClosingWithBytesUnackedIsAReset) {
+    reset_in_closing(2, -ECONNRESET);
+}
+
 TEST(Stream, AckOfUnsentDataIsAnsweredAndDropped) {
     Dut d(immediate_acks());
     stream_up(d);

@@ -410,6 +410,24 @@ TEST(StreamSillyWindow, ShortSegmentWaitsWhileDataIsInFlight) {
                 {data_seg(3000, 1000, kIrs, kWin16k), data_seg(4000, 1000, kIrs, kWin16k)});
 }
 
+// A full send buffer's short tail is no push: the writer had more than fitted, and the ACK
+// that frees room brings it. With nothing more written, the tail goes on that ACK.
+TEST(StreamSillyWindow, FullSendBuffersTailWaitsForTheAckThatFreesRoom) {
+    StreamConfig c = config();
+    c.send_buffer = 3500;
+    Stream s(c, init(), at_ms(0));
+    const auto data = pattern(6000);
+    EXPECT_EQ(s.write(data), 3500U);
+    expect_sent(s, at_ms(0),
+                {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 1000, kIrs, kWin16k),
+                 data_seg(2000, 1000, kIrs, kWin16k)});
+    s.on_segment(at_ms(10), from_peer(kIrs, kIss + 1000, 60000));
+    EXPECT_EQ(s.write(std::span(data).subspan(3500)), 1000U);
+    expect_sent(s, at_ms(10), {data_seg(3000, 1000, kIrs, kWin16k)});
+    s.on_segment(at_ms(20), from_peer(kIrs, kIss + 2000, 60000));
+    expect_sent(s, at_ms(20), {data_seg(4000, 500, kIrs, kWin16k)});
+}
+
 TEST(StreamSillyWindow, NoFractionOfAnMssAfterRecovery) {
     // After fast recovery cwnd = min(ssthresh, FlightSize + SMSS) is 4.5
     // segments here: the half segment is never sent on its own.
