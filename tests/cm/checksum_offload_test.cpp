@@ -65,8 +65,8 @@ TEST(ChecksumOffload, FramesDifferOnlyInTheChecksumFields) {
     for (std::size_t n = 0; n < full.size(); ++n) {
         ASSERT_EQ(full[n].size(), off[n].size()) << "frame " << n;
         for (std::size_t i = 0; i < full[n].size(); ++i) {
-            const bool checksum = i == kIpChecksum || i == kIpChecksum + 1 ||
-                                  i == kTcpChecksum || i == kTcpChecksum + 1;
+            const bool checksum = i == kIpChecksum || i == kIpChecksum + 1 || i == kTcpChecksum ||
+                                  i == kTcpChecksum + 1;
             if (checksum) {
                 EXPECT_EQ(off[n][i], std::byte{0}) << "frame " << n << " byte " << i;
             } else {
