@@ -152,12 +152,11 @@ def main(argv):
     m = r.get("machine", {})
     setup = r.get("setup", {})
     offload = r.get("setup_offload", {}).get("rate_per_s", 0)
-    headline = (f"headline {human(offload)} setups/s with checksum offload (as loopback), "
-                f"{human(setup.get('rate_per_s', 0))} with checksums computed"
-                if offload else f"headline {human(setup.get('rate_per_s', 0))} setups/s")
-    foot = (f"iwarp-cm bench, one thread pinned to one CPU ({m.get('cpu', '?')}); "
-            f"{headline}, vs kernel {human(kernel)}/s in the same run. "
-            f"Rates per second of thread CPU time.")
+    plain = human(setup.get("rate_per_s", 0))
+    rates = (f"{human(offload)} setups/s (checksum offload; {plain} with checksums)"
+             if offload else f"{plain} setups/s")
+    foot = (f"iwarp-cm bench, one thread pinned to one CPU ({m.get('cpu', '?')}): {rates} "
+            f"vs kernel {human(kernel)}/s in the same run, per CPU-second.")
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            f'viewBox="0 0 {W} {H}">',
            f'<rect width="{W}" height="{H}" fill="white"/>']
