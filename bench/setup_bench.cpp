@@ -75,10 +75,11 @@ struct AllocMeter {
 };
 
 // One batch of range(0) complete setups per iteration (both sides established,
-// events drained); the abortive teardown runs with the clock paused.
+// events drained); the abortive teardown runs with the clock paused. range(1) = 1: both
+// cores with checksum offload (CoreConfig::checksum_offload, as loopback).
 void BM_Setup(benchmark::State& state) {
     const auto batch = static_cast<std::size_t>(state.range(0));
-    SetupPair p;
+    SetupPair p(32, 32, state.range(1) != 0);
     for (int i = 0; i < 40; ++i) {  // warm-up: pools, table, arenas, event queues at size
         p.setup_round(256);
         p.teardown_all();
@@ -108,7 +109,7 @@ void BM_Setup(benchmark::State& state) {
         setups > 0 ? static_cast<double>(teardown_allocs) / setups : 0;
     if (p.counters().errors != e0) state.SkipWithError("setup failed");
 }
-BENCHMARK(BM_Setup)->Arg(1)->Arg(256);
+BENCHMARK(BM_Setup)->ArgNames({"batch", "offload"})->Args({1, 0})->Args({256, 0})->Args({256, 1});
 
 // One setup and its abortive teardown per iteration, nothing paused.
 void BM_SetupTeardown(benchmark::State& state) {

@@ -55,8 +55,12 @@ public:
     // Ephemeral ports per (local address, remote endpoint): 49152..65535.
     static constexpr std::size_t kPortsPerRemote = 16000;
 
-    explicit SetupPair(std::size_t request_pdata = 32, std::size_t reply_pdata = 32)
-        : PairCores{Core(config(0x0a, 1)), Core(config(0x0b, 2))},
+    // checksum_offload: both cores skip the IPv4 header and TCP checksums
+    // (CoreConfig::checksum_offload), as Linux's loopback skips the TCP one.
+    explicit SetupPair(std::size_t request_pdata = 32, std::size_t reply_pdata = 32,
+                       bool checksum_offload = false)
+        : PairCores{Core(config(0x0a, 1, checksum_offload)),
+                    Core(config(0x0b, 2, checksum_offload))},
           SetupDriver(PairCores::a, PairCores::b, {ip_a(), 0}, {ip_b(), kChurnPort}, request_pdata,
                       reply_pdata) {
         ok_ = a_.add_address(ip_a()).has_value() && b_.add_address(ip_b()).has_value();
@@ -115,10 +119,11 @@ public:
     static IpAddr ip_b() { return Ipv4Addr{{10, 0, 0, 2}}; }
 
 private:
-    static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret) {
+    static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool checksum_offload) {
         CoreConfig c;
         c.mac = bench_mac(mac_last);
         c.isn_secret.fill(secret);
+        c.checksum_offload = checksum_offload;
         return c;
     }
 

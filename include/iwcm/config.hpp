@@ -176,6 +176,15 @@ struct CoreConfig {
     // isn_secret) so that it cannot serve as the side channel of
     // CVE-2016-5696. Linux's tcp_challenge_ack_limit was 1000; 0: no limit.
     std::uint32_t challenge_ack_limit = 1000;
+    // Checksum offload, as Linux's loopback device does (CHECKSUM_PARTIAL on
+    // transmit, no verification on receive): the IPv4 header checksum and the
+    // TCP checksum are written as zero and not verified on arrival; every
+    // other field and check is as without it. Only for a link between two
+    // cores of this library in memory, which cannot corrupt a frame: every
+    // host on a real wire (TAP, AF_XDP) refuses it, and so does the simulator
+    // on a link that corrupts frames. (Linux computes the IPv4 header checksum
+    // even on loopback; this skips it too, both ends being ours.)
+    bool checksum_offload = false;
     MpaConfig mpa;
     // Sharding (include/iwcm/shard.hpp): when set, connect() takes an
     // ephemeral port only if the filter accepts the 4-tuple it makes, so that

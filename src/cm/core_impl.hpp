@@ -235,6 +235,10 @@ struct Core::Impl {
     // kAddressDown / kAddressUp to every listener on this specific address.
     void notify_listeners(const IpAddr& addr, EventType type, int status);
     std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
+    // CoreConfig::checksum_offload as the frame writers and the parser take it.
+    wire::Checksums checksums() const {
+        return cfg.checksum_offload ? wire::Checksums::kOffload : wire::Checksums::kFull;
+    }
 
     // ---- the byte stream after hand-off (bytes.cpp) ----
     void start_stream(const cm::NodeRef& node, const StreamConfig& config);

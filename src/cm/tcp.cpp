@@ -48,7 +48,7 @@ DropReason classify(const wire::ParseError& e) {
 void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
     ++stats.frames_in;
     trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
-    auto parsed = wire::parse_tcp_frame(frame);
+    auto parsed = wire::parse_tcp_frame(frame, checksums());
     if (!parsed) {
         drop(now, classify(parsed.error()), nullptr, frame);
         return;
@@ -864,6 +864,7 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
     wire::SegmentV4 s;
     s.dst_mac = &node.remote_mac;
     s.src_mac = &cfg.mac;
+    s.checksums = checksums();
     if (node.vlan != kNoVlan) {
         s.tagged = true;
         s.vlan_tci = static_cast<std::uint16_t>((std::uint32_t{pcp_of(node)} << 13) | node.vlan);
@@ -982,7 +983,7 @@ void Core::Impl::arm_send(Instant now, const NodeRef& node) {
 
 void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback) {
     std::size_t len = wire::tcp_frame_len(repr, payload.size());
-    wire::emit_tcp_frame(repr, payload, frame_room(len, loopback));
+    wire::emit_tcp_frame(repr, payload, frame_room(len, loopback), checksums());
     trace_out(loopback);
 }
 

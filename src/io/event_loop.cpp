@@ -56,6 +56,8 @@ TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vla
       rx_buf_(dev_->max_frame()) {}
 
 std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device) {
+    if (core.checksum_offload)
+        return "checksum offload is only for the in-memory link, not " + device;
     if (core.stream.segment_offload == 0) return std::nullopt;
     return "segment offload is only for the in-memory link, not " + device;
 }

@@ -62,8 +62,9 @@ enum class Wake : std::uint8_t { kOk, kSignal, kError };
 bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan);
 
 // Why a core cannot run on the frame device `device`, if it cannot: offloaded
-// segments (StreamConfig::segment_offload) exceed any real MTU, so only two
-// cores in memory take them.
+// segments (StreamConfig::segment_offload) exceed any real MTU, and offloaded
+// checksums (CoreConfig::checksum_offload) would leave frames on a wire that
+// no one checks, so only two cores in memory take them.
 std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device);
 
 // Blocks SIGINT and SIGTERM in the calling thread (threads started after it

@@ -84,12 +84,21 @@ std::size_t SimNetwork::add_host(SimHost& host) {
     links_ = std::move(links);
     hosts_.push_back(&host);
     IWCM_ASSERT(links_.size() == hosts_.size() * hosts_.size());
+    check_offload(old_n, default_faults_);
     return old_n;
+}
+
+// A host that does not verify checksums would take a corrupted frame as good: no link that
+// corrupts frames may lead to one (CoreConfig::checksum_offload).
+void SimNetwork::check_offload(std::size_t to, const LinkFaults& faults) const {
+    IWCM_ASSERT(to < hosts_.size());
+    IWCM_ASSERT(faults.corrupt == 0.0 || !hosts_[to]->checksum_offload());
 }
 
 void SimNetwork::set_faults(LinkFaults faults) {
     IWCM_ASSERT(!busy_);
     check_faults(faults);
+    for (std::size_t to = 0; to < hosts_.size(); ++to) check_offload(to, faults);
     default_faults_ = faults;
     for (auto& l : links_) l.faults.reset();
 }
@@ -98,6 +107,7 @@ void SimNetwork::set_faults(std::size_t from, std::size_t to, LinkFaults faults)
     IWCM_ASSERT(!busy_);
     IWCM_ASSERT(from != to);
     check_faults(faults);
+    check_offload(to, faults);
     link(from, to).faults = faults;
 }
 

@@ -62,6 +62,10 @@ public:
     virtual std::optional<Instant> next_deadline() const = 0;
     // The next frame to send; the view is valid until the next call.
     virtual std::optional<std::span<const std::byte>> poll_transmit() = 0;
+    // Whether the host takes frames without verifying their checksums
+    // (CoreConfig::checksum_offload): the network refuses (asserts) a link
+    // that corrupts frames into such a host.
+    virtual bool checksum_offload() const { return false; }
 };
 
 // Puts an iwcm::Core on the segment. Header-only: it links against the core
@@ -88,6 +92,7 @@ public:
     std::optional<std::span<const std::byte>> poll_transmit() override {
         return core_.poll_transmit();
     }
+    bool checksum_offload() const override { return core_.config().checksum_offload; }
 
     Core& core() { return core_; }
     const Core& core() const { return core_; }
@@ -154,7 +159,9 @@ public:
     SimNetwork(const SimNetwork&) = delete;
     SimNetwork& operator=(const SimNetwork&) = delete;
 
-    // The host must outlive the network. Returns its id: 0, 1, ...
+    // The host must outlive the network. Returns its id: 0, 1, ... A host with
+    // checksum offload is refused (asserted) on a network whose links corrupt
+    // frames, and so is such a link into it (set_faults) afterwards.
     std::size_t add_host(SimHost& host);
     std::size_t host_count() const { return hosts_.size(); }
 
@@ -221,6 +228,7 @@ private:
     bool draw(double p);
     Duration draw_up_to(Duration max);
     void corrupt(std::span<std::byte> bytes);
+    void check_offload(std::size_t to, const LinkFaults& faults) const;
     std::uint32_t acquire_slot(std::span<const std::byte> frame);
     void observe(const FrameRecord& record) const;
     Link& link(std::size_t from, std::size_t to);

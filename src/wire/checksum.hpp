@@ -19,6 +19,14 @@ namespace iwcm::wire {
 constexpr std::uint8_t kIpProtoTcp = 6;
 constexpr std::uint8_t kIpProtoIcmpv6 = 58;
 
+// Whether a frame's IPv4 header checksum and TCP checksum are written on transmit and
+// verified on receive (kFull), or offloaded (kOffload): written as zero and not verified.
+// kOffload is only for a link between two cores of this library in memory, which cannot
+// corrupt a frame, as Linux's loopback device skips the TCP checksum (CHECKSUM_PARTIAL on
+// transmit, no verification on receive). CoreConfig::checksum_offload chooses it; every
+// host on a real wire refuses it.
+enum class Checksums : std::uint8_t { kFull, kOffload };
+
 // The ones'-complement sum of data as big-endian 16-bit words (an odd last byte
 // is padded with a zero byte), added to `sum`, folded to 16 bits (0..0xFFFF).
 // Use it to chain sums over pieces that each start at an even offset.

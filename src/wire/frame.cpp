@@ -62,9 +62,9 @@ void set_addrs(IpRepr& ip, const Addr& src, const Addr& dst) {
 }
 
 // The IPv4 layer into the family-neutral IpRepr; sets the payload.
-DecodeStatus decode_ip_v4(Bytes packet, IpRepr& ip, Bytes& payload) {
+DecodeStatus decode_ip_v4(Bytes packet, IpRepr& ip, Bytes& payload, Checksums checksums) {
     Ipv4Repr r;
-    if (auto e = detail::decode_ipv4(packet, r, payload)) return e;
+    if (auto e = detail::decode_ipv4(packet, r, payload, checksums)) return e;
     if (r.protocol != kIpProtoTcp) return decode_fail(kNotTcp, "ipv4", "protocol", 9, "not TCP");
     set_addrs(ip, r.src, r.dst);
     ip.ttl = r.ttl;
@@ -103,14 +103,15 @@ std::uint32_t pseudo_sum_from_header(Bytes ip_header, std::uint16_t ethertype,
 }
 
 // All layers decoded straight into out; error offsets count from the frame start.
-DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
+DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
     Bytes ip_bytes;
     if (auto e = detail::decode_ethernet(frame, out.repr.eth, ip_bytes)) return e;
     const std::size_t ip_off = out.repr.eth.header_len();
     const std::uint16_t type = out.repr.eth.ethertype;
     Bytes segment;
     if (type == kEtherTypeIpv4) {
-        if (auto e = decode_ip_v4(ip_bytes, out.repr.ip, segment)) return shifted(e, ip_off);
+        if (auto e = decode_ip_v4(ip_bytes, out.repr.ip, segment, checksums))
+            return shifted(e, ip_off);
     } else if (type == kEtherTypeIpv6) {
         if (auto e = decode_ip_v6(ip_bytes, out.repr.ip, segment)) return shifted(e, ip_off);
     } else {
@@ -118,7 +119,7 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
     }
     const std::size_t ip_header_len = static_cast<std::size_t>(segment.data() - ip_bytes.data());
     const std::uint32_t pseudo = pseudo_sum_from_header(ip_bytes, type, segment.size());
-    return shifted(detail::decode_tcp_summed(segment, pseudo, out.repr.tcp, out.payload),
+    return shifted(detail::decode_tcp_summed(segment, pseudo, out.repr.tcp, out.payload, checksums),
                    ip_off + ip_header_len);
 }
 
@@ -126,8 +127,10 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out) {
 // at fixed offsets in one pass: the IPv4 header's checksum is five 32-bit loads, and the
 // pseudo-header reuses the two address words. Returns false, with out partly written, for
 // anything else; the layered decode_frame() then gives the result or the exact error, and
-// it writes every field that this function may have touched.
-bool decode_fast_v4(Bytes frame, TcpFrame& out) {
+// it writes every field that this function may have touched. With Checksums::kOffload neither
+// checksum is verified.
+bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums) {
+    const bool verify = checksums == Checksums::kFull;
     constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
     const std::byte* const p = frame.data();
     const std::size_t n = frame.size();
@@ -160,18 +163,21 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out) {
     if (total_len < kIpTcpMin || total_len > n - eth_len) return false;
     if ((ident_flags & 0x3FFFu) != 0) return false;
     if (((ttl_proto >> 16) & 0xFFu) != kIpProtoTcp) return false;
-    if (fold16(std::uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]) != 0xFFFFu) return false;
+    if (verify && fold16(std::uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]) != 0xFFFFu) return false;
 
     const std::byte* const tcp = ip + Ipv4Repr::kHeaderLen;
     const std::size_t segment_len = total_len - Ipv4Repr::kHeaderLen;
     const std::size_t header_len =
         static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
     if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
-    // The pseudo-header in native order: both addresses as loaded, then the protocol and
-    // the length as the byte-swapped images of their big-endian 16-bit words.
-    const std::uint64_t pseudo = std::uint64_t{w[3]} + w[4] + (std::uint32_t{kIpProtoTcp} << 8) +
-                                 __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
-    if (fold16(sum_native(tcp, segment_len, pseudo)) != 0xFFFFu) return false;
+    if (verify) {
+        // The pseudo-header in native order: both addresses as loaded, then the protocol
+        // and the length as the byte-swapped images of their big-endian 16-bit words.
+        const std::uint64_t pseudo = std::uint64_t{w[3]} + w[4] +
+                                     (std::uint32_t{kIpProtoTcp} << 8) +
+                                     __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
+        if (fold16(sum_native(tcp, segment_len, pseudo)) != 0xFFFFu) return false;
+    }
     TcpRepr& t = out.repr.tcp;
     if (header_len == kTcpHeaderLen) {
         t.options = TcpOptions{};
@@ -225,9 +231,11 @@ std::size_t put_ethernet(const EthernetRepr& eth, std::uint16_t type, std::byte*
     return kEthernetVlanHeaderLen;
 }
 
-// Writes the 20-byte IPv4 header at p, its checksum found from the field values, and
-// returns the TCP pseudo-header's sum (unfolded), which shares the address words.
-std::uint64_t put_ipv4(const IpRepr& ip, std::uint32_t segment_len, std::byte* p) {
+// Writes the 20-byte IPv4 header at p, its checksum found from the field values (zero when
+// offloaded), and returns the TCP pseudo-header's sum (unfolded), which shares the address
+// words.
+std::uint64_t put_ipv4(const IpRepr& ip, std::uint32_t segment_len, std::byte* p,
+                       Checksums checksums) {
     const std::uint32_t src = get_be32(reinterpret_cast<const std::byte*>(ip.src.raw().data()));
     const std::uint32_t dst = get_be32(reinterpret_cast<const std::byte*>(ip.dst.raw().data()));
     const std::uint32_t w0 = 0x45000000u | (std::uint32_t{ip.tos} << 16) |
@@ -235,7 +243,9 @@ std::uint64_t put_ipv4(const IpRepr& ip, std::uint32_t segment_len, std::byte* p
     const std::uint32_t w1 = (std::uint32_t{ip.ident} << 16) | (ip.dont_fragment ? 0x4000u : 0u);
     const std::uint32_t w2 = (std::uint32_t{ip.ttl} << 24) | (std::uint32_t{kIpProtoTcp} << 16);
     const std::uint64_t addrs = std::uint64_t{src} + dst;
-    const auto checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
+    const auto checksum = checksums == Checksums::kOffload
+                              ? std::uint16_t{0}
+                              : static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
     put_be32(p, w0);
     put_be32(p + 4, w1);
     put_be32(p + 8, w2 | checksum);
@@ -262,11 +272,11 @@ std::size_t ip_header_len(const IpRepr& ip) {
 
 }  // namespace
 
-ParseResult<TcpFrame> parse_tcp_frame(Bytes frame) {
+ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {
     // One named result, decoded in place and returned without a copy.
     ParseResult<TcpFrame> result;
-    if (decode_fast_v4(frame, *result)) return result;
-    if (auto e = decode_frame(frame, *result)) result = iwcm::fail(*e);
+    if (decode_fast_v4(frame, *result, checksums)) return result;
+    if (auto e = decode_frame(frame, *result, checksums)) result = iwcm::fail(*e);
     return result;
 }
 
@@ -274,7 +284,8 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len) {
     return repr.eth.header_len() + ip_header_len(repr.ip) + repr.tcp.header_len() + payload_len;
 }
 
-std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out) {
+std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
+                           Checksums checksums) {
     const IpRepr& ip = repr.ip;
     IWCM_ASSERT(ip.src.family() == ip.dst.family());
     const bool v4 = ip.src.is_v4();
@@ -289,15 +300,16 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out) {
     std::byte* const p = out.data();
     put_ethernet(repr.eth, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6, p);
     const auto seg = static_cast<std::uint32_t>(segment_len);
-    const std::uint64_t pseudo = v4 ? put_ipv4(ip, seg, p + ip_off) : put_ipv6(ip, seg, p + ip_off);
+    const std::uint64_t pseudo =
+        v4 ? put_ipv4(ip, seg, p + ip_off, checksums) : put_ipv6(ip, seg, p + ip_off);
     // The TCP checksum: pseudo-header and header summed from their values, then the
     // payload read from its source (it starts at an even offset, a multiple of 4).
     std::byte* const tcp = p + tcp_off;
-    std::uint32_t sum = fold16(pseudo + detail::write_tcp_header(repr.tcp, tcp_header_len, tcp));
-    if (!payload.empty()) {
-        std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
-        sum = checksum_sum(payload, sum);
-    }
+    const std::uint64_t header_sum = detail::write_tcp_header(repr.tcp, tcp_header_len, tcp);
+    if (!payload.empty()) std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
+    if (checksums == Checksums::kOffload) return total;  // the field stays zero
+    std::uint32_t sum = fold16(pseudo + header_sum);
+    if (!payload.empty()) sum = checksum_sum(payload, sum);
     put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
     return total;
 }
@@ -308,11 +320,11 @@ std::size_t segment_v4_header_len(const SegmentV4& s) {
     return kTcpHeaderLen + (s.mss != 0 ? 4 : 0) + (s.wscale >= 0 ? 4 : 0);
 }
 
-}  // namespace
-
 // The words and sums of emit_tcp_frame() for the values of a SegmentV4, in the same order, so
 // that the checksums come out bit for bit the same (a one's complement sum has two zeros).
-std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
+// kSum false: the checksum fields stay zero and nothing is summed (Checksums::kOffload).
+template <bool kSum>
+std::size_t emit_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     IWCM_ASSERT(s.dst_mac != nullptr && s.src_mac != nullptr);
     IWCM_ASSERT(s.wscale <= 14);
     const std::size_t tcp_header_len = segment_v4_header_len(s);
@@ -338,7 +350,8 @@ std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     const std::uint32_t w1 = 0x4000u;
     const std::uint32_t w2 = (std::uint32_t{s.ttl} << 24) | (std::uint32_t{kIpProtoTcp} << 16);
     const std::uint64_t addrs = std::uint64_t{s.src_ip} + s.dst_ip;
-    const auto ip_checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
+    std::uint16_t ip_checksum = 0;
+    if constexpr (kSum) ip_checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
     put_be32(ip, w0);
     put_be32(ip + 4, w1);
     put_be32(ip + 8, w2 | ip_checksum);
@@ -362,13 +375,20 @@ std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     put(0);  // checksum and urgent pointer
     if (s.mss != 0) put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{4} << 16) | s.mss);
     if (s.wscale >= 0) put(0x01030300u | static_cast<std::uint32_t>(s.wscale));
-    std::uint32_t csum = fold16(pseudo + sum);
-    if (!payload.empty()) {
-        std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
-        csum = checksum_sum(payload, csum);
+    if (!payload.empty()) std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
+    if constexpr (kSum) {
+        std::uint32_t csum = fold16(pseudo + sum);
+        if (!payload.empty()) csum = checksum_sum(payload, csum);
+        put_be16(tcp + 16, static_cast<std::uint16_t>(~csum));
     }
-    put_be16(tcp + 16, static_cast<std::uint16_t>(~csum));
     return total;
+}
+
+}  // namespace
+
+std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
+    return s.checksums == Checksums::kFull ? emit_v4<true>(s, payload, out)
+                                           : emit_v4<false>(s, payload, out);
 }
 
 }  // namespace iwcm::wire

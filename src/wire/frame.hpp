@@ -49,14 +49,18 @@ struct TcpFrame {
 // reason. IPv4 options and IPv6 extension headers are skipped as ipv4.hpp and
 // ipv6.hpp say, fragments refused (kFragment); the repr keeps neither, so the
 // frame emitted from it has none. Error offsets count from the frame start.
-ParseResult<TcpFrame> parse_tcp_frame(Bytes frame);
+// Checksums::kOffload: the IPv4 header and TCP checksums are not verified (a link
+// in memory between two cores of this library; checksum.hpp); every other check is.
+ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums = Checksums::kFull);
 
 // The length emit_tcp_frame() writes.
 std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
 
 // Writes the frame (out.size() >= tcp_frame_len()), with the IPv4 header checksum
-// and the TCP checksum. Returns the length written.
-std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out);
+// and the TCP checksum; with Checksums::kOffload both fields are zero and the frame is
+// otherwise the same, byte for byte. Returns the length written.
+std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
+                           Checksums checksums = Checksums::kFull);
 
 // One IPv4 segment of a connection as flat values: the engine's sending path, which knows
 // every field, writes it without a FrameRepr to fill and read back. The frame is byte for
@@ -79,6 +83,8 @@ struct SegmentV4 {
     std::uint16_t window = 0;
     std::uint16_t mss = 0;     // the MSS option's value; 0: no MSS option
     std::int16_t wscale = -1;  // the window-scale option's shift; -1: no such option
+    // kOffload: both checksum fields zero, nothing summed (as emit_tcp_frame's argument).
+    Checksums checksums = Checksums::kFull;
 };
 
 // The length emit_segment_v4() writes. Inline: the caller asks it for every frame.

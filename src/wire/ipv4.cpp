@@ -81,7 +81,7 @@ void Ipv4Repr::emit(MutBytes out) const {
 
 namespace detail {
 
-DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload) {
+DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload, Checksums checksums) {
     constexpr std::size_t kHdr = Ipv4Repr::kHeaderLen;
     if (packet.size() < kHdr)
         return decode_fail(kTruncated, kLayer, "header", packet.size(), "truncated header");
@@ -100,7 +100,7 @@ DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload) {
         return decode_fail(kBadLength, kLayer, "total_length", kTotalLenOff,
                            "total length beyond the buffer");
     const Bytes header = packet.first(header_len);
-    if (internet_checksum(header) != 0)
+    if (checksums == Checksums::kFull && internet_checksum(header) != 0)
         return decode_fail(kBadChecksum, kLayer, "checksum", kChecksumOff, "bad header checksum");
     const std::uint16_t flags = load_be16(packet, kFlagsOff);
     if ((flags & kFlagMf) != 0 || (flags & kFragOffsetMask) != 0)

@@ -53,8 +53,10 @@ ParseResult<Ipv4Packet> parse_ipv4(Bytes packet);
 
 namespace detail {
 // parse_ipv4() writing into its arguments; the options are payload.data() -
-// packet.data() - 20 bytes from offset 20.
-DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload);
+// packet.data() - 20 bytes from offset 20. With Checksums::kOffload the header
+// checksum is not verified (frame.hpp, parse_tcp_frame).
+DecodeStatus decode_ipv4(Bytes packet, Ipv4Repr& repr, Bytes& payload,
+                         Checksums checksums = Checksums::kFull);
 }  // namespace detail
 
 }  // namespace iwcm::wire

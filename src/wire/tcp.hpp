@@ -133,9 +133,10 @@ namespace detail {
 // parse_tcp() writing into its arguments.
 DecodeStatus decode_tcp(Bytes segment, const IpPseudoHeader& ph, TcpRepr& repr, Bytes& payload);
 // The same with the pseudo-header's partial sum already computed (pseudo_header_sum()),
-// for callers that sum the addresses straight from the IP header's bytes.
+// for callers that sum the addresses straight from the IP header's bytes. With
+// Checksums::kOffload the checksum is not verified (pseudo_sum is then unused).
 DecodeStatus decode_tcp_summed(Bytes segment, std::uint32_t pseudo_sum, TcpRepr& repr,
-                               Bytes& payload);
+                               Bytes& payload, Checksums checksums = Checksums::kFull);
 }  // namespace detail
 
 namespace detail {

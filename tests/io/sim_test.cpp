@@ -737,5 +737,30 @@ TEST(SimNetworkDeathTest, ImpossibleProbabilityAsserts) {
     EXPECT_DEATH(net.set_faults(LinkFaults{.loss = 1.5}), "f.loss");
 }
 
+TEST(SimNetworkDeathTest, ChecksumOffloadRefusedBehindACorruptingLink) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CoreConfig cfg;
+    cfg.checksum_offload = true;
+    Core core(cfg);
+    CoreHost host(core);
+    {
+        // A corrupting network takes no such host ...
+        SimNetwork net(1);
+        net.set_faults(LinkFaults{.corrupt = 0.01});
+        EXPECT_DEATH(net.add_host(host), "checksum_offload");
+    }
+    {
+        // ... and a network with one gets no corrupting link into it; other faults are fine.
+        FakeHost other(mac_of(7));
+        SimNetwork net(1);
+        net.add_host(other);
+        EXPECT_EQ(net.add_host(host), 1u);
+        net.set_faults(LinkFaults{.loss = 0.1, .duplicate = 0.1, .reorder = 0.1});
+        net.set_faults(1, 0, LinkFaults{.corrupt = 0.5});  // into a host without it: fine
+        EXPECT_DEATH(net.set_faults(0, 1, LinkFaults{.corrupt = 0.01}), "checksum_offload");
+        EXPECT_DEATH(net.set_faults(LinkFaults{.corrupt = 0.01}), "checksum_offload");
+    }
+}
+
 }  // namespace
 }  // namespace iwcm::io

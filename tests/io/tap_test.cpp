@@ -234,5 +234,19 @@ TEST(Tap, HostRefusesSegmentOffload) {
     EXPECT_TRUE(host) << (host ? "" : host.error());
 }
 
+// Checksums left out (CoreConfig::checksum_offload) are for a link in memory only: a host on a
+// device refuses such a core, whatever else it is configured for.
+TEST(Tap, HostRefusesChecksumOffload) {
+    CoreConfig cfg;
+    cfg.mac = kOurMac;
+    cfg.checksum_offload = true;
+    Core offloading(cfg);
+    TapHostConfig hc;
+    hc.handle_signals = false;
+    auto refused = TapHost::open_device(std::make_unique<IdleDevice>(), hc, offloading, kNoVlan);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error(), "checksum offload is only for the in-memory link, not idle0");
+}
+
 }  // namespace
 }  // namespace iwcm::io

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -351,12 +352,74 @@ TEST(Frame, SegmentV4MatchesEmitTcpFrame) {
                     EXPECT_EQ(to_hex(got), to_hex(want)) << tagged << mss << wscale << len;
                     auto parsed = parse_tcp_frame(got);
                     ASSERT_TRUE(parsed) << parsed.error().to_string();
+                    // With checksum offload, too, the two writers agree byte for byte.
+                    s.checksums = Checksums::kOffload;
+                    ASSERT_EQ(emit_tcp_frame(r, payload, want, Checksums::kOffload), want.size());
+                    ASSERT_EQ(emit_segment_v4(s, payload, got), got.size());
+                    EXPECT_EQ(to_hex(got), to_hex(want)) << "offload" << tagged << mss << len;
                     ++compared;
                 }
             }
         }
     }
     EXPECT_EQ(compared, 56);
+}
+
+// Checksum offload (Checksums::kOffload): the same frame, both families, tagged or not, differs
+// from the one with checksums only in the IPv4 header checksum and the TCP checksum, which are
+// zero; it parses to the same fields only when verification is skipped.
+TEST(Frame, ChecksumOffloadChangesOnlyTheChecksumFields) {
+    const auto payload = hex_bytes("4d 50 41 20 49 44 2d 31");
+    for (int v6 = 0; v6 < 2; ++v6) {
+        for (int vlan = 0; vlan < 2; ++vlan) {
+            FrameRepr r = sample_repr(v6 != 0, vlan != 0);
+            Buffer full(tcp_frame_len(r, payload.size()));
+            Buffer off(full.size());
+            ASSERT_EQ(emit_tcp_frame(r, payload, full), full.size());
+            ASSERT_EQ(emit_tcp_frame(r, payload, off, Checksums::kOffload), off.size());
+            const std::size_t ip_off = vlan ? kEthernetVlanHeaderLen : kEthernetHeaderLen;
+            const std::size_t tcp_off = ip_off + (v6 ? 40 : 20);
+            std::vector<std::size_t> fields = {tcp_off + 16, tcp_off + 17};
+            if (!v6) fields.insert(fields.begin(), {ip_off + 10, ip_off + 11});
+            for (std::size_t i = 0; i < full.size(); ++i) {
+                const bool checksum = std::find(fields.begin(), fields.end(), i) != fields.end();
+                if (checksum) {
+                    EXPECT_EQ(off[i], std::byte{0}) << v6 << vlan << " byte " << i;
+                } else {
+                    EXPECT_EQ(off[i], full[i]) << v6 << vlan << " byte " << i;
+                }
+            }
+            // The real checksums are not zero here, so the frames do differ.
+            EXPECT_NE(to_hex(off), to_hex(full));
+            auto refused = parse_tcp_frame(off);
+            ASSERT_FALSE(refused);
+            EXPECT_EQ(refused.error().kind, ParseErrorKind::kBadChecksum);
+            auto taken = parse_tcp_frame(off, Checksums::kOffload);
+            ASSERT_TRUE(taken) << taken.error().to_string();
+            r.eth.ethertype = v6 ? kEtherTypeIpv6 : kEtherTypeIpv4;
+            EXPECT_EQ(taken->repr, r) << v6 << vlan;
+            EXPECT_EQ(to_hex(taken->payload), to_hex(payload));
+        }
+    }
+}
+
+// Skipping verification skips only the checksums: a frame whose lengths do not hold is
+// refused as before, and a corrupted byte is caught only with verification on.
+TEST(Frame, ChecksumOffloadKeepsEveryOtherCheck) {
+    FrameRepr r = sample_repr(false, false);
+    Buffer f(tcp_frame_len(r, 4));
+    const auto payload = hex_bytes("01 02 03 04");
+    ASSERT_EQ(emit_tcp_frame(r, payload, f), f.size());
+    Buffer corrupt = f;
+    corrupt[f.size() - 1] ^= std::byte{0x10};
+    auto caught = parse_tcp_frame(corrupt);
+    ASSERT_FALSE(caught);
+    EXPECT_EQ(caught.error().kind, ParseErrorKind::kBadChecksum);
+    EXPECT_TRUE(parse_tcp_frame(corrupt, Checksums::kOffload));
+    Buffer truncated(f.begin(), f.end() - 6);  // the IPv4 total length now runs past the end
+    auto cut = parse_tcp_frame(truncated, Checksums::kOffload);
+    ASSERT_FALSE(cut);
+    EXPECT_EQ(cut.error().kind, ParseErrorKind::kBadLength);
 }
 
 TEST(Frame, ParseAndEmitMakeNoHeapAllocation) {
