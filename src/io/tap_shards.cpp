@@ -74,7 +74,9 @@ bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
         sh->index = s;
         if (!open_queue(config, s, sh->queue)) return false;
         CoreConfig c = core;
-        if (n > 1) c.port_filter = shard_port_filter(s, n);
+        c.shard_index = s;
+        c.shard_count = n;
+        c.flow_key = 0;
         sh->core = std::make_unique<Core>(c);
         sh->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
         sh->timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
