@@ -100,7 +100,8 @@ private:
                     std::unique_ptr<FrameDevice>& q);
     void wake(std::uint32_t s);
     void arrived(Shard& sh, Instant now, std::span<const std::byte> frame);
-    void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame);
+    void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame,
+                      const std::uint64_t* flow);
     bool read_queue(Shard& sh);
     void fire_timers(Shard& sh, Instant now);
 
