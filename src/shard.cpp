@@ -24,23 +24,10 @@ constexpr std::size_t kIcmpHeader = 8;
 constexpr std::size_t kIpv4Header = 20;
 constexpr std::size_t kIpv6Header = 40;
 
-// The splitmix64 finalizer (Steele, Lea, Flood: "Fast splittable
-// pseudorandom number generators", 2014).
-std::uint64_t mix64(std::uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-// The two ports of a segment as one symmetric word, from the 32 bits that hold
-// them side by side in either byte order (they are read as the wire has them:
-// no byte swap). The XOR and the AND of the two are bitwise, so byte order does
-// not change which ports they tell apart, and together they give back the
-// unordered pair (a + b = (a ^ b) + 2 (a & b)).
-std::uint64_t port_word(std::uint32_t both) {
-    const std::uint32_t swapped = std::rotl(both, 16);
-    return ((both ^ swapped) & 0xffffu) | ((both & swapped) & 0xffff0000u);
-}
+using flow::mix64;
+using flow::port_word;
+using flow::wire16;
+using flow::wire_ports;
 
 // Folds the commutative combinations of both sides (see the header): the XOR
 // of the addresses' first and last 8 bytes, the port word, the key.
@@ -49,27 +36,11 @@ std::uint64_t fold(std::uint64_t addr_lo, std::uint64_t addr_hi, std::uint64_t p
     return mix64((addr_lo ^ key ^ (ports << 32)) + addr_hi * 0x9e3779b97f4a7c15ULL);
 }
 
-// An IPv4 fold: the high bytes of both addresses are zero, so no multiply.
-std::uint64_t fold_v4(std::uint32_t addr_xor, std::uint64_t ports, std::uint64_t key) {
-    return mix64(addr_xor ^ key ^ (ports << 32));
-}
-
 template <class T>
 T load(const std::byte* p) {
     T v;
     std::memcpy(&v, p, sizeof v);
     return v;
-}
-
-// A 16-bit field as the wire has it (big-endian), compared with a constant.
-constexpr std::uint16_t wire16(std::uint16_t host) {
-    if constexpr (std::endian::native == std::endian::little)
-        return static_cast<std::uint16_t>(host >> 8 | host << 8);
-    return host;
-}
-
-std::uint32_t wire_ports(std::uint16_t a, std::uint16_t b) {
-    return std::uint32_t{wire16(a)} | std::uint32_t{wire16(b)} << 16;
 }
 
 // An ICMP error's type (RFC 792: destination unreachable, source quench,
@@ -110,8 +81,8 @@ bool ipv6_quote_hash(const std::byte* icmp, std::size_t left, std::uint64_t key,
     }
     // Source and destination side by side: XOR the two halves of one load.
     const std::uint64_t both = load<std::uint64_t>(ip + 12);
-    hash = fold_v4(static_cast<std::uint32_t>(both ^ (both >> 32)),
-                   port_word(load<std::uint32_t>(ip + ihl)), key);
+    hash = flow::hash_v4(static_cast<std::uint32_t>(both ^ (both >> 32)),
+                         port_word(load<std::uint32_t>(ip + ihl)), key);
     return true;
 }
 
@@ -150,7 +121,7 @@ std::uint64_t flow_hash(const Endpoint& x, const Endpoint& y, std::uint64_t key)
     const auto* pb = reinterpret_cast<const std::byte*>(y.addr.raw().data());
     const std::uint64_t ports = port_word(wire_ports(x.port, y.port));
     if (x.addr.is_v4() && y.addr.is_v4())
-        return fold_v4(load<std::uint32_t>(pa) ^ load<std::uint32_t>(pb), ports, key);
+        return flow::hash_v4(load<std::uint32_t>(pa) ^ load<std::uint32_t>(pb), ports, key);
     return fold(load<std::uint64_t>(pa) ^ load<std::uint64_t>(pb),
                 load<std::uint64_t>(pa + 8) ^ load<std::uint64_t>(pb + 8), ports, key);
 }

@@ -186,10 +186,17 @@ struct CoreConfig {
     // even on loopback; this skips it too, both ends being ours.)
     bool checksum_offload = false;
     MpaConfig mpa;
-    // Sharding (include/iwcm/shard.hpp): when set, connect() takes an
-    // ephemeral port only if the filter accepts the 4-tuple it makes, so that
-    // the frames of a core's connections are steered back to the core's shard.
-    // Unset: every free port of 49152..65535 is taken in turn.
+    // Sharding (include/iwcm/shard.hpp): the core of shard `shard_index` of
+    // `shard_count` takes an ephemeral port only if the flow hash of the
+    // 4-tuple it makes (keyed by flow_key) belongs to its shard, so that the
+    // frames of its connections are steered back to it. A driver that hands
+    // receive() each frame's flow hash computes it with flow_key too.
+    std::uint32_t shard_index = 0;
+    std::uint32_t shard_count = 1;
+    std::uint64_t flow_key = 0;
+    // When set, connect() also takes an ephemeral port only if the filter
+    // accepts the 4-tuple it makes. Unset (and one shard): every free port
+    // of 49152..65535 is taken in turn.
     std::function<bool(const Endpoint& local, const Endpoint& remote)> port_filter;
     // Byte streams after hand-off (per connection: HandoffParams). Before
     // the hand-off a connection buffers at most rcv_wnd bytes the peer sent

@@ -169,6 +169,11 @@ public:
 
     // ---- driving ----
     void receive(Instant now, std::span<const std::byte> frame);
+    // The same with the frame's flow hash, keyed by CoreConfig::flow_key, as the
+    // driver computed it to steer the frame (frame_flow_hash, include/iwcm/shard.hpp;
+    // a NIC hands its RSS hash so): the core's connection lookup reuses it. It must be
+    // that hash, or the frame may miss its connection.
+    void receive(Instant now, std::span<const std::byte> frame, std::uint64_t flow_hash);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
     // The next frame to send; the view is valid until the next call of any

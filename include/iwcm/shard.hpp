@@ -35,8 +35,10 @@
 // connections, sent or received, belongs to its own shard.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 
@@ -47,6 +49,64 @@ namespace iwcm {
 
 // The symmetric flow hash of a connection between two endpoints.
 std::uint64_t flow_hash(const Endpoint& x, const Endpoint& y, std::uint64_t key = 0);
+
+// The pieces of the hash, inline for the core's connection table and its port choice
+// (src/cm/conn_table.hpp), which compute it per frame and per candidate port.
+namespace flow {
+
+// The splitmix64 finalizer (Steele, Lea, Flood: "Fast splittable pseudorandom number
+// generators", 2014). A bijection of 64 bits.
+inline std::uint64_t mix64(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// The two ports of a segment as one symmetric word, from the 32 bits that hold them side by
+// side in either byte order (they are read as the wire has them: no byte swap). The XOR and
+// the AND of the two are bitwise, so byte order does not change which ports they tell apart,
+// and together they give back the unordered pair (a + b = (a ^ b) + 2 (a & b)).
+inline std::uint64_t port_word(std::uint32_t both) {
+    const std::uint32_t swapped = std::rotl(both, 16);
+    return ((both ^ swapped) & 0xffffu) | ((both & swapped) & 0xffff0000u);
+}
+
+// A 16-bit field as the wire has it (big-endian).
+constexpr std::uint16_t wire16(std::uint16_t host) {
+    if constexpr (std::endian::native == std::endian::little)
+        return static_cast<std::uint16_t>(host >> 8 | host << 8);
+    return host;
+}
+
+// Two ports side by side as a segment's header holds them.
+inline std::uint32_t wire_ports(std::uint16_t a, std::uint16_t b) {
+    return std::uint32_t{wire16(a)} | std::uint32_t{wire16(b)} << 16;
+}
+
+// The IPv4 fold: the XOR of the two addresses (as the wire has them) in the low half, the
+// port word in the high half. For a given local endpoint it is one to one in the remote
+// address and port (the XOR with a known word and port_word with a known port are both
+// invertible), so two connections of one local endpoint never share a flow hash.
+inline std::uint64_t hash_v4(std::uint32_t addr_xor, std::uint64_t ports, std::uint64_t key) {
+    return mix64(addr_xor ^ key ^ (ports << 32));
+}
+
+// The XOR of two IPv4 addresses' bytes as the wire has them.
+inline std::uint32_t addr_xor_v4(const IpAddr& x, const IpAddr& y) {
+    std::uint32_t a;
+    std::uint32_t b;
+    std::memcpy(&a, x.raw().data(), 4);
+    std::memcpy(&b, y.raw().data(), 4);
+    return a ^ b;
+}
+
+}  // namespace flow
+
+// flow_hash of two IPv4 endpoints, inline.
+inline std::uint64_t flow_hash_v4(const Endpoint& x, const Endpoint& y, std::uint64_t key = 0) {
+    return flow::hash_v4(flow::addr_xor_v4(x.addr, y.addr),
+                         flow::port_word(flow::wire_ports(x.port, y.port)), key);
+}
 
 // The shard of a hash among `shards` (>= 1).
 inline std::uint32_t shard_of(std::uint64_t hash, std::uint32_t shards) {

@@ -3,14 +3,21 @@
 
 namespace iwcm::cm {
 
-ConnTable::ConnTable(ConnHashKey secret) : secret_(secret), slots_(64) {}
+ConnTable::ConnTable(ConnHashKey secret) : secret_(secret), slots_(std::size_t{1} << 6) {
+    IWCM_ASSERT(slots_.size() == std::size_t{1} << (32 - shift_));
+}
 
 void ConnTable::insert(NodeRef node) {
     IWCM_ASSERT(node);
+    const std::uint32_t h = hash_key(secret_, key_of(*node));
+    insert(std::move(node), h);
+}
+
+void ConnTable::insert(NodeRef node, std::uint32_t h) {
+    IWCM_ASSERT(node);
+    const ConnKey key = key_of(*node);
     if ((size_ + 1) * 2 > slots_.size()) grow();
-    ConnKey key = key_of(*node);
-    const std::uint32_t h = hash_key(secret_, key);
-    for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
+    for (std::size_t i = index(h);; i = (i + 1) & mask()) {
         Slot& s = slots_[i];
         if (!s.node) {
             s.node = std::move(node);
@@ -22,18 +29,9 @@ void ConnTable::insert(NodeRef node) {
     }
 }
 
-Node* ConnTable::find(const ConnKey& key) const {
-    const std::uint32_t h = hash_key(secret_, key);
-    for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
-        const Slot& s = slots_[i];
-        if (!s.node) return nullptr;
-        if (s.hash == h && matches(*s.node, key)) return s.node.get();
-    }
-}
-
 NodeRef ConnTable::erase(const ConnKey& key) {
     const std::uint32_t h = hash_key(secret_, key);
-    std::size_t i = h & mask();
+    std::size_t i = index(h);
     for (;; i = (i + 1) & mask()) {
         if (!slots_[i].node) return {};
         if (slots_[i].hash == h && matches(*slots_[i].node, key)) break;
@@ -44,7 +42,7 @@ NodeRef ConnTable::erase(const ConnKey& key) {
     // home slot allows it, so that no probe sequence is broken.
     std::size_t hole = i;
     for (std::size_t j = (i + 1) & mask(); slots_[j].node; j = (j + 1) & mask()) {
-        std::size_t home = slots_[j].hash & mask();
+        std::size_t home = index(slots_[j].hash);
         bool movable = (j > hole) ? (home <= hole || home > j) : (home <= hole && home > j);
         if (movable) {
             slots_[hole] = std::move(slots_[j]);
@@ -55,12 +53,14 @@ NodeRef ConnTable::erase(const ConnKey& key) {
 }
 
 void ConnTable::grow() {
+    IWCM_ASSERT(shift_ > 0);
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
+    --shift_;
     size_ = 0;
     for (Slot& s : old) {
         if (!s.node) continue;
-        for (std::size_t i = s.hash & mask();; i = (i + 1) & mask()) {
+        for (std::size_t i = index(s.hash);; i = (i + 1) & mask()) {
             if (!slots_[i].node) {
                 slots_[i] = std::move(s);
                 ++size_;

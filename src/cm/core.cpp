@@ -10,6 +10,7 @@
 
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
+#include "iwcm/shard.hpp"
 #include "wire/mpa.hpp"
 
 namespace iwcm {
@@ -34,7 +35,7 @@ cm::NodeTimersConfig timer_config(const CoreConfig& c) {
 cm::ConnHashKey table_key(const CoreConfig& c) {
     const std::uint8_t k0[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '0'};
     const std::uint8_t k1[] = {'c', 'o', 'n', 'n', ' ', 't', 'a', 'b', 'l', 'e', ' ', '1'};
-    return {cm::siphash24(c.isn_secret, k0), cm::siphash24(c.isn_secret, k1)};
+    return {cm::siphash24(c.isn_secret, k0), cm::siphash24(c.isn_secret, k1), c.flow_key};
 }
 
 }  // namespace
@@ -68,9 +69,9 @@ void Core::Impl::on_node_destroyed(void* self, Node& node) {
 
 // ---------------------------------------------------------------- driving
 
-void Core::Impl::receive(Instant now, wire::Bytes frame) {
+void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     now_ = now;
-    handle_frame(now, frame);
+    handle_frame(now, frame, flow);
     drain_loopback(now);
 }
 
@@ -397,14 +398,29 @@ Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
     return {};
 }
 
+// A candidate's flow hash (include/iwcm/shard.hpp) decides its shard and, for IPv4, its
+// slot in the table (conn_table.hpp, hash_flow): it is computed once per candidate, inline,
+// and for IPv4 only the port word changes from one candidate to the next.
 Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint& remote,
-                                            std::uint16_t vlan) {
+                                            std::uint16_t vlan, std::uint32_t& slot_hash) {
+    IWCM_ASSERT(cfg.shard_count >= 1 && cfg.shard_index < cfg.shard_count);
+    const bool v4 = !local.is_v6();
+    const std::uint32_t addr_xor = v4 ? flow::addr_xor_v4(local, remote.addr) : 0;
+    const bool sharded = cfg.shard_count > 1;
     for (int tries = 0; tries < 16384; ++tries) {
         std::uint16_t port = next_port;
         next_port = next_port == 65535 ? 49152 : static_cast<std::uint16_t>(next_port + 1);
+        std::uint64_t flow = 0;
+        if (v4)
+            flow = flow::hash_v4(addr_xor, flow::port_word(flow::wire_ports(port, remote.port)),
+                                 cfg.flow_key);
+        else if (sharded)
+            flow = flow_hash({local, port}, remote, cfg.flow_key);
+        if (sharded && shard_of(flow, cfg.shard_count) != cfg.shard_index) continue;
         if (cfg.port_filter && !cfg.port_filter({local, port}, remote)) continue;
-        if (table.find({{local, port}, remote, vlan}) == nullptr &&
-            match_listener({local, port}, vlan) == nullptr)
+        const cm::ConnKey key{{local, port}, remote, vlan};
+        slot_hash = cm::hash_key(table.secret(), key, flow);
+        if (table.find(key, slot_hash) == nullptr && match_listener({local, port}, vlan) == nullptr)
             return port;
     }
     return fail(ApiError::kNoPorts);
@@ -427,12 +443,15 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     if (table.size() >= cfg.max_connections) return fail(ApiError::kTooManyConnections);
     if (events_full()) return fail(ApiError::kEventQueueFull);
     Endpoint local = p.local;
+    std::uint32_t slot_hash = 0;
     if (local.port == 0) {
-        auto port = pick_port(local.addr, p.remote, vlan);
+        auto port = pick_port(local.addr, p.remote, vlan, slot_hash);
         if (!port) return fail(port.error());
         local.port = *port;
-    } else if (table.find({local, p.remote, vlan}) != nullptr) {
-        return fail(ApiError::kAddressInUse);
+    } else {
+        const cm::ConnKey key{local, p.remote, vlan};
+        slot_hash = cm::hash_key(table.secret(), key);
+        if (table.find(key, slot_hash) != nullptr) return fail(ApiError::kAddressInUse);
     }
     NodeRef node = pool.create();
     ++stats.nodes_created;
@@ -461,7 +480,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     node->snd_nxt = node->iss + 1;
     node->app_owned = true;
     app_refs[node->index] = node;
-    table.insert(node);
+    table.insert(node, slot_hash);
     set_state(*node, CmState::kSynSent);
     send_syn(*node);
     arm_send(now, node);
@@ -624,7 +643,10 @@ Core::Core(const CoreConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 Core::~Core() = default;
 
 void Core::receive(Instant now, std::span<const std::byte> frame) {
-    impl_->receive(now, frame);
+    impl_->receive(now, frame, std::nullopt);
+}
+void Core::receive(Instant now, std::span<const std::byte> frame, std::uint64_t flow_hash) {
+    impl_->receive(now, frame, flow_hash);
 }
 void Core::on_timer(Instant now) {
     impl_->on_timer(now);

@@ -78,6 +78,7 @@ struct Segment {
     const wire::TcpRepr* tcp;
     wire::Bytes payload;
     std::uint16_t vlan;
+    std::uint32_t slot_hash;  // the connection table's hash of its 4-tuple (conn_table.hpp)
     // Sequence space the segment occupies (payload plus SYN and FIN).
     std::uint32_t seq_len() const {
         return static_cast<std::uint32_t>(payload.size()) +
@@ -100,7 +101,8 @@ struct Core::Impl {
     ~Impl();
 
     // ---- driving (core.cpp) ----
-    void receive(Instant now, wire::Bytes frame);
+    // flow: the frame's flow hash when the driver hands it (Core::receive).
+    void receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
     std::optional<std::span<const std::byte>> poll_transmit();
@@ -124,11 +126,13 @@ struct Core::Impl {
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
     cm::Listener* find_listener(ListenHandle handle);
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
-    Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote,
-                                    std::uint16_t vlan);
+    // slot_hash: the connection table's hash of the 4-tuple with the port picked.
+    Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan,
+                                    std::uint32_t& slot_hash);
 
     // ---- segment arrival (tcp.cpp) ----
-    void handle_frame(Instant now, wire::Bytes frame);
+    void handle_frame(Instant now, wire::Bytes frame,
+                      std::optional<std::uint64_t> flow = std::nullopt);
     // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);

@@ -45,7 +45,7 @@ DropReason classify(const wire::ParseError& e) {
 
 // ---------------------------------------------------------------- arrival
 
-void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
+void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     ++stats.frames_in;
     trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
     auto parsed = wire::parse_tcp_frame(frame, checksums());
@@ -60,9 +60,12 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame) {
         drop(now, DropReason::kNotForUs, nullptr, frame);
         return;
     }
-    Segment seg{&fr, &fr.tcp, parsed->payload, vlan};
     cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
-    if (Node* n = table.find(key)) {
+    // The driver's flow hash, when it hands one, spares the table computing it.
+    const std::uint32_t h =
+        flow ? cm::hash_key(table.secret(), key, *flow) : cm::hash_key(table.secret(), key);
+    Segment seg{&fr, &fr.tcp, parsed->payload, vlan, h};
+    if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
         on_segment(now, ref, seg);
         return;
@@ -157,7 +160,7 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
-    table.insert(node);
+    table.insert(node, seg.slot_hash);
     set_state(*node, CmState::kSynRcvd);
     send_syn(*node);
     arm_send(now, node);
@@ -274,7 +277,7 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     node->iss = wire::SeqNumber(cookie);
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
-    table.insert(node);
+    table.insert(node, seg.slot_hash);
     set_state(*node, CmState::kSynRcvd);
     on_syn_rcvd(now, node, seg);
     return true;

@@ -38,9 +38,10 @@ ShardNet::ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hos
         sh->index = s;
         for (const CoreConfig& h : hosts) {
             CoreConfig c = h;
-            // One shard owns every port: no filter to pay for.
             c.port_filter = nullptr;
-            if (cfg_.shards > 1) c.port_filter = shard_port_filter(s, cfg_.shards, cfg_.key);
+            c.shard_index = s;
+            c.shard_count = cfg_.shards;
+            c.flow_key = cfg_.key;
             sh->cores.push_back(std::make_unique<Core>(c));
         }
         shards_.push_back(std::move(sh));
@@ -122,25 +123,37 @@ void ShardNet::on_timers(std::uint32_t s, Instant now) {
 // A frame sent by a core of `sh` (arrived = false) or taken off a ring
 // (arrived = true: it is on the queue of this shard).
 void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived) {
-    // One shard owns everything: no need to read the 4-tuple.
-    const std::uint32_t owner = cfg_.shards == 1 ? 0 : frame_shard(frame, cfg_.shards, cfg_.key);
-    std::uint32_t queue = owner;
-    if (!arrived && cfg_.spray) queue = sh.spray_next++ % cfg_.shards;
-    if (arrived) queue = sh.index;
-    if (queue != sh.index) return send_across(sh, queue, frame);
-    if (owner == sh.index) return deliver(sh, frame, now);
-    // On our queue but not ours: hand it to its owner.
-    ++sh.stats.handed_off;
-    send_across(sh, owner, frame);
+    std::uint64_t flow = 0;
+    bool hashed = false;
+    // One shard owns everything (and every queue is its): no need to read the 4-tuple.
+    if (cfg_.shards > 1) {
+        hashed = frame_flow_hash(frame, cfg_.key, flow);
+        const std::uint32_t owner = hashed ? shard_of(flow, cfg_.shards) : 0;
+        std::uint32_t queue = owner;
+        if (!arrived && cfg_.spray) queue = sh.spray_next++ % cfg_.shards;
+        if (arrived) queue = sh.index;
+        if (queue != sh.index) return send_across(sh, queue, frame);
+        if (owner != sh.index) {
+            // On our queue but not ours: hand it to its owner.
+            ++sh.stats.handed_off;
+            return send_across(sh, owner, frame);
+        }
+    }
+    deliver(sh, frame, now, hashed ? &flow : nullptr);
 }
 
-void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now) {
+// flow: the frame's flow hash when route() computed it; the core's lookup reuses it.
+void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now,
+                       const std::uint64_t* flow) {
     if (frame.size() >= 6) {
         const std::uint64_t dst = mac_key(frame.data());
         for (std::size_t h = 0; h < macs_.size(); ++h) {
             if (macs_[h] != dst) continue;
             ++sh.stats.delivered;
-            sh.cores[h]->receive(now, frame);
+            if (flow != nullptr)
+                sh.cores[h]->receive(now, frame, *flow);
+            else
+                sh.cores[h]->receive(now, frame);
             return;
         }
     }

@@ -59,7 +59,8 @@ struct ShardStats {
 class ShardNet {
 public:
     // Every host gets one core per shard, made from its config with the
-    // shard's port filter (an existing CoreConfig::port_filter is replaced).
+    // shard's index, count and flow key (an existing CoreConfig::port_filter
+    // is dropped). Frames are handed to the cores with their flow hash.
     ShardNet(const ShardNetConfig& config, std::span<const CoreConfig> hosts);
     ~ShardNet();
     ShardNet(const ShardNet&) = delete;
@@ -100,7 +101,8 @@ public:
 private:
     struct Shard;
     void route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived);
-    void deliver(Shard& sh, std::span<const std::byte> frame, Instant now);
+    void deliver(Shard& sh, std::span<const std::byte> frame, Instant now,
+                 const std::uint64_t* flow);
     void send_across(Shard& sh, std::uint32_t to, std::span<const std::byte> frame);
 
     ShardNetConfig cfg_;

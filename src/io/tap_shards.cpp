@@ -24,6 +24,10 @@ constexpr std::uint64_t kQueueTag = 1;
 constexpr std::uint64_t kTimerTag = 2;
 constexpr std::uint64_t kWakeTag = 3;
 constexpr std::uint64_t kSignalTag = 4;
+// The flow hash's key, for the steering and the cores alike (they must agree: a core's
+// lookup reuses the hash arrived() computed). Zero: the interop tests check the port choice
+// with the hash written again in Python.
+constexpr std::uint64_t kFlowKey = 0;
 constexpr int kMaxFramesPerWake = 256;
 // The largest frame that may cross threads: a 9000-byte MTU, tagged, with room.
 constexpr std::size_t kSlotBytes = 9216 + 64;
@@ -74,7 +78,9 @@ bool TapShards::setup(const TapShardsConfig& config, const CoreConfig& core) {
         sh->index = s;
         if (!open_queue(config, s, sh->queue)) return false;
         CoreConfig c = core;
-        if (n > 1) c.port_filter = shard_port_filter(s, n);
+        c.shard_index = s;
+        c.shard_count = n;
+        c.flow_key = kFlowKey;
         sh->core = std::make_unique<Core>(c);
         sh->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
         sh->timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -185,12 +191,17 @@ void TapShards::flush(std::uint32_t s) {
     links_->publish(s, [this](std::uint32_t to) { wake(to); });
 }
 
-void TapShards::handle_local(Shard& sh, Instant now, std::span<const std::byte> frame) {
+// flow: the frame's flow hash when arrived() computed it (the core's lookup reuses it).
+void TapShards::handle_local(Shard& sh, Instant now, std::span<const std::byte> frame,
+                             const std::uint64_t* flow) {
     if (sh.index == 0 && neighbors_.receive(now, frame)) {
         ++sh.counters.tap.to_neighbors;
     } else if (frame_for_core(frame, mac_, vlan_)) {
         ++sh.counters.tap.to_core;
-        sh.core->receive(now, frame);
+        if (flow != nullptr)
+            sh.core->receive(now, frame, *flow);
+        else
+            sh.core->receive(now, frame);
     } else {
         ++sh.counters.tap.ignored;
     }
@@ -205,8 +216,10 @@ void TapShards::arrived(Shard& sh, Instant now, std::span<const std::byte> frame
         ++sh.counters.tap.ignored;
         return;
     }
-    const std::uint32_t owner = frame_shard(frame, shards());
-    if (owner == sh.index) return handle_local(sh, now, frame);
+    std::uint64_t flow = 0;
+    const bool hashed = frame_flow_hash(frame, kFlowKey, flow);
+    const std::uint32_t owner = hashed ? shard_of(flow, shards()) : 0;
+    if (owner == sh.index) return handle_local(sh, now, frame, hashed ? &flow : nullptr);
     ++sh.counters.handed_off;
     if (!links_->send(sh.index, owner, frame)) ++sh.counters.tap.ignored;
 }
@@ -269,8 +282,8 @@ Wake TapShards::step(std::uint32_t s, Instant until) {
         }
     }
     const Instant now = TapHost::now();
-    sh.counters.received_across +=
-        links_->receive(s, [&](std::span<const std::byte> f) { handle_local(sh, now, f); });
+    sh.counters.received_across += links_->receive(
+        s, [&](std::span<const std::byte> f) { handle_local(sh, now, f, nullptr); });
     fire_timers(sh, TapHost::now());
     flush(s);
     return result;

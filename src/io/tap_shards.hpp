@@ -16,7 +16,7 @@
 // without a TCP 4-tuple (ARP, neighbour discovery, echoes) belong to shard 0,
 // which keeps the neighbour table and reads the signals.
 //
-// Each core gets CoreConfig::port_filter for its shard, so connect() picks
+// Each core gets its shard (CoreConfig::shard_index, shard_count), so connect() picks
 // ports whose frames come back to it; listen() makes a listener in every
 // shard. One AF_XDP socket per queue fits the same shape.
 #pragma once
@@ -100,7 +100,8 @@ private:
                     std::unique_ptr<FrameDevice>& q);
     void wake(std::uint32_t s);
     void arrived(Shard& sh, Instant now, std::span<const std::byte> frame);
-    void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame);
+    void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame,
+                      const std::uint64_t* flow);
     bool read_queue(Shard& sh);
     void fire_timers(Shard& sh, Instant now);
 

@@ -75,6 +75,11 @@ TEST(FlowHash, SymmetricAndTheSameFromFramesAndEndpoints) {
     }
     EXPECT_NE(flow_hash(kA, kB), flow_hash(kA, kB, 1));
     EXPECT_NE(flow_hash(kA, kB), flow_hash({kA.addr, 50001}, kB));
+    // The inline IPv4 form the core's table uses is the same function.
+    for (std::uint16_t port = 1024; port < 1100; ++port) {
+        const Endpoint x{kA.addr, port};
+        EXPECT_EQ(flow_hash_v4(x, kB, 0x55aa), flow_hash(x, kB, 0x55aa));
+    }
 }
 
 TEST(FlowHash, FramesWithoutATupleBelongToShardZero) {
@@ -194,27 +199,91 @@ TEST(FlowHash, EphemeralPortsSpreadEvenly) {
     }
 }
 
+// The ephemeral port of a SYN (IPv4 or IPv6, untagged).
+std::uint16_t syn_port(std::span<const std::byte> syn) {
+    const std::size_t off = std::to_integer<unsigned>(syn[12]) == 0x86 ? 54 : 34;
+    return static_cast<std::uint16_t>((std::to_integer<unsigned>(syn[off]) << 8) |
+                                      std::to_integer<unsigned>(syn[off + 1]));
+}
+
+// The core of a shard (CoreConfig::shard_index, shard_count, flow_key) picks ports whose
+// frames its shard owns; so does one with the older port_filter hook.
 TEST(PortFilter, EphemeralPortsHashBackToTheShard) {
     constexpr std::uint32_t kShards = 3;
-    for (std::uint32_t s = 0; s < kShards; ++s) {
-        CoreConfig c;
-        c.port_filter = shard_port_filter(s, kShards);
-        Core core(c);
-        ASSERT_TRUE(core.add_address(kA.addr));
-        ConnectParams p;
-        p.local = {kA.addr, 0};
-        p.remote = kB;
-        p.remote_mac = mac_of(2);
-        std::set<std::uint16_t> ports;
-        for (int i = 0; i < 300; ++i) {
-            ASSERT_TRUE(core.connect(at_ms(1), p));
-            auto syn = core.poll_transmit();
-            ASSERT_TRUE(syn);
-            EXPECT_EQ(frame_shard(*syn, kShards), s);
-            ports.insert(static_cast<std::uint16_t>((std::to_integer<unsigned>((*syn)[34]) << 8) |
-                                                    std::to_integer<unsigned>((*syn)[35])));
+    const Endpoint b6{*IpAddr::parse("fd00::2:2"), 4791};
+    const IpAddr a6 = *IpAddr::parse("fd00::1");
+    for (int how = 0; how < 5; ++how) {
+        const bool v6 = how == 3;
+        const std::uint64_t key = how == 2 || how == 3 ? 0x1234567890abcdefULL : 0;
+        for (std::uint32_t s = 0; s < kShards; ++s) {
+            CoreConfig c;
+            if (how == 4) {
+                c.port_filter = shard_port_filter(s, kShards);
+            } else {
+                c.shard_index = s;
+                c.shard_count = kShards;
+                c.flow_key = key;
+            }
+            Core core(c);
+            ASSERT_TRUE(core.add_address(v6 ? a6 : kA.addr));
+            ConnectParams p;
+            p.local = {v6 ? a6 : kA.addr, 0};
+            p.remote = v6 ? b6 : kB;
+            p.remote_mac = mac_of(2);
+            std::set<std::uint16_t> ports;
+            for (int i = 0; i < 300; ++i) {
+                ASSERT_TRUE(core.connect(at_ms(1), p)) << how;
+                auto syn = core.poll_transmit();
+                ASSERT_TRUE(syn);
+                EXPECT_EQ(frame_shard(*syn, kShards, key), s) << how;
+                ports.insert(syn_port(*syn));
+            }
+            EXPECT_EQ(ports.size(), 300u);  // a new port each time
         }
-        EXPECT_EQ(ports.size(), 300u);  // a new port each time
+    }
+}
+
+// Core::receive(now, frame, flow_hash) finds the connection by the driver's hash: the right
+// hash completes the handshake, a wrong one misses the connection (so the hash is used).
+TEST(ShardCore, ReceiveTakesTheDriversFlowHash) {
+    for (const bool right : {true, false}) {
+        for (const std::uint64_t key : {std::uint64_t{0}, std::uint64_t{0xfeedfacecafebeef}}) {
+            CoreConfig ca;
+            ca.mac = mac_of(1);
+            ca.flow_key = key;
+            CoreConfig cb = ca;
+            cb.mac = mac_of(2);
+            Core a(ca);
+            Core b(cb);
+            ASSERT_TRUE(a.add_address(kA.addr));
+            ASSERT_TRUE(b.add_address(kB.addr));
+            ListenParams lp;
+            lp.local = kB;
+            ASSERT_TRUE(b.listen(lp));
+            ConnectParams p;
+            p.local = {kA.addr, 0};
+            p.remote = kB;
+            p.remote_mac = mac_of(2);
+            ASSERT_TRUE(a.connect(at_ms(1), p));
+            auto syn = a.poll_transmit();
+            ASSERT_TRUE(syn);
+            const Bytes syn_bytes(syn->begin(), syn->end());
+            std::uint64_t h = 0;
+            ASSERT_TRUE(frame_flow_hash(syn_bytes, key, h));
+            b.receive(at_ms(2), syn_bytes, h);
+            auto syn_ack = b.poll_transmit();
+            ASSERT_TRUE(syn_ack);
+            const Bytes reply(syn_ack->begin(), syn_ack->end());
+            ASSERT_TRUE(frame_flow_hash(reply, key, h));
+            EXPECT_EQ(a.stats().resets_sent, 0u);
+            a.receive(at_ms(3), reply, right ? h : ~h);
+            // The answer: the handshake's ACK, or a reset for a segment of no connection.
+            auto next = a.poll_transmit();
+            ASSERT_TRUE(next);
+            const bool rst = (std::to_integer<unsigned>((*next)[14 + 20 + 13]) & 0x04) != 0;
+            EXPECT_EQ(rst, !right) << key;
+            EXPECT_EQ(a.stats().resets_sent, right ? 0u : 1u) << key;
+        }
     }
 }
 
