@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
@@ -57,6 +58,14 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
 // Writes the frame (out.size() >= tcp_frame_len()), with the IPv4 header checksum
 // and the TCP checksum. Returns the length written.
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out);
+
+// The same frame with the payload given in pieces, gathered in order (a
+// stream's segment whose bytes lie partly in registered memory): byte for
+// byte what emit_tcp_frame() writes for their concatenation. The TCP
+// checksum is summed over the payload once it is in the frame, so the
+// pieces may have any lengths.
+std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
+                                  MutBytes out);
 
 // One IPv4 segment of a connection as flat values: the engine's sending path, which knows
 // every field, writes it without a FrameRepr to fill and read back. The frame is byte for
