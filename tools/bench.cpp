@@ -935,9 +935,10 @@ void print_table(const Report& r) {
                     r.stream_mb_s());
         std::printf("  iwarp-cm     %10.0f MB/s  (one MSS per segment)\n", r.stream_mss_mb_s());
         std::printf("  loopback TCP %10.0f MB/s\n", r.kernel_stream_mb_s());
-        std::printf("  bytes copied per byte delivered: iwarp-cm %.2f (loopback TCP: 2,"
-                    " into and out of the kernel)\n",
-                    r.stream_copies_per_byte);
+        std::printf(
+            "  bytes copied per byte delivered: iwarp-cm %.2f (loopback TCP: 2,"
+            " into and out of the kernel)\n",
+            r.stream_copies_per_byte);
     }
     if (!r.rdma.empty()) {
         std::printf(
@@ -947,9 +948,9 @@ void print_table(const Report& r) {
         std::printf("  %-6s %8s %4s %12s %10s %14s %8s %9s\n", "op", "size", "crc", "iwarp-cm",
                     "MSS segs", "loopback TCP", "ratio", "copies/B");
         for (const Report::RdmaFigure& f : r.rdma)
-            std::printf("  %-6s %8zu %4s %12.0f %10.0f %14.0f %7.2fx %9.2f\n", f.op_name(),
-                        f.size, f.crc ? "on" : "off", f.mb_per_s, f.mss_mb_per_s,
-                        f.loopback_tcp_mb_per_s, f.ratio(), f.copies_per_byte);
+            std::printf("  %-6s %8zu %4s %12.0f %10.0f %14.0f %7.2fx %9.2f\n", f.op_name(), f.size,
+                        f.crc ? "on" : "off", f.mb_per_s, f.mss_mb_per_s, f.loopback_tcp_mb_per_s,
+                        f.ratio(), f.copies_per_byte);
         std::printf("  CRC32c: %.3f ns/byte (portable: %.3f)\n", r.crc_ns_per_byte,
                     r.crc_portable_ns_per_byte);
     }

@@ -166,8 +166,7 @@ bool Stream::write_record(std::span<const std::span<const std::byte>> parts) {
     return write_record(parts, 0);
 }
 
-bool Stream::write_record(std::span<const std::span<const std::byte>> parts,
-                          std::uint32_t by_ref) {
+bool Stream::write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref) {
     IWCM_ASSERT(parts.size() <= 32 || by_ref == 0);
     std::size_t size = 0;
     for (auto part : parts) size += part.size();
@@ -189,8 +188,8 @@ bool Stream::write_record(std::span<const std::span<const std::byte>> parts,
         // Held by reference: the bytes after it in the buffer start at its end.
         if (!refq_) refq_ = std::make_unique<RefQueue>();
         const auto len = static_cast<std::uint32_t>(part.size());
-        refq_->refs.push_back(Ref{data_end(), len, static_cast<std::uint32_t>(snd_buf_.size()),
-                                  part.data()});
+        refq_->refs.push_back(
+            Ref{data_end(), len, static_cast<std::uint32_t>(snd_buf_.size()), part.data()});
         refq_->bytes += len;
     }
     record_ends_.push(start + static_cast<std::uint32_t>(size));
@@ -557,6 +556,7 @@ std::uint32_t Stream::drop_acked_refs(SeqNumber end) {
         q.head = 0;
     } else if (q.head >= 64 && q.head * 2 >= q.refs.size()) {
         q.refs.erase(q.refs.begin(), q.refs.begin() + q.head);
+        q.next = q.next > q.head ? q.next - q.head : 0;
         q.head = 0;
     }
     return gone;
@@ -1010,10 +1010,17 @@ void Stream::gather(SeqNumber seq, std::uint32_t len) {
     RefQueue& q = *refq_;
     const std::vector<Ref>& refs = q.refs;
     q.pieces.clear();
-    // The first reference that ends after seq (the earlier ones are behind it).
-    auto it = std::partition_point(refs.begin() + q.head, refs.end(),
-                                   [seq](const Ref& r) { return r.seq + r.len <= seq; });
-    std::size_t i = static_cast<std::size_t>(it - refs.begin());
+    // The first reference that ends after seq (the earlier ones are behind
+    // it): where the last segment's gather stopped, as segments mostly
+    // follow each other, else a binary search.
+    const auto ends_after = [&refs, seq](std::size_t k) { return refs[k].seq + refs[k].len > seq; };
+    std::size_t i = q.next;
+    if (i < q.head || i > refs.size() || (i < refs.size() && !ends_after(i)) ||
+        (i > q.head && ends_after(i - 1))) {
+        auto it = std::partition_point(refs.begin() + q.head, refs.end(),
+                                       [seq](const Ref& r) { return r.seq + r.len <= seq; });
+        i = static_cast<std::size_t>(it - refs.begin());
+    }
     // Where seq's byte would be in the buffer if it lies there.
     std::size_t at = snd_off_ + dist(seq, snd_una_);
     if (i > q.head) at = refs[i - 1].inline_at + dist(seq, refs[i - 1].seq + refs[i - 1].len);
@@ -1037,6 +1044,7 @@ void Stream::gather(SeqNumber seq, std::uint32_t len) {
         s += n;
         left -= n;
     }
+    q.next = static_cast<std::uint32_t>(i);
 }
 
 SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f) {
@@ -1055,8 +1063,8 @@ SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f
             out.pieces = refq_->pieces;
         }
     } else if (len > 0) {
-        out.payload = std::span<const std::byte>(snd_buf_).subspan(snd_off_ + dist(seq, snd_una_),
-                                                                   len);
+        out.payload =
+            std::span<const std::byte>(snd_buf_).subspan(snd_off_ + dist(seq, snd_una_), len);
     }
     return out;
 }

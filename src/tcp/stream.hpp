@@ -311,7 +311,8 @@ private:
         std::vector<Ref> refs;
         std::uint32_t head = 0;
         std::vector<std::span<const std::byte>> pieces;  // SegmentOut::pieces
-        std::uint32_t bytes = 0;  // of the references, at or above snd_una
+        std::uint32_t bytes = 0;                         // of the references, at or above snd_una
+        std::uint32_t next = 0;                          // where the last gather stopped (a hint)
     };
     std::unique_ptr<RefQueue> refq_;
     std::uint64_t acked_bytes_ = 0;

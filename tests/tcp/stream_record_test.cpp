@@ -427,13 +427,10 @@ TEST(StreamRecordByRef, SegmentsAreCutAsForCopiedRecords) {
     ASSERT_TRUE(t.record(10));  // a copied one after them
     EXPECT_EQ(t.s().ref_bytes(), 1U + 993 + 994 + 2001);
     EXPECT_EQ(t.s().written_bytes(), 7U + 999 + 1000 + 2007 + 10);
-    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 7},
-                                                  {7, 999},
-                                                  {1006, 1000},
-                                                  {2006, 1000},
-                                                  {3006, 1000},
-                                                  {4006, 7},
-                                                  {4013, 10}}));
+    EXPECT_EQ(
+        t.sent(at_ms(0)),
+        (std::vector<Cut>{
+            {0, 7}, {7, 999}, {1006, 1000}, {2006, 1000}, {3006, 1000}, {4006, 7}, {4013, 10}}));
     // Acknowledged into the middle of the long record's reference: what is
     // held by reference shrinks by exactly the referenced bytes acknowledged.
     t.ack(at_ms(10), 2500);

@@ -70,8 +70,8 @@ TEST(FrameGather, SameBytesAsOneRun) {
             // And it parses back with a good checksum and the payload.
             auto parsed = parse_tcp_frame(got);
             ASSERT_TRUE(parsed) << fixture;
-            EXPECT_TRUE(std::equal(parsed->payload.begin(), parsed->payload.end(),
-                                   payload.begin(), payload.end()));
+            EXPECT_TRUE(std::equal(parsed->payload.begin(), parsed->payload.end(), payload.begin(),
+                                   payload.end()));
         }
     }
 }
