@@ -10,8 +10,9 @@
 // One unit of work: the sender keeps up to kDepth work requests posted (the
 // receiver as many receives for Sends); a message counts when its work
 // completion arrives (the receiver's for a Send, the sender's for a Write:
-// a Write completes when its last FPDU is in the stream, which trails
-// delivery by at most the send buffer). Time is the real clock.
+// over the cores a Write completes when the peer's ACK covers its last
+// byte, since the stream sends it from the registered memory; over the
+// socket once its last FPDU is in the socket). Time is the real clock.
 #pragma once
 
 #include <fcntl.h>

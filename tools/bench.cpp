@@ -471,6 +471,7 @@ struct Report {
     std::vector<bench::StreamSample> stream;
     std::vector<bench::StreamSample> stream_mss;     // the same, one MSS per segment
     std::vector<bench::StreamSample> kernel_stream;  // Linux TCP over loopback, one thread
+    double stream_copies_per_byte = 0;  // iwarp-cm with segment offload (docs/perf.md "Copies")
     double frames_per_setup = 0;
     // RDMA message throughput (one thread), iwarp-cm against the same engine
     // over loopback TCP: medians of the repetitions.
@@ -481,6 +482,7 @@ struct Report {
         double mb_per_s = 0;      // with segmentation offload
         double mss_mb_per_s = 0;  // one MSS per segment
         double loopback_tcp_mb_per_s = 0;
+        double copies_per_byte = 0;  // iwarp-cm, both ends (docs/perf.md "Copies")
         std::uint64_t errors = 0;
         const char* op_name() const { return op == bench::RdmaOp::kWrite ? "write" : "send"; }
         double ratio() const {
@@ -622,7 +624,8 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
         r.stream.push_back(bench::StreamSample{0, 0, 0, true});
         return;
     }
-    pair.transfer(UINT64_MAX, 0.05);  // warm-up: buffers reach size
+    // warm-up: buffers reach size
+    std::uint64_t delivered = pair.transfer(UINT64_MAX, 0.05).bytes;
     mss_pair.transfer(UINT64_MAX, 0.05);
     kernel.transfer(UINT64_MAX, 0.05);
     const auto reps = static_cast<std::size_t>(o.reps);
@@ -630,6 +633,7 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
         const auto at = static_cast<std::size_t>(i) + 1;
         progress.step("stream throughput, iwarp-cm, repetition", at, reps);
         r.stream.push_back(pair.transfer(UINT64_MAX, o.seconds));
+        delivered += r.stream.back().bytes;
         r.stream_mss.push_back(mss_pair.transfer(UINT64_MAX, o.seconds));
         progress.step("stream throughput, loopback TCP, repetition", at, reps);
         r.kernel_stream.push_back(kernel.transfer(UINT64_MAX, o.seconds));
@@ -641,6 +645,7 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
                          r.kernel_stream.back().mb_per_s());
         }
     }
+    r.stream_copies_per_byte = pair.copies_per_byte(delivered);
 }
 
 // CRC32c over 64 KiB for `seconds`: nanoseconds per byte.
@@ -690,6 +695,7 @@ void run_rdma(const BenchOptions& o, Report& r, BenchProgress& progress) {
                 progress.step(std::string("rdma ") + f.op_name(), r.rdma.size() + 1, steps);
                 bench::RdmaCorePair ours(size, crc, bench::kPairOffload);
                 f.mb_per_s = rdma_mb_s(ours, op, reps, seconds, f.errors);
+                f.copies_per_byte = ours.copies_per_byte();
                 bench::RdmaCorePair ours_mss(size, crc);
                 f.mss_mb_per_s = rdma_mb_s(ours_mss, op, reps, seconds, f.errors);
                 bench::RdmaSocketPair theirs(size, crc);
@@ -760,12 +766,19 @@ std::vector<Target> targets(const Report& r) {
         double ratio = r.stream_mb_s() / ks;
         t.push_back(
             {"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
+        const double c = r.stream_copies_per_byte;
+        t.push_back({"stream bytes copied per byte delivered", "<= 1", c, "copies", c <= 1});
     }
     for (const Report::RdmaFigure& f : r.rdma) {
         if (f.op != bench::RdmaOp::kWrite || f.size != 65536) continue;
         t.push_back({f.crc ? "RDMA Write 64 KiB vs the same over loopback TCP, CRC on"
                            : "RDMA Write 64 KiB vs the same over loopback TCP, CRC off",
                      ">= 1x", f.ratio(), "x", f.ratio() >= 1});
+    }
+    for (const Report::RdmaFigure& f : r.rdma) {
+        if (f.op != bench::RdmaOp::kWrite || f.size != 65536 || f.crc) continue;
+        t.push_back({"RDMA Write 64 KiB bytes copied per byte placed", "<= 1", f.copies_per_byte,
+                     "copies", f.copies_per_byte <= 1});
     }
     for (const ScaleSample& e : r.established) {
         double per_node = e.bytes_per_conn() / 2;
@@ -882,7 +895,8 @@ std::string to_json(const BenchOptions& o, const Report& r) {
     }
     j << "\n  ],\n  \"stream\": {\"mb_per_s\": " << r.stream_mb_s()
       << ", \"mss_mb_per_s\": " << r.stream_mss_mb_s()
-      << ", \"loopback_tcp_mb_per_s\": " << r.kernel_stream_mb_s() << ", \"reps\": [";
+      << ", \"loopback_tcp_mb_per_s\": " << r.kernel_stream_mb_s()
+      << ", \"copies_per_byte\": " << r.stream_copies_per_byte << ", \"reps\": [";
     for (std::size_t i = 0; i < r.stream.size(); ++i)
         j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes
           << ", \"frames\": " << r.stream[i].frames << ", \"seconds\": " << r.stream[i].seconds
@@ -895,7 +909,8 @@ std::string to_json(const BenchOptions& o, const Report& r) {
           << ", \"crc\": " << (f.crc ? "true" : "false") << ", \"mb_per_s\": " << f.mb_per_s
           << ", \"mss_mb_per_s\": " << f.mss_mb_per_s
           << ", \"loopback_tcp_mb_per_s\": " << f.loopback_tcp_mb_per_s
-          << ", \"ratio\": " << f.ratio() << ", \"errors\": " << f.errors << "}";
+          << ", \"ratio\": " << f.ratio() << ", \"copies_per_byte\": " << f.copies_per_byte
+          << ", \"errors\": " << f.errors << "}";
     }
     j << "\n  ]},\n  \"shards\": ";
     shard_scaling_json(j, r.shards);
@@ -959,18 +974,22 @@ void print_table(const Report& r) {
                     r.stream_mb_s());
         std::printf("  iwarp-cm     %10.0f MB/s  (one MSS per segment)\n", r.stream_mss_mb_s());
         std::printf("  loopback TCP %10.0f MB/s\n", r.kernel_stream_mb_s());
+        std::printf(
+            "  bytes copied per byte delivered: iwarp-cm %.2f (loopback TCP: 2,"
+            " into and out of the kernel)\n",
+            r.stream_copies_per_byte);
     }
     if (!r.rdma.empty()) {
         std::printf(
             "\nRDMA throughput (one thread, both ends; MB/s; loopback TCP: the same engine"
             " over a kernel socket;\n   iwarp-cm: segments of up to 44 MSS, as loopback's GSO;"
             " MSS segs: one MSS per segment)\n");
-        std::printf("  %-6s %8s %4s %12s %10s %14s %8s\n", "op", "size", "crc", "iwarp-cm",
-                    "MSS segs", "loopback TCP", "ratio");
+        std::printf("  %-6s %8s %4s %12s %10s %14s %8s %9s\n", "op", "size", "crc", "iwarp-cm",
+                    "MSS segs", "loopback TCP", "ratio", "copies/B");
         for (const Report::RdmaFigure& f : r.rdma)
-            std::printf("  %-6s %8zu %4s %12.0f %10.0f %14.0f %7.2fx\n", f.op_name(), f.size,
+            std::printf("  %-6s %8zu %4s %12.0f %10.0f %14.0f %7.2fx %9.2f\n", f.op_name(), f.size,
                         f.crc ? "on" : "off", f.mb_per_s, f.mss_mb_per_s, f.loopback_tcp_mb_per_s,
-                        f.ratio());
+                        f.ratio(), f.copies_per_byte);
         std::printf("  CRC32c: %.3f ns/byte (portable: %.3f)\n", r.crc_ns_per_byte,
                     r.crc_portable_ns_per_byte);
     }

@@ -120,6 +120,11 @@ struct StreamInfo {
     std::uint64_t copied_to_frames = 0;
     std::uint64_t copied_received = 0;
     std::uint64_t sunk = 0;
+    // Data bytes queued on the stream since the hand-off (its unacknowledged
+    // bytes included), and how many of them the peer acknowledged.
+    std::uint64_t written = 0;
+    std::uint64_t acked = 0;
+    std::uint32_t by_reference = 0;  // unacknowledged bytes sent from the caller's memory
 };
 
 // What the data path needs to take an established connection over, as the
@@ -236,8 +241,20 @@ public:
     // without `more`, or anything else that makes the stream send (an ACK
     // arriving, a consume); with StreamConfig::segment_offload the records
     // queued together may then leave as one segment.
+    // The parts whose bit is set in `by_ref` (part i: bit i) are not copied:
+    // the stream sends and resends them from where they are (registered
+    // memory), so the caller keeps those bytes valid and unchanged until
+    // StreamInfo::acked (or StreamSink::on_acked) passes this record's end,
+    // StreamInfo::written as it was right after the call, or until
+    // own_send_bytes().
     Result<bool> send_record(Instant now, ConnHandle conn,
-                             std::span<const std::span<const std::byte>> parts, bool more = false);
+                             std::span<const std::span<const std::byte>> parts, bool more = false,
+                             std::uint32_t by_ref = 0);
+    // Copies the bytes a stream holds by reference (send_record's by_ref)
+    // into its send buffer, before the memory they lie in goes away; returns
+    // how many it copied. kStaleHandle once the stream is gone (it then
+    // holds nothing).
+    Result<std::size_t> own_send_bytes(ConnHandle conn);
     // Sends what the stream may send now (the records queued with `more`).
     Result<void> flush(Instant now, ConnHandle conn);
     // The oldest received bytes, in order, without a copy (a prefix of them

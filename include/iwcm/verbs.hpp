@@ -218,6 +218,10 @@ public:
     // Registers application memory; access is a set of Access bits. The
     // memory must outlive the registration.
     VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access);
+    // The streams send Sends, Writes and Read Responses from the registered
+    // memory itself until the peer acknowledges them; deregistering first
+    // copies what they still hold of any region into their own buffers, so
+    // the memory may go at once (docs/perf.md "Copies").
     VResult<void> dereg_mr(MrHandle mr);
 
     // ---- queues ----

@@ -139,8 +139,12 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             fr.tcp.ack = out->ack;
             fr.tcp.window = out->window;
             node->ack_deferred = false;
-            ns.copied_to_frames += out->payload.size();
-            emit_frame(fr, out->payload, node->loopback);
+            ns.copied_to_frames += out->len;
+            if (!out->pieces.empty()) {
+                emit_frame_pieces(fr, out->pieces, node->loopback);  // partly by reference
+            } else {
+                emit_frame(fr, out->payload, node->loopback);
+            }
         }
     }
     node->snd_una = s.snd_una();
@@ -205,7 +209,7 @@ Result<Node*> Core::Impl::sending_node(ConnHandle conn) const {
 // larger than the buffer would never get.
 Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
                                            std::span<const wire::Bytes> parts, bool record,
-                                           bool more) {
+                                           bool more, std::uint32_t by_ref) {
     now_ = now;
     auto n = sending_node(conn);
     if (!n) return fail(n.error());
@@ -220,12 +224,17 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
         if (taken < size) ns.writable_need = 1;
     } else if (size == 0 || size > ns.tcp.config().send_buffer) {
         return fail(ApiError::kInvalidArgument);
-    } else if (ns.tcp.write_record(parts)) {
+    } else if (ns.tcp.write_record(parts, by_ref)) {
         taken = size;
     } else {
         ns.writable_need = static_cast<std::uint32_t>(size);
     }
-    ns.copied_in += taken;
+    // What is held by reference was not copied in.
+    std::size_t copied = taken;
+    for (std::size_t i = 0; taken > 0 && i < parts.size(); ++i) {
+        if ((by_ref >> i & 1U) != 0) copied -= parts[i].size();
+    }
+    ns.copied_in += copied;
     // A refused record flushes too: what was queued with `more` goes now.
     if (!more || taken == 0) {
         flush_stream(now, ref);
@@ -270,10 +279,22 @@ Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn,
-                               std::span<const std::span<const std::byte>> parts, bool more) {
-    auto n = impl_->send_bytes(now, conn, parts, true, more);
+                               std::span<const std::span<const std::byte>> parts, bool more,
+                               std::uint32_t by_ref) {
+    auto n = impl_->send_bytes(now, conn, parts, true, more, by_ref);
     if (!n) return fail(n.error());
     return *n > 0;
+}
+
+Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
+    auto n = impl_->stream_node(conn);
+    if (!n) return fail(n.error());
+    // A closed connection's stream sends nothing more: nothing to copy.
+    if ((*n)->state == CmState::kClosed) return 0;
+    cm::NodeStream& ns = *(*n)->stream;
+    const std::size_t copied = ns.tcp.own_refs();
+    ns.copied_in += copied;
+    return copied;
 }
 
 Result<void> Core::flush(Instant now, ConnHandle conn) {
@@ -342,6 +363,9 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     i.copied_to_frames = ns.copied_to_frames;
     i.copied_received = ns.copied_received;
     i.sunk = ns.sunk;
+    i.written = s.written_bytes();
+    i.acked = s.acked_bytes();
+    i.by_reference = s.ref_bytes();
     return i;
 }
 

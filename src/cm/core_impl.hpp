@@ -187,6 +187,8 @@ struct Core::Impl {
     void arm_send(Instant now, const cm::NodeRef& node);
     // Queues a frame for the wire, or for ourselves when both ends are local.
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
+    void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
+                           bool loopback);
     // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
     // for loopback at the end of the loop queue. trace_out() traces it once written.
     wire::MutBytes frame_room(std::size_t len, bool loopback);
@@ -256,9 +258,10 @@ struct Core::Impl {
     // its terminal event is queued or was the last one polled.
     Result<cm::Node*> stream_node(ConnHandle conn) const;
     // send() (record false) and send_record() (true: all or nothing); `more`
-    // leaves the bytes queued without a flush (send_record's MSG_MORE).
+    // leaves the bytes queued without a flush (send_record's MSG_MORE);
+    // `by_ref` the parts held by reference (send_record).
     Result<std::size_t> send_bytes(Instant now, ConnHandle conn, std::span<const wire::Bytes> parts,
-                                   bool record, bool more);
+                                   bool record, bool more, std::uint32_t by_ref = 0);
     Result<cm::Node*> sending_node(ConnHandle conn) const;
     Result<void> consume_bytes(Instant now, ConnHandle conn, std::size_t n);
     // Before hand-off: what the connection may still buffer of the peer's bytes.

@@ -3,7 +3,10 @@
 // Read first: include/iwcm/verbs.hpp, engine.hpp, link.hpp. CoreLinks is
 // the byte link of every queue pair of the device: LinkId is the
 // connection's handle. Each FPDU is one record of the stream
-// (Core::send_record: all or nothing, one TCP segment each).
+// (Core::send_record: all or nothing, one TCP segment each), its payload
+// held by reference in the application's registered memory until the peer
+// acknowledges it: a Send or Write completes at that ACK (on_acked).
+#include <optional>
 #include <vector>
 
 #include "iwcm/assert.hpp"
@@ -49,6 +52,23 @@ public:
         return taken && *taken;
     }
 
+    // The payload stays in registered memory: the stream holds it by
+    // reference and copies it only into the frames (docs/perf.md "Copies").
+    bool send_record_ref(LinkId l, std::span<const wire::Bytes> parts,
+                         std::uint32_t by_ref) override {
+        auto taken = core_.send_record(now, conn_of(l), parts, true, by_ref);
+        return taken && *taken;
+    }
+
+    // The stream's bytes written so far: acknowledged once StreamInfo::acked
+    // (StreamSink::on_acked) reaches it.
+    std::optional<std::uint64_t> ack_mark(LinkId l) override {
+        auto i = core_.stream_info(conn_of(l));
+        return i ? std::optional<std::uint64_t>(i->written) : std::nullopt;
+    }
+
+    void own_refs(LinkId l) override { (void)core_.own_send_bytes(conn_of(l)); }
+
     void flush(LinkId l) override { (void)core_.flush(now, conn_of(l)); }
 
     std::size_t readable(LinkId l) override {
@@ -93,13 +113,29 @@ struct Device::Impl final : StreamSink {
     Impl(Core& c, const DeviceConfig& config) : core(c), links(c), engine(links, config) {}
     ~Impl() override {
         for (std::uint32_t i = 0; i < slots.size(); ++i) {
-            if (slots[i].used) (void)core.set_stream_sink({i, slots[i].conn_generation}, nullptr);
+            if (!slots[i].used) continue;
+            const ConnHandle conn{i, slots[i].conn_generation};
+            // The registrations end with the device, and the memory may be
+            // gone already (freed before the device): a stream that still
+            // sends from it is reset, never read again.
+            auto info = core.stream_info(conn);
+            if (info && info->by_reference > 0) {
+                (void)core.disconnect(links.now, conn, DisconnectMode::kAbortive);
+            }
+            (void)core.set_stream_sink(conn, nullptr);
         }
     }
 
     std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> bytes) override {
         ConnSlot* s = slot(conn);
         return s == nullptr || s->destroyed ? 0 : engine.on_in_order(s->qp, bytes);
+    }
+
+    bool ack_now(ConnHandle) override { return engine.take_message_end(); }
+
+    void on_acked(ConnHandle conn, std::uint64_t acked) override {
+        ConnSlot* s = slot(conn);
+        if (s != nullptr && !s->destroyed) engine.on_acked(s->qp, acked);
     }
 
     ConnSlot* slot(ConnHandle conn) {

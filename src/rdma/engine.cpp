@@ -91,7 +91,17 @@ VResult<MemoryRegion> Engine::reg_mr(std::span<std::byte> memory, std::uint32_t 
     return mrs_.reg(memory, access);
 }
 
+// A link may still send from the region (bytes not yet acknowledged, held
+// by reference): every link that may hold such bytes copies them first, so
+// a retransmission after this reads its own copy. O(queue pairs), as a
+// deregistration is rare.
 VResult<void> Engine::dereg_mr(MrHandle mr) {
+    for (QpRecord& r : qps_) {
+        if (r.live && r.refs_out) {
+            links_.own_refs(r.link);
+            r.refs_out = false;
+        }
+    }
     return mrs_.dereg(mr);
 }
 
@@ -233,6 +243,9 @@ VResult<void> Engine::destroy_qp(QpHandle qp) {
     if (!found) return fail(found.error());
     QpRecord& r = **found;
     flush_all(qp.index);
+    // The link may go on sending (a graceful close) after the memory is gone.
+    if (r.refs_out) links_.own_refs(r.link);
+    r.refs_out = false;
     if (r.link_up) links_.close(r.link, false);
     r.link_up = false;
     pending_terms_.erase(qp.index);
@@ -339,7 +352,7 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
 // reads not yet answered are dropped.
 void Engine::flush_all(std::uint32_t qp) {
     QpRecord& r = qps_[qp];
-    for (WrQueue* q : {&r.orq, &r.sq, &r.rq, &r.irq}) {
+    for (WrQueue* q : {&r.ackq, &r.orq, &r.sq, &r.rq, &r.irq}) {
         while (!q->empty()) {
             std::uint32_t index = pop(*q);
             complete_wr(qp, wrs_[index], WcStatus::kWrFlushErr, 0);
@@ -368,6 +381,8 @@ void Engine::on_link_down(QpHandle qp, int status) {
     r->term_pending = false;
     pending_terms_.erase(qp.index);
     flush_all(qp.index);
+    if (r->refs_out) links_.own_refs(r->link);  // its stream may still send (a half-close)
+    r->refs_out = false;
     r->state = QpState::kError;
     QpEvent e;
     e.type = QpEventType::kDisconnected;

@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "iwcm/verbs.hpp"
@@ -75,6 +76,9 @@ struct WrEntry {
     bool signaled = true;
     bool solicited = false;
     Sge sge[kMaxSge]{};
+    // In QpRecord::ackq: the link's ack_mark once the message's last FPDU
+    // was taken; complete when Engine::on_acked reaches it.
+    std::uint64_t ack_mark = 0;
 };
 
 // Which message the transmit side is in the middle of: one message goes out
@@ -93,11 +97,12 @@ struct QpRecord {
     std::uint32_t tx_msn_rreq = 1;  // next MSN of queue 1 (Read Request)
     std::uint32_t rx_msn_send = 1;  // expected MSN of queue 0
     std::uint32_t rx_msn_rreq = 1;  // expected MSN of queue 1
+    WrQueue ackq;                   // sends and writes sent whole, awaiting the peer's ACK
     WrQueue sq;                     // posted sends, writes, reads not yet (fully) sent
     WrQueue orq;                    // reads sent, awaiting their Read Responses
     WrQueue irq;                    // inbound reads to answer
     WrQueue rq;                     // posted receives
-    std::uint32_t send_count = 0;   // entries in sq and orq
+    std::uint32_t send_count = 0;   // entries in ackq, sq and orq
     std::uint32_t recv_count = 0;
     std::uint32_t max_send_wr = 0;
     std::uint32_t max_recv_wr = 0;
@@ -117,6 +122,7 @@ struct QpRecord {
     bool rx_held = false;      // rx_held_byte is an FPDU's first byte, consumed
     std::byte rx_held_byte{};
     bool term_pending = false;  // a TERMINATE waits in Engine::pending_terms_
+    bool refs_out = false;      // the link may hold bytes of registered memory by reference
 };
 
 // What an idle queue pair costs: its record (the Device adds one 4-byte
@@ -149,6 +155,9 @@ public:
     void on_readable(QpHandle qp);
     void on_writable(QpHandle qp);
     void on_link_down(QpHandle qp, int status);
+    // The link's bytes acknowledged so far (a link with an ack_mark): the
+    // Sends and Writes whose bytes all are complete now, in order.
+    void on_acked(QpHandle qp, std::uint64_t acked);
     // Bytes of the link arriving in order while none wait unread (the core's
     // StreamSink): the whole RDMA Write, Send and Read Response FPDUs at
     // their start are checked and placed from where they are, straight into
@@ -161,6 +170,10 @@ public:
     // from the link's segment (on_in_order) rather than its buffer.
     std::uint64_t placed_bytes() const { return placed_bytes_; }
     std::uint64_t placed_direct() const { return placed_direct_; }
+    // Whether the bytes on_in_order took last ended an RDMA Write or a Send
+    // (its sender completes it at our ACK, so the ACK should not wait);
+    // reading it clears it.
+    bool take_message_end() { return std::exchange(message_end_, false); }
 
     std::size_t live_qps() const;
     std::size_t wr_slab_size() const { return wrs_.size(); }
@@ -256,6 +269,7 @@ private:
     std::vector<std::byte> term_buf_;
     std::uint64_t placed_bytes_ = 0;
     std::uint64_t placed_direct_ = 0;
+    bool message_end_ = false;  // take_message_end()
 };
 
 }  // namespace iwcm::rdma

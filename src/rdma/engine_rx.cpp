@@ -170,6 +170,7 @@ bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
     const auto op = static_cast<RdmapOpcode>(h.opcode);
     const std::size_t n = seg->payload.size();
     if (op == RdmapOpcode::kWrite && h.tagged) {
+        message_end_ = message_end_ || h.last;
         if (n == 0) return true;  // rx_write checks nothing of it either
         std::byte* to = nullptr;
         if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
@@ -185,6 +186,7 @@ bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
     } else if ((op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) && !h.tagged) {
         if (!send_placeable(qps_[qp], *seg)) return false;
         v = rx_send(qp, *seg, f->ulpdu.size());
+        message_end_ = message_end_ || h.last;
     } else {
         return false;
     }

@@ -59,11 +59,12 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t ulpdu_len) {
 }
 
 // Sends an FPDU whose header was built at tx_buf_[2...] and whose payload
-// stays where it is (registered memory): the link gathers the pieces, so
-// the payload is copied once, into the stream's send buffer. The CRC runs
-// over the pieces in order.
+// stays where it is (registered memory): the link gathers the pieces, or
+// (the Device's stream) keeps the payload by reference and copies it only
+// into each frame that carries it. The CRC runs over the pieces in order.
 bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& payload) {
-    const QpRecord& r = qps_[qp];
+    QpRecord& r = qps_[qp];
+    if (payload.count > 0) r.refs_out = true;
     std::size_t ulpdu_len = header_len;
     for (std::size_t i = 0; i < payload.count; ++i) ulpdu_len += payload.part[i].size();
     IWCM_ASSERT(ulpdu_len <= 0xFFFF);
@@ -82,7 +83,8 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& pa
     for (std::size_t i = 0; i < payload.count; ++i) parts[n++] = payload.part[i];
     parts[n++] = wire::Bytes(trailer, trailer_len);
     IWCM_ASSERT(2 + ulpdu_len + trailer_len <= r.max_fpdu);
-    return links_.send_record_parts(r.link, std::span<const wire::Bytes>(parts, n));
+    const auto by_ref = static_cast<std::uint32_t>(((1U << payload.count) - 1) << 1);
+    return links_.send_record_ref(r.link, std::span<const wire::Bytes>(parts, n), by_ref);
 }
 
 // Finds the message's bytes [offset, offset + len) in its SGEs. False when a
@@ -146,14 +148,34 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     e.done += static_cast<std::uint32_t>(chunk);
     r.tx_active = TxActive::kSendQueue;
     if (!last) return true;
-    // Taken by the link: the request is complete (siw completes here too).
     pop(r.sq);
     r.tx_active = TxActive::kNone;
-    --r.send_count;
     if (send) ++r.tx_msn_send;
+    if (auto mark = links_.ack_mark(r.link)) {
+        // The link sends from the memory until the peer acknowledges it: the
+        // request completes then (Engine::on_acked), as hardware that
+        // retransmits from host memory does; until then it keeps its slot.
+        e.ack_mark = *mark;
+        push(r.ackq, index);
+        return true;
+    }
+    // Taken by a copying link: the request is complete (siw completes here too).
+    --r.send_count;
     complete_wr(qp, e, WcStatus::kSuccess, e.length);
     free_wr(index);
     return true;
+}
+
+void Engine::on_acked(QpHandle qp, std::uint64_t acked) {
+    QpRecord* r = find_qp(qp);
+    if (r == nullptr) return;
+    while (!r->ackq.empty() && wrs_[r->ackq.head].ack_mark <= acked) {
+        const std::uint32_t index = pop(r->ackq);
+        IWCM_ASSERT(r->send_count > 0);
+        --r->send_count;
+        complete_wr(qp.index, wrs_[index], WcStatus::kSuccess, wrs_[index].length);
+        free_wr(index);
+    }
 }
 
 bool Engine::tx_read_request(std::uint32_t qp, WrEntry& e) {

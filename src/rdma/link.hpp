@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -40,6 +41,24 @@ public:
         for (wire::Bytes p : parts) joined_.insert(joined_.end(), p.begin(), p.end());
         return send_record(link, joined_);
     }
+    // The same, with the parts whose bit is set in `by_ref` (part i: bit
+    // i) lying in registered memory that the link may send, and resend, from
+    // where they are instead of copying them (docs/perf.md "Copies"). A link
+    // that does so overrides ack_mark and own_refs too; by default the parts
+    // are copied (send_record_parts).
+    virtual bool send_record_ref(LinkId link, std::span<const wire::Bytes> parts,
+                                 std::uint32_t by_ref) {
+        (void)by_ref;
+        return send_record_parts(link, parts);
+    }
+    // A link that holds bytes by reference: the count its acknowledgements
+    // (Engine::on_acked) must reach for every record taken so far to be
+    // acknowledged; a message is complete only then, since until then its
+    // memory may be read again. Nullopt: the link copies, and a message is
+    // complete once taken.
+    virtual std::optional<std::uint64_t> ack_mark(LinkId) { return std::nullopt; }
+    // Copies whatever the link holds by reference (a region is about to go).
+    virtual void own_refs(LinkId) {}
     // Sends what send_record_parts held back.
     virtual void flush(LinkId) {}
     // All received bytes not yet consumed.

@@ -115,7 +115,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
 // ---------------------------------------------------------------- application
 
 std::uint32_t Stream::snd_buffered() const {
-    return static_cast<std::uint32_t>(snd_buf_.size() - snd_off_);
+    return static_cast<std::uint32_t>(snd_buf_.size() - snd_off_) + ref_bytes();
 }
 
 SeqNumber Stream::data_end() const {
@@ -129,15 +129,22 @@ std::size_t Stream::send_space() const {
     return used >= config_.send_buffer ? 0 : config_.send_buffer - used;
 }
 
+void Stream::cut_snd_prefix() {
+    snd_buf_.erase(snd_buf_.begin(), snd_buf_.begin() + snd_off_);
+    if (refq_) {
+        for (std::size_t i = refq_->head; i < refq_->refs.size(); ++i) {
+            refq_->refs[i].inline_at -= snd_off_;
+        }
+    }
+    snd_off_ = 0;
+}
+
 std::size_t Stream::write(std::span<const std::byte> data) {
     const std::size_t n = std::min(data.size(), send_space());
     if (n == 0) return 0;
     // Drop the acknowledged prefix once it is as long as the live bytes: the
     // move is paid for by the bytes acknowledged since the last one.
-    if (snd_off_ > 0 && snd_off_ >= snd_buffered()) {
-        snd_buf_.erase(snd_buf_.begin(), snd_buf_.begin() + snd_off_);
-        snd_off_ = 0;
-    }
+    if (snd_off_ > 0 && snd_off_ >= snd_buffered()) cut_snd_prefix();
     // The buffer is released when empty; taking its whole size at once when
     // it fills again avoids a chain of growing copies (measured: 2.5 times
     // the CPU per byte in a bulk transfer that drains each round trip).
@@ -156,6 +163,11 @@ bool Stream::write_record(std::span<const std::byte> record) {
 }
 
 bool Stream::write_record(std::span<const std::span<const std::byte>> parts) {
+    return write_record(parts, 0);
+}
+
+bool Stream::write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref) {
+    IWCM_ASSERT(parts.size() <= 32 || by_ref == 0);
     std::size_t size = 0;
     for (auto part : parts) size += part.size();
     if (size == 0 || size > send_space()) return false;
@@ -166,13 +178,39 @@ bool Stream::write_record(std::span<const std::span<const std::byte>> parts) {
     if (snd_buffered() > 0 && (record_ends_.empty() || record_ends_.back() != start)) {
         record_ends_.push(start);
     }
-    for (auto part : parts) {
-        const std::size_t taken = write(part);
-        IWCM_ASSERT(taken == part.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const auto part = parts[i];
+        if ((by_ref >> i & 1U) == 0 || part.empty()) {
+            const std::size_t taken = write(part);
+            IWCM_ASSERT(taken == part.size());
+            continue;
+        }
+        // Held by reference: the bytes after it in the buffer start at its end.
+        if (!refq_) refq_ = std::make_unique<RefQueue>();
+        const auto len = static_cast<std::uint32_t>(part.size());
+        refq_->refs.push_back(
+            Ref{data_end(), len, static_cast<std::uint32_t>(snd_buf_.size()), part.data()});
+        refq_->bytes += len;
     }
     record_ends_.push(start + static_cast<std::uint32_t>(size));
     checked(*this);
     return true;
+}
+
+std::size_t Stream::own_refs() {
+    const std::size_t copied = ref_bytes();
+    if (copied == 0) return 0;
+    const std::uint32_t buffered = snd_buffered();
+    gather(snd_una_, buffered);
+    std::vector<std::byte> owned;
+    owned.reserve(std::max<std::size_t>(config_.send_buffer, buffered));
+    for (auto piece : refq_->pieces) owned.insert(owned.end(), piece.begin(), piece.end());
+    IWCM_ASSERT(owned.size() == buffered);
+    snd_buf_.swap(owned);
+    snd_off_ = 0;
+    refq_.reset();
+    checked(*this);
+    return copied;
 }
 
 void Stream::close() {
@@ -304,6 +342,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         if (old && (seg.flags & flags::kAck) != 0 && seg.ack <= snd_max_ &&
             seg.ack >= minus(snd_una_, max_snd_wnd_)) {
             process_ack(now, seg, out);
+            tell_acked(sink, out);
         }
     } else if ((seg.flags & flags::kAck) == 0) {
         // "if the ACK bit is off, drop the segment and return".
@@ -320,10 +359,15 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         out.verdict = Arrival::Verdict::kAckTooOld;
     } else {
         process_ack(now, seg, out);
+        tell_acked(sink, out);
         process_data(now, seg, sink, out);
     }
     finish(now);
     return out;
+}
+
+void Stream::tell_acked(SinkRef sink, const Arrival& out) const {
+    if (out.acked && sink.sink != nullptr) sink.sink->on_acked(sink.conn, acked_bytes_);
 }
 
 void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
@@ -492,9 +536,47 @@ void Stream::rtt_sample(Duration r) {
     rto_backoff_ = 0;
 }
 
+// The referenced bytes of [snd_una, end) are acknowledged: drops them and
+// returns how many there were.
+std::uint32_t Stream::drop_acked_refs(SeqNumber end) {
+    RefQueue& q = *refq_;
+    std::uint32_t gone = 0;
+    while (q.head < q.refs.size() && q.refs[q.head].seq < end) {
+        const Ref& r = q.refs[q.head];
+        const SeqNumber from = r.seq < snd_una_ ? snd_una_ : r.seq;
+        const SeqNumber r_end = r.seq + r.len;
+        gone += dist(r_end < end ? r_end : end, from);
+        if (end < r_end) break;
+        ++q.head;
+    }
+    IWCM_ASSERT(gone <= q.bytes);
+    q.bytes -= gone;
+    if (q.head == q.refs.size()) {
+        q.refs.clear();
+        q.head = 0;
+    } else if (q.head >= 64 && q.head * 2 >= q.refs.size()) {
+        q.refs.erase(q.refs.begin(), q.refs.begin() + q.head);
+        q.next = q.next > q.head ? q.next - q.head : 0;
+        q.head = 0;
+    }
+    return gone;
+}
+
+// Called before snd_una moves: [snd_una, snd_una + n) are acknowledged.
 void Stream::drop_acked(std::uint32_t n) {
-    snd_off_ += n;
+    acked_bytes_ += n;
+    const SeqNumber end = snd_una_ + n;
+    std::uint32_t in_buffer = n;
+    if (ref_bytes() > 0) in_buffer -= drop_acked_refs(end);
+    snd_off_ += in_buffer;
+    IWCM_ASSERT(snd_off_ <= snd_buf_.size());
     if (snd_off_ == snd_buf_.size()) {
+        // The references left (all after snd_una) have no buffer bytes before them.
+        if (refq_) {
+            for (std::size_t i = refq_->head; i < refq_->refs.size(); ++i) {
+                refq_->refs[i].inline_at = 0;
+            }
+        }
         release(snd_buf_);
         snd_off_ = 0;
     }
@@ -618,6 +700,7 @@ void Stream::deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arr
         rcv_nxt_ += n;
         rcv_unacked_ += n;
         out.sunk += n;
+        if (n > 0 && sink.sink->ack_now(sink.conn)) ack_now_ = true;
         data = data.subspan(taken);
         if (data.empty()) return;
     }
@@ -691,9 +774,9 @@ std::optional<SegmentOut> Stream::poll_segment(Instant now) {
     if (!out && ka_probe_pending_) {
         // RFC 9293 3.8.4: a keepalive is "SEG.SEQ = SND.NXT-1" with no data.
         ka_probe_pending_ = false;
-        out = make_segment(minus(ack_seq(), 1), {}, flags::kAck);
+        out = make_segment(minus(ack_seq(), 1), 0, flags::kAck);
     }
-    if (!out && ack_now_) out = make_segment(ack_seq(), {}, flags::kAck);
+    if (!out && ack_now_) out = make_segment(ack_seq(), 0, flags::kAck);
     update_timers(now);
     checked(*this);
     return out;
@@ -892,9 +975,7 @@ std::optional<SegmentOut> Stream::send_probe() {
     if (snd_nxt_ >= data_end()) return std::nullopt;
     const SeqNumber end = snd_nxt_ + 1;
     if (end > snd_max_) snd_max_ = end;
-    const std::size_t at = snd_off_ + dist(snd_nxt_, snd_una_);
-    return make_segment(snd_nxt_, std::span<const std::byte>(snd_buf_).subspan(at, 1),
-                        flags::kAck | flags::kPsh);
+    return make_segment(snd_nxt_, 1, flags::kAck | flags::kPsh);
 }
 
 SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin) {
@@ -921,21 +1002,74 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
     // RFC 6298 5.1: "Every time a packet containing data is sent (including a
     // retransmission), if the timer is not running, start it running".
     if (rto_at_ == kInstantNever) rto_at_ = now + rto();
-    const std::size_t at = snd_off_ + dist(seq, snd_una_);
     std::uint8_t f = flags::kAck;
     if (len > 0) f |= flags::kPsh;
     if (fin) f |= flags::kFin;
-    return make_segment(seq, std::span<const std::byte>(snd_buf_).subspan(at, len), f);
+    return make_segment(seq, len, f);
 }
 
-SegmentOut Stream::make_segment(SeqNumber seq, std::span<const std::byte> payload, std::uint8_t f) {
+void Stream::gather(SeqNumber seq, std::uint32_t len) {
+    IWCM_ASSERT(refq_ != nullptr);
+    RefQueue& q = *refq_;
+    const std::vector<Ref>& refs = q.refs;
+    q.pieces.clear();
+    // The first reference that ends after seq (the earlier ones are behind
+    // it): where the last segment's gather stopped, as segments mostly
+    // follow each other, else a binary search.
+    const auto ends_after = [&refs, seq](std::size_t k) { return refs[k].seq + refs[k].len > seq; };
+    std::size_t i = q.next;
+    if (i < q.head || i > refs.size() || (i < refs.size() && !ends_after(i)) ||
+        (i > q.head && ends_after(i - 1))) {
+        auto it = std::partition_point(refs.begin() + q.head, refs.end(),
+                                       [seq](const Ref& r) { return r.seq + r.len <= seq; });
+        i = static_cast<std::size_t>(it - refs.begin());
+    }
+    // Where seq's byte would be in the buffer if it lies there.
+    std::size_t at = snd_off_ + dist(seq, snd_una_);
+    if (i > q.head) at = refs[i - 1].inline_at + dist(seq, refs[i - 1].seq + refs[i - 1].len);
+    SeqNumber s = seq;
+    std::uint32_t left = len;
+    while (left > 0) {
+        std::uint32_t n = left;
+        if (i < refs.size() && refs[i].seq <= s) {
+            const Ref& r = refs[i];
+            const std::uint32_t off = dist(s, r.seq);
+            n = std::min(left, r.len - off);
+            q.pieces.emplace_back(r.data + off, n);
+            at = r.inline_at;
+            ++i;
+        } else {
+            if (i < refs.size()) n = std::min(n, dist(refs[i].seq, s));
+            IWCM_ASSERT(n > 0 && at + n <= snd_buf_.size());
+            q.pieces.emplace_back(snd_buf_.data() + at, n);
+            at += n;
+        }
+        s += n;
+        left -= n;
+    }
+    q.next = static_cast<std::uint32_t>(i);
+}
+
+SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f) {
     // Every segment carries our ACK and window: whatever ACK was owed is paid.
     const Advert a = advert();
     rcv_adv_ = a.edge;
     ack_now_ = false;
     delack_at_ = kInstantNever;
     rcv_unacked_ = 0;
-    return SegmentOut{seq, rcv_nxt_, f, a.field, payload};
+    SegmentOut out{seq, rcv_nxt_, f, a.field, {}, {}, len};
+    if (len > 0 && ref_bytes() > 0) {
+        gather(seq, len);
+        if (refq_->pieces.size() == 1) {
+            out.payload = refq_->pieces[0];
+        } else {
+            out.pieces = refq_->pieces;
+        }
+    } else if (len > 0) {
+        out.payload =
+            std::span<const std::byte>(snd_buf_).subspan(snd_off_ + dist(seq, snd_una_), len);
+    }
+    return out;
 }
 
 void Stream::force_ack() {
@@ -1150,6 +1284,16 @@ void Stream::check_invariants() const {
         IWCM_ASSERT(dist(snd_max_, snd_una_) <= buffered + (fin_sent_ ? 1U : 0U));
     }
     IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= kCwndCap);
+    // References: sorted, inside the queued bytes, their bytes counted.
+    std::uint32_t by_ref = 0;
+    for (std::size_t i = refq_ ? refq_->head : 0; refq_ && i < refq_->refs.size(); ++i) {
+        const Ref& r = refq_->refs[i];
+        IWCM_ASSERT(r.len > 0 && r.seq + r.len > snd_una_ && r.seq + r.len <= data_end());
+        IWCM_ASSERT(r.inline_at >= snd_off_ && r.inline_at <= snd_buf_.size());
+        if (i > refq_->head) IWCM_ASSERT(refq_->refs[i - 1].seq + refq_->refs[i - 1].len <= r.seq);
+        by_ref += r.seq < snd_una_ ? dist(r.seq + r.len, snd_una_) : r.len;
+    }
+    IWCM_ASSERT(by_ref == ref_bytes());
     // Record ends (only the oldest and newest: the ring keeps them sorted).
     if (!record_ends_.empty()) {
         IWCM_ASSERT(record_ends_.front() > snd_una_ && record_ends_.back() <= data_end());

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -94,14 +95,21 @@ struct Arrival {
     bool fin_acked = false;      // our FIN is acknowledged (everything we sent is)
 };
 
-// A segment to send. The payload views the send buffer and stays valid
-// until the next non-const call on the stream.
+// A segment to send. The payload views the send buffer (and the bytes held
+// by reference, see write_record) and stays valid until the next non-const
+// call on the stream.
 struct SegmentOut {
     wire::SeqNumber seq;
     wire::SeqNumber ack;
     std::uint8_t flags = 0;    // always kAck; kPsh with payload; kFin
     std::uint16_t window = 0;  // to put on the wire (already shifted by rcv_wscale)
+    // The payload when it is one run of the send buffer; empty when part of
+    // it is held by reference: then `pieces` has it, in order (the buffer's
+    // runs and the references), for a frame writer to gather
+    // (wire::emit_tcp_frame_gather). `pieces` is empty otherwise.
     std::span<const std::byte> payload;
+    std::span<const std::span<const std::byte>> pieces;
+    std::uint32_t len = 0;  // payload bytes, either way
 };
 
 class Stream {
@@ -131,6 +139,22 @@ public:
     // The same for a record given in pieces (gathered: one copy, from where
     // the pieces are into the send buffer).
     bool write_record(std::span<const std::span<const std::byte>> parts);
+    // The same, with the parts whose bit is set in `by_ref` (part i: bit i)
+    // held by reference instead of copied: segments send them, and resend
+    // them, from where they are (a queue pair's registered memory: docs/perf.md
+    // "Copies"). The caller keeps those bytes valid and unchanged until
+    // acked_bytes() passes them, or until own_refs().
+    bool write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref);
+    // Copies every byte still held by reference into the send buffer (before
+    // the memory it lies in goes away); returns how many.
+    std::size_t own_refs();
+    // Bytes held by reference and not acknowledged yet.
+    std::uint32_t ref_bytes() const { return refq_ ? refq_->bytes : 0; }
+    // Data bytes queued since the stream began (the hand-off's unacknowledged
+    // ones included) and, of those, acknowledged: a record is acknowledged
+    // once acked_bytes() reaches written_bytes() as it was after its write.
+    std::uint64_t written_bytes() const { return acked_bytes_ + snd_buffered(); }
+    std::uint64_t acked_bytes() const { return acked_bytes_; }
     std::size_t send_space() const;
     // Our FIN follows the queued bytes. Idempotent.
     void close();
@@ -200,6 +224,14 @@ private:
         std::span<const std::byte> data;
         bool fin = false;
     };
+    // Bytes held by reference: [seq, seq + len) lie at data; the send
+    // buffer's bytes after them start at index inline_at.
+    struct Ref {
+        wire::SeqNumber seq;
+        std::uint32_t len = 0;
+        std::uint32_t inline_at = 0;
+        const std::byte* data = nullptr;
+    };
     // The window field to put on the wire and the right edge it offers.
     struct Advert {
         std::uint16_t field = 0;
@@ -235,9 +267,14 @@ private:
     void end_tlp_episode(std::uint32_t flight);
     std::optional<SegmentOut> send_probe();
     SegmentOut emit(Instant now, wire::SeqNumber seq, std::uint32_t len, bool fin);
-    SegmentOut make_segment(wire::SeqNumber seq, std::span<const std::byte> payload,
-                            std::uint8_t flags);
+    SegmentOut make_segment(wire::SeqNumber seq, std::uint32_t len, std::uint8_t flags);
+    // The bytes [seq, seq + len) as pieces in refq_->pieces (the buffer's
+    // runs and the references between them).
+    void gather(wire::SeqNumber seq, std::uint32_t len);
+    void cut_snd_prefix();  // drops snd_buf_[0, snd_off_)
+    void tell_acked(SinkRef sink, const Arrival& out) const;
     void drop_acked(std::uint32_t n);
+    std::uint32_t drop_acked_refs(wire::SeqNumber end);
     // ACK processing (RFC 9293 3.10.7.4 fifth check, RFC 5681, RFC 6582, RFC 6298).
     void process_ack(Instant now, const SegmentIn& seg, Arrival& out);
     void on_new_ack(Instant now, wire::SeqNumber ack, Arrival& out);
@@ -267,6 +304,18 @@ private:
     std::vector<std::byte> snd_buf_;
     std::uint32_t snd_off_ = 0;
     RecordEnds record_ends_;  // above snd_una, at most data_end(); see write_record
+    // Allocated with the first reference (a stream that never holds one pays
+    // a pointer): the references not wholly acknowledged, refs[head, size),
+    // sorted, and the pieces of the last segment that had some.
+    struct RefQueue {
+        std::vector<Ref> refs;
+        std::uint32_t head = 0;
+        std::vector<std::span<const std::byte>> pieces;  // SegmentOut::pieces
+        std::uint32_t bytes = 0;                         // of the references, at or above snd_una
+        std::uint32_t next = 0;                          // where the last gather stopped (a hint)
+    };
+    std::unique_ptr<RefQueue> refq_;
+    std::uint64_t acked_bytes_ = 0;
     wire::SeqNumber snd_una_;
     wire::SeqNumber snd_nxt_;
     wire::SeqNumber snd_max_;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "wire/checksum.hpp"
+#include "wire/copy.hpp"
 #include "wire/ipv4.hpp"
 #include "wire/ipv6.hpp"
 
@@ -312,6 +313,38 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
     if (!payload.empty()) sum = checksum_sum(payload, sum);
     put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
     return total;
+}
+
+std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
+                                  MutBytes out) {
+    std::size_t payload_len = 0;
+    for (Bytes piece : pieces) payload_len += piece.size();
+    const IpRepr& ip = repr.ip;
+    IWCM_ASSERT(ip.src.family() == ip.dst.family());
+    const bool v4 = ip.src.is_v4();
+    const std::size_t ip_off = repr.eth.header_len();
+    const std::size_t tcp_off = ip_off + (v4 ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen);
+    const std::size_t tcp_header_len = repr.tcp.header_len();
+    const std::size_t segment_len = tcp_header_len + payload_len;
+    IWCM_ASSERT(out.size() >= tcp_off + segment_len);
+    IWCM_ASSERT(segment_len <= 0xFFFF - Ipv4Repr::kHeaderLen);
+    std::byte* const p = out.data();
+    put_ethernet(repr.eth, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6, p);
+    const auto seg = static_cast<std::uint32_t>(segment_len);
+    const std::uint64_t pseudo = v4 ? put_ipv4(ip, seg, p + ip_off) : put_ipv6(ip, seg, p + ip_off);
+    std::byte* const tcp = p + tcp_off;
+    std::uint32_t sum = fold16(pseudo + detail::write_tcp_header(repr.tcp, tcp_header_len, tcp));
+    // The pieces side by side, then one sum over them where they now lie (a
+    // piece of odd length would shift the next one's bytes in a running sum).
+    std::byte* at = tcp + tcp_header_len;
+    for (Bytes piece : pieces) {
+        if (piece.empty()) continue;
+        copy_bytes(at, piece.data(), piece.size());
+        at += piece.size();
+    }
+    if (payload_len > 0) sum = checksum_sum(Bytes(tcp + tcp_header_len, payload_len), sum);
+    put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
+    return tcp_off + segment_len;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "iwcm/address.hpp"
 #include "wire/bytes.hpp"
@@ -61,6 +62,14 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
 // otherwise the same, byte for byte. Returns the length written.
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
                            Checksums checksums = Checksums::kFull);
+
+// The same frame with the payload given in pieces, gathered in order (a
+// stream's segment whose bytes lie partly in registered memory): byte for
+// byte what emit_tcp_frame() writes for their concatenation. The TCP
+// checksum is summed over the payload once it is in the frame, so the
+// pieces may have any lengths.
+std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
+                                  MutBytes out);
 
 // One IPv4 segment of a connection as flat values: the engine's sending path, which knows
 // every field, writes it without a FrameRepr to fill and read back. The frame is byte for

@@ -336,6 +336,118 @@ TEST(DevicePlacement, RefusedWriteStillDrawsTheTerminate) {
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:
 // the engine reads an FPDU only when all of it has arrived.
+// ---- transmit from registered memory (docs/perf.md "Copies")
+
+// A Write of kSize from b's `src` to a's `sink`, both registered, once both QPs are up.
+struct WriteSetup {
+    static constexpr std::size_t kSize = 64 * 1024;
+    explicit WriteSetup(Net& n) : src(kSize), sink(kSize, std::byte{0}) {
+        EXPECT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        for (std::size_t i = 0; i < kSize; ++i) src[i] = std::byte(i * 5 + i / 253);
+        mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+        mr_src = *n.sb.dev.reg_mr(src, 0);
+        sge = {mr_src.addr, kSize, mr_src.lkey};
+        wr.opcode = WrOpcode::kRdmaWrite;
+        wr.sg_list = std::span(&sge, 1);
+        wr.remote_addr = mr_sink.addr;
+        wr.rkey = mr_sink.rkey;
+    }
+    std::vector<std::byte> src, sink;
+    MemoryRegion mr_sink, mr_src;
+    Sge sge;
+    SendWr wr;
+};
+
+TEST(DeviceTransmit, WriteLeavesFromTheRegionAndCompletesAtTheAck) {
+    Net n(true);
+    WriteSetup w(n);
+    const StreamInfo before = *n.b.stream_info(n.sb.conn);
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+    // Every frame reaches a; none of a's ACKs reaches b yet.
+    std::size_t frames = 0;
+    for (int round = 0; round < 100 && frames < 40; ++round) {
+        while (auto f = n.b.poll_transmit()) {
+            ++frames;
+            n.a.receive(n.now, *f);
+        }
+        while (n.a.poll_transmit()) {
+        }
+        n.now += std::chrono::milliseconds(1);
+        n.b.on_timer(n.now);
+    }
+    const StreamInfo mid = *n.b.stream_info(n.sb.conn);
+    // The first window went (cwnd bounds it) and is not acknowledged: no completion.
+    EXPECT_GT(frames, 5U);
+    EXPECT_EQ(mid.acked, before.acked);
+    WorkCompletion wc[4];
+    EXPECT_EQ(n.sb.dev.poll_cq(n.sb.cq, wc), 0U);
+    // The ACKs flow: the rest goes and the Write completes.
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaWrite, 1); }));
+    EXPECT_TRUE(w.sink == w.src);
+    const StreamInfo after = *n.b.stream_info(n.sb.conn);
+    EXPECT_EQ(after.acked, after.written);  // the whole Write acknowledged
+    // Only the FPDU headers and trailers were copied into the send buffer;
+    // the payload went from the region into each frame.
+    const std::uint64_t copied_in = after.copied_in - before.copied_in;
+    EXPECT_LT(copied_in, WriteSetup::kSize / 50) << copied_in;
+    EXPECT_GE(after.copied_to_frames - before.copied_to_frames, WriteSetup::kSize);
+}
+
+TEST(DeviceTransmit, RetransmissionRereadsTheRegion) {
+    Net n(false);  // with CRC the peer would refuse it: the CRC is the first sending's
+    WriteSetup w(n);
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+    std::size_t lost = 0;
+    while (n.b.poll_transmit()) ++lost;  // the first flight is lost
+    ASSERT_GT(lost, 0U);
+    // The memory changes before the retransmission (against the rule that
+    // it stays unchanged until the completion): the peer gets the new bytes.
+    w.src[100] = ~w.src[100];
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaWrite, 1); }));
+    EXPECT_TRUE(w.sink == w.src);
+    EXPECT_GT(n.b.stream_info(n.sb.conn)->retransmitted_segments, 0U);
+}
+
+TEST(DeviceTransmit, DeregWithUnackedBytesCopiesThemFirst) {
+    Net n(false);
+    WriteSetup w(n);
+    const std::vector<std::byte> original = w.src;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+    while (n.b.poll_transmit()) {
+    }  // lost
+    const std::uint64_t copied_before = n.b.stream_info(n.sb.conn)->copied_in;
+    // The region goes while its bytes are unacknowledged: the stream copies
+    // them first, so the retransmissions read the copy, not the memory.
+    ASSERT_TRUE(n.sb.dev.dereg_mr(w.mr_src.handle).has_value());
+    EXPECT_GT(n.b.stream_info(n.sb.conn)->copied_in, copied_before);
+    std::fill(w.src.begin(), w.src.end(), std::byte{0x5A});
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaWrite, 1); }));
+    EXPECT_TRUE(w.sink == original);
+}
+
+TEST(DeviceTransmit, DestroyedQpLeavesNothingByReference) {
+    Net n(false);
+    WriteSetup w(n);
+    const std::vector<std::byte> original = w.src;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+    const std::uint64_t copied_before = n.b.stream_info(n.sb.conn)->copied_in;
+    ASSERT_TRUE(n.sb.dev.destroy_qp(n.now, n.sb.qp).has_value());
+    // The stream goes on (a graceful close after the bytes) from its own copy.
+    EXPECT_GT(n.b.stream_info(n.sb.conn)->copied_in, copied_before);
+    WorkCompletion wc[4];
+    ASSERT_EQ(n.sb.dev.poll_cq(n.sb.cq, wc), 1U);
+    EXPECT_EQ(wc[0].status, WcStatus::kWrFlushErr);  // the QP went before the ACK
+    std::fill(w.src.begin(), w.src.end(), std::byte{0x5A});
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty(); }));  // a's QP hears the end
+    std::size_t placed = 0;
+    for (std::size_t i = 0; i < w.sink.size(); ++i) {
+        if (w.sink[i] == std::byte{0}) continue;
+        ++placed;
+        ASSERT_EQ(w.sink[i], original[i]) << i;
+    }
+    EXPECT_GT(placed, 0U);
+}
+
 TEST(DeviceConfig, ReceiveBufferSmallerThanTheLargestFpduIsRefused) {
     for (std::uint32_t buffer : {std::uint32_t{65535}, std::uint32_t{256 * 1024}}) {
         CoreConfig c;

@@ -950,7 +950,7 @@ TEST(StreamKeepalive, ProbeIsAnsweredByTheReceiver) {
 }
 
 TEST(StreamSize, IsModest) {
-    EXPECT_LE(sizeof(Stream), 384U) << sizeof(Stream);
+    EXPECT_LE(sizeof(Stream), 392U) << sizeof(Stream);
 }
 
 }  // namespace
