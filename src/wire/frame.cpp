@@ -285,15 +285,26 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len) {
     return repr.eth.header_len() + ip_header_len(repr.ip) + repr.tcp.header_len() + payload_len;
 }
 
-std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
-                           Checksums checksums) {
+namespace {
+
+// The headers of a TCP frame written: where its TCP header starts, the sum of that header and
+// the pseudo-header (unfolded), and the frame's length.
+struct FrameHeaders {
+    std::byte* tcp;
+    std::size_t tcp_header_len;
+    std::uint64_t sum;
+    std::size_t total;
+};
+
+FrameHeaders put_headers(const FrameRepr& repr, std::size_t payload_len, MutBytes out,
+                         Checksums checksums) {
     const IpRepr& ip = repr.ip;
     IWCM_ASSERT(ip.src.family() == ip.dst.family());
     const bool v4 = ip.src.is_v4();
     const std::size_t ip_off = repr.eth.header_len();
     const std::size_t tcp_off = ip_off + (v4 ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen);
     const std::size_t tcp_header_len = repr.tcp.header_len();
-    const std::size_t segment_len = tcp_header_len + payload.size();
+    const std::size_t segment_len = tcp_header_len + payload_len;
     const std::size_t total = tcp_off + segment_len;
     // The room is checked once here; the writers below store without checks.
     IWCM_ASSERT(out.size() >= total);
@@ -303,48 +314,45 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
     const auto seg = static_cast<std::uint32_t>(segment_len);
     const std::uint64_t pseudo =
         v4 ? put_ipv4(ip, seg, p + ip_off, checksums) : put_ipv6(ip, seg, p + ip_off);
-    // The TCP checksum: pseudo-header and header summed from their values, then the
-    // payload read from its source (it starts at an even offset, a multiple of 4).
     std::byte* const tcp = p + tcp_off;
     const std::uint64_t header_sum = detail::write_tcp_header(repr.tcp, tcp_header_len, tcp);
-    if (!payload.empty()) std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
-    if (checksums == Checksums::kOffload) return total;  // the field stays zero
-    std::uint32_t sum = fold16(pseudo + header_sum);
+    return {tcp, tcp_header_len, pseudo + header_sum, total};
+}
+
+}  // namespace
+
+std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
+                           Checksums checksums) {
+    const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
+    // The TCP checksum: pseudo-header and header summed from their values, then the
+    // payload read from its source (it starts at an even offset, a multiple of 4).
+    if (!payload.empty()) std::memcpy(h.tcp + h.tcp_header_len, payload.data(), payload.size());
+    if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
+    std::uint32_t sum = fold16(h.sum);
     if (!payload.empty()) sum = checksum_sum(payload, sum);
-    put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
-    return total;
+    put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
+    return h.total;
 }
 
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
-                                  MutBytes out) {
+                                  MutBytes out, Checksums checksums) {
     std::size_t payload_len = 0;
     for (Bytes piece : pieces) payload_len += piece.size();
-    const IpRepr& ip = repr.ip;
-    IWCM_ASSERT(ip.src.family() == ip.dst.family());
-    const bool v4 = ip.src.is_v4();
-    const std::size_t ip_off = repr.eth.header_len();
-    const std::size_t tcp_off = ip_off + (v4 ? Ipv4Repr::kHeaderLen : Ipv6Repr::kHeaderLen);
-    const std::size_t tcp_header_len = repr.tcp.header_len();
-    const std::size_t segment_len = tcp_header_len + payload_len;
-    IWCM_ASSERT(out.size() >= tcp_off + segment_len);
-    IWCM_ASSERT(segment_len <= 0xFFFF - Ipv4Repr::kHeaderLen);
-    std::byte* const p = out.data();
-    put_ethernet(repr.eth, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6, p);
-    const auto seg = static_cast<std::uint32_t>(segment_len);
-    const std::uint64_t pseudo = v4 ? put_ipv4(ip, seg, p + ip_off) : put_ipv6(ip, seg, p + ip_off);
-    std::byte* const tcp = p + tcp_off;
-    std::uint32_t sum = fold16(pseudo + detail::write_tcp_header(repr.tcp, tcp_header_len, tcp));
+    const FrameHeaders h = put_headers(repr, payload_len, out, checksums);
     // The pieces side by side, then one sum over them where they now lie (a
     // piece of odd length would shift the next one's bytes in a running sum).
-    std::byte* at = tcp + tcp_header_len;
+    std::byte* const payload = h.tcp + h.tcp_header_len;
+    std::byte* at = payload;
     for (Bytes piece : pieces) {
         if (piece.empty()) continue;
         copy_bytes(at, piece.data(), piece.size());
         at += piece.size();
     }
-    if (payload_len > 0) sum = checksum_sum(Bytes(tcp + tcp_header_len, payload_len), sum);
-    put_be16(tcp + 16, static_cast<std::uint16_t>(~sum));
-    return tcp_off + segment_len;
+    if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
+    std::uint32_t sum = fold16(h.sum);
+    if (payload_len > 0) sum = checksum_sum(Bytes(payload, payload_len), sum);
+    put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
+    return h.total;
 }
 
 namespace {

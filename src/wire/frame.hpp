@@ -67,9 +67,9 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
 // stream's segment whose bytes lie partly in registered memory): byte for
 // byte what emit_tcp_frame() writes for their concatenation. The TCP
 // checksum is summed over the payload once it is in the frame, so the
-// pieces may have any lengths.
+// pieces may have any lengths. Checksums as emit_tcp_frame().
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
-                                  MutBytes out);
+                                  MutBytes out, Checksums checksums = Checksums::kFull);
 
 // One IPv4 segment of a connection as flat values: the engine's sending path, which knows
 // every field, writes it without a FrameRepr to fill and read back. The frame is byte for

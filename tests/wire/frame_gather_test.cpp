@@ -91,6 +91,24 @@ TEST(FrameGather, OddPiecesStillChecksumRight) {
     }
 }
 
+// With the checksum offload (a link in memory) the gathered frame is the offloaded one-run
+// frame: both checksum fields zero, every other byte the same.
+TEST(FrameGather, ChecksumOffloadAsOneRun) {
+    for (const char* fixture : {"linux_ack", "linux6_syn"}) {
+        const FrameRepr repr = repr_of(fixture);
+        const Buffer payload = payload_of(1001);
+        Buffer want(tcp_frame_len(repr, payload.size()));
+        emit_tcp_frame(repr, payload, want, Checksums::kOffload);
+        Buffer got(want.size(), std::byte{0xEE});
+        emit_tcp_frame_gather(repr, pieces_of(payload, {16, 517}), got, Checksums::kOffload);
+        EXPECT_EQ(got, want) << fixture;
+        Buffer full(want.size());
+        emit_tcp_frame(repr, payload, full);
+        EXPECT_NE(got, full) << fixture;
+        EXPECT_TRUE(parse_tcp_frame(got, Checksums::kOffload)) << fixture;
+    }
+}
+
 TEST(FrameGather, NoPiecesIsAnEmptySegment) {
     const FrameRepr repr = repr_of("linux_ack");
     Buffer want(tcp_frame_len(repr, 0));
