@@ -49,12 +49,13 @@ struct ConnHashKey {
 // (with the VLAN) times a secret odd multiplier, top bits taken: Dietzfelbinger's
 // multiply-shift (1997). For any two distinct 64-bit inputs the chance, over the multiplier,
 // that they share a slot is at most 2 / slots, whatever the peer chose, since slots and
-// hashes never leave the core. Distinct tuples give distinct inputs: for a given local
-// endpoint the IPv4 flow hash is one to one in the remote address and port (shard.hpp,
-// flow::hash_v4); tuples that share it are a tuple and its mirror image, or tuples of two
-// local addresses, at most a handful. (Pairwise bounds are not the 5-independence linear
-// probing needs for its worst case; they do keep a peer from choosing a run.) The same
-// reasoning is Linux's for inet_ehashfn (jhash of the tuple with a random seed).
+// hashes never leave the core. Distinct tuples give distinct inputs: the IPv4 flow hash is
+// one to one in the XOR of the addresses and the unordered pair of ports (shard.hpp,
+// flow::hash_v4, flow::port_word), so for a given local address tuples that share it are a
+// tuple and its mirror image (A:p -> B:q, A:q -> B:p), and across local addresses at most a
+// handful more (FlowHash.DistinctPortPairsNeverShareAHash). (Pairwise bounds are not the
+// 5-independence linear probing needs for its worst case; they do keep a peer from choosing a run.)
+// The same reasoning is Linux's for inet_ehashfn (jhash of the tuple with a random seed).
 inline std::uint32_t hash_flow(const ConnHashKey& secret, std::uint64_t flow, std::uint16_t vlan) {
     return static_cast<std::uint32_t>(((flow ^ vlan) * (secret.k0 | 1)) >> 32);
 }

@@ -543,8 +543,8 @@ def shard_of(a, pa, b, pb, shards, key=0):
         return int.from_bytes(raw, "little")
 
     both = load32(pa.to_bytes(2, "big") + pb.to_bytes(2, "big"))
-    swapped = ((both << 16) | (both >> 16)) & 0xffffffff
-    ports = ((both ^ swapped) & 0xffff) | ((both & swapped) & 0xffff0000)
+    lo, hi = both & 0xffff, both >> 16
+    ports = min(lo, hi) | (max(lo, hi) << 16)
     addr = load32(bytes(map(int, a.split(".")))) ^ load32(bytes(map(int, b.split("."))))
     h = mix64(addr ^ key ^ (ports << 32))
     return ((h & 0xffffffff) * shards) >> 32
