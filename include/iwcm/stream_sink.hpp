@@ -25,11 +25,6 @@ public:
     // any others); the rest is buffered as usual. It is called from inside
     // Core::receive and must not call into the core.
     virtual std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> bytes) = 0;
-    // The peer acknowledged more: `acked` data bytes of `conn`'s stream in
-    // all (StreamInfo::acked). Told as the ACK is processed, before the same
-    // segment's bytes go to on_in_order (so a Write acknowledged by the
-    // segment carrying a Read Response completes before the Read). Called
-    // from inside Core::receive; it must not call into the core.
     // Asked right after on_in_order took bytes: true when they ended
     // something whose sender waits for our ACK (an RDMA Write or Send is
     // complete at its sender only once acknowledged): the stream then
@@ -38,6 +33,11 @@ public:
         (void)conn;
         return false;
     }
+    // The peer acknowledged more: `acked` data bytes of `conn`'s stream in
+    // all (StreamInfo::acked). Told as the ACK is processed, before the same
+    // segment's bytes go to on_in_order (so a Write acknowledged by the
+    // segment carrying a Read Response completes before the Read). Called
+    // from inside Core::receive; it must not call into the core.
     virtual void on_acked(ConnHandle conn, std::uint64_t acked) {
         (void)conn;
         (void)acked;

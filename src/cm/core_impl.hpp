@@ -187,8 +187,9 @@ struct Core::Impl {
     void arm_send(Instant now, const cm::NodeRef& node);
     // Queues a frame for the wire, or for ourselves when both ends are local.
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
+    // The same with the payload in pieces, `payload_len` bytes in all.
     void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
-                           bool loopback);
+                           std::size_t payload_len, bool loopback);
     // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
     // for loopback at the end of the loop queue. trace_out() traces it once written.
     wire::MutBytes frame_room(std::size_t len, bool loopback);

@@ -992,9 +992,7 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
 
 // The same with the payload in pieces (a stream's segment that holds bytes by reference).
 void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
-                                   bool loopback) {
-    std::size_t payload_len = 0;
-    for (wire::Bytes piece : pieces) payload_len += piece.size();
+                                   std::size_t payload_len, bool loopback) {
     std::size_t len = wire::tcp_frame_len(repr, payload_len);
     wire::emit_tcp_frame_gather(repr, pieces, frame_room(len, loopback), checksums());
     trace_out(loopback);

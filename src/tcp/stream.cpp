@@ -131,12 +131,13 @@ std::size_t Stream::send_space() const {
 
 void Stream::cut_snd_prefix() {
     snd_buf_.erase(snd_buf_.begin(), snd_buf_.begin() + snd_off_);
-    if (refq_) {
-        for (std::size_t i = refq_->head; i < refq_->refs.size(); ++i) {
-            refq_->refs[i].inline_at -= snd_off_;
-        }
-    }
+    rebase_refs(snd_off_);
     snd_off_ = 0;
+}
+
+void Stream::rebase_refs(std::uint32_t cut) {
+    if (!refq_) return;
+    for (std::size_t i = refq_->head; i < refq_->refs.size(); ++i) refq_->refs[i].inline_at -= cut;
 }
 
 std::size_t Stream::write(std::span<const std::byte> data) {
@@ -572,11 +573,7 @@ void Stream::drop_acked(std::uint32_t n) {
     IWCM_ASSERT(snd_off_ <= snd_buf_.size());
     if (snd_off_ == snd_buf_.size()) {
         // The references left (all after snd_una) have no buffer bytes before them.
-        if (refq_) {
-            for (std::size_t i = refq_->head; i < refq_->refs.size(); ++i) {
-                refq_->refs[i].inline_at = 0;
-            }
-        }
+        rebase_refs(snd_off_);
         release(snd_buf_);
         snd_off_ = 0;
     }

@@ -272,6 +272,8 @@ private:
     // runs and the references between them).
     void gather(wire::SeqNumber seq, std::uint32_t len);
     void cut_snd_prefix();  // drops snd_buf_[0, snd_off_)
+    // The buffer's first `cut` bytes are gone: the references' inline_at move down by it.
+    void rebase_refs(std::uint32_t cut);
     void tell_acked(SinkRef sink, const Arrival& out) const;
     void drop_acked(std::uint32_t n);
     std::uint32_t drop_acked_refs(wire::SeqNumber end);
