@@ -37,6 +37,12 @@ struct SinkPair : iwcm::bench::StreamPair {
     SinkPair() : StreamPair(256 * 1024, 0, true) {}
 };
 BENCHMARK(BM_Throughput<SinkPair>)->Name("BM_StreamThroughputSink")->UseRealTime();
+// Zero copies but the one into the frames: A sends by reference (Core::send_ref), B is a sink,
+// segments of 44 MSS.
+struct ZeroCopyPair : iwcm::bench::StreamPair {
+    ZeroCopyPair() : StreamPair(256 * 1024, iwcm::bench::kPairOffload, true, true) {}
+};
+BENCHMARK(BM_Throughput<ZeroCopyPair>)->Name("BM_StreamThroughputZeroCopy")->UseRealTime();
 BENCHMARK(BM_Throughput<iwcm::bench::KernelStream>)
     ->Name("BM_LoopbackTcpThroughput")
     ->UseRealTime();
@@ -50,7 +56,7 @@ namespace {
 // give the cost per data segment and per byte delivered.
 void BM_StreamProfile(benchmark::State& state) {
     iwcm::bench::StreamPair pair(256 * 1024, static_cast<std::uint32_t>(state.range(0)),
-                                 state.range(1) != 0);
+                                 state.range(1) != 0, state.range(2) != 0);
     if (!pair.ok()) state.SkipWithError("the pair did not connect");
     std::uint64_t bytes = 0;
     std::uint64_t frames = 0;
@@ -65,10 +71,12 @@ void BM_StreamProfile(benchmark::State& state) {
     state.counters["copies_per_byte"] = pair.copies_per_byte(bytes);
 }
 BENCHMARK(BM_StreamProfile)
-    ->Args({0, 0})
-    ->Args({iwcm::bench::kPairOffload, 0})
-    ->Args({0, 1})
-    ->ArgNames({"offload", "sink"})
+    ->Args({0, 0, 0})
+    ->Args({iwcm::bench::kPairOffload, 0, 0})
+    ->Args({0, 1, 0})
+    ->Args({0, 1, 1})
+    ->Args({iwcm::bench::kPairOffload, 1, 1})
+    ->ArgNames({"offload", "sink", "by_ref"})
     ->Iterations(32)
     ->UseRealTime();
 

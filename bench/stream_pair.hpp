@@ -124,9 +124,13 @@ public:
 class StreamPair {
 public:
     // `sink`: B's reader takes the bytes as they arrive in order (CountingSink).
+    // `by_ref`: A sends with Core::send_ref (the chunk it sends never changes,
+    // so the memory stays valid and unchanged however long the bytes wait).
     explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0,
-                        bool sink = false)
-        : a_(config(0x0a, 1, buffer, offload)), b_(config(0x0b, 2, buffer, offload)) {
+                        bool sink = false, bool by_ref = false)
+        : a_(config(0x0a, 1, buffer, offload)),
+          b_(config(0x0b, 2, buffer, offload)),
+          by_ref_(by_ref) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
         ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
@@ -145,7 +149,8 @@ public:
             now_ = Instant(std::chrono::duration_cast<Duration>(
                 std::chrono::steady_clock::now().time_since_epoch()));
             if (sent < bytes) {
-                auto n = a_.send(now_, conn_a_, chunk_);
+                auto n =
+                    by_ref_ ? a_.send_ref(now_, conn_a_, chunk_) : a_.send(now_, conn_a_, chunk_);
                 if (!n) return failed(s);
                 sent += *n;
             }
@@ -173,7 +178,7 @@ public:
     }
 
     // Copies per byte of the `delivered` bytes read so far (the reader
-    // peeks in place: no copy of its own).
+    // peeks in place or is the sink: no copy of its own).
     double copies_per_byte(std::uint64_t delivered) const {
         return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, 0, delivered);
     }
@@ -201,6 +206,7 @@ private:
     ConnHandle conn_a_, conn_b_;
     std::vector<std::byte> chunk_;
     CountingSink sink_;
+    bool by_ref_ = false;
     bool ok_ = false;
 };
 

@@ -472,6 +472,9 @@ struct Report {
     std::vector<bench::StreamSample> stream_mss;     // the same, one MSS per segment
     std::vector<bench::StreamSample> kernel_stream;  // Linux TCP over loopback, one thread
     double stream_copies_per_byte = 0;  // iwarp-cm with segment offload (docs/perf.md "Copies")
+    // The same with the zero-copy calls: Core::send_ref, and a sink reading from the segments.
+    std::vector<bench::StreamSample> stream_zero_copy;
+    double stream_zero_copy_copies_per_byte = 0;
     double frames_per_setup = 0;
     // RDMA message throughput (one thread), iwarp-cm against the same engine
     // over loopback TCP: medians of the repetitions.
@@ -527,6 +530,9 @@ struct Report {
     }
     double stream_mss_mb_s() const {
         return med(stream_mss, [](const bench::StreamSample& s) { return s.mb_per_s(); });
+    }
+    double stream_zero_copy_mb_s() const {
+        return med(stream_zero_copy, [](const bench::StreamSample& s) { return s.mb_per_s(); });
     }
     double kernel_stream_mb_s() const {
         return med(kernel_stream, [](const bench::StreamSample& s) { return s.mb_per_s(); });
@@ -619,14 +625,16 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
     if (o.skip_stream) return;
     bench::StreamPair pair(256 * 1024, bench::kPairOffload);
     bench::StreamPair mss_pair;
+    bench::StreamPair zc_pair(256 * 1024, bench::kPairOffload, true, true);
     bench::KernelStream kernel;
-    if (!pair.ok() || !mss_pair.ok() || !kernel.ok()) {
+    if (!pair.ok() || !mss_pair.ok() || !zc_pair.ok() || !kernel.ok()) {
         r.stream.push_back(bench::StreamSample{0, 0, 0, true});
         return;
     }
     // warm-up: buffers reach size
     std::uint64_t delivered = pair.transfer(UINT64_MAX, 0.05).bytes;
     mss_pair.transfer(UINT64_MAX, 0.05);
+    std::uint64_t zc_delivered = zc_pair.transfer(UINT64_MAX, 0.05).bytes;
     kernel.transfer(UINT64_MAX, 0.05);
     const auto reps = static_cast<std::size_t>(o.reps);
     for (int i = 0; i < o.reps; ++i) {
@@ -635,17 +643,21 @@ void run_stream(const BenchOptions& o, Report& r, BenchProgress& progress) {
         r.stream.push_back(pair.transfer(UINT64_MAX, o.seconds));
         delivered += r.stream.back().bytes;
         r.stream_mss.push_back(mss_pair.transfer(UINT64_MAX, o.seconds));
+        r.stream_zero_copy.push_back(zc_pair.transfer(UINT64_MAX, o.seconds));
+        zc_delivered += r.stream_zero_copy.back().bytes;
         progress.step("stream throughput, loopback TCP, repetition", at, reps);
         r.kernel_stream.push_back(kernel.transfer(UINT64_MAX, o.seconds));
         if (!o.json) {
             progress.clear();
             std::fprintf(stderr,
-                         "  rep %d: stream %.0f MB/s (MSS segments %.0f), loopback TCP %.0f MB/s\n",
+                         "  rep %d: stream %.0f MB/s (MSS segments %.0f, zero-copy %.0f), loopback"
+                         " TCP %.0f MB/s\n",
                          i + 1, r.stream.back().mb_per_s(), r.stream_mss.back().mb_per_s(),
-                         r.kernel_stream.back().mb_per_s());
+                         r.stream_zero_copy.back().mb_per_s(), r.kernel_stream.back().mb_per_s());
         }
     }
     r.stream_copies_per_byte = pair.copies_per_byte(delivered);
+    r.stream_zero_copy_copies_per_byte = zc_pair.copies_per_byte(zc_delivered);
 }
 
 // CRC32c over 64 KiB for `seconds`: nanoseconds per byte.
@@ -766,8 +778,9 @@ std::vector<Target> targets(const Report& r) {
         double ratio = r.stream_mb_s() / ks;
         t.push_back(
             {"stream throughput vs loopback TCP, one thread", ">= 1x", ratio, "x", ratio >= 1});
-        const double c = r.stream_copies_per_byte;
-        t.push_back({"stream bytes copied per byte delivered", "<= 1", c, "copies", c <= 1});
+        const double c = r.stream_zero_copy_copies_per_byte;
+        t.push_back({"stream bytes copied per byte delivered (send_ref, sink)", "<= 1", c, "copies",
+                     c <= 1});
     }
     for (const Report::RdmaFigure& f : r.rdma) {
         if (f.op != bench::RdmaOp::kWrite || f.size != 65536) continue;
@@ -896,7 +909,10 @@ std::string to_json(const BenchOptions& o, const Report& r) {
     j << "\n  ],\n  \"stream\": {\"mb_per_s\": " << r.stream_mb_s()
       << ", \"mss_mb_per_s\": " << r.stream_mss_mb_s()
       << ", \"loopback_tcp_mb_per_s\": " << r.kernel_stream_mb_s()
-      << ", \"copies_per_byte\": " << r.stream_copies_per_byte << ", \"reps\": [";
+      << ", \"copies_per_byte\": " << r.stream_copies_per_byte
+      << ", \"zero_copy_mb_per_s\": " << r.stream_zero_copy_mb_s()
+      << ", \"zero_copy_copies_per_byte\": " << r.stream_zero_copy_copies_per_byte
+      << ", \"reps\": [";
     for (std::size_t i = 0; i < r.stream.size(); ++i)
         j << (i ? ", " : "") << "{\"bytes\": " << r.stream[i].bytes
           << ", \"frames\": " << r.stream[i].frames << ", \"seconds\": " << r.stream[i].seconds
@@ -973,11 +989,13 @@ void print_table(const Report& r) {
         std::printf("  iwarp-cm     %10.0f MB/s  (segments of 44 MSS, as loopback's GSO)\n",
                     r.stream_mb_s());
         std::printf("  iwarp-cm     %10.0f MB/s  (one MSS per segment)\n", r.stream_mss_mb_s());
+        std::printf("  iwarp-cm     %10.0f MB/s  (44 MSS, zero-copy: send_ref and a sink)\n",
+                    r.stream_zero_copy_mb_s());
         std::printf("  loopback TCP %10.0f MB/s\n", r.kernel_stream_mb_s());
         std::printf(
-            "  bytes copied per byte delivered: iwarp-cm %.2f (loopback TCP: 2,"
+            "  bytes copied per byte delivered: iwarp-cm %.2f, zero-copy %.2f (loopback TCP: 2,"
             " into and out of the kernel)\n",
-            r.stream_copies_per_byte);
+            r.stream_copies_per_byte, r.stream_zero_copy_copies_per_byte);
     }
     if (!r.rdma.empty()) {
         std::printf(

@@ -224,6 +224,14 @@ public:
     // when space frees. kWrongState before the hand-off, after a kExternal
     // one, or once disconnect() closed the sending side.
     Result<std::size_t> send(Instant now, ConnHandle conn, std::span<const std::byte> bytes);
+    // send() without the copy into the send buffer (as MSG_ZEROCOPY): the
+    // bytes taken are held by reference and every segment, retransmissions
+    // too, is written from them. The caller keeps them valid and unchanged
+    // until StreamInfo::acked reaches StreamInfo::written as it was right
+    // after the call, or until own_send_bytes() (before freeing them early,
+    // say), or until the connection's terminal event (the handle goes stale:
+    // the core copies what it still has to send, or a reset drops it).
+    Result<std::size_t> send_ref(Instant now, ConnHandle conn, std::span<const std::byte> bytes);
     // Queues `record` whole as one record, or nothing: true if taken, false
     // when the send buffer has less room than the record (which arms one
     // kWritable for when that much is free). No TCP segment carries bytes of

@@ -220,8 +220,8 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     for (wire::Bytes part : parts) size += part.size();
     std::size_t taken = 0;
     if (!record) {
-        IWCM_ASSERT(parts.size() == 1);
-        taken = ns.tcp.write(parts[0]);
+        IWCM_ASSERT(parts.size() == 1 && by_ref <= 1);
+        taken = by_ref != 0 ? ns.tcp.write_ref(parts[0]) : ns.tcp.write(parts[0]);
         if (taken < size) ns.writable_need = 1;
     } else if (size == 0 || size > ns.tcp.config().send_buffer) {
         return fail(ApiError::kInvalidArgument);
@@ -233,7 +233,7 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     // What is held by reference was not copied in.
     std::size_t copied = taken;
     for (std::size_t i = 0; taken > 0 && i < parts.size(); ++i) {
-        if ((by_ref >> i & 1U) != 0) copied -= parts[i].size();
+        if ((by_ref >> i & 1U) != 0) copied -= std::min(parts[i].size(), taken);
     }
     ns.copied_in += copied;
     // A refused record flushes too: what was queued with `more` goes now.
@@ -273,6 +273,10 @@ std::uint32_t Core::Impl::rx_space(const Node& node) const {
 
 Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
     return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false, false);
+}
+
+Result<std::size_t> Core::send_ref(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
+    return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false, false, 1);
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std::byte> record) {

@@ -738,6 +738,10 @@ void Core::Impl::on_fin(Instant now, const NodeRef& node) {
 void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type, int status) {
     set_state(*node, CmState::kCloseWait);
     end_for_app(node, type, status);
+    // The handle is stale now, yet the stream still sends (our FIN follows its queued
+    // bytes): what it holds by reference is copied in, as the caller can no longer learn
+    // when that memory is free again. (A reset drops the stream: nothing is read then.)
+    if (node->stream) node->stream->copied_in += node->stream->tcp.own_refs();
     start_close(now, node);
 }
 

@@ -186,16 +186,29 @@ bool Stream::write_record(std::span<const std::span<const std::byte>> parts, std
             IWCM_ASSERT(taken == part.size());
             continue;
         }
-        // Held by reference: the bytes after it in the buffer start at its end.
-        if (!refq_) refq_ = std::make_unique<RefQueue>();
-        const auto len = static_cast<std::uint32_t>(part.size());
-        refq_->refs.push_back(
-            Ref{data_end(), len, static_cast<std::uint32_t>(snd_buf_.size()), part.data()});
-        refq_->bytes += len;
+        push_ref(part);
     }
     record_ends_.push(start + static_cast<std::uint32_t>(size));
     checked(*this);
     return true;
+}
+
+std::size_t Stream::write_ref(std::span<const std::byte> data) {
+    const std::size_t n = std::min(data.size(), send_space());
+    if (n == 0) return 0;
+    push_ref(data.first(n));
+    checked(*this);
+    return n;
+}
+
+void Stream::push_ref(std::span<const std::byte> part) {
+    IWCM_ASSERT(!part.empty() && part.size() <= send_space());
+    // The bytes written after it into the buffer start at its end.
+    if (!refq_) refq_ = std::make_unique<RefQueue>();
+    const auto len = static_cast<std::uint32_t>(part.size());
+    refq_->refs.push_back(
+        Ref{data_end(), len, static_cast<std::uint32_t>(snd_buf_.size()), part.data()});
+    refq_->bytes += len;
 }
 
 std::size_t Stream::own_refs() {

@@ -145,6 +145,11 @@ public:
     // "Copies"). The caller keeps those bytes valid and unchanged until
     // acked_bytes() passes them, or until own_refs().
     bool write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref);
+    // write() without the copy: up to send_space() bytes of `data` are held by
+    // reference, as write_record's by_ref parts are (same promise: valid and
+    // unchanged until acked_bytes() passes them, or until own_refs()), and cut
+    // into segments as written bytes are. Returns how many were taken.
+    std::size_t write_ref(std::span<const std::byte> data);
     // Copies every byte still held by reference into the send buffer (before
     // the memory it lies in goes away); returns how many.
     std::size_t own_refs();
@@ -271,6 +276,8 @@ private:
     // The bytes [seq, seq + len) as pieces in refq_->pieces (the buffer's
     // runs and the references between them).
     void gather(wire::SeqNumber seq, std::uint32_t len);
+    // Appends `part` (not empty, within send_space()) as a reference at data_end().
+    void push_ref(std::span<const std::byte> part);
     void cut_snd_prefix();  // drops snd_buf_[0, snd_off_)
     // The buffer's first `cut` bytes are gone: the references' inline_at move down by it.
     void rebase_refs(std::uint32_t cut);

@@ -567,5 +567,87 @@ TEST(Stream, SendRecordMisuseIsAnError) {
     EXPECT_EQ(s.core.send_record(s.now, s.conn, one).error(), ApiError::kWrongState);
 }
 
+// send_ref: the segments are written from the caller's memory (a byte changed there shows
+// in the retransmission), nothing is copied in, and the memory is free once acknowledged.
+TEST(Stream, SendRefSendsFromTheCallersMemoryUntilAcked) {
+    Dut d(immediate_acks());
+    stream_up(d, small_send_buffer());
+    std::vector<std::byte> mem(5000);
+    for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::byte>(i * 7);
+    auto n = d.core.send_ref(d.now, d.conn, mem);
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(*n, 4096u);  // the send buffer's room, as send() takes
+    auto info = d.core.stream_info(d.conn);
+    EXPECT_EQ(info->by_reference, 4096u);
+    EXPECT_EQ(info->copied_in, 0u);
+    EXPECT_EQ(info->written, 4096u);
+    const wire::SeqNumber base = d.dut_nxt;
+    auto o = d.out();
+    ASSERT_FALSE(o.empty());
+    // No ACK: the RTO resends the first segment, read again from the memory.
+    mem[5] = ~mem[5];
+    d.advance(seconds(1));
+    auto again = d.out();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].tcp().seq, base);
+    ASSERT_GT(again[0].payload.size(), 5u);
+    EXPECT_EQ(again[0].payload[5], mem[5]);
+    EXPECT_NE(again[0].payload[5], o[0].payload[5]);
+    // ACKed as it leaves: every segment carries the memory's bytes at its offset (the first
+    // one as the retransmission has it).
+    o[0] = again[0];
+    for (int round = 0; round < 20 && d.core.stream_info(d.conn)->acked < 4096; ++round) {
+        for (auto& f : o) {
+            const std::uint32_t off = f.tcp().seq - base;
+            ASSERT_LE(off + f.payload.size(), 4096u);
+            EXPECT_TRUE(std::equal(f.payload.begin(), f.payload.end(), mem.begin() + off));
+            if (off + f.payload.size() > static_cast<std::uint32_t>(d.dut_nxt - base))
+                d.dut_nxt = base + static_cast<std::uint32_t>(off + f.payload.size());
+        }
+        d.seg(tf::kAck);
+        o = d.out();
+    }
+    info = d.core.stream_info(d.conn);
+    EXPECT_EQ(info->acked, 4096u);
+    EXPECT_EQ(info->by_reference, 0u);
+    EXPECT_EQ(info->copied_in, 0u);
+    EXPECT_GE(info->copied_to_frames, 4096u);  // into the frames only
+}
+
+// The peer closes first while bytes held by reference are unacknowledged: kDisconnected
+// makes the handle stale, so the core copies them then; the caller's memory may change.
+TEST(Stream, SendRefBytesAreCopiedWhenTheHandleGoesStale) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    std::vector<std::byte> mem = bytes("by reference");
+    ASSERT_EQ(d.core.send_ref(d.now, d.conn, mem).value_or(0), mem.size());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    d.seg(tf::kAck | tf::kFin);  // acknowledges nothing of ours
+    EXPECT_EQ(d.evs().at(0).type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.send_ref(d.now, d.conn, mem).error(), ApiError::kStaleHandle);
+    std::fill(mem.begin(), mem.end(), std::byte{0});
+    (void)d.out();
+    // Retransmitted after the RTO: the bytes as they were sent.
+    d.advance(seconds(1));
+    o = d.out();
+    ASSERT_FALSE(o.empty());
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(text(o[0].payload), "by reference");
+}
+
+TEST(Stream, SendRefMisuseIsAnError) {
+    const std::vector<std::byte> one(1, std::byte{1});
+    Dut d(immediate_acks());
+    EXPECT_EQ(d.core.send_ref(d.now, ConnHandle{}, one).error(), ApiError::kInvalidHandle);
+    d.to_mpareq_sent(d.connect_params());
+    EXPECT_EQ(d.core.send_ref(d.now, d.conn, one).error(), ApiError::kWrongState);
+    Dut s(immediate_acks());
+    stream_up(s);
+    EXPECT_EQ(s.core.send_ref(s.now, s.conn, std::span<const std::byte>{}).value_or(1), 0u);
+    ASSERT_TRUE(s.core.disconnect(s.now, s.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_EQ(s.core.send_ref(s.now, s.conn, one).error(), ApiError::kWrongState);
+}
+
 }  // namespace
 }  // namespace iwcm::test

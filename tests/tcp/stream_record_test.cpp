@@ -88,6 +88,17 @@ public:
         }
     }
     std::size_t plain(std::size_t n) { return put(n, false) ? n : 0; }
+    // Plain bytes held by reference (Stream::write_ref): the bytes taken.
+    std::size_t plain_by_ref(std::size_t n) {
+        std::vector<std::byte>& region = regions_.emplace_back(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            region[i] = static_cast<std::byte>((bytes_.size() + i) * 13 % 251);
+        }
+        const std::size_t taken = stream_->write_ref(region);
+        region.resize(taken);  // no reallocation: the stream's view stays valid
+        bytes_.insert(bytes_.end(), region.begin(), region.end());
+        return taken;
+    }
 
     // Every data segment poll_segment gives now; each payload must be the
     // bytes written at its offset.
@@ -502,6 +513,59 @@ TEST(StreamRecordByRef, ZeroWindowProbesReachTheReferencedBytes) {
     }
     t.ack(at_ms(100000), 3, 5000);
     EXPECT_EQ(t.sent(at_ms(100000)), (std::vector<Cut>{{3, 97}}));
+}
+
+// ---- plain bytes held by reference (Stream::write_ref, Core::send_ref)
+
+TEST(StreamWriteRef, PlainBytesAreCutAtTheMssAcrossReferences) {
+    Sender t;
+    EXPECT_EQ(t.plain(500), 500U);
+    EXPECT_EQ(t.plain_by_ref(2500), 2500U);
+    EXPECT_EQ(t.plain(300), 300U);
+    EXPECT_EQ(t.plain_by_ref(700), 700U);
+    EXPECT_EQ(t.s().ref_bytes(), 3200U);
+    EXPECT_EQ(t.s().written_bytes(), 4000U);
+    // No record ends: MSS-sized segments whatever the pieces they gather.
+    EXPECT_EQ(t.sent(at_ms(0)),
+              (std::vector<Cut>{{0, 1000}, {1000, 1000}, {2000, 1000}, {3000, 1000}}));
+    t.ack(at_ms(10), 2000);
+    EXPECT_EQ(t.s().ref_bytes(), 3200U - 1500);
+    t.ack(at_ms(11), 4000);
+    EXPECT_EQ(t.s().ref_bytes(), 0U);
+    EXPECT_EQ(t.s().acked_bytes(), 4000U);
+}
+
+TEST(StreamWriteRef, TakesWhatTheSendSpaceAllows) {
+    Sender t(60000, 4000);
+    EXPECT_EQ(t.plain_by_ref(5000), 4000U);
+    EXPECT_EQ(t.s().send_space(), 0U);
+    EXPECT_EQ(t.plain(10), 0U);
+    EXPECT_EQ(t.plain_by_ref(10), 0U);
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 4U);
+    t.ack(at_ms(10), 1000);
+    EXPECT_EQ(t.s().send_space(), 1000U);
+    EXPECT_EQ(t.plain_by_ref(1500), 1000U);
+    EXPECT_EQ(t.s().ref_bytes(), 4000U);
+}
+
+TEST(StreamWriteRef, RetransmissionRereadsTheMemory) {
+    Sender t;
+    EXPECT_EQ(t.plain_by_ref(2000), 2000U);
+    EXPECT_EQ(t.sent(at_ms(0)).size(), 2U);
+    t.change(0, 10, true);
+    t.s().on_timer(at_ms(1000));
+    EXPECT_EQ(t.sent(at_ms(1000)), (std::vector<Cut>{{0, 1000}}));
+    EXPECT_EQ(t.s().retransmitted_segments(), 1U);
+}
+
+TEST(StreamWriteRef, OffloadCutsReferencedBytesInMssMultiples) {
+    Sender t(60000, 64 * 1024, kIss, 5500);
+    EXPECT_EQ(t.plain_by_ref(4000), 4000U);
+    EXPECT_EQ(t.plain_by_ref(8345), 8345U);
+    // As for copied plain bytes (OffloadCutsPlainBytesInMssMultiples).
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 5000}, {5000, 5000}}));
+    t.ack(at_ms(5), 10000);
+    EXPECT_EQ(t.sent(at_ms(5)), (std::vector<Cut>{{10000, 2345}}));
 }
 
 // The records' ends cost one pointer (376 bytes instead of 368); bytes held

@@ -94,6 +94,7 @@ struct Totals {
     std::uint64_t zero_windows = 0;  // segments that advertised a zero window
     std::uint64_t out_of_order = 0;  // arrivals that left bytes held out of order
     std::uint64_t segments = 0;
+    std::uint64_t gathered = 0;  // segments with bytes held by reference
 };
 
 class Sim {
@@ -104,6 +105,9 @@ public:
         if (seed % 2 == 1) {
             for (StreamConfig& c : params_.config) c.segment_offload = 65000;
         }
+        // Seeds 2 and 3 modulo 4 hold every other write by reference (write_ref): the data
+        // stays where it is until the end, so the references stay valid.
+        by_ref_ = seed % 4 >= 2;
         for (int side = 0; side < 2; ++side) {
             data_[side].resize(bytes);
             for (auto& b : data_[side]) b = static_cast<std::byte>(rng_.next_u64());
@@ -151,7 +155,9 @@ private:
         while (written_[side] < data.size()) {
             const std::size_t want =
                 1 + rng_.below(std::min<std::size_t>(data.size() - written_[side], 20000));
-            const std::size_t n = st.write(std::span(data).subspan(written_[side], want));
+            const auto chunk = std::span(data).subspan(written_[side], want);
+            const bool by_ref = by_ref_ && (++writes_[side] & 1) == 0;
+            const std::size_t n = by_ref ? st.write_ref(chunk) : st.write(chunk);
             written_[side] += n;
             if (n < want) break;
         }
@@ -183,14 +189,20 @@ private:
             s(side).check_invariants();
             ++totals.segments;
             if (seg->window == 0) ++totals.zero_windows;
+            if (!seg->pieces.empty()) ++totals.gathered;
             const bool lost = rng_.chance(params_.loss);
             if (trace_) {
                 std::printf("%8lld ms %d->   seq %u ack %u fl %02x win %u len %zu%s\n",
                             static_cast<long long>(now_.time_since_epoch().count() / 1000000), side,
                             seg->seq.value(), seg->ack.value(), seg->flags, seg->window,
-                            seg->payload.size(), lost ? " LOST" : "");
+                            std::size_t{seg->len}, lost ? " LOST" : "");
             }
             if (lost) continue;
+            // One run of the buffer, or pieces gathered (bytes held by reference).
+            std::vector<std::byte> payload(seg->payload.begin(), seg->payload.end());
+            for (auto piece : seg->pieces)
+                payload.insert(payload.end(), piece.begin(), piece.end());
+            if (payload.size() != seg->len) std::abort();
             const int copies = rng_.chance(params_.dup) ? 2 : 1;
             for (int i = 0; i < copies; ++i) {
                 Duration delay = params_.delay;
@@ -198,9 +210,8 @@ private:
                     delay += Duration(static_cast<Duration::rep>(
                         rng_.below(static_cast<std::uint64_t>(params_.jitter.count()))));
                 }
-                wire_.push(Packet{
-                    now_ + delay, order_++, 1 - side, seg->seq, seg->ack, seg->flags, seg->window,
-                    std::vector<std::byte>(seg->payload.begin(), seg->payload.end())});
+                wire_.push(Packet{now_ + delay, order_++, 1 - side, seg->seq, seg->ack, seg->flags,
+                                  seg->window, payload});
             }
         }
     }
@@ -283,6 +294,8 @@ private:
     std::array<std::vector<std::byte>, 2> data_;
     std::array<std::vector<std::byte>, 2> received_;
     std::array<std::size_t, 2> written_{};
+    std::array<std::uint64_t, 2> writes_{};
+    bool by_ref_ = false;
     std::array<Instant, 2> paused_until_{};
     std::array<int, 2> fins_{};
     std::priority_queue<Packet, std::vector<Packet>, Later> wire_;
@@ -311,14 +324,16 @@ TEST(StreamSim, BulkBothWaysOverALossyChannelThenClose) {
         EXPECT_GT(totals.retransmits, 0U);
         EXPECT_GT(totals.zero_windows, 0U);
         EXPECT_GT(totals.out_of_order, 0U);
+        EXPECT_GT(totals.gathered, 0U);
     }
     std::printf(
         "%llu seeds, %llu segments, %llu retransmitted, %llu zero windows advertised, "
-        "%llu arrivals left bytes out of order\n",
+        "%llu arrivals left bytes out of order, %llu segments gathered bytes held by reference\n",
         static_cast<unsigned long long>(count), static_cast<unsigned long long>(totals.segments),
         static_cast<unsigned long long>(totals.retransmits),
         static_cast<unsigned long long>(totals.zero_windows),
-        static_cast<unsigned long long>(totals.out_of_order));
+        static_cast<unsigned long long>(totals.out_of_order),
+        static_cast<unsigned long long>(totals.gathered));
 }
 
 }  // namespace
