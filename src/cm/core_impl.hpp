@@ -377,6 +377,10 @@ struct Core::Impl {
     // Frames to our own addresses (loopback), handled after the current call.
     std::vector<std::vector<std::byte>> loop_queue;
     bool in_loopback = false;
+    // The frame being handled, parsed into the same object every time (handle_frame is
+    // never re-entered: loopback frames wait in loop_queue until it returns).
+    wire::TcpFrame rx_frame;
+    bool in_frame = false;
 
     // Events: a queue drained from event_head, private data in one arena;
     // both are emptied (capacity kept) whenever the queue runs dry.

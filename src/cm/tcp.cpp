@@ -41,6 +41,18 @@ DropReason classify(const wire::ParseError& e) {
     return DropReason::kMalformed;
 }
 
+// Marks the frame being handled (Core::Impl::rx_frame) for as long as it is.
+class FrameScope {
+public:
+    explicit FrameScope(bool& flag) : flag_(flag) { flag_ = true; }
+    ~FrameScope() { flag_ = false; }
+    FrameScope(const FrameScope&) = delete;
+    FrameScope& operator=(const FrameScope&) = delete;
+
+private:
+    bool& flag_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------- arrival
@@ -48,12 +60,13 @@ DropReason classify(const wire::ParseError& e) {
 void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     ++stats.frames_in;
     trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
-    auto parsed = wire::parse_tcp_frame(frame, checksums());
-    if (!parsed) {
-        drop(now, classify(parsed.error()), nullptr, frame);
+    IWCM_ASSERT(!in_frame);
+    if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, checksums())) {
+        drop(now, classify(*error), nullptr, frame);
         return;
     }
-    const wire::FrameRepr& fr = parsed->repr;
+    const FrameScope scope(in_frame);
+    const wire::FrameRepr& fr = rx_frame.repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
     // Ours: our MAC, and one of our addresses on the VLAN it lives on.
     if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
@@ -64,7 +77,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     // The driver's flow hash, when it hands one, spares the table computing it.
     const std::uint32_t h =
         flow ? cm::hash_key(table.secret(), key, *flow) : cm::hash_key(table.secret(), key);
-    Segment seg{&fr, &fr.tcp, parsed->payload, vlan, h};
+    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h};
     if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
         on_segment(now, ref, seg);

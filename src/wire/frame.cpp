@@ -273,11 +273,19 @@ std::size_t ip_header_len(const IpRepr& ip) {
 
 }  // namespace
 
+std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Checksums checksums) {
+    // The fast decoder writes every field when it succeeds; the layered one expects a cleared
+    // result.
+    if (decode_fast_v4(frame, out, checksums)) [[likely]]
+        return std::nullopt;
+    out = TcpFrame{};
+    return decode_frame(frame, out, checksums);
+}
+
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {
     // One named result, decoded in place and returned without a copy.
     ParseResult<TcpFrame> result;
-    if (decode_fast_v4(frame, *result, checksums)) return result;
-    if (auto e = decode_frame(frame, *result, checksums)) result = iwcm::fail(*e);
+    if (auto e = parse_tcp_frame_into(frame, *result, checksums)) result = iwcm::fail(*e);
     return result;
 }
 

@@ -53,6 +53,11 @@ struct TcpFrame {
 // Checksums::kOffload: the IPv4 header and TCP checksums are not verified (a link
 // in memory between two cores of this library; checksum.hpp); every other check is.
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums = Checksums::kFull);
+// The same into `out`, which may hold an earlier frame: every field is written (the common
+// IPv4 frame without clearing `out` first, which is what a caller that parses frame after
+// frame into one object saves). nullopt when the frame parsed; on an error `out` is unspecified.
+std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out,
+                                               Checksums checksums = Checksums::kFull);
 
 // The length emit_tcp_frame() writes.
 std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);

@@ -285,6 +285,45 @@ TEST(Frame, RoundTripBothFamiliesWithAndWithoutVlan) {
     }
 }
 
+// parse_tcp_frame_into leaves nothing of the frame parsed before: after any frame, any other
+// (IPv4 and IPv6, tagged or not, with or without TCP options, IPv4 options on the slow path)
+// parses to what a fresh parse_tcp_frame gives.
+TEST(Frame, ParseIntoReusedObjectWritesEveryField) {
+    const auto payload = hex_bytes("4d 50 41 20 49 44");
+    std::vector<Buffer> frames;
+    for (int v6 = 0; v6 < 2; ++v6) {
+        for (int vlan = 0; vlan < 2; ++vlan) {
+            for (int opts = 0; opts < 2; ++opts) {
+                FrameRepr r = sample_repr(v6 != 0, vlan != 0);
+                if (opts == 0) r.tcp.options = TcpOptions{};
+                if (opts == 1 && v6 == 0) r.tcp.options.mss = 1460;
+                Buffer out(tcp_frame_len(r, opts ? 0 : payload.size()));
+                ASSERT_EQ(emit_tcp_frame(r, opts ? Bytes{} : Bytes(payload), out), out.size());
+                frames.push_back(out);
+            }
+        }
+    }
+    frames.push_back(
+        test::with_ipv4_options(test::read_hex_fixture("linux_syn"), hex_bytes("94 04 00 00")));
+    for (const Buffer& first : frames) {
+        for (const Buffer& second : frames) {
+            TcpFrame reused;
+            ASSERT_FALSE(parse_tcp_frame_into(first, reused).has_value());
+            ASSERT_FALSE(parse_tcp_frame_into(second, reused).has_value());
+            auto fresh = parse_tcp_frame(second);
+            ASSERT_TRUE(fresh);
+            EXPECT_EQ(reused.repr, fresh->repr);
+            EXPECT_EQ(to_hex(reused.payload), to_hex(fresh->payload));
+        }
+    }
+    // An error is reported as parse_tcp_frame reports it.
+    TcpFrame reused;
+    const Buffer cut(frames[0].begin(), frames[0].begin() + 30);
+    auto e = parse_tcp_frame_into(cut, reused);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->to_string(), parse_tcp_frame(cut).error().to_string());
+}
+
 // The engine's flat IPv4 emitter writes, for every combination of tag, options, flags and
 // payload length (odd ones included), exactly the frame emit_tcp_frame() writes.
 TEST(Frame, SegmentV4MatchesEmitTcpFrame) {
