@@ -38,6 +38,8 @@ Expected<ConnHandle, std::string> ConnPorts::connect(Instant now, ConnectParams 
 }
 
 void ConnPorts::reap(Instant now, bool all) {
+    if (!all && next_look_ && now < *next_look_) return;
+    next_look_ = now + core_.config().close_delay / 4;
     const Duration linger = 2 * core_.config().close_delay;
     for (Held& h : held_)
         if (!h.since && !core_.state(h.conn)) h.since = now;
@@ -55,9 +57,8 @@ void ConnPorts::reap(Instant now, bool all) {
 PortPool::PortPool(std::uint32_t shards, std::uint64_t flow_key, Reserve reserve)
     : shards_(shards), key_(flow_key), reserve_(std::move(reserve)) {
     IWCM_ASSERT(shards >= 1);
-    if (!reserve_) reserve_ = [](const IpAddr& a, std::uint16_t p) {
-        return PortReservation::reserve(a, p);
-    };
+    if (!reserve_)
+        reserve_ = [](const IpAddr& a, std::uint16_t p) { return PortReservation::reserve(a, p); };
 }
 
 bool PortPool::fits(std::uint32_t shard, const PortReservation& p, const Endpoint& remote) const {
@@ -86,8 +87,8 @@ Expected<PortReservation, std::string> PortPool::take(std::uint32_t shard, const
         if (spares_.size() < kSpareLimit) spares_.push_back(std::move(*p));
     }
     return fail("no port of " + local.to_string() + " whose connection to " + remote.to_string() +
-                " comes back to thread " + std::to_string(shard) + " in " +
-                std::to_string(limit) + " the kernel gave");
+                " comes back to thread " + std::to_string(shard) + " in " + std::to_string(limit) +
+                " the kernel gave");
 }
 
 std::size_t PortPool::spares() const {

@@ -62,7 +62,10 @@ public:
     // has none, the ports that linger go back at once and it is asked again.
     Expected<ConnHandle, std::string> connect(Instant now, ConnectParams cp);
     // Gives back the ports whose time is over; with `all` (the kernel's range
-    // is used up) every stale connection's port at once.
+    // is used up) every stale connection's port at once. The loops call it
+    // after every step: without `all` it looks at most once per
+    // close_delay / 4 (each look asks the core about every port held), so a
+    // port goes back up to that much later than its linger.
     void reap(Instant now, bool all);
     std::size_t held() const { return held_.size(); }
 
@@ -80,6 +83,7 @@ private:
     Source source_;
     Release release_;
     std::vector<Held> held_;
+    std::optional<Instant> next_look_;
 };
 
 class PortPool {

@@ -42,8 +42,8 @@ bool SharedShards::open_net(const SharedShardsConfig& config, const CoreConfig& 
     tc.shards = config.shards;
     tc.announce = false;  // the kernel owns the address and answers ARP / ND
     tc.handle_signals = config.handle_signals;
-    tc.open_queue = [this, &config](
-                        std::uint32_t q) -> Expected<std::unique_ptr<FrameDevice>, std::string> {
+    tc.open_queue =
+        [this, &config](std::uint32_t q) -> Expected<std::unique_ptr<FrameDevice>, std::string> {
         if (q == 0) {
             auto d = XskDevice::open(config.dev, config.mode);
             if (!d) return fail(d.error());

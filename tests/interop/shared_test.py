@@ -283,8 +283,8 @@ def case_shared_connect_threads(c):
         code = ("import socket\nfor p in range(%d, %d):\n"
                 "    socket.socket().bind(('%s', p))" % (lo, hi + 1, net.addr))
         sh("python3", "-c", code, ns=net.host)
-        print("  per thread %s, %d frames handed between threads, %d ports reserved"
-              % (per, st["handed_off"], st["ports_reserved"]), flush=True)
+        print("  per thread %s, %d of %d frames handed between threads, %d ports reserved"
+              % (per, st["handed_off"], st["tap_frames_in"], st["ports_reserved"]), flush=True)
 
 
 def case_shared_threads_address_down(c):

@@ -140,11 +140,16 @@ TEST(ConnPorts, APortGoesBackTwiceCloseDelayAfterItsHandleWentStale) {
     t.ports.reap(t.now + std::chrono::seconds(10), false);
     EXPECT_TRUE(t.released.empty()) << "released while the connection lives";
     t.abort(*c);
-    t.ports.reap(t.now, false);  // notes when the handle went stale
+    const Instant stale = t.now + std::chrono::seconds(20);
+    t.ports.reap(stale, false);  // notes when the handle went stale
     const Duration linger = 2 * t.core.config().close_delay;
-    t.ports.reap(t.now + linger - std::chrono::milliseconds(1), false);
+    const Duration look = t.core.config().close_delay / 4;
+    t.ports.reap(stale + linger - std::chrono::milliseconds(1), false);
     EXPECT_TRUE(t.released.empty()) << "released before the linger";
-    t.ports.reap(t.now + linger, false);
+    // The next look is a quarter close_delay after that one.
+    t.ports.reap(stale + linger, false);
+    EXPECT_TRUE(t.released.empty()) << "looked again before a quarter close_delay";
+    t.ports.reap(stale + linger - std::chrono::milliseconds(1) + look, false);
     ASSERT_EQ(t.released.size(), 1u);
     EXPECT_EQ(t.ports.held(), 0u);
 }
