@@ -1,5 +1,6 @@
 // iwarp-cm connect --count N --threads T: the connections of --count on T
-// threads, each with a queue of a multi-queue TAP and its own core.
+// threads, each with a queue of a multi-queue TAP (or with --dev an AF_XDP
+// socket on a receive queue) and its own core.
 //
 // Read first: tools/connect_many.cpp (the one-thread run, and what each
 // phase measures), src/io/tap_shards.hpp (the queues, the cores, frames
@@ -10,18 +11,18 @@
 // on queue s, and the kernel's tun steers the flow's replies to the queue it
 // last saw it on. Thread 0 keeps the neighbour table: it resolves the peer's
 // MAC while the others wait with their first slots started (so, as with one
-// thread, only those pay the resolution).
+// thread, only those pay the resolution). A thread whose share is done and
+// whose core is quiet keeps reading its queue until every thread is (at most
+// kDrainLimit), so that no frame of another thread's flow that lands there
+// is lost. Per frame nothing is shared; per event, a few atomics.
 //
 // With --dev (shared-address mode, src/io/shared_shards.hpp) thread s has the
 // AF_XDP socket on receive queue s; its ports are reserved in the kernel and
-// hash back to s (io::PortPool); the kernel's route names the next hop and
-// the kernel resolves it, asked and read by thread 0. The interface's RSS (or
-// a veth's sender) picks the queue of a reply by its own hash, so replies
-// often arrive on another thread's queue and are handed over. A thread whose share is done and
-// whose core is quiet keeps reading its queue until every thread is (at most
-// kDrainLimit), so that no frame of another thread's flow that lands there
-// is lost. Per frame nothing is shared; per
-// event, a few atomics.
+// hash back to s (io::PortPool, a mutex per connection); the kernel's route
+// names the next hop and the kernel resolves it, asked and read by thread 0.
+// The interface's RSS (or a veth's sender) picks the queue of a reply by its
+// own hash, so replies often arrive on another thread's queue and are handed
+// over.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
