@@ -287,50 +287,6 @@ def case_shared_connect_threads(c):
               % (per, st["handed_off"], st["tap_frames_in"], st["ports_reserved"]), flush=True)
 
 
-def case_shared_threads_address_down(c):
-    """listen --dev --threads 2: removing the shared address resets the
-    connection and both threads' listeners hear address_down; with the address
-    back both hear address_up, and clients whose 4-tuples hash to each thread
-    are served again."""
-    threads = 2
-    with SharedNet("taddr", 14, queues=2) as net:
-        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--threads", str(threads))
-        check(cm.wait_for("listening")["threads"] == threads, "not on %d threads" % threads)
-        cl = c.peer(net, "peer", "client", "--to", "%s:%d" % (net.addr, PORT), "--close", "wait")
-        cm.wait_for("established")
-        sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
-        # The threads print in any order: the reset connection's line and the
-        # listeners' address_down lines interleave.
-        wait_count(cm, "disconnected", 1)
-        gone = cm.events("disconnected")[0]
-        check(gone["status"] != 0, "the connection was not torn down: %s" % gone)
-        wait_count(cm, "address_down", threads)
-        for down in cm.events("address_down"):
-            check(down["local"] == "%s:%d" % (net.addr, PORT), "address_down: %s" % down)
-        closed = cl.wait_for("closed")
-        check(closed["reset_by_peer"], "the peer's connection was not reset: %s" % closed)
-        sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
-        wait_count(cm, "address_up", threads)
-        # Two clients for each thread: source ports whose 4-tuple hashes to it.
-        ports = {s: [] for s in range(threads)}
-        for p in range(45000, 46000):
-            s = interop_test.shard_of(net.peer_addr, p, net.addr, PORT, threads)
-            if len(ports[s]) < 2:
-                ports[s].append(p)
-        for s, ps in ports.items():
-            for p in ps:
-                again = c.peer(net, "peer%d" % p, "client", "--to", "%s:%d" % (net.addr, PORT),
-                               "--from-port", str(p))
-                check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
-                check(again.finish() == 0, "client from port %d failed" % p)
-        cm.p.send_signal(signal.SIGTERM)
-        st = expect_exit(cm, EXIT_SIGTERM)
-        check(len(cm.events("address_down")) == threads and
-              len(cm.events("address_up")) == threads, "address events per thread")
-        # The first connection's thread has 3, the other 2.
-        check(sorted(st["thread_established"]) == [2, 3], "per thread: %s" % st)
-
-
 def case_shared_threads_errors(c):
     """More threads than the interface has receive queues: a clear error, for
     listen and connect, and nothing left attached."""
@@ -519,56 +475,95 @@ def case_shared_rping(c):
         check(cl.finish() == 0, "peer client failed")
 
 
-def down_up(c, name, subnet, down, up):
+def down_up(c, name, subnet, down, up, threads=1):
     """A listener with one connection; down() tears the connection down and the
     listener hears address_down; after up() it hears address_up and serves.
-    down() returns whether the CM's reset can reach the peer."""
-    with SharedNet(name, subnet) as net:
-        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+    down() returns whether the CM's reset can reach the peer. On N threads
+    (a veth with N queues) each thread's listener hears both, and afterwards
+    two clients whose 4-tuples hash to each thread are served."""
+    with SharedNet(name, subnet, queues=threads) as net:
+        more = ["--threads", str(threads)] if threads > 1 else []
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), *more)
         cm.wait_for("listening")
         cl = c.peer(net, "peer", "client", "--to", "%s:%d" % (net.addr, PORT), "--close", "wait")
         cm.wait_for("established")
         reaches = down(net)
-        gone = cm.wait_for("disconnected")
+        # Threads print in any order: the reset connection's line and the
+        # listeners' address_down lines interleave.
+        wait_count(cm, "disconnected", 1)
+        gone = cm.events("disconnected")[0]
         check(gone["status"] != 0, "the connection was not torn down: %s" % gone)
-        cm.wait_for("address_down")
+        wait_count(cm, "address_down", threads)
+        for ev in cm.events("address_down"):
+            check(ev["local"] == "%s:%d" % (net.addr, PORT), "address_down: %s" % ev)
         if reaches:
             closed = cl.wait_for("closed")
             check(closed["reset_by_peer"], "the peer's connection was not reset: %s" % closed)
         else:
             cl.kill()
         up(net)
-        cm.wait_for("address_up")
-        again = c.peer(net, "peer2", "client", "--to", "%s:%d" % (net.addr, PORT))
-        check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
-        check(again.finish() == 0, "second peer failed")
+        wait_count(cm, "address_up", threads)
+        ports = {s: [] for s in range(threads)}
+        for p in range(45000, 46000):
+            s = interop_test.shard_of(net.peer_addr, p, net.addr, PORT, threads)
+            if len(ports[s]) < (1 if threads == 1 else 2):
+                ports[s].append(p)
+        for s, ps in ports.items():
+            for p in ps:
+                again = c.peer(net, "peer%d" % p, "client", "--to", "%s:%d" % (net.addr, PORT),
+                               "--from-port", str(p))
+                check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
+                check(again.finish() == 0, "client from port %d failed" % p)
         cm.p.send_signal(signal.SIGTERM)
-        expect_exit(cm, EXIT_SIGTERM)
+        st = expect_exit(cm, EXIT_SIGTERM)
+        check(len(cm.events("address_down")) == threads and
+              len(cm.events("address_up")) == threads, "address events per thread")
+        if threads > 1:
+            # The first connection's thread has 3, the other 2.
+            check(sorted(st["thread_established"]) == [2, 3], "per thread: %s" % st)
+
+
+# What takes the shared address away and gives it back; each "down" says
+# whether the CM's reset can still reach the peer.
+def address_del(net):
+    sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
+    return True
+
+
+def address_add(net):
+    sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
+
+
+def link_down(net):
+    sh("ip", "link", "set", "h0", "down", ns=net.host)
+    return False
+
+
+def link_up(net):
+    sh("ip", "link", "set", "h0", "up", ns=net.host)
+    net.wait_carrier()
 
 
 def case_shared_address_down(c):
     """Removing the shared address resets the CM's connection (the peer gets the
     reset); the listener waits and serves when the address is back."""
-    def down(net):
-        sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
-        return True
-
-    def up(net):
-        sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
-    down_up(c, "addr", 3, down, up)
+    down_up(c, "addr", 3, address_del, address_add)
 
 
 def case_shared_link_down(c):
     """The link going down resets the CM's connection (its reset cannot cross
     the link) and the listener waits; up again, it serves."""
-    def down(net):
-        sh("ip", "link", "set", "h0", "down", ns=net.host)
-        return False
+    down_up(c, "link", 4, link_down, link_up)
 
-    def up(net):
-        sh("ip", "link", "set", "h0", "up", ns=net.host)
-        net.wait_carrier()
-    down_up(c, "link", 4, down, up)
+
+def case_shared_threads_address_down(c):
+    """On 2 threads: the shared address removed, then added back."""
+    down_up(c, "taddr", 14, address_del, address_add, threads=2)
+
+
+def case_shared_threads_link_down(c):
+    """On 2 threads: the link down (the CM's reset cannot cross it), then up."""
+    down_up(c, "tlink", 16, link_down, link_up, threads=2)
 
 
 def case_shared_sigkill(c):
