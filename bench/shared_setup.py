@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Setup rate through AF_XDP (--dev), through a TAP device and through kernel
-sockets, in one run, against the same kernel-socket MPA responder.
+"""Setup rate through AF_XDP (--dev, one thread and two), through a TAP device
+and through kernel sockets, in one run, against the same kernel-socket MPA
+responder.
 
 Read first: README.md ("Sharing the host's address"), tests/interop/shared_test.py
-(the namespaces). Two namespaces joined by two veth pairs:
+(the namespaces). Two namespaces joined by three veth pairs:
   h0 10.97.1.1 <-> p0 10.97.1.2   the shared interface (iwarp-cm --dev h0, and
                                   the kernel's own sockets on the same address)
   br1 (tap0 + h1) <-> p1 10.97.2.2 the TAP path (iwarp-cm --tap tap0 --ip 10.97.2.3/24)
+  h2 10.97.3.1 <-> p2 10.97.3.2   two queues each way: iwarp-cm --dev h2 --threads 2
+                                  (one thread on h0, which has one queue: on h2 the
+                                  peer's frames on queue 1 would find no socket)
 The peer namespace runs one responder on port 5000 (python selectors: reads
 an MPA request, answers a revision 2 reply, closes when the client does).
 Each path opens --count connections, --parallel in flight, each closed once
@@ -17,7 +21,16 @@ figures; they compare the paths, not the CM's own ceiling (iwarp-cm bench).
 Needs root. Removes its namespaces whatever happens.
 
   shared_setup.py --bin build/bin/iwarp-cm [--count 2000] [--parallel 16]
+  shared_setup.py --bin build/bin/iwarp-cm --callgrind [--count 600]
+
+--callgrind: instead of rates, the instructions (all threads, valgrind's
+callgrind) per connection of the two --dev paths: a run of --count
+connections less a run of --count / 6, over the difference in connections,
+so that start and exit cancel out. The queue a frame lands on is the veth's
+choice, so the hand-offs, and the count, vary a little from run to run.
+Valgrind counts each step of a `rep stos` (memset) as an instruction.
 """
+import re
 import argparse
 import json
 import os
@@ -117,14 +130,16 @@ def setup(host, peer):
     for ns in (host, peer):
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "set", "lo", "up", ns=ns)
-    for i in (0, 1):
-        sh("ip", "link", "add", "h%d" % i, "netns", host, "type", "veth", "peer", "name",
-           "p%d" % i, "netns", peer)
+    for i in (0, 1, 2):
+        q = ["numrxqueues", "2", "numtxqueues", "2"] if i == 2 else []
+        sh("ip", "link", "add", "h%d" % i, "netns", host, *q, "type", "veth", "peer", "name",
+           "p%d" % i, "netns", peer, *q)
         sh("ip", "addr", "add", "10.97.%d.2/24" % (i + 1), "dev", "p%d" % i, ns=peer)
         sh("ip", "link", "set", "p%d" % i, "up", ns=peer)
         sh("python3", "-c", TX_CSUM_OFF, "p%d" % i, ns=peer)
-    sh("ip", "addr", "add", "10.97.1.1/24", "dev", "h0", ns=host)
-    sh("ip", "link", "set", "h0", "up", ns=host)
+    for i in (0, 2):
+        sh("ip", "addr", "add", "10.97.%d.1/24" % (i + 1), "dev", "h%d" % i, ns=host)
+        sh("ip", "link", "set", "h%d" % i, "up", ns=host)
     sh("ip", "link", "add", "br1", "type", "bridge", ns=host)
     sh("ip", "tuntap", "add", "dev", "tap0", "mode", "tap", ns=host)
     for dev in ("h1", "tap0"):
@@ -144,12 +159,34 @@ def cm_rate(a, host, path_args, to):
     return a.count / stats["time"]
 
 
+def cm_instructions(a, host, path_args, to):
+    """Callgrind's instruction total of one connect --count run."""
+    r = sh("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", a.bin, "connect",
+           "--to", to, "--count", str(a.count), "--parallel", str(a.parallel), "--timeout", "60",
+           "--json", *path_args, ns=host)
+    return int(re.findall(r"Collected : (\d+)", r.stderr)[-1])
+
+
+def per_connection(a, host):
+    out = {}
+    for name, args, to in (("af_xdp", ["--dev", "h0"], "10.97.1.2:5000"),
+                           ("af_xdp_2_threads", ["--dev", "h2", "--threads", "2"],
+                            "10.97.3.2:5000")):
+        big = cm_instructions(a, host, args, to)
+        small_count = max(1, a.count // 6)
+        small = cm_instructions(argparse.Namespace(**{**vars(a), "count": small_count}), host,
+                                args, to)
+        out[name + "_instructions_per_connection"] = (big - small) / (a.count - small_count)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True)
     p.add_argument("--count", type=int, default=2000)
     p.add_argument("--parallel", type=int, default=16)
+    p.add_argument("--callgrind", action="store_true")
     a = p.parse_args()
     host, peer = "iwsr-h-%d" % os.getpid(), "iwsr-p-%d" % os.getpid()
     responder = None
@@ -159,7 +196,13 @@ def main():
                                      stdout=subprocess.PIPE, text=True)
         assert responder.stdout.readline().strip() == "ready"
         out = {"count": a.count, "parallel": a.parallel}
+        if a.callgrind:
+            out.update(per_connection(a, host))
+            print(json.dumps(out))
+            return 0
         out["af_xdp_per_s"] = cm_rate(a, host, ["--dev", "h0"], "10.97.1.2:5000")
+        out["af_xdp_2_threads_per_s"] = cm_rate(a, host, ["--dev", "h2", "--threads", "2"],
+                                                "10.97.3.2:5000")
         out["tap_per_s"] = cm_rate(a, host, ["--tap", "tap0", "--ip", "10.97.2.3/24"],
                                    "10.97.2.2:5000")
         r = sh("python3", "-c", KERNEL_CLIENT, "10.97.1.2", str(a.count), str(a.parallel),

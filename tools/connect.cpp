@@ -330,10 +330,11 @@ void add_connect(CLI::App& app) {
         ->check(bounded(1, 1024, true))
         ->needs(count);
     cmd->add_option("--threads", opt->threads,
-                    "with --count: threads, each with a queue of a multi-queue TAP and its own "
-                    "core, sharing the connections and --parallel (more than 1 needs a device "
-                    "made with multi_queue, or a new one; default: one per CPU where the device "
-                    "allows, else 1)")
+                    "with --count: threads, each with a queue of a multi-queue TAP (or with "
+                    "--dev an AF_XDP socket on a receive queue) and its own core, sharing the "
+                    "connections and --parallel (more than 1 needs a TAP made with multi_queue, "
+                    "or a new one, or an interface with that many queues; default: one per CPU "
+                    "where the TAP allows, else 1; 1 with --dev)")
         ->check(bounded(1, 256, true))
         ->needs(count)
         ->excludes(cmd->get_option("--pcap"));

@@ -1,5 +1,6 @@
 // iwarp-cm connect --count N --threads T: the connections of --count on T
-// threads, each with a queue of a multi-queue TAP and its own core.
+// threads, each with a queue of a multi-queue TAP (or with --dev an AF_XDP
+// socket on a receive queue) and its own core.
 //
 // Read first: tools/connect_many.cpp (the one-thread run, and what each
 // phase measures), src/io/tap_shards.hpp (the queues, the cores, frames
@@ -13,8 +14,15 @@
 // thread, only those pay the resolution). A thread whose share is done and
 // whose core is quiet keeps reading its queue until every thread is (at most
 // kDrainLimit), so that no frame of another thread's flow that lands there
-// is lost. Per frame nothing is shared; per
-// event, a few atomics.
+// is lost. Per frame nothing is shared; per event, a few atomics.
+//
+// With --dev (shared-address mode, src/io/shared_shards.hpp) thread s has the
+// AF_XDP socket on receive queue s; its ports are reserved in the kernel and
+// hash back to s (io::PortPool, a mutex per connection); the kernel's route
+// names the next hop and the kernel resolves it, asked and read by thread 0.
+// The interface's RSS (or a veth's sender) picks the queue of a reply by its
+// own hash, so replies often arrive on another thread's queue and are handed
+// over.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -53,22 +61,25 @@ struct Shared {
 class ConnectShard {
 public:
     ConnectShard(std::uint32_t s, const ConnectOptions& o, const ConnectTarget& t,
-                 const Interface& iface, io::TapShards& net, const Reporter& rep, Shared& shared)
+                 const Interface& iface, ThreadNet& tn, const Reporter& rep, Shared& shared)
         : s_(s),
           o_(o),
           t_(t),
           iface_(iface),
-          net_(net),
-          core_(net.core(s)),
+          net_(tn.net()),
+          xdp_(tn.shared.get()),
+          core_(net_.core(s)),
           rep_(rep),
           sh_(shared),
-          quota_(share(o.count, net.shards(), s)),
-          parallel_(std::max(1u, share(o.parallel, net.shards(), s))) {}
+          quota_(share(o.count, net_.shards(), s)),
+          parallel_(std::max(1u, share(o.parallel, net_.shards(), s))) {}
 
     void run();
     const Flights& flights() const { return f_; }
 
 private:
+    bool ask(Instant now);
+    io::PeerStatus peer(Instant now, MacAddr& mac);
     bool resolve(Instant now);
     void start_slots(Instant now);
     bool step(Instant until);
@@ -80,6 +91,7 @@ private:
     const ConnectTarget& t_;
     const Interface& iface_;
     io::TapShards& net_;
+    io::SharedShards* xdp_;  // --dev: the kernel's tables and ports
     Core& core_;
     const Reporter& rep_;
     Shared& sh_;
@@ -90,17 +102,44 @@ private:
     Flights f_;
 };
 
+// Thread 0, at the start: asks for the next hop's MAC (our neighbour table
+// sends the ARP request / solicitation, or with --dev the kernel's does).
+bool ConnectShard::ask(Instant now) {
+    if (s_ != 0) return true;
+    if (!xdp_) {
+        net_.neighbors().resolve(now, t_.next_hop, iface_.addr);
+        return true;
+    }
+    if (auto r = xdp_->resolve(t_.next_hop); !r) {
+        f_.end(exit_codes::kResolution,
+               "cannot resolve " + t_.next_hop.to_string() + ": " + r.error());
+        return false;
+    }
+    return true;
+}
+
+io::PeerStatus ConnectShard::peer(Instant now, MacAddr& mac) {
+    if (xdp_) return xdp_->peer(t_.next_hop, mac);
+    auto& nb = net_.neighbors();
+    const auto st = nb.status(now, t_.next_hop);
+    if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown)
+        return io::PeerStatus::kFailed;
+    if (st != io::NeighborStatus::kResolved) return io::PeerStatus::kPending;
+    mac = *nb.lookup(now, t_.next_hop);
+    return io::PeerStatus::kResolved;
+}
+
 // Thread 0: the peer's MAC, known (published to all), pending, or failed.
 bool ConnectShard::resolve(Instant now) {
     if (s_ != 0 || sh_.mac_ready.load(std::memory_order_acquire)) return true;
-    auto& nb = net_.neighbors();
-    const auto st = nb.status(now, t_.next_hop);
-    if (st == io::NeighborStatus::kFailed || st == io::NeighborStatus::kUnknown) {
+    MacAddr mac;
+    const io::PeerStatus st = peer(now, mac);
+    if (st == io::PeerStatus::kFailed) {
         f_.end(exit_codes::kResolution, "cannot resolve " + t_.next_hop.to_string());
         return false;
     }
-    if (st != io::NeighborStatus::kResolved) return true;
-    sh_.mac = *nb.lookup(now, t_.next_hop);
+    if (st == io::PeerStatus::kPending) return true;
+    sh_.mac = mac;
     sh_.mac_ready.store(true, std::memory_order_release);
     net_.wake_all();
     return true;
@@ -117,6 +156,12 @@ void ConnectShard::start_slots(Instant now) {
     for (Instant start : waiting_) {
         const ConnectParams cp = count_params(o_, t_, iface_, sh_.mac);
         const Instant at = io::TapHost::now();
+        if (xdp_) {
+            auto c = xdp_->connect(s_, at, cp);
+            if (!c) f_.failed(exit_codes::kError, c.error());
+            if (c) f_.opened(*c, start, now, at);
+            continue;
+        }
         auto c = core_.connect(at, cp);
         if (!c) {
             f_.failed(exit_codes::kError, "connect: " + std::string(to_string(c.error())));
@@ -148,7 +193,7 @@ void ConnectShard::run() {
     core_.set_trace([this](const TraceRecord& r) { f_.on_trace(r); });
     const auto limit =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.timeout_s));
-    if (s_ == 0) net_.neighbors().resolve(io::TapHost::now(), t_.next_hop, iface_.addr);
+    if (!ask(io::TapHost::now())) sh_.stop = true;
     Instant progress = io::TapHost::now();
     std::optional<Instant> done_at;  // this thread's share ended
     bool counted = false;            // ... and its core is quiet: counted in sh_.finished
@@ -195,33 +240,33 @@ void ConnectShard::close(Instant now) {
 
 }  // namespace
 
-std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTarget& t,
+std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTarget& target,
                                        const Interface& iface, const Reporter& rep,
                                        bool fall_back) {
     IWCM_ASSERT(o.count > 0);
     const unsigned n = o.threads > 0 ? o.threads : cpu_threads();
     IWCM_ASSERT(n > 1);
-    if (!o.wire.dev.empty())
-        throw UsageError{"--threads " + std::to_string(n) +
-                         " with --dev: the shared-address mode runs one thread (one AF_XDP queue)"};
-    io::TapShardsConfig tc;
-    tc.tap = o.wire.tap;
-    tc.shards = n;
-    auto opened = io::TapShards::open(tc, core_config(o.wire, iface), iface.vlan);
+    auto opened = open_thread_net(o.wire, iface, n);
     if (!opened && fall_back) return std::nullopt;
     if (!opened) {
         rep.fail(opened.error());
         return exit_codes::kSetup;
     }
-    io::TapShards& net = **opened;
-    if (auto r = net.add_address(iface.addr); !r) {
-        rep.fail("--ip: " + std::string(to_string(r.error())));
-        return exit_codes::kSetup;
+    io::TapShards& net = opened->net();
+    ConnectTarget t = target;
+    if (opened->shared) {
+        // --dev: the kernel's route names the next hop (the peer or a gateway).
+        auto hop = opened->shared->next_hop(t.to.addr);
+        if (!hop) {
+            rep.fail(hop.error());
+            return exit_codes::kResolution;
+        }
+        t.next_hop = *hop;
     }
     Shared shared;
     std::vector<std::unique_ptr<ConnectShard>> shards;
     for (std::uint32_t s = 0; s < net.shards(); ++s)
-        shards.push_back(std::make_unique<ConnectShard>(s, o, t, iface, net, rep, shared));
+        shards.push_back(std::make_unique<ConnectShard>(s, o, t, iface, *opened, rep, shared));
     std::vector<std::thread> threads;
     for (auto& sh : shards) threads.emplace_back([&sh] { sh->run(); });
     for (auto& th : threads) th.join();
@@ -235,9 +280,12 @@ std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTar
     print_cmtime(rep, end, o, t.to, all);
     std::uint64_t handed_off = 0;
     const Reporter::Counters c = sum_thread_counters(net, handed_off);
-    rep.stats(
-        end, c, all.code() == exit_codes::kOk ? "ok" : "failed", all.reason(), std::nullopt,
-        {{"threads", std::to_string(net.shards())}, {"handed_off", std::to_string(handed_off)}});
+    auto fields = thread_fields(net, handed_off);
+    if (opened->shared)
+        fields.emplace_back("ports_reserved",
+                            std::to_string(opened->shared->pool().reservations()));
+    rep.stats(end, c, all.code() == exit_codes::kOk ? "ok" : "failed", all.reason(), std::nullopt,
+              fields);
     if (all.code() != exit_codes::kOk) rep.fail(all.reason());
     return all.code();
 }

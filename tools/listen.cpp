@@ -15,9 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "io/ports.hpp"
 #include "io/tap_shards.hpp"
-#include "io/xsk.hpp"
 #include "tools/commands.hpp"
 #include "tools/tap_threads.hpp"
 #include "tools/transfer.hpp"
@@ -371,59 +369,18 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
     }
     std::string result = all.code == exit_codes::kOk ? "ok" : "failed";
     if (interrupted) result = "interrupted";
-    rep.stats(
-        io::TapHost::now(), c, result, all.reason, std::nullopt,
-        {{"threads", std::to_string(net.shards())}, {"handed_off", std::to_string(handed_off)}});
+    rep.stats(io::TapHost::now(), c, result, all.reason, std::nullopt,
+              thread_fields(net, handed_off));
     if (all.code != exit_codes::kOk) rep.fail(all.reason);
     return all.code;
 }
 
-// --dev on N threads: an AF_XDP socket on each of the interface's first N
-// receive queues (the program redirects a frame to the socket of the queue
-// it arrived on), the listening port reserved in the kernel and steered to
-// the CM. The sockets of queues 1.. share queue 0's program.
-struct XdpQueues {
-    io::XskDevice* first = nullptr;  // owned by shard 0 once the shards are open
-    std::optional<io::PortReservation> port;
-    std::string attach;  // "native/copy" ...
-};
-
-io::XskDevice::Mode xdp_mode(const WireOptions& o) {
-    return o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
-           : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
-                                     : io::XskDevice::Mode::kAuto;
-}
-
-// The shards' devices: queue s of the TAP, or with --dev the AF_XDP socket on
-// receive queue s.
-void shard_devices(const ListenOptions& o, io::TapShardsConfig& tc, XdpQueues& xdp) {
-    if (o.wire.dev.empty()) return;
-    tc.announce = false;  // the kernel owns the address and answers ARP / ND
-    tc.open_queue =
-        [&o, &xdp](std::uint32_t q) -> Expected<std::unique_ptr<io::FrameDevice>, std::string> {
-        if (q == 0) {
-            auto d = io::XskDevice::open(o.wire.dev, xdp_mode(o.wire));
-            if (!d) return fail(d.error());
-            xdp.first = d->get();
-            xdp.attach = std::string(xdp.first->attach_mode()) +
-                         (xdp.first->zero_copy() ? "/zero-copy" : "/copy");
-            return std::unique_ptr<io::FrameDevice>(std::move(*d));
-        }
-        IWCM_ASSERT(xdp.first != nullptr);
-        auto d = xdp.first->open_queue(q);
-        if (!d) return fail(d.error());
-        return std::unique_ptr<io::FrameDevice>(std::move(*d));
-    };
-}
-
-// With --dev: the listening port reserved in the kernel and steered to us.
-std::string steer_port(XdpQueues& xdp, const ListenParams& lp) {
-    if (xdp.first == nullptr) return "";
-    auto r = io::PortReservation::reserve(lp.local.addr, lp.local.port);
-    if (!r) return r.error();
-    if (auto m = xdp.first->add_port(lp.local.addr, lp.local.port); !m) return m.error();
-    xdp.port.emplace(std::move(*r));
-    return "";
+// A listener on every core of the TAP's threads.
+Expected<ListenHandle, std::string> listen_all(io::TapShards& net, const ListenParams& lp) {
+    auto l = net.listen(lp);
+    if (!l)
+        return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
+    return *l;
 }
 
 // listen --threads N: one listener per thread, each thread's own connections.
@@ -435,53 +392,38 @@ std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool f
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     const auto pdata = private_data(o.wire);
-    io::TapShardsConfig tc;
-    tc.tap = o.wire.tap;
-    tc.shards = n;
-    XdpQueues xdp;
-    shard_devices(o, tc, xdp);
-    auto opened = io::TapShards::open(tc, core_config(o.wire, *iface), iface->vlan);
+    auto opened = open_thread_net(o.wire, *iface, n);
     if (!opened && fall_back) return std::nullopt;
     if (!opened) {
         rep.fail(opened.error());
         return exit_codes::kSetup;
     }
-    io::TapShards& net = **opened;
-    if (auto r = net.add_address(iface->addr); !r) {
-        rep.fail("--ip: " + std::string(to_string(r.error())));
-        return exit_codes::kSetup;
-    }
+    io::TapShards& net = opened->net();
+    io::SharedShards* shared = opened->shared.get();
     const ListenParams lp = listen_params(o, *iface);
-    if (std::string e = steer_port(xdp, lp); !e.empty()) {
-        rep.fail(e);
-        return exit_codes::kSetup;
-    }
-    auto listener = net.listen(lp);
+    auto listener = shared ? shared->listen(lp) : listen_all(net, lp);
     if (!listener) {
-        rep.fail("listen on " + lp.local.to_string() + ": " +
-                 std::string(to_string(listener.error())));
+        rep.fail(listener.error());
         return exit_codes::kSetup;
     }
     Report r = listening_line(*iface, lp);
-    if (xdp.first == nullptr) r.add("tap", o.wire.tap);
-    if (xdp.first != nullptr) {
+    if (!shared) r.add("tap", o.wire.tap);
+    if (shared) {
         r.add("dev", o.wire.dev);
-        r.add("xdp", xdp.attach);
+        r.add("xdp", xdp_field(shared->xsk()));
     }
     r.add("threads", std::uint64_t{n});
     rep.print(start, r);
 
-    SharedTally shared;
+    SharedTally tally_all;
     std::vector<Tally> tallies(n);
     std::vector<std::thread> threads;
     for (std::uint32_t s = 0; s < n; ++s)
         threads.emplace_back([&, s] {
-            serve_shard(s, o, pdata, net, *listener, iface->addr, rep, shared, tallies[s]);
+            serve_shard(s, o, pdata, net, *listener, iface->addr, rep, tally_all, tallies[s]);
         });
     for (auto& t : threads) t.join();
-    const int code = finish_threads(net, rep, shared, tallies);
-    if (xdp.port) xdp.first->remove_port(lp.local.addr, lp.local.port);
-    return code;
+    return finish_threads(net, rep, tally_all, tallies);
 }
 
 }  // namespace

@@ -296,6 +296,16 @@ CoreConfig core_config(const WireOptions& o, const Interface& iface) {
     return cfg;
 }
 
+io::XskDevice::Mode xdp_mode(const WireOptions& o) {
+    return o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
+           : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
+                                     : io::XskDevice::Mode::kAuto;
+}
+
+std::string xdp_field(const io::XskDevice& x) {
+    return std::string(x.attach_mode()) + (x.zero_copy() ? "/zero-copy" : "/copy");
+}
+
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {
     Session s;
     s.iface = iface;
@@ -306,9 +316,7 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
         io::SharedHostConfig sc;
         sc.dev = iface.dev;
         sc.pcap_path = o.pcap;
-        sc.mode = o.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
-                  : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
-                                            : io::XskDevice::Mode::kAuto;
+        sc.mode = xdp_mode(o);
         auto shared = io::SharedHost::open(sc, std::move(*rtnl), *s.core, iface.addr);
         if (!shared) return fail("--dev " + iface.dev + ": " + shared.error());
         s.shared = std::move(*shared);
@@ -356,8 +364,7 @@ void describe_device(Report& r, const Session& s, const WireOptions& o) {
         return;
     }
     r.add("dev", o.dev);
-    r.add("xdp", std::string(s.shared->xsk().attach_mode()) +
-                     (s.shared->xsk().zero_copy() ? "/zero-copy" : "/copy"));
+    r.add("xdp", xdp_field(s.shared->xsk()));
 }
 
 std::vector<std::byte> to_bytes(const std::string& s) {

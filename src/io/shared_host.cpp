@@ -18,7 +18,14 @@ Expected<LinkInfo, std::string> SharedHost::probe(Rtnl& rtnl, const std::string&
 }
 
 SharedHost::SharedHost(Rtnl rtnl, Core& core, const IpAddr& addr, int ifindex)
-    : rtnl_(std::move(rtnl)), core_(core), addr_(addr), ifindex_(ifindex) {}
+    : rtnl_(std::move(rtnl)),
+      core_(core),
+      addr_(addr),
+      ifindex_(ifindex),
+      conns_(
+          core, [this](const IpAddr& a, const Endpoint&) { return claim(a, 0); },
+          [this](const PortReservation& r) { release(r); }),
+      address_(addr, ifindex) {}
 
 SharedHost::~SharedHost() {
     // The program goes first (host_ owns the device), then the reservations.
@@ -46,14 +53,14 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
     if (!host) return fail(host.error());
     h->host_ = std::move(*host);
     SharedHost* self = h.get();
-    if (!h->host_->watch(h->rtnl_.fd(), [self](Instant now) { self->on_changes(now); }))
+    const auto on_changes = [self](Instant now) {
+        self->address_.follow(self->rtnl_);
+        self->update_address(now);
+    };
+    if (!h->host_->watch(h->rtnl_.fd(), on_changes))
         return fail(std::string("watching the kernel's notifications: epoll_ctl failed"));
-    h->host_->after_step([self](Instant now) { self->reap(now, false); });
-    h->link_up_ = link->up();
-    auto addrs = h->rtnl_.addresses(link->index);
-    if (!addrs) return fail(addrs.error());
-    h->addr_present_ = std::any_of(addrs->begin(), addrs->end(),
-                                   [&](const AddrInfo& a) { return a.addr == addr; });
+    h->host_->after_step([self](Instant now) { self->conns_.reap(now, false); });
+    if (auto r = h->address_.read(h->rtnl_); !r) return fail(r.error());
     h->update_address(TapHost::now());
     return h;
 }
@@ -95,71 +102,27 @@ void SharedHost::destroy_listen(Instant now, ListenHandle listener) {
 }
 
 Expected<ConnHandle, std::string> SharedHost::connect(Instant now, ConnectParams cp) {
-    IWCM_ASSERT(cp.local.port == 0);
-    for (int attempt = 0; attempt < kConnectTries; ++attempt) {
-        auto port = claim(cp.local.addr, 0);
-        if (!port) {
-            reap(now, true);  // the kernel's range is used up: give back what lingers
-            port = claim(cp.local.addr, 0);
-        }
-        if (!port) return fail(port.error());
-        cp.local.port = port->port();
-        auto c = core_.connect(now, cp);
-        if (c) {
-            conns_.push_back({*c, std::move(*port), std::nullopt});
-            return *c;
-        }
-        if (c.error() != ApiError::kAddressInUse) {
-            release(*port);
-            return fail("connect from " + cp.local.to_string() + ": " +
-                        std::string(to_string(c.error())));
-        }
-        // A node of ours still holds this 4-tuple: keep the port a while longer.
-        conns_.push_back({ConnHandle{}, std::move(*port), now});
-    }
-    return fail("connect from " + cp.local.addr.to_string() + ": every port the kernel gave (" +
-                std::to_string(kConnectTries) + ") is still in use by a closing connection");
-}
-
-// A connection's port goes back twice close_delay after the application's
-// handle went stale (the node's TIME_WAIT of the setup phase is over by
-// then), a port the core refused as long after the refusal. With `all` (the
-// kernel has no free port left) every stale connection's port goes back now.
-void SharedHost::reap(Instant now, bool all) {
-    const Duration linger = 2 * core_.config().close_delay;
-    for (Held& h : conns_)
-        if (!h.since && !core_.state(h.conn)) h.since = now;
-    std::erase_if(conns_, [&](const Held& h) {
-        // A refused port is known to be busy: it waits out its linger in any case.
-        const bool early = all && h.conn.valid();
-        if (!h.since || (!early && now < *h.since + linger)) return false;
-        release(h.port);
-        return true;
-    });
+    return conns_.connect(now, std::move(cp));
 }
 
 // ---------------------------------------------------------------- the kernel's tables
 
-Expected<IpAddr, std::string> SharedHost::next_hop(const IpAddr& dst) {
+Expected<IpAddr, std::string> kernel_next_hop(Rtnl& rtnl, int ifindex, const std::string& dev,
+                                              const IpAddr& dst) {
     // An IPv6 link-local destination has a route on every link: name ours.
     const bool link_local = dst.is_v6() && dst.raw()[0] == 0xFE && (dst.raw()[1] & 0xC0) == 0x80;
-    auto r = rtnl_.route(dst, link_local ? ifindex_ : 0);
+    auto r = rtnl.route(dst, link_local ? ifindex : 0);
     if (!r) return fail(r.error());
-    if (r->oif != ifindex_) {
-        auto other = rtnl_.link(r->oif);
+    if (r->oif != ifindex) {
+        auto other = rtnl.link(r->oif);
         return fail("the kernel's route to " + dst.to_string() + " leaves through " +
-                    (other ? other->name : "interface " + std::to_string(r->oif)) + ", not " +
-                    xsk_->name());
+                    (other ? other->name : "interface " + std::to_string(r->oif)) + ", not " + dev);
     }
     return r->next_hop(dst);
 }
 
-Expected<void, std::string> SharedHost::resolve(const IpAddr& hop) {
-    return rtnl_.resolve(ifindex_, hop);
-}
-
-PeerStatus SharedHost::peer(const IpAddr& hop, MacAddr& mac) {
-    auto n = rtnl_.neighbor(ifindex_, hop);
+PeerStatus kernel_peer(Rtnl& rtnl, int ifindex, const IpAddr& hop, MacAddr& mac) {
+    auto n = rtnl.neighbor(ifindex, hop);
     if (!n) return PeerStatus::kFailed;
     if (n->mac && NeighborInfo::has_valid_mac(n->state)) {
         mac = *n->mac;
@@ -168,32 +131,45 @@ PeerStatus SharedHost::peer(const IpAddr& hop, MacAddr& mac) {
     return n->state == NUD_FAILED ? PeerStatus::kFailed : PeerStatus::kPending;
 }
 
-void SharedHost::on_changes(Instant now) {
+Expected<IpAddr, std::string> SharedHost::next_hop(const IpAddr& dst) {
+    return kernel_next_hop(rtnl_, ifindex_, xsk_->name(), dst);
+}
+
+Expected<void, std::string> SharedHost::resolve(const IpAddr& hop) {
+    return rtnl_.resolve(ifindex_, hop);
+}
+
+PeerStatus SharedHost::peer(const IpAddr& hop, MacAddr& mac) {
+    return kernel_peer(rtnl_, ifindex_, hop, mac);
+}
+
+Expected<void, std::string> AddressState::read(Rtnl& rtnl) {
+    auto link = rtnl.link(ifindex_);
+    if (!link) return fail(link.error());
+    auto addrs = rtnl.addresses(ifindex_);
+    if (!addrs) return fail(addrs.error());
+    link_up_ = link->up();
+    present_ = std::any_of(addrs->begin(), addrs->end(),
+                           [&](const AddrInfo& a) { return a.addr == addr_; });
+    return {};
+}
+
+void AddressState::follow(Rtnl& rtnl) {
     bool reread = false;
-    for (const Change& c : rtnl_.poll_changes()) {
+    for (const Change& c : rtnl.poll_changes()) {
         if (c.kind == Change::Kind::kOverrun) reread = true;
         if (c.ifindex != ifindex_) continue;
         switch (c.kind) {
             case Change::Kind::kLinkUp: link_up_ = true; break;
             case Change::Kind::kLinkDown: link_up_ = false; break;
-            case Change::Kind::kAddrAdded: addr_present_ = addr_present_ || c.addr == addr_; break;
-            case Change::Kind::kAddrRemoved:
-                addr_present_ = addr_present_ && c.addr != addr_;
-                break;
+            case Change::Kind::kAddrAdded: present_ = present_ || c.addr == addr_; break;
+            case Change::Kind::kAddrRemoved: present_ = present_ && c.addr != addr_; break;
             case Change::Kind::kNeighbor:
             case Change::Kind::kNeighborRemoved:
             case Change::Kind::kOverrun: break;
         }
     }
-    if (reread) {
-        auto link = rtnl_.link(ifindex_);
-        auto addrs = rtnl_.addresses(ifindex_);
-        if (link) link_up_ = link->up();
-        if (addrs)
-            addr_present_ = std::any_of(addrs->begin(), addrs->end(),
-                                        [&](const AddrInfo& a) { return a.addr == addr_; });
-    }
-    update_address(now);
+    if (reread) (void)read(rtnl);  // on an error the last known state stands
 }
 
 // The core holds the address exactly while it is usable (irdma_if_notify).

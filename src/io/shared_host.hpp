@@ -35,6 +35,7 @@
 #include "io/event_loop.hpp"
 #include "io/netlink.hpp"
 #include "io/ports.hpp"
+#include "io/shared_ports.hpp"
 #include "io/xsk.hpp"
 #include "iwcm/core.hpp"
 
@@ -55,6 +56,33 @@ struct SharedHostCounters {
 };
 
 enum class PeerStatus : std::uint8_t { kPending, kResolved, kFailed };
+
+// Whether the shared address is usable: present on the interface and the link
+// up, from the kernel's tables once, then from its notifications. Shared by
+// the one-thread host and the N-thread one (shared_shards.hpp).
+class AddressState {
+public:
+    AddressState(const IpAddr& addr, int ifindex) : addr_(addr), ifindex_(ifindex) {}
+    // Reads the link and its addresses (after Rtnl::subscribe: no change is lost between).
+    Expected<void, std::string> read(Rtnl& rtnl);
+    // Applies the notifications queued on rtnl's socket; after an overrun
+    // (some were lost) reads the tables again.
+    void follow(Rtnl& rtnl);
+    bool usable() const { return present_ && link_up_; }
+
+private:
+    IpAddr addr_;
+    int ifindex_;
+    bool present_ = true;
+    bool link_up_ = true;
+};
+
+// The kernel's tables, for the host on one thread and on N (shared_shards.hpp).
+// The route to dst must leave through ifindex (named dev): its next hop.
+Expected<IpAddr, std::string> kernel_next_hop(Rtnl& rtnl, int ifindex, const std::string& dev,
+                                              const IpAddr& dst);
+// The kernel's entry for hop on ifindex: its MAC once valid.
+PeerStatus kernel_peer(Rtnl& rtnl, int ifindex, const IpAddr& hop, MacAddr& mac);
 
 class SharedHost {
 public:
@@ -85,26 +113,16 @@ public:
     TapHost& host() { return *host_; }
     XskDevice& xsk() { return *xsk_; }
     const SharedHostCounters& counters() const { return counters_; }
-    std::size_t reserved_ports() const { return listeners_.size() + conns_.size(); }
+    std::size_t reserved_ports() const { return listeners_.size() + conns_.held(); }
     // The address is usable: present on the interface and the link up.
-    bool address_usable() const { return addr_present_ && link_up_; }
+    bool address_usable() const { return address_.usable(); }
 
 private:
     SharedHost(Rtnl rtnl, Core& core, const IpAddr& addr, int ifindex);
     Expected<PortReservation, std::string> claim(const IpAddr& addr, std::uint16_t port);
     void release(const PortReservation& r);
-    void on_changes(Instant now);
     void update_address(Instant now);
-    void reap(Instant now, bool all);
 
-    struct Held {
-        ConnHandle conn;
-        PortReservation port;
-        // The handle went stale (or, without a handle, the core refused the port) then.
-        std::optional<Instant> since;
-    };
-    // How many ports connect() tries when the core still uses the ones the kernel gives.
-    static constexpr int kConnectTries = 64;
     struct Listening {
         ListenHandle handle;
         PortReservation port;
@@ -117,9 +135,8 @@ private:
     XskDevice* xsk_ = nullptr;  // owned by host_
     std::unique_ptr<TapHost> host_;
     std::vector<Listening> listeners_;
-    std::vector<Held> conns_;
-    bool addr_present_ = true;
-    bool link_up_ = true;
+    ConnPorts conns_;
+    AddressState address_;
     bool core_has_addr_ = false;
     SharedHostCounters counters_;
 };

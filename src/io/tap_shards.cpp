@@ -24,10 +24,7 @@ constexpr std::uint64_t kQueueTag = 1;
 constexpr std::uint64_t kTimerTag = 2;
 constexpr std::uint64_t kWakeTag = 3;
 constexpr std::uint64_t kSignalTag = 4;
-// The flow hash's key, for the steering and the cores alike (they must agree: a core's
-// lookup reuses the hash arrived() computed). Zero: the interop tests check the port choice
-// with the hash written again in Python.
-constexpr std::uint64_t kFlowKey = 0;
+constexpr std::uint64_t kWatchTag = 5;
 constexpr int kMaxFramesPerWake = 256;
 // The largest frame that may cross threads: a 9000-byte MTU, tagged, with room.
 constexpr std::size_t kSlotBytes = 9216 + 64;
@@ -165,6 +162,17 @@ Result<ListenHandle> TapShards::listen(const ListenParams& params) {
     return *first;
 }
 
+bool TapShards::watch(int fd, std::function<void(Instant)> on_ready) {
+    IWCM_ASSERT(fd >= 0 && !shards_.empty());
+    if (on_watch_) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWatchTag;
+    if (::epoll_ctl(shards_[0]->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    on_watch_ = std::move(on_ready);
+    return true;
+}
+
 void TapShards::wake(std::uint32_t s) {
     const std::uint64_t one = 1;
     (void)!::write(shards_[s]->wake_fd, &one, sizeof one);
@@ -261,8 +269,8 @@ Wake TapShards::step(std::uint32_t s, Instant until) {
         sh.error = errno_text("timerfd_settime");
         return Wake::kError;
     }
-    epoll_event events[4];
-    const int n = ::epoll_wait(sh.epoll_fd, events, 4, -1);
+    epoll_event events[5];
+    const int n = ::epoll_wait(sh.epoll_fd, events, 5, -1);
     if (n < 0 && errno != EINTR) {
         sh.error = errno_text("epoll_wait");
         return Wake::kError;
@@ -274,6 +282,7 @@ Wake TapShards::step(std::uint32_t s, Instant until) {
         if (tag == kQueueTag && !read_queue(sh)) return Wake::kError;
         if (tag == kTimerTag) (void)!::read(sh.timer_fd, &drained, sizeof drained);
         if (tag == kWakeTag) (void)!::read(sh.wake_fd, &drained, sizeof drained);
+        if (tag == kWatchTag) on_watch_(TapHost::now());
         if (tag != kSignalTag) continue;
         signalfd_siginfo info{};
         while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -285,6 +294,7 @@ Wake TapShards::step(std::uint32_t s, Instant until) {
     sh.counters.received_across += links_->receive(
         s, [&](std::span<const std::byte> f) { handle_local(sh, now, f, nullptr); });
     fire_timers(sh, TapHost::now());
+    if (after_step_) after_step_(s, TapHost::now());
     flush(s);
     return result;
 }

@@ -58,6 +58,12 @@ struct TapShardCounters {
 
 class TapShards {
 public:
+    // The flow hash's key, for the steering and the cores alike (they must
+    // agree: a core's lookup reuses the hash arrived() computed), and for
+    // whoever picks ports for the cores. Zero: the interop tests check the
+    // port choice with the hash written again in Python.
+    static constexpr std::uint64_t kFlowKey = 0;
+
     // Opens `config.shards` queues of the device, a core on each (from
     // `core`, with the shard's port filter) and their loops. Signals are
     // blocked here, in the calling thread, so that the threads started after
@@ -77,6 +83,15 @@ public:
     // ---- before the threads start ----
     Result<void> add_address(IpAddr addr);
     Result<ListenHandle> listen(const ListenParams& params);
+    // Another descriptor for shard 0's step() to wait on (the kernel's
+    // notifications in shared-address mode): when readable, on_ready(now) runs
+    // in shard 0's thread before the timers fire. One at most.
+    bool watch(int fd, std::function<void(Instant)> on_ready);
+    // Called at the end of every shard's step(), in that shard's thread, with
+    // its index (one hook for all).
+    void after_step(std::function<void(std::uint32_t, Instant)> hook) {
+        after_step_ = std::move(hook);
+    }
 
     // ---- from shard s's thread ----
     // One round of shard s's loop (TapHost::step's, with the frames other
@@ -114,6 +129,8 @@ private:
     std::atomic<int> last_signal_{0};
     std::string open_error_;
     bool announce_ = true;
+    std::function<void(Instant)> on_watch_;
+    std::function<void(std::uint32_t, Instant)> after_step_;
 };
 
 }  // namespace iwcm::io

@@ -5,13 +5,15 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 5-7 (revision 2: the IRD/ORD word, peer-to-peer, RTR), docs/design.md "MPA facts"
 (the 0x10 enhanced flag, the CRC32c least-significant byte first).
 
-  mpa_peer.py client --to ADDR:PORT [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
+  mpa_peer.py client --to ADDR:PORT [--from-port P] [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
                      [--rtr-stag N] [--rtr-to N]] [--crc] [--tos N] [--close graceful|rst]
                      [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
                      [--tos N] [--close graceful|rst|wait|linger] [--count N]
                      [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
 
+--from-port binds the client's socket to that local port before it connects
+(a test that needs a 4-tuple of its choosing).
 --rtr offers only that RTR type (RFC 6581: B for send in the IRD word, C for
 write and D for read in the ORD word) and sends it with --rtr-stag and
 --rtr-to as its STag(s) and tagged offset(s). --tos sets IP_TOS (IPv6:
@@ -270,6 +272,8 @@ def client(a):
     sock = socket.socket(family, socket.SOCK_STREAM)
     set_tos(sock, family, a.tos)
     sock.settimeout(a.timeout)
+    if a.from_port:
+        sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", a.from_port))
     sock.connect(addr)
     say(event="connected", local=str(sock.getsockname()), remote=a.to)
     flags = (F_CRC if a.crc else 0) | (F_ENHANCED if a.rev == 2 else 0)
@@ -336,6 +340,7 @@ def main():
         s.add_argument("--expect-bytes", type=int, default=0)
         s.add_argument("--corrupt-at", type=int, default=-1)
     sub.choices["client"].add_argument("--to", required=True)
+    sub.choices["client"].add_argument("--from-port", type=int, default=0)
     sub.choices["client"].add_argument("--rtr", default="send", choices=("send", "write", "read"))
     sub.choices["client"].add_argument("--rtr-stag", type=lambda v: int(v, 0), default=1)
     sub.choices["client"].add_argument("--rtr-to", type=lambda v: int(v, 0), default=0)

@@ -135,6 +135,12 @@ def poll(what, fn, timeout=10):
     raise Failure("%s: not within %.0f s" % (what, timeout))
 
 
+def wait_count(proc, event, n, timeout=20):
+    """Reads proc's lines until it printed `event` n times in all."""
+    while len(proc.events(event)) < n:
+        proc.wait_for(event, timeout)
+
+
 def echo_roundtrip(net, text):
     """A kernel client in the peer namespace talks to the host's echo service."""
     code = ("import socket,sys; s=socket.create_connection((sys.argv[1], %d), 5); "
@@ -236,6 +242,62 @@ def case_shared_listen_threads(c):
         check(st["established"] == n and st["live_nodes"] == 0 and st["threads"] == 2, "stats: %s" % st)
         check(not net.xdp_attached(), "XDP program left on h0 after a normal exit")
         print("  %d frames handed between threads" % st["handed_off"], flush=True)
+
+
+def case_shared_connect_threads(c):
+    """connect --dev --count 24 --parallel 8 --threads 2 on a veth with 2 queues
+    against a kernel-socket MPA server on the peer: each thread opens its half,
+    on ports the kernel reserved (from a narrow ephemeral range) whose 4-tuple
+    hashes back to the thread (checked from the server's side with the hash
+    written again in Python); every one set up and closed; the kernel's echo
+    service on the same address keeps working; afterwards every port of the
+    range is the kernel's again and the program is gone."""
+    n, threads, lo, hi = 24, 2, 40000, 40199
+    with SharedNet("cthreads", 13, queues=2) as net:
+        sh("sysctl", "-qw", "net.ipv4.ip_local_port_range=%d %d" % (lo, hi), ns=net.host)
+        c.echo(net)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                     "--close", "wait", "--count", str(n))
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT),
+                  "--no-p2p", "--count", str(n), "--parallel", "8", "--threads", str(threads),
+                  "--timeout", "30")
+        st = expect_exit(cm, 0, timeout=90)
+        check(srv.finish() == 0, "server failed")
+        t = cm.events("cmtime")
+        check(len(t) == 1 and t[0]["completed"] == n and t[0]["failed"] == 0, "cmtime: %s" % t)
+        check(st["established"] == n and st["live_nodes"] == 0 and st["threads"] == threads,
+              "stats: %s" % st)
+        ports = [int(e["remote"].strip("()").split(",")[1]) for e in srv.events("accepted")]
+        check(len(ports) == n and all(lo <= p <= hi for p in ports),
+              "ports outside the kernel's range %d-%d: %s" % (lo, hi, ports))
+        per = [0] * threads
+        for p in ports:
+            per[interop_test.shard_of(net.addr, p, net.peer_addr, SERVER_PORT, threads)] += 1
+        check(per == [n // threads] * threads, "connections per thread by our hash: %s" % per)
+        check(st["thread_established"] == per, "per thread: %s, by hash %s"
+              % (st["thread_established"], per))
+        check(st["ports_reserved"] >= n, "ports reserved: %s" % st["ports_reserved"])
+        echo_roundtrip(net, "alongside")
+        check(not net.xdp_attached(), "XDP program left on h0 after a normal exit")
+        code = ("import socket\nfor p in range(%d, %d):\n"
+                "    socket.socket().bind(('%s', p))" % (lo, hi + 1, net.addr))
+        sh("python3", "-c", code, ns=net.host)
+        print("  per thread %s, %d of %d frames handed between threads, %d ports reserved"
+              % (per, st["handed_off"], st["tap_frames_in"], st["ports_reserved"]), flush=True)
+
+
+def case_shared_threads_errors(c):
+    """More threads than the interface has receive queues: a clear error, for
+    listen and connect, and nothing left attached."""
+    with SharedNet("terrors", 15, queues=2) as net:
+        for argv in (["listen", "--port", str(PORT)],
+                     ["connect", "--to", "%s:%d" % (net.peer_addr, SERVER_PORT), "--count", "2"]):
+            r = sh(c.bin, *argv, "--threads", "3", "--dev", "h0", ns=net.host, ok=False)
+            check(r.returncode == EXIT_SETUP and "socket on h0 queue 2" in r.stderr and
+                  "3 threads need 3 receive queues on h0" in r.stderr,
+                  "%s: rc %d, %s" % (argv[0], r.returncode, r.stderr))
+            check(not net.xdp_attached(), "XDP program left after a refused start")
 
 
 # A kernel client on the host: COUNT connections held open at once to the
@@ -413,56 +475,95 @@ def case_shared_rping(c):
         check(cl.finish() == 0, "peer client failed")
 
 
-def down_up(c, name, subnet, down, up):
+def down_up(c, name, subnet, down, up, threads=1):
     """A listener with one connection; down() tears the connection down and the
     listener hears address_down; after up() it hears address_up and serves.
-    down() returns whether the CM's reset can reach the peer."""
-    with SharedNet(name, subnet) as net:
-        cm = c.cm(net, "cm", "listen", "--port", str(PORT))
+    down() returns whether the CM's reset can reach the peer. On N threads
+    (a veth with N queues) each thread's listener hears both, and afterwards
+    two clients whose 4-tuples hash to each thread are served."""
+    with SharedNet(name, subnet, queues=threads) as net:
+        more = ["--threads", str(threads)] if threads > 1 else []
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), *more)
         cm.wait_for("listening")
         cl = c.peer(net, "peer", "client", "--to", "%s:%d" % (net.addr, PORT), "--close", "wait")
         cm.wait_for("established")
         reaches = down(net)
-        gone = cm.wait_for("disconnected")
+        # Threads print in any order: the reset connection's line and the
+        # listeners' address_down lines interleave.
+        wait_count(cm, "disconnected", 1)
+        gone = cm.events("disconnected")[0]
         check(gone["status"] != 0, "the connection was not torn down: %s" % gone)
-        cm.wait_for("address_down")
+        wait_count(cm, "address_down", threads)
+        for ev in cm.events("address_down"):
+            check(ev["local"] == "%s:%d" % (net.addr, PORT), "address_down: %s" % ev)
         if reaches:
             closed = cl.wait_for("closed")
             check(closed["reset_by_peer"], "the peer's connection was not reset: %s" % closed)
         else:
             cl.kill()
         up(net)
-        cm.wait_for("address_up")
-        again = c.peer(net, "peer2", "client", "--to", "%s:%d" % (net.addr, PORT))
-        check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
-        check(again.finish() == 0, "second peer failed")
+        wait_count(cm, "address_up", threads)
+        ports = {s: [] for s in range(threads)}
+        for p in range(45000, 46000):
+            s = interop_test.shard_of(net.peer_addr, p, net.addr, PORT, threads)
+            if len(ports[s]) < (1 if threads == 1 else 2):
+                ports[s].append(p)
+        for s, ps in ports.items():
+            for p in ps:
+                again = c.peer(net, "peer%d" % p, "client", "--to", "%s:%d" % (net.addr, PORT),
+                               "--from-port", str(p))
+                check(again.wait_for("reply")["reject"] is False, "rejected after address_up")
+                check(again.finish() == 0, "client from port %d failed" % p)
         cm.p.send_signal(signal.SIGTERM)
-        expect_exit(cm, EXIT_SIGTERM)
+        st = expect_exit(cm, EXIT_SIGTERM)
+        check(len(cm.events("address_down")) == threads and
+              len(cm.events("address_up")) == threads, "address events per thread")
+        if threads > 1:
+            # The first connection's thread has 3, the other 2.
+            check(sorted(st["thread_established"]) == [2, 3], "per thread: %s" % st)
+
+
+# What takes the shared address away and gives it back; each "down" says
+# whether the CM's reset can still reach the peer.
+def address_del(net):
+    sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
+    return True
+
+
+def address_add(net):
+    sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
+
+
+def link_down(net):
+    sh("ip", "link", "set", "h0", "down", ns=net.host)
+    return False
+
+
+def link_up(net):
+    sh("ip", "link", "set", "h0", "up", ns=net.host)
+    net.wait_carrier()
 
 
 def case_shared_address_down(c):
     """Removing the shared address resets the CM's connection (the peer gets the
     reset); the listener waits and serves when the address is back."""
-    def down(net):
-        sh("ip", "addr", "del", net.addr + "/24", "dev", "h0", ns=net.host)
-        return True
-
-    def up(net):
-        sh("ip", "addr", "add", net.addr + "/24", "dev", "h0", ns=net.host)
-    down_up(c, "addr", 3, down, up)
+    down_up(c, "addr", 3, address_del, address_add)
 
 
 def case_shared_link_down(c):
     """The link going down resets the CM's connection (its reset cannot cross
     the link) and the listener waits; up again, it serves."""
-    def down(net):
-        sh("ip", "link", "set", "h0", "down", ns=net.host)
-        return False
+    down_up(c, "link", 4, link_down, link_up)
 
-    def up(net):
-        sh("ip", "link", "set", "h0", "up", ns=net.host)
-        net.wait_carrier()
-    down_up(c, "link", 4, down, up)
+
+def case_shared_threads_address_down(c):
+    """On 2 threads: the shared address removed, then added back."""
+    down_up(c, "taddr", 14, address_del, address_add, threads=2)
+
+
+def case_shared_threads_link_down(c):
+    """On 2 threads: the link down (the CM's reset cannot cross it), then up."""
+    down_up(c, "tlink", 16, link_down, link_up, threads=2)
 
 
 def case_shared_sigkill(c):
