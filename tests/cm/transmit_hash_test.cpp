@@ -36,8 +36,7 @@ std::string kind_of(const wire::FrameRepr& f, std::size_t payload) {
 
 class Wire {
 public:
-    explicit Wire(const Variant& v)
-        : v_(v), p_(config(kMacA, 1, v.key), config(kMacB, 2, v.key)) {
+    explicit Wire(const Variant& v) : v_(v), p_(config(kMacA, 1, v.key), config(kMacB, 2, v.key)) {
         a_addr_ = *IpAddr::parse(v.addr_a);
         b_addr_ = *IpAddr::parse(v.addr_b);
         // The pair has 10.0.0.1 and 10.0.0.2 already, untagged.
