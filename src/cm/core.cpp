@@ -96,7 +96,9 @@ std::optional<Instant> Core::Impl::next_deadline() const {
     return timers.next_deadline();
 }
 
-const cm::TxFrame* Core::Impl::poll_transmit() {
+// Inline into its two callers below (Impl::poll_transmit and Core::poll_transmit_hashed):
+// a call between them cost more than the work on every frame.
+[[gnu::always_inline]] inline const cm::TxFrame* Core::Impl::next_tx() {
     if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
         tx_frames.clear();
         tx_arena.clear();
@@ -111,6 +113,12 @@ const cm::TxFrame* Core::Impl::poll_transmit() {
         return nullptr;
     }
     return &tx_frames[tx_head++];
+}
+
+std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
+    const cm::TxFrame* t = next_tx();
+    if (t == nullptr) return std::nullopt;
+    return tx_bytes(*t);
 }
 
 std::optional<Event> Core::Impl::poll_event() {
@@ -656,12 +664,10 @@ std::optional<Instant> Core::next_deadline() const {
     return impl_->next_deadline();
 }
 std::optional<std::span<const std::byte>> Core::poll_transmit() {
-    const cm::TxFrame* t = impl_->poll_transmit();
-    if (t == nullptr) return std::nullopt;
-    return impl_->tx_bytes(*t);
+    return impl_->poll_transmit();
 }
 std::optional<Transmit> Core::poll_transmit_hashed() {
-    const cm::TxFrame* t = impl_->poll_transmit();
+    const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
     return Transmit{impl_->tx_bytes(*t), t->flow};
 }

@@ -114,11 +114,13 @@ struct Core::Impl {
     void receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
-    // The next frame to send (nullptr: none); valid until the next call into the core.
-    const cm::TxFrame* poll_transmit();
+    // The next frame to send (nullptr: none), valid until the next call into the core; its
+    // bytes. poll_transmit() is the two together. (core.cpp only.)
+    const cm::TxFrame* next_tx();
     std::span<const std::byte> tx_bytes(const cm::TxFrame& t) const {
         return {tx_arena.data() + t.off, t.len};
     }
+    std::optional<std::span<const std::byte>> poll_transmit();
     std::optional<Event> poll_event();
     // Handles the frames queued to ourselves; inline, since almost every call finds none.
     void drain_loopback(Instant now) {
@@ -214,8 +216,9 @@ struct Core::Impl {
         if (local.addr.is_v4()) return flow_hash_v4(local, remote, cfg.flow_key);
         return flow_hash(local, remote, cfg.flow_key);
     }
-    // A segment's: the driver's, else computed where a node or an answer needs it (once a
-    // setup at most; keeping the one an IPv4 lookup computed cost more, on every frame).
+    // A segment's: the driver's, or the one an IPv4 lookup that found no node computed
+    // (handle_frame); else computed here (IPv6, and the rare reset a node's state answers
+    // with to a segment whose lookup found it).
     std::uint64_t flow_of(const cm::Segment& seg) const {
         if (seg.flow) return *seg.flow;
         const IpAddr& dst = seg.frame->ip.dst;

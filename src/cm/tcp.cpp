@@ -61,15 +61,26 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         return;
     }
     cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
-    // The driver's flow hash, when it hands one, spares the table computing it.
-    const std::uint32_t h =
-        flow ? cm::hash_key(table.secret(), key, *flow) : cm::hash_key(table.secret(), key);
+    // The driver's flow hash, when it hands one, spares the table computing it. An IPv4 slot
+    // comes from the flow hash, so IPv4 has one either way.
+    const bool v4 = !key.local.addr.is_v6();
+    std::uint64_t f = 0;
+    std::uint32_t h;
+    if (v4) {
+        f = flow ? *flow : flow_hash_v4(key.local, key.remote, cfg.flow_key);
+        h = cm::hash_flow(table.secret(), f, vlan);
+    } else {
+        h = cm::hash_key(table.secret(), key);
+    }
     Segment seg{&fr, &fr.tcp, parsed->payload, vlan, h, flow};
     if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
         on_segment(now, ref, seg);
         return;
     }
+    // No node: a SYN's node, an answer, take the hash (set only now: carried by every
+    // segment it cost a store and a register on every frame).
+    if (v4) seg.flow = f;
     const wire::TcpRepr& t = fr.tcp;
     if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst)) {
         on_listen_syn(now, seg);
