@@ -153,6 +153,12 @@ struct HandoffContext {
     std::span<const std::byte> pending_rx;
 };
 
+// A frame to send and the flow hash of its TCP 4-tuple (Core::poll_transmit_hashed).
+struct Transmit {
+    std::span<const std::byte> frame;
+    std::uint64_t flow_hash = 0;
+};
+
 struct TraceRecord {
     enum class Kind : std::uint8_t { kState, kFrameIn, kFrameOut, kDrop };
     Kind kind = Kind::kState;
@@ -173,17 +179,24 @@ public:
     Core& operator=(const Core&) = delete;
 
     // ---- driving ----
-    void receive(Instant now, std::span<const std::byte> frame);
-    // The same with the frame's flow hash, keyed by CoreConfig::flow_key, as the
-    // driver computed it to steer the frame (frame_flow_hash, include/iwcm/shard.hpp;
-    // a NIC hands its RSS hash so): the core's connection lookup reuses it. It must be
+    // flow_hash: the frame's flow hash keyed by CoreConfig::flow_key
+    // (frame_flow_hash, include/iwcm/shard.hpp), when the driver has it: from
+    // steering the frame (a NIC hands its RSS hash so) or from the sending
+    // core (Transmit::flow_hash). The connection lookup reuses it. It must be
     // that hash, or the frame may miss its connection.
-    void receive(Instant now, std::span<const std::byte> frame, std::uint64_t flow_hash);
+    void receive(Instant now, std::span<const std::byte> frame,
+                 std::optional<std::uint64_t> flow_hash = std::nullopt);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
     // The next frame to send; the view is valid until the next call of any
     // Core member. std::nullopt when nothing is queued.
     std::optional<std::span<const std::byte>> poll_transmit();
+    // The same with the frame's flow hash, keyed by CoreConfig::flow_key. The
+    // core knows it without reading the frame (every frame it sends is a TCP
+    // segment of a tuple it holds or answers), so a driver steers the frame
+    // and hands it to the receiving core without reading its headers, as
+    // Linux's loopback carries skb->hash from sender to receiver.
+    std::optional<Transmit> poll_transmit_hashed();
     // The next event; its private-data view is valid until the next call.
     std::optional<Event> poll_event();
 

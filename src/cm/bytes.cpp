@@ -141,10 +141,10 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             node->ack_deferred = false;
             ns.copied_to_frames += out->len;
             if (!out->pieces.empty()) {
-                emit_frame_pieces(fr, out->pieces, out->len,
-                                  node->loopback);  // partly by reference
+                emit_frame_pieces(fr, out->pieces, out->len, node->loopback,
+                                  node->flow);  // partly by reference
             } else {
-                emit_frame(fr, out->payload, node->loopback);
+                emit_frame(fr, out->payload, node->loopback, node->flow);
             }
         }
     }

@@ -96,7 +96,9 @@ std::optional<Instant> Core::Impl::next_deadline() const {
     return timers.next_deadline();
 }
 
-std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
+// Inline into its two callers below (Impl::poll_transmit and Core::poll_transmit_hashed):
+// a call between them cost more than the work on every frame.
+[[gnu::always_inline]] inline const cm::TxFrame* Core::Impl::next_tx() {
     if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
         tx_frames.clear();
         tx_arena.clear();
@@ -108,10 +110,15 @@ std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
         tx_frames.clear();
         tx_arena.clear();
         tx_head = 0;
-        return std::nullopt;
+        return nullptr;
     }
-    auto [off, len] = tx_frames[tx_head++];
-    return std::span<const std::byte>(tx_arena.data() + off, len);
+    return &tx_frames[tx_head++];
+}
+
+std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
+    const cm::TxFrame* t = next_tx();
+    if (t == nullptr) return std::nullopt;
+    return tx_bytes(*t);
 }
 
 std::optional<Event> Core::Impl::poll_event() {
@@ -399,10 +406,12 @@ Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
 }
 
 // A candidate's flow hash (include/iwcm/shard.hpp) decides its shard and, for IPv4, its
-// slot in the table (conn_table.hpp, hash_flow): it is computed once per candidate, inline,
-// and for IPv4 only the port word changes from one candidate to the next.
+// slot in the table (conn_table.hpp, hash_flow); the node keeps the picked one's for its
+// frames (Node::flow). It is computed once per candidate, inline for IPv4, where only the
+// port word changes from one candidate to the next.
 Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint& remote,
-                                            std::uint16_t vlan, std::uint32_t& slot_hash) {
+                                            std::uint16_t vlan, std::uint32_t& slot_hash,
+                                            std::uint64_t& flow) {
     IWCM_ASSERT(cfg.shard_count >= 1 && cfg.shard_index < cfg.shard_count);
     const bool v4 = !local.is_v6();
     const std::uint32_t addr_xor = v4 ? flow::addr_xor_v4(local, remote.addr) : 0;
@@ -410,11 +419,10 @@ Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint&
     for (int tries = 0; tries < 16384; ++tries) {
         std::uint16_t port = next_port;
         next_port = next_port == 65535 ? 49152 : static_cast<std::uint16_t>(next_port + 1);
-        std::uint64_t flow = 0;
         if (v4)
             flow = flow::hash_v4(addr_xor, flow::port_word(flow::wire_ports(port, remote.port)),
                                  cfg.flow_key);
-        else if (sharded)
+        else
             flow = flow_hash({local, port}, remote, cfg.flow_key);
         if (sharded && shard_of(flow, cfg.shard_count) != cfg.shard_index) continue;
         if (cfg.port_filter && !cfg.port_filter({local, port}, remote)) continue;
@@ -444,13 +452,15 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     if (events_full()) return fail(ApiError::kEventQueueFull);
     Endpoint local = p.local;
     std::uint32_t slot_hash = 0;
+    std::uint64_t flow = 0;
     if (local.port == 0) {
-        auto port = pick_port(local.addr, p.remote, vlan, slot_hash);
+        auto port = pick_port(local.addr, p.remote, vlan, slot_hash, flow);
         if (!port) return fail(port.error());
         local.port = *port;
     } else {
         const cm::ConnKey key{local, p.remote, vlan};
-        slot_hash = cm::hash_key(table.secret(), key);
+        flow = flow_of(local, p.remote);
+        slot_hash = cm::hash_key(table.secret(), key, flow);
         if (table.find(key, slot_hash) != nullptr) return fail(ApiError::kAddressInUse);
     }
     NodeRef node = pool.create();
@@ -459,6 +469,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     node->initiator = true;
     node->local = local;
     node->remote = p.remote;
+    node->flow = flow;
     node->remote_mac = p.remote_mac;
     node->vlan = vlan;
     node->tos = p.tos.value_or(cfg.tos);
@@ -642,10 +653,8 @@ void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status
 Core::Core(const CoreConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 Core::~Core() = default;
 
-void Core::receive(Instant now, std::span<const std::byte> frame) {
-    impl_->receive(now, frame, std::nullopt);
-}
-void Core::receive(Instant now, std::span<const std::byte> frame, std::uint64_t flow_hash) {
+void Core::receive(Instant now, std::span<const std::byte> frame,
+                   std::optional<std::uint64_t> flow_hash) {
     impl_->receive(now, frame, flow_hash);
 }
 void Core::on_timer(Instant now) {
@@ -656,6 +665,11 @@ std::optional<Instant> Core::next_deadline() const {
 }
 std::optional<std::span<const std::byte>> Core::poll_transmit() {
     return impl_->poll_transmit();
+}
+std::optional<Transmit> Core::poll_transmit_hashed() {
+    const cm::TxFrame* t = impl_->next_tx();
+    if (t == nullptr) return std::nullopt;
+    return Transmit{impl_->tx_bytes(*t), t->flow};
 }
 std::optional<Event> Core::poll_event() {
     return impl_->poll_event();

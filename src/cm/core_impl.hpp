@@ -79,12 +79,21 @@ struct Segment {
     wire::Bytes payload;
     std::uint16_t vlan;
     std::uint32_t slot_hash;  // the connection table's hash of its 4-tuple (conn_table.hpp)
+    std::optional<std::uint64_t> flow;  // its flow hash, when the driver handed it
     // Sequence space the segment occupies (payload plus SYN and FIN).
     std::uint32_t seq_len() const {
         return static_cast<std::uint32_t>(payload.size()) +
                (tcp->has(wire::tcp_flags::kSyn) ? 1 : 0) +
                (tcp->has(wire::tcp_flags::kFin) ? 1 : 0);
     }
+};
+
+// A frame queued for the wire: its place in the tx arena and its flow hash
+// (Core::poll_transmit_hashed).
+struct TxFrame {
+    std::uint32_t off = 0;
+    std::uint32_t len = 0;
+    std::uint64_t flow = 0;
 };
 
 struct QueuedEvent {
@@ -105,6 +114,12 @@ struct Core::Impl {
     void receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
+    // The next frame to send (nullptr: none), valid until the next call into the core; its
+    // bytes. poll_transmit() is the two together. (core.cpp only.)
+    const cm::TxFrame* next_tx();
+    std::span<const std::byte> tx_bytes(const cm::TxFrame& t) const {
+        return {tx_arena.data() + t.off, t.len};
+    }
     std::optional<std::span<const std::byte>> poll_transmit();
     std::optional<Event> poll_event();
     // Handles the frames queued to ourselves; inline, since almost every call finds none.
@@ -126,9 +141,10 @@ struct Core::Impl {
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
     cm::Listener* find_listener(ListenHandle handle);
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
-    // slot_hash: the connection table's hash of the 4-tuple with the port picked.
+    // slot_hash, flow: the connection table's hash and the flow hash of the 4-tuple with the
+    // port picked.
     Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan,
-                                    std::uint32_t& slot_hash);
+                                    std::uint32_t& slot_hash, std::uint64_t& flow);
 
     // ---- segment arrival (tcp.cpp) ----
     void handle_frame(Instant now, wire::Bytes frame,
@@ -185,14 +201,34 @@ struct Core::Impl {
     void send_data(Instant now, const cm::NodeRef& node, wire::Bytes data, bool fin);
     void resend(cm::Node& node);
     void arm_send(Instant now, const cm::NodeRef& node);
-    // Queues a frame for the wire, or for ourselves when both ends are local.
-    void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback);
+    // Queues a frame for the wire, or for ourselves when both ends are local. flow: the flow
+    // hash of its 4-tuple (the node's, or flow_of(seg) for an answer to a segment).
+    void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback,
+                    std::uint64_t flow);
     // The same with the payload in pieces, `payload_len` bytes in all.
     void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
-                           std::size_t payload_len, bool loopback);
+                           std::size_t payload_len, bool loopback, std::uint64_t flow);
     // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
     // for loopback at the end of the loop queue. trace_out() traces it once written.
-    wire::MutBytes frame_room(std::size_t len, bool loopback);
+    wire::MutBytes frame_room(std::size_t len, bool loopback, std::uint64_t flow);
+    // The flow hash of a 4-tuple of ours, keyed by cfg.flow_key (inline for IPv4).
+    std::uint64_t flow_of(const Endpoint& local, const Endpoint& remote) const {
+        if (local.addr.is_v4()) return flow_hash_v4(local, remote, cfg.flow_key);
+        return flow_hash(local, remote, cfg.flow_key);
+    }
+    // A segment's: the driver's, or the one an IPv4 lookup that found no node computed
+    // (handle_frame); else computed here (IPv6, and the rare reset a node's state answers
+    // with to a segment whose lookup found it).
+    std::uint64_t flow_of(const cm::Segment& seg) const {
+        if (seg.flow) return *seg.flow;
+        const IpAddr& dst = seg.frame->ip.dst;
+        const IpAddr& src = seg.frame->ip.src;
+        if (!dst.is_v4())
+            return flow_hash({dst, seg.tcp->dst_port}, {src, seg.tcp->src_port}, cfg.flow_key);
+        return flow::hash_v4(
+            flow::addr_xor_v4(dst, src),
+            flow::port_word(flow::wire_ports(seg.tcp->dst_port, seg.tcp->src_port)), cfg.flow_key);
+    }
     void trace_out(bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
     // The smaller of ours and the peer's (raised to the floor, or the RFC
@@ -369,9 +405,9 @@ struct Core::Impl {
     };
     std::vector<LocalAddress> addresses;
 
-    // Frames out: one arena, a list of (offset, length).
+    // Frames out: one arena, and where each frame lies in it with its flow hash.
     cm::ByteArena tx_arena;
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> tx_frames;
+    std::vector<cm::TxFrame> tx_frames;
     std::vector<ConnHandle> deferred_acks;  // names only: a deferred ACK keeps no node alive
     std::size_t tx_head = 0;
     // Frames to our own addresses (loopback), handled after the current call.

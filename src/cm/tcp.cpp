@@ -74,15 +74,26 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         return;
     }
     cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
-    // The driver's flow hash, when it hands one, spares the table computing it.
-    const std::uint32_t h =
-        flow ? cm::hash_key(table.secret(), key, *flow) : cm::hash_key(table.secret(), key);
-    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h};
+    // The driver's flow hash, when it hands one, spares the table computing it. An IPv4 slot
+    // comes from the flow hash, so IPv4 has one either way.
+    const bool v4 = !key.local.addr.is_v6();
+    std::uint64_t f = 0;
+    std::uint32_t h;
+    if (v4) {
+        f = flow ? *flow : flow_hash_v4(key.local, key.remote, cfg.flow_key);
+        h = cm::hash_flow(table.secret(), f, vlan);
+    } else {
+        h = cm::hash_key(table.secret(), key);
+    }
+    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
     if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
         on_segment(now, ref, seg);
         return;
     }
+    // No node: a SYN's node, an answer, take the hash (set only now: carried by every
+    // segment it cost a store and a register on every frame).
+    if (v4) seg.flow = f;
     const wire::TcpRepr& t = fr.tcp;
     if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst)) {
         on_listen_syn(now, seg);
@@ -123,7 +134,7 @@ void Core::Impl::reply_no_connection(const Segment& seg) {
         out.tcp.flags = tf::kRst | tf::kAck;
     }
     ++stats.resets_sent;
-    emit_frame(out, {}, is_local_addr(out.ip.dst));
+    emit_frame(out, {}, is_local_addr(out.ip.dst), flow_of(seg));
 }
 
 void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
@@ -187,6 +198,7 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
     node->local = {fr.ip.dst, fr.tcp.dst_port};
     node->remote = {fr.ip.src, fr.tcp.src_port};
+    node->flow = flow_of(seg);
     node->remote_mac = fr.eth.src;
     node->vlan = seg.vlan;
     // irdma_make_cm_node: the larger of the listener's TOS and the SYN's (for
@@ -238,7 +250,7 @@ void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment
     if (t.options.window_scale) out.tcp.options.window_scale = cfg.rcv_wscale;
     l.last_cookie = now;
     ++stats.syn_cookies_sent;
-    emit_frame(out, {}, is_local_addr(out.ip.dst));
+    emit_frame(out, {}, is_local_addr(out.ip.dst), flow_of(seg));
 }
 
 // An ACK (no SYN, no RST) for no node. If its listener sent cookies lately,
@@ -920,12 +932,12 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
                               wire::Bytes payload) {
     if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
     if (!node.local.addr.is_v4()) {
-        emit_frame(segment_frame(node, flags, seq), payload, node.loopback);
+        emit_frame(segment_frame(node, flags, seq), payload, node.loopback, node.flow);
         return;
     }
     const wire::SegmentV4 s = segment_v4(node, flags, seq);
-    wire::emit_segment_v4(s, payload,
-                          frame_room(wire::segment_v4_len(s, payload.size()), node.loopback));
+    wire::emit_segment_v4(
+        s, payload, frame_room(wire::segment_v4_len(s, payload.size()), node.loopback, node.flow));
     trace_out(node.loopback);
 }
 
@@ -1001,29 +1013,30 @@ void Core::Impl::arm_send(Instant now, const NodeRef& node) {
     if (!timers.has_send(*node)) (void)timers.arm_send(node, now);
 }
 
-void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback) {
+void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback,
+                            std::uint64_t flow) {
     std::size_t len = wire::tcp_frame_len(repr, payload.size());
-    wire::emit_tcp_frame(repr, payload, frame_room(len, loopback), checksums());
+    wire::emit_tcp_frame(repr, payload, frame_room(len, loopback, flow), checksums());
     trace_out(loopback);
 }
 
 // The same with the payload in pieces (a stream's segment that holds bytes by reference).
 void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
-                                   std::size_t payload_len, bool loopback) {
+                                   std::size_t payload_len, bool loopback, std::uint64_t flow) {
     std::size_t len = wire::tcp_frame_len(repr, payload_len);
-    wire::emit_tcp_frame_gather(repr, pieces, frame_room(len, loopback), checksums());
+    wire::emit_tcp_frame_gather(repr, pieces, frame_room(len, loopback, flow), checksums());
     trace_out(loopback);
 }
 
 // Room for one outgoing frame. Inline: its callers in this file send every frame.
-inline wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback) {
+inline wire::MutBytes Core::Impl::frame_room(std::size_t len, bool loopback, std::uint64_t flow) {
     ++stats.frames_out;
     if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.
         return loop_queue.emplace_back(len);
     }
     const std::size_t off = tx_arena.size();
-    tx_frames.emplace_back(static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len));
+    tx_frames.push_back({static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len), flow});
     return tx_arena.append(len);
 }
 
@@ -1033,9 +1046,9 @@ void Core::Impl::trace_out(bool loopback) {
         trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, loop_queue.back());
         return;
     }
-    auto [off, len] = tx_frames.back();
+    const cm::TxFrame& t = tx_frames.back();
     trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr,
-                std::span<const std::byte>(tx_arena.data() + off, len));
+                std::span<const std::byte>(tx_arena.data() + t.off, t.len));
 }
 
 }  // namespace iwcm

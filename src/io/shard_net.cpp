@@ -91,7 +91,10 @@ std::size_t ShardNet::receive_across(std::uint32_t s, Instant now) {
     Shard& sh = *shards_[s];
     const std::size_t n = links_.receive(s, [&](std::span<const std::byte> f) {
         ++sh.stats.received_across;
-        route(sh, f, now, true);
+        // A ring carries bytes only: the hash is read from the headers again.
+        std::uint64_t flow = 0;
+        const bool hashed = frame_flow_hash(f, cfg_.key, flow);
+        route(sh, f, now, hashed ? std::optional(flow) : std::nullopt, true);
     });
     links_.flush(s);
     return n;
@@ -102,8 +105,8 @@ std::size_t ShardNet::drain(std::uint32_t s, std::size_t host, Instant now) {
     Shard& sh = *shards_[s];
     Core& c = *sh.cores[host];
     std::size_t moved = 0;
-    while (auto f = c.poll_transmit()) {
-        route(sh, *f, now, false);
+    while (auto t = c.poll_transmit_hashed()) {
+        route(sh, t->frame, now, t->flow_hash, false);
         ++moved;
     }
     return moved;
@@ -121,14 +124,14 @@ void ShardNet::on_timers(std::uint32_t s, Instant now) {
 }
 
 // A frame sent by a core of `sh` (arrived = false) or taken off a ring
-// (arrived = true: it is on the queue of this shard).
-void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived) {
-    std::uint64_t flow = 0;
-    bool hashed = false;
-    // One shard owns everything (and every queue is its): no need to read the 4-tuple.
+// (arrived = true: it is on the queue of this shard), with its flow hash (none for a
+// frame without a TCP 4-tuple). A core hands the hash of each frame it sends, so no
+// header is read here.
+void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now,
+                     std::optional<std::uint64_t> flow, bool arrived) {
+    // One shard owns everything (and every queue is its).
     if (cfg_.shards > 1) {
-        hashed = frame_flow_hash(frame, cfg_.key, flow);
-        const std::uint32_t owner = hashed ? shard_of(flow, cfg_.shards) : 0;
+        const std::uint32_t owner = flow ? shard_of(*flow, cfg_.shards) : 0;
         std::uint32_t queue = owner;
         if (!arrived && cfg_.spray) queue = sh.spray_next++ % cfg_.shards;
         if (arrived) queue = sh.index;
@@ -139,21 +142,18 @@ void ShardNet::route(Shard& sh, std::span<const std::byte> frame, Instant now, b
             return send_across(sh, owner, frame);
         }
     }
-    deliver(sh, frame, now, hashed ? &flow : nullptr);
+    deliver(sh, frame, now, flow);
 }
 
-// flow: the frame's flow hash when route() computed it; the core's lookup reuses it.
+// flow: the frame's flow hash, when known; the core's lookup reuses it.
 void ShardNet::deliver(Shard& sh, std::span<const std::byte> frame, Instant now,
-                       const std::uint64_t* flow) {
+                       std::optional<std::uint64_t> flow) {
     if (frame.size() >= 6) {
         const std::uint64_t dst = mac_key(frame.data());
         for (std::size_t h = 0; h < macs_.size(); ++h) {
             if (macs_[h] != dst) continue;
             ++sh.stats.delivered;
-            if (flow != nullptr)
-                sh.cores[h]->receive(now, frame, *flow);
-            else
-                sh.cores[h]->receive(now, frame);
+            sh.cores[h]->receive(now, frame, flow);
             return;
         }
     }

@@ -6,7 +6,9 @@
 // (the same wiring for one thread, without steering).
 //
 // A frame a core transmits is routed by its destination MAC to a host and by
-// its 4-tuple to the shard that owns it (frame_shard). Since each core picks
+// its 4-tuple to the shard that owns it: the shard of its flow hash, which the
+// sending core hands with it (Core::poll_transmit_hashed), so no header is
+// read; the receiving core's lookup takes the same hash. Since each core picks
 // ephemeral ports that hash back to its own shard, and listeners exist in
 // every shard, the owner of a frame of shard i's connections is shard i: it
 // is handed to the destination host's core of the same shard without a copy
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -100,9 +103,10 @@ public:
 
 private:
     struct Shard;
-    void route(Shard& sh, std::span<const std::byte> frame, Instant now, bool arrived);
+    void route(Shard& sh, std::span<const std::byte> frame, Instant now,
+               std::optional<std::uint64_t> flow, bool arrived);
     void deliver(Shard& sh, std::span<const std::byte> frame, Instant now,
-                 const std::uint64_t* flow);
+                 std::optional<std::uint64_t> flow);
     void send_across(Shard& sh, std::uint32_t to, std::span<const std::byte> frame);
 
     ShardNetConfig cfg_;

@@ -201,15 +201,12 @@ void TapShards::flush(std::uint32_t s) {
 
 // flow: the frame's flow hash when arrived() computed it (the core's lookup reuses it).
 void TapShards::handle_local(Shard& sh, Instant now, std::span<const std::byte> frame,
-                             const std::uint64_t* flow) {
+                             std::optional<std::uint64_t> flow) {
     if (sh.index == 0 && neighbors_.receive(now, frame)) {
         ++sh.counters.tap.to_neighbors;
     } else if (frame_for_core(frame, mac_, vlan_)) {
         ++sh.counters.tap.to_core;
-        if (flow != nullptr)
-            sh.core->receive(now, frame, *flow);
-        else
-            sh.core->receive(now, frame);
+        sh.core->receive(now, frame, flow);
     } else {
         ++sh.counters.tap.ignored;
     }
@@ -227,7 +224,8 @@ void TapShards::arrived(Shard& sh, Instant now, std::span<const std::byte> frame
     std::uint64_t flow = 0;
     const bool hashed = frame_flow_hash(frame, kFlowKey, flow);
     const std::uint32_t owner = hashed ? shard_of(flow, shards()) : 0;
-    if (owner == sh.index) return handle_local(sh, now, frame, hashed ? &flow : nullptr);
+    if (owner == sh.index)
+        return handle_local(sh, now, frame, hashed ? std::optional(flow) : std::nullopt);
     ++sh.counters.handed_off;
     if (!links_->send(sh.index, owner, frame)) ++sh.counters.tap.ignored;
 }
@@ -292,7 +290,7 @@ Wake TapShards::step(std::uint32_t s, Instant until) {
     }
     const Instant now = TapHost::now();
     sh.counters.received_across += links_->receive(
-        s, [&](std::span<const std::byte> f) { handle_local(sh, now, f, nullptr); });
+        s, [&](std::span<const std::byte> f) { handle_local(sh, now, f, std::nullopt); });
     fire_timers(sh, TapHost::now());
     if (after_step_) after_step_(s, TapHost::now());
     flush(s);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,7 +117,7 @@ private:
     void wake(std::uint32_t s);
     void arrived(Shard& sh, Instant now, std::span<const std::byte> frame);
     void handle_local(Shard& sh, Instant now, std::span<const std::byte> frame,
-                      const std::uint64_t* flow);
+                      std::optional<std::uint64_t> flow);
     bool read_queue(Shard& sh);
     void fire_timers(Shard& sh, Instant now);
 

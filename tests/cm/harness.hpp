@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "iwcm/core.hpp"
+#include "iwcm/shard.hpp"
 #include "wire/frame.hpp"
 #include "wire/mpa.hpp"
 
@@ -49,11 +50,21 @@ struct Sent {
     bool flags(std::uint8_t f) const { return repr.tcp.flags == f; }
 };
 
+// The flow hash a core hands with a frame is the one read from the frame's bytes, keyed by
+// its flow key (Core::poll_transmit_hashed). Every frame drain() and Pair::pump() take is
+// checked so, whatever the test makes the core send.
+inline void expect_flow_hash(const Core& core, const Transmit& t) {
+    std::uint64_t h = 0;
+    EXPECT_TRUE(frame_flow_hash(t.frame, core.config().flow_key, h)) << "a frame without a tuple";
+    EXPECT_EQ(t.flow_hash, h) << "the hash handed with a frame is not its tuple's";
+}
+
 inline std::vector<Sent> drain(Core& core) {
     std::vector<Sent> out;
-    while (auto f = core.poll_transmit()) {
+    while (auto t = core.poll_transmit_hashed()) {
+        expect_flow_hash(core, *t);
         Sent s;
-        s.raw.assign(f->begin(), f->end());
+        s.raw.assign(t->frame.begin(), t->frame.end());
         auto p = wire::parse_tcp_frame(s.raw);
         EXPECT_TRUE(p.has_value()) << "a core sent a frame it cannot parse itself";
         if (p) {
@@ -98,27 +109,28 @@ struct Pair {
         EXPECT_TRUE(b.add_address(ip_b()).has_value());
     }
 
-    // Moves frames until both cores are quiet.
+    // Moves frames until both cores are quiet. Each frame's flow hash is checked and handed
+    // to the receiver with it, when both cores key the hash alike.
     void pump() {
         for (int round = 0; round < 10000; ++round) {
-            bool moved = false;
-            while (auto f = a.poll_transmit()) {
-                std::vector<std::byte> copy(f->begin(), f->end());
-                moved = true;
-                if (lose && lose(true, copy)) continue;
-                ++frames_moved;
-                b.receive(now, copy);
-            }
-            while (auto f = b.poll_transmit()) {
-                std::vector<std::byte> copy(f->begin(), f->end());
-                moved = true;
-                if (lose && lose(false, copy)) continue;
-                ++frames_moved;
-                a.receive(now, copy);
-            }
+            const bool moved = move(a, b, true) | move(b, a, false);
             if (!moved) return;
         }
         ADD_FAILURE() << "pump did not settle";
+    }
+
+    bool move(Core& from, Core& to, bool from_a) {
+        const bool same_key = from.config().flow_key == to.config().flow_key;
+        bool moved = false;
+        while (auto t = from.poll_transmit_hashed()) {
+            expect_flow_hash(from, *t);
+            std::vector<std::byte> copy(t->frame.begin(), t->frame.end());
+            moved = true;
+            if (lose && lose(from_a, copy)) continue;
+            ++frames_moved;
+            to.receive(now, copy, same_key ? std::optional(t->flow_hash) : std::nullopt);
+        }
+        return moved;
     }
 
     // Runs timers up to `until`, pumping after each deadline.
