@@ -254,15 +254,8 @@ int run_connect(const ConnectOptions& o) {
         rep.fail(session.error());
         return exit_codes::kSetup;
     }
-    if (session->shared) {
-        // --dev: the kernel's route names the next hop (the peer or a gateway).
-        auto hop = session->shared->next_hop(target.to.addr);
-        if (!hop) {
-            rep.fail(hop.error());
-            return exit_codes::kResolution;
-        }
-        target.next_hop = *hop;
-    }
+    if (session->shared)
+        if (auto code = route_next_hop(*session->shared, target, rep)) return *code;
     if (o.count > 0) return run_connect_many(o, target, *session, rep);
     Connector c(o, *session, rep, target);
     return c.run();

@@ -104,6 +104,20 @@ int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s
 std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTarget& t,
                                        const Interface& iface, const Reporter& rep, bool fall_back);
 
+// --dev: the kernel's route names the next hop (the peer or a gateway) into t.next_hop;
+// with no route, the failure reported and its exit code. `Shared` is io::SharedHost or
+// io::SharedShards.
+template <class Shared>
+std::optional<int> route_next_hop(Shared& shared, ConnectTarget& t, const Reporter& rep) {
+    auto hop = shared.next_hop(t.to.addr);
+    if (!hop) {
+        rep.fail(hop.error());
+        return exit_codes::kResolution;
+    }
+    t.next_hop = *hop;
+    return std::nullopt;
+}
+
 // The core's words for an initiator's failure: the exit code and the reason.
 // A reset before any MPA reply is "connection refused (reset by peer)"; only
 // an event in MPA_REJ_RCVD (the peer's MPA reject) is a rejection.

@@ -254,15 +254,8 @@ std::optional<int> run_connect_threads(const ConnectOptions& o, const ConnectTar
     }
     io::TapShards& net = opened->net();
     ConnectTarget t = target;
-    if (opened->shared) {
-        // --dev: the kernel's route names the next hop (the peer or a gateway).
-        auto hop = opened->shared->next_hop(t.to.addr);
-        if (!hop) {
-            rep.fail(hop.error());
-            return exit_codes::kResolution;
-        }
-        t.next_hop = *hop;
-    }
+    if (opened->shared)
+        if (auto code = route_next_hop(*opened->shared, t, rep)) return *code;
     Shared shared;
     std::vector<std::unique_ptr<ConnectShard>> shards;
     for (std::uint32_t s = 0; s < net.shards(); ++s)
