@@ -67,6 +67,10 @@ private:
     const Reporter& rep_;
     std::vector<Instant> resolving_;  // slots waiting for the peer's MAC
     std::string shared_error_;        // --dev: the kernel refused to resolve
+    // --dev: the next hop's MAC once the kernel resolved it, for the rest of the run (each
+    // question to the kernel is netlink round trips: most of a connection's cost), as the
+    // N-thread path resolves once.
+    std::optional<MacAddr> shared_mac_;
     Flights f_;
     unsigned started_ = 0;
 };
@@ -152,6 +156,7 @@ void Many::start_slot(Instant now) {
     ++started_;
     resolving_.push_back(now);
     if (s_.shared) {
+        if (shared_mac_) return;
         if (auto r = s_.shared->resolve(t_.next_hop); !r) shared_error_ = r.error();
         return;
     }
@@ -161,9 +166,13 @@ void Many::start_slot(Instant now) {
 // The next hop's MAC: known (true, in mac), pending (true), failed (false).
 bool Many::peer_mac(Instant now, std::optional<MacAddr>& mac) {
     if (s_.shared) {
+        if (shared_mac_) {
+            mac = shared_mac_;
+            return true;
+        }
         MacAddr m;
         const auto st = s_.shared->peer(t_.next_hop, m);
-        if (st == io::PeerStatus::kResolved) mac = m;
+        if (st == io::PeerStatus::kResolved) mac = shared_mac_ = m;
         return st != io::PeerStatus::kFailed && shared_error_.empty();
     }
     auto& nb = s_.host->neighbors();
