@@ -78,7 +78,13 @@ class Proc:
             except queue.Empty:
                 continue
             if line is None:
-                raise Failure("%s: exited before '%s'" % (self.name, event))
+                # What it said on the way out is the reason.
+                try:
+                    err = self.p.stderr.read() if self.p.wait(timeout=5) is not None else ""
+                except subprocess.TimeoutExpired:
+                    err = ""
+                raise Failure("%s: exited before '%s'%s" %
+                              (self.name, event, ("; stderr: " + err.strip()) if err.strip() else ""))
             obj = self._parse(line)
             self.lines.append(obj)
             if obj.get("event") == event:
