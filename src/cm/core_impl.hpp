@@ -221,13 +221,8 @@ struct Core::Impl {
     // with to a segment whose lookup found it).
     std::uint64_t flow_of(const cm::Segment& seg) const {
         if (seg.flow) return *seg.flow;
-        const IpAddr& dst = seg.frame->ip.dst;
-        const IpAddr& src = seg.frame->ip.src;
-        if (!dst.is_v4())
-            return flow_hash({dst, seg.tcp->dst_port}, {src, seg.tcp->src_port}, cfg.flow_key);
-        return flow::hash_v4(
-            flow::addr_xor_v4(dst, src),
-            flow::port_word(flow::wire_ports(seg.tcp->dst_port, seg.tcp->src_port)), cfg.flow_key);
+        return flow_of({seg.frame->ip.dst, seg.tcp->dst_port},
+                       {seg.frame->ip.src, seg.tcp->src_port});
     }
     void trace_out(bool loopback);
     std::uint16_t our_mss(const IpAddr& addr) const;
