@@ -6,10 +6,10 @@
 // ("byte stream"). Used by `iwarp-cm bench` and bench/stream_bench.cpp.
 //
 // One unit of work: A's application writes into its send buffer what it
-// takes, frames cross to B without a copy, B's application reads what is
-// readable (peek + consume: no copy out of the stream's buffer), B's ACKs
-// cross back. Time is the real clock, so that delayed ACKs and the RTO run
-// as they would (nothing is lost, so neither fires in practice).
+// takes, frames cross to B without a copy (payloads read from A's buffer), B's application reads
+// what is readable (peek + consume: no copy out of the stream's buffer), B's ACKs cross back. Time
+// is the real clock, so that delayed ACKs and the RTO run as they would (nothing is lost, so
+// neither fires in practice).
 #pragma once
 
 #include <netinet/in.h>
@@ -67,10 +67,13 @@ inline double copies_per_byte(const Core& from, ConnHandle tx, const Core& to, C
     return static_cast<double>(copied) / static_cast<double>(delivered);
 }
 
+// Moves every queued frame across as a NIC's DMA would: a stream segment's payload read
+// where it lies in the sender's memory (Core::poll_transmit_parts), straight into the
+// receiver's buffer or sink (Core::receive_parts), with the sender's flow hash.
 inline std::uint64_t ferry(Core& from, Core& to, Instant now) {
     std::uint64_t n = 0;
-    while (auto f = from.poll_transmit()) {
-        to.receive(now, *f);
+    while (auto f = from.poll_transmit_parts()) {
+        to.receive_parts(now, f->headers, f->payload, f->flow_hash);
         ++n;
     }
     return n;
@@ -126,10 +129,12 @@ public:
     // `sink`: B's reader takes the bytes as they arrive in order (CountingSink).
     // `by_ref`: A sends with Core::send_ref (the chunk it sends never changes,
     // so the memory stays valid and unchanged however long the bytes wait).
+    // `checksum_offload`: neither core computes or verifies the IPv4 and TCP
+    // checksums (CoreConfig::checksum_offload), as Linux's loopback skips the TCP one.
     explicit StreamPair(std::uint32_t buffer = 256 * 1024, std::uint32_t offload = 0,
-                        bool sink = false, bool by_ref = false)
-        : a_(config(0x0a, 1, buffer, offload)),
-          b_(config(0x0b, 2, buffer, offload)),
+                        bool sink = false, bool by_ref = false, bool checksum_offload = false)
+        : a_(config(0x0a, 1, buffer, offload, checksum_offload)),
+          b_(config(0x0b, 2, buffer, offload, checksum_offload)),
           by_ref_(by_ref) {
         chunk_.resize(64 * 1024);
         for (std::size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = static_cast<std::byte>(i * 7);
@@ -185,11 +190,12 @@ public:
 
 private:
     static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, std::uint32_t buffer,
-                             std::uint32_t offload) {
+                             std::uint32_t offload, bool checksum_offload) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac_last}};
         c.isn_secret.fill(secret);
         c.rcv_wscale = 7;
+        c.checksum_offload = checksum_offload;
         c.stream.send_buffer = buffer;
         c.stream.segment_offload = static_cast<std::uint16_t>(offload);
         c.stream.recv_buffer = buffer;

@@ -62,6 +62,9 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
         drop(now, DropReason::kUnexpected, node.get(), {});
         return;
     }
+    // Bytes it acknowledges may be freed (the buffer too, once all are), the caller's
+    // given to send_ref as well; the frames that read them are filled first.
+    if (t.has(tf::kAck)) settle_frames(*node, t.ack);
     cm::NodeStream& ns = *node->stream;
     tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload},
                                   {ns.sink, node->handle()});
@@ -139,6 +142,10 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             fr.tcp.ack = out->ack;
             fr.tcp.window = out->window;
             node->ack_deferred = false;
+            if (!out->payload.empty() && !node->loopback) {
+                emit_frame_left_out(*node, fr, out->payload);  // copied when taken whole
+                continue;
+            }
             ns.copied_to_frames += out->len;
             if (!out->pieces.empty()) {
                 emit_frame_pieces(fr, out->pieces, out->len, node->loopback,
@@ -215,6 +222,7 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     auto n = sending_node(conn);
     if (!n) return fail(n.error());
     NodeRef ref(*n);
+    settle_frames(*ref);  // a write may move the buffer's bytes
     cm::NodeStream& ns = *ref->stream;
     std::size_t size = 0;
     for (wire::Bytes part : parts) size += part.size();
@@ -296,6 +304,7 @@ Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
     if (!n) return fail(n.error());
     // A closed connection's stream sends nothing more: nothing to copy.
     if ((*n)->state == CmState::kClosed) return 0;
+    impl_->settle_frames(**n);  // the caller may free its bytes on return
     cm::NodeStream& ns = *(*n)->stream;
     const std::size_t copied = ns.tcp.own_refs();
     ns.copied_in += copied;

@@ -11,6 +11,7 @@
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
 #include "iwcm/shard.hpp"
+#include "wire/copy.hpp"
 #include "wire/mpa.hpp"
 
 namespace iwcm {
@@ -51,6 +52,10 @@ Core::Impl::Impl(const CoreConfig& config)
 Core::Impl::~Impl() {
     // Drop every reference in an order that lets nodes go without touching
     // the (already dying) timer service: events, handles, timers, table.
+    // Frames never taken need no payload.
+    for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i)
+        if (tx_payloads[i].data != nullptr) --tx_payloads[i].node->stream->frames_left_out;
+    tx_payloads.clear();
     current_node.reset();
     events.clear();
     app_refs.clear();
@@ -64,7 +69,7 @@ Core::Impl::~Impl() {
 void Core::Impl::on_node_destroyed(void* self, Node& node) {
     auto* impl = static_cast<Impl*>(self);
     ++impl->stats.nodes_destroyed;
-    (void)node;
+    impl->settle_frames(node);  // its stream goes with it
 }
 
 // ---------------------------------------------------------------- driving
@@ -72,6 +77,13 @@ void Core::Impl::on_node_destroyed(void* self, Node& node) {
 void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     now_ = now;
     handle_frame(now, frame, flow);
+    drain_loopback(now);
+}
+
+void Core::Impl::receive_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+                               std::optional<std::uint64_t> flow) {
+    now_ = now;
+    handle_frame_parts(now, headers, payload, flow);
     drain_loopback(now);
 }
 
@@ -110,6 +122,10 @@ std::optional<Instant> Core::Impl::next_deadline() const {
         tx_frames.clear();
         tx_arena.clear();
         tx_head = 0;
+        if (tx_payload_head != 0) {
+            tx_payloads.clear();
+            tx_payload_head = 0;
+        }
         return nullptr;
     }
     return &tx_frames[tx_head++];
@@ -118,7 +134,36 @@ std::optional<Instant> Core::Impl::next_deadline() const {
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
     const cm::TxFrame* t = next_tx();
     if (t == nullptr) return std::nullopt;
+    if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
+        return filled(*t).frame;
     return tx_bytes(*t);
+}
+
+// The frame just taken with its payload copied in, if it is still left out. Out of line
+// and reached by a tail call: the callers' common path stays without a call.
+[[gnu::noinline]] Transmit Core::Impl::filled(const cm::TxFrame& t) {
+    if (cm::TxPayload* p = taken_payload(t)) fill_payload(*p);
+    return {tx_bytes(t), t.flow};
+}
+
+void Core::Impl::fill_payload(cm::TxPayload& p) {
+    IWCM_ASSERT(p.data != nullptr);
+    const cm::TxFrame& t = tx_frames[p.frame];
+    IWCM_ASSERT(p.at + p.len == t.length());
+    wire::copy_bytes(tx_arena.data() + t.off + p.at, p.data, p.len);
+    cm::NodeStream& ns = *p.node->stream;
+    ns.copied_to_frames += p.len;
+    --ns.frames_left_out;
+    p.data = nullptr;
+}
+
+void Core::Impl::settle_frames_of(const Node& node, const wire::SeqNumber* below) {
+    for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i) {
+        cm::TxPayload& p = tx_payloads[i];
+        if (p.node == &node && p.data != nullptr && (below == nullptr || p.seq < *below))
+            fill_payload(p);
+    }
+    IWCM_ASSERT(below != nullptr || node.stream->frames_left_out == 0);
 }
 
 std::optional<Event> Core::Impl::poll_event() {
@@ -248,6 +293,8 @@ void Core::Impl::count_failure(const Node& node) {
 void Core::Impl::end_for_app(const NodeRef& node, EventType type, int status,
                              std::span<const std::byte> pdata) {
     if (!node->app_owned) return;
+    // Once told, the application may free what it gave send_ref.
+    settle_frames(*node);
     push_event(node, type, status, pdata);
     node->app_owned = false;
     app_refs[node->index].reset();
@@ -657,6 +704,11 @@ void Core::receive(Instant now, std::span<const std::byte> frame,
                    std::optional<std::uint64_t> flow_hash) {
     impl_->receive(now, frame, flow_hash);
 }
+void Core::receive_parts(Instant now, std::span<const std::byte> headers,
+                         std::span<const std::byte> payload,
+                         std::optional<std::uint64_t> flow_hash) {
+    impl_->receive_parts(now, headers, payload, flow_hash);
+}
 void Core::on_timer(Instant now) {
     impl_->on_timer(now);
 }
@@ -669,7 +721,22 @@ std::optional<std::span<const std::byte>> Core::poll_transmit() {
 std::optional<Transmit> Core::poll_transmit_hashed() {
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
+    if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
+        return impl_->filled(*t);
     return Transmit{impl_->tx_bytes(*t), t->flow};
+}
+std::optional<TransmitParts> Core::poll_transmit_parts() {
+    const cm::TxFrame* t = impl_->next_tx();
+    if (t == nullptr) return std::nullopt;
+    const std::span<const std::byte> frame = impl_->tx_bytes(*t);
+    if (cm::TxPayload* p = impl_->taken_payload(*t)) {
+        // Read where it lies: no copy, and the frame's room for it stays unwritten.
+        --p->node->stream->frames_left_out;
+        const std::span<const std::byte> payload(p->data, p->len);
+        p->data = nullptr;
+        return TransmitParts{frame.first(p->at), payload, t->flow};
+    }
+    return TransmitParts{frame, {}, t->flow};
 }
 std::optional<Event> Core::poll_event() {
     return impl_->poll_event();

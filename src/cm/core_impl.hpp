@@ -30,7 +30,8 @@ namespace iwcm {
 namespace cm {
 
 // Bytes appended and cleared in bulk, never zero-filled first (the frames
-// written into it overwrite every byte).
+// written into it overwrite every byte; a payload left out stays unwritten
+// until it is filled, and then its frame is read: TxPayload).
 class ByteArena {
 public:
     std::span<std::byte> append(std::size_t n) {
@@ -42,6 +43,7 @@ public:
     void clear() { size_ = 0; }
     std::size_t size() const { return size_; }
     const std::byte* data() const { return data_.get(); }
+    std::byte* data() { return data_.get(); }
 
 private:
     void grow(std::size_t need) {
@@ -91,9 +93,26 @@ struct Segment {
 // A frame queued for the wire: its place in the tx arena and its flow hash
 // (Core::poll_transmit_hashed).
 struct TxFrame {
+    // Set in `len` while the frame's payload is left out (TxPayload, the next one queued).
+    static constexpr std::uint32_t kLeftOut = 1U << 31;
     std::uint32_t off = 0;
-    std::uint32_t len = 0;
+    std::uint32_t len = 0;  // with kLeftOut
     std::uint64_t flow = 0;
+    std::uint32_t length() const { return len & ~kLeftOut; }
+};
+
+// A queued frame whose payload is not in it yet: a stream's segment whose bytes are one
+// run of the stream's memory (its send buffer, or bytes held by reference), left there so
+// that a driver taking frames in two parts (Core::poll_transmit_parts) reads them where
+// they lie. The frame's room has the payload's place; the payload is copied into it when
+// the frame is taken whole, or before that memory may change (settle_frames).
+struct TxPayload {
+    std::uint32_t frame = 0;          // index in tx_frames
+    std::uint32_t at = 0;             // the payload's offset in the frame (its headers' length)
+    const std::byte* data = nullptr;  // null once copied in
+    std::uint32_t len = 0;
+    wire::SeqNumber seq;   // of its first byte
+    Node* node = nullptr;  // whose stream's memory (its copies are counted there)
 };
 
 struct QueuedEvent {
@@ -112,15 +131,41 @@ struct Core::Impl {
     // ---- driving (core.cpp) ----
     // flow: the frame's flow hash when the driver hands it (Core::receive).
     void receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
+    // A frame in two parts (Core::receive_parts).
+    void receive_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+                       std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
     // The next frame to send (nullptr: none), valid until the next call into the core; its
     // bytes. poll_transmit() is the two together. (core.cpp only.)
     const cm::TxFrame* next_tx();
     std::span<const std::byte> tx_bytes(const cm::TxFrame& t) const {
-        return {tx_arena.data() + t.off, t.len};
+        return {tx_arena.data() + t.off, t.length()};
     }
     std::optional<std::span<const std::byte>> poll_transmit();
+    // The payload entry of `t`, the frame just taken by next_tx(), if its payload is still
+    // left out, else null. Inline: a frame costs one bit test when none was left out.
+    cm::TxPayload* taken_payload(const cm::TxFrame& t) {
+        if ((t.len & cm::TxFrame::kLeftOut) == 0) return nullptr;
+        cm::TxPayload& p = tx_payloads[tx_payload_head++];
+        IWCM_ASSERT(&tx_frames[p.frame] == &t);
+        return p.data != nullptr ? &p : nullptr;
+    }
+    // Copies a left-out payload into its frame, counted as the stream's copy.
+    void fill_payload(cm::TxPayload& p);
+    Transmit filled(const cm::TxFrame& t);
+    // Fills every frame still waiting for `node`'s stream memory: before that memory may
+    // move or be freed (its stream takes bytes or an ACK, copies its references in, or
+    // ends; the application may free referenced bytes once told). Inline: mostly none.
+    void settle_frames(const cm::Node& node) {
+        if (node.stream && node.stream->frames_left_out != 0) settle_frames_of(node);
+    }
+    // Only the frames with bytes below `ack`: before an ACK reaches the stream (bytes it
+    // acknowledges may be freed; nothing above it moves, as it is not freed).
+    void settle_frames(const cm::Node& node, wire::SeqNumber ack) {
+        if (node.stream && node.stream->frames_left_out != 0) settle_frames_of(node, &ack);
+    }
+    void settle_frames_of(const cm::Node& node, const wire::SeqNumber* below = nullptr);
     std::optional<Event> poll_event();
     // Handles the frames queued to ourselves; inline, since almost every call finds none.
     void drain_loopback(Instant now) {
@@ -149,6 +194,11 @@ struct Core::Impl {
     // ---- segment arrival (tcp.cpp) ----
     void handle_frame(Instant now, wire::Bytes frame,
                       std::optional<std::uint64_t> flow = std::nullopt);
+    // The same for a frame in two parts (Core::receive_parts).
+    void handle_frame_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+                            std::optional<std::uint64_t> flow);
+    // The rest of either once the frame is parsed into rx_frame (tcp.cpp only).
+    void handle_parsed(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
     // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
@@ -205,6 +255,9 @@ struct Core::Impl {
     // hash of its 4-tuple (the node's, or flow_of(seg) for an answer to a segment).
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback,
                     std::uint64_t flow);
+    // A stream's segment whose payload stays where it lies until the frame is taken (see
+    // TxPayload): the node's stream memory, not looped back, no trace hook.
+    void emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr, wire::Bytes payload);
     // The same with the payload in pieces, `payload_len` bytes in all.
     void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
                            std::size_t payload_len, bool loopback, std::uint64_t flow);
@@ -405,6 +458,9 @@ struct Core::Impl {
     std::vector<cm::TxFrame> tx_frames;
     std::vector<ConnHandle> deferred_acks;  // names only: a deferred ACK keeps no node alive
     std::size_t tx_head = 0;
+    // The queued frames whose payload is left out, in frame order, from tx_payload_head on.
+    std::vector<cm::TxPayload> tx_payloads;
+    std::size_t tx_payload_head = 0;
     // Frames to our own addresses (loopback), handled after the current call.
     std::vector<std::vector<std::byte>> loop_queue;
     bool in_loopback = false;
@@ -412,6 +468,8 @@ struct Core::Impl {
     // never re-entered: loopback frames wait in loop_queue until it returns).
     wire::TcpFrame rx_frame;
     bool in_frame = false;
+    // A frame that came in two parts and is parsed whole (receive_parts).
+    std::vector<std::byte> rx_joined;
 
     // Events: a queue drained from event_head, private data in one arena;
     // both are emptied (capacity kept) whenever the queue runs dry.

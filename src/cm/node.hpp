@@ -128,6 +128,8 @@ struct NodeStream {
     // Bytes copied, and taken by the sink without the last copy (StreamInfo).
     std::uint64_t copied_in = 0;
     std::uint64_t copied_to_frames = 0;
+    // Queued frames whose payload still lies in this stream's memory (Core::Impl::TxPayload).
+    std::uint32_t frames_left_out = 0;
     std::uint64_t copied_received = 0;
     std::uint64_t sunk = 0;
 };

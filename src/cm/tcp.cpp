@@ -65,6 +65,33 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         drop(now, classify(*error), nullptr, frame);
         return;
     }
+    handle_parsed(now, frame, flow);
+}
+
+void Core::Impl::handle_frame_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+                                    std::optional<std::uint64_t> flow) {
+    // The common IPv4 frame is parsed in place, its payload read where it lies; anything
+    // else is joined first. A trace hook sees the frame whole (joined for it alone).
+    const auto join = [&] {
+        rx_joined.assign(headers.begin(), headers.end());
+        rx_joined.insert(rx_joined.end(), payload.begin(), payload.end());
+        return wire::Bytes(rx_joined);
+    };
+    if (payload.empty() || !wire::parse_tcp_frame_parts(headers, payload, rx_frame, checksums())) {
+        handle_frame(now, payload.empty() ? headers : join(), flow);
+        return;
+    }
+    ++stats.frames_in;
+    IWCM_ASSERT(!in_frame);
+    const wire::Bytes whole = trace ? join() : headers;
+    trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, whole);
+    handle_parsed(now, whole, flow);
+}
+
+// The frame parsed into rx_frame (`frame`: its bytes, for the trace of a drop). Inline into
+// both callers above: a call between parse and dispatch cost more than the work.
+[[gnu::always_inline]] inline void Core::Impl::handle_parsed(Instant now, wire::Bytes frame,
+                                                             std::optional<std::uint64_t> flow) {
     const FrameScope scope(in_frame);
     const wire::FrameRepr& fr = rx_frame.repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
@@ -1020,6 +1047,24 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
     trace_out(loopback);
 }
 
+void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr,
+                                     wire::Bytes payload) {
+    const std::size_t len = wire::tcp_frame_len(repr, payload.size());
+    const auto frame = static_cast<std::uint32_t>(tx_frames.size());
+    const wire::MutBytes room = frame_room(len, false, node.flow);
+    const std::size_t at = wire::emit_tcp_frame_headers(repr, payload, room, checksums());
+    tx_frames.back().len |= cm::TxFrame::kLeftOut;
+    tx_payloads.push_back({frame, static_cast<std::uint32_t>(at), payload.data(),
+                           static_cast<std::uint32_t>(payload.size()), repr.tcp.seq, &node});
+    ++node.stream->frames_left_out;
+    if (trace) {
+        // The hook sees the whole frame now, as it would have been queued.
+        std::vector<std::byte> whole(room.begin(), room.begin() + static_cast<std::ptrdiff_t>(at));
+        whole.insert(whole.end(), payload.begin(), payload.end());
+        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, whole);
+    }
+}
+
 // The same with the payload in pieces (a stream's segment that holds bytes by reference).
 void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
                                    std::size_t payload_len, bool loopback, std::uint64_t flow) {
@@ -1048,7 +1093,7 @@ void Core::Impl::trace_out(bool loopback) {
     }
     const cm::TxFrame& t = tx_frames.back();
     trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr,
-                std::span<const std::byte>(tx_arena.data() + t.off, t.len));
+                std::span<const std::byte>(tx_arena.data() + t.off, t.length()));
 }
 
 }  // namespace iwcm

@@ -129,18 +129,22 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
 // pseudo-header reuses the two address words. Returns false, with out partly written, for
 // anything else; the layered decode_frame() then gives the result or the exact error, and
 // it writes every field that this function may have touched. With Checksums::kOffload neither
-// checksum is verified.
-bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums) {
+// checksum is verified. `tail`: the frame is `frame` followed by these bytes, which are the
+// whole TCP payload (`frame` then ends with the TCP header); read where they lie.
+// Inline into both callers: the common whole frame (no tail) pays nothing for the other.
+[[gnu::always_inline]] inline bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
+                                                  Bytes tail = {}) {
     const bool verify = checksums == Checksums::kFull;
     constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
     const std::byte* const p = frame.data();
-    const std::size_t n = frame.size();
-    if (n < kEthernetHeaderLen + kIpTcpMin) return false;
+    const std::size_t n = frame.size() + tail.size();
+    // The headers' minimum lies in the first part (all of it when there is a tail).
+    if (frame.size() < kEthernetHeaderLen + kIpTcpMin) return false;
     EthernetRepr& eth = out.repr.eth;
     std::size_t eth_len = kEthernetHeaderLen;
     std::uint16_t type = get_be16(p + 12);
     if (type == kEtherTypeVlan) {
-        if (n < kEthernetVlanHeaderLen + kIpTcpMin) return false;
+        if (frame.size() < kEthernetVlanHeaderLen + kIpTcpMin) return false;
         const std::uint16_t tci = get_be16(p + 14);
         eth.vlan = VlanTag{static_cast<std::uint16_t>(tci & kVlanIdMax),
                            static_cast<std::uint8_t>(tci >> 13), (tci & 0x1000u) != 0};
@@ -171,13 +175,20 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums) {
     const std::size_t header_len =
         static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
     if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
+    // A tail is exactly the payload: the headers end where the first part does.
+    if (!tail.empty() &&
+        (tcp + header_len != p + frame.size() || segment_len - header_len != tail.size()))
+        return false;
     if (verify) {
         // The pseudo-header in native order: both addresses as loaded, then the protocol
-        // and the length as the byte-swapped images of their big-endian 16-bit words.
+        // and the length as the byte-swapped images of their big-endian 16-bit words. A
+        // tail starts at an even offset (the header is whole 32-bit words): its sum adds on.
         const std::uint64_t pseudo = std::uint64_t{w[3]} + w[4] +
                                      (std::uint32_t{kIpProtoTcp} << 8) +
                                      __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
-        if (fold16(sum_native(tcp, segment_len, pseudo)) != 0xFFFFu) return false;
+        std::uint64_t sum = sum_native(tcp, segment_len - tail.size(), pseudo);
+        if (!tail.empty()) sum = sum_native(tail.data(), tail.size(), sum);
+        if (fold16(sum) != 0xFFFFu) return false;
     }
     TcpRepr& t = out.repr.tcp;
     if (header_len == kTcpHeaderLen) {
@@ -210,7 +221,7 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums) {
     t.flags = static_cast<std::uint8_t>(tcp[13]);
     t.window = get_be16(tcp + 14);
     t.urgent = get_be16(tcp + 18);
-    out.payload = Bytes(tcp + header_len, segment_len - header_len);
+    out.payload = tail.empty() ? Bytes(tcp + header_len, segment_len - header_len) : tail;
     return true;
 }
 
@@ -282,6 +293,11 @@ std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Check
     return decode_frame(frame, out, checksums);
 }
 
+bool parse_tcp_frame_parts(Bytes headers, Bytes payload, TcpFrame& out, Checksums checksums) {
+    IWCM_ASSERT(!payload.empty());
+    return decode_fast_v4(headers, out, checksums, payload);
+}
+
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {
     // One named result, decoded in place and returned without a copy.
     ParseResult<TcpFrame> result;
@@ -329,17 +345,33 @@ FrameHeaders put_headers(const FrameRepr& repr, std::size_t payload_len, MutByte
 
 }  // namespace
 
-std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
-                           Checksums checksums) {
-    const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
-    // The TCP checksum: pseudo-header and header summed from their values, then the
-    // payload read from its source (it starts at an even offset, a multiple of 4).
-    if (!payload.empty()) std::memcpy(h.tcp + h.tcp_header_len, payload.data(), payload.size());
-    if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
+namespace {
+
+// The TCP checksum of a frame whose headers are written: pseudo-header and header summed
+// from their values, then the payload read from its source (it starts at an even offset,
+// a multiple of 4).
+void put_tcp_checksum(const FrameHeaders& h, Bytes payload, Checksums checksums) {
+    if (checksums == Checksums::kOffload) return;  // the field stays zero
     std::uint32_t sum = fold16(h.sum);
     if (!payload.empty()) sum = checksum_sum(payload, sum);
     put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
+}
+
+}  // namespace
+
+std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
+                           Checksums checksums) {
+    const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
+    if (!payload.empty()) std::memcpy(h.tcp + h.tcp_header_len, payload.data(), payload.size());
+    put_tcp_checksum(h, payload, checksums);
     return h.total;
+}
+
+std::size_t emit_tcp_frame_headers(const FrameRepr& repr, Bytes payload, MutBytes out,
+                                   Checksums checksums) {
+    const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
+    put_tcp_checksum(h, payload, checksums);
+    return h.total - payload.size();
 }
 
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,

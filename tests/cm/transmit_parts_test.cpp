@@ -1,0 +1,263 @@
+// Frames in two parts (Core::poll_transmit_parts, Core::receive_parts): a stream
+// segment's payload is handed where it lies in the sender's memory, not copied into
+// the frame; the frame the two parts make is the one poll_transmit() gives whole; a
+// payload still queued is copied into its frame before that memory may change; a
+// receiver reads the payload in place, with every check of a whole frame.
+//
+// Read first: include/iwcm/core.hpp (poll_transmit_parts), src/cm/core_impl.hpp
+// (TxPayload), docs/perf.md "Copies".
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cm/dut.hpp"
+
+namespace iwcm::test {
+namespace {
+
+using std::chrono::seconds;
+
+CoreConfig immediate_acks() {
+    CoreConfig c = config_for(kMacB, 7);
+    c.stream.ack_delay = Duration{};
+    return c;
+}
+
+void stream_up(Dut& d) {
+    connect_active(d);
+    ASSERT_TRUE(d.core.handoff(d.conn).has_value());
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned salt) {
+    std::vector<std::byte> b(n);
+    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>(i * 13 + salt);
+    return b;
+}
+
+std::vector<std::byte> joined(const TransmitParts& t) {
+    std::vector<std::byte> f(t.headers.begin(), t.headers.end());
+    f.insert(f.end(), t.payload.begin(), t.payload.end());
+    return f;
+}
+
+std::vector<std::vector<std::byte>> whole_frames(Core& core) {
+    std::vector<std::vector<std::byte>> out;
+    while (auto f = core.poll_transmit()) out.emplace_back(f->begin(), f->end());
+    return out;
+}
+
+std::vector<std::byte> payload_of(std::span<const std::byte> frame) {
+    auto p = wire::parse_tcp_frame(frame);
+    EXPECT_TRUE(p.has_value());
+    return p ? std::vector<std::byte>(p->payload.begin(), p->payload.end())
+             : std::vector<std::byte>{};
+}
+
+// Two DUTs driven alike send the same frames: one polled in parts, one whole. The parts
+// join into the whole frames; each segment's payload views the caller's memory given to
+// send_ref (no copy: copied_to_frames stays 0), where the whole frames counted a copy.
+TEST(TransmitParts, ASegmentsPayloadIsReadWhereItLies) {
+    Dut parts(immediate_acks());
+    Dut whole(immediate_acks());
+    stream_up(parts);
+    stream_up(whole);
+    const std::vector<std::byte> mem = pattern(3000, 1);
+    ASSERT_EQ(parts.core.send_ref(parts.now, parts.conn, mem).value_or(0), mem.size());
+    ASSERT_EQ(whole.core.send_ref(whole.now, whole.conn, mem).value_or(0), mem.size());
+    const auto want = whole_frames(whole.core);
+    std::vector<TransmitParts> got;
+    std::vector<std::vector<std::byte>> got_frames;
+    while (auto t = parts.core.poll_transmit_parts()) {
+        got.push_back(*t);
+        got_frames.push_back(joined(*t));
+    }
+    ASSERT_EQ(got_frames, want);
+    ASSERT_GE(got.size(), 3u);  // 1460 + 1460 + 80
+    std::size_t off = 0;
+    for (const TransmitParts& t : got) {
+        ASSERT_FALSE(t.payload.empty());
+        EXPECT_EQ(t.payload.data(), mem.data() + off) << "the payload was copied";
+        EXPECT_EQ(t.size(), t.headers.size() + t.payload.size());
+        std::uint64_t h = 0;
+        const auto frame = joined(t);
+        ASSERT_TRUE(frame_flow_hash(frame, parts.core.config().flow_key, h));
+        EXPECT_EQ(t.flow_hash, h);
+        off += t.payload.size();
+    }
+    EXPECT_EQ(off, mem.size());
+    EXPECT_EQ(parts.core.stream_info(parts.conn)->copied_to_frames, 0u);
+    EXPECT_EQ(whole.core.stream_info(whole.conn)->copied_to_frames, mem.size());
+}
+
+// send() copies into the send buffer once; the frames read it there.
+TEST(TransmitParts, WrittenBytesComeFromTheSendBuffer) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    const std::vector<std::byte> mem = pattern(2000, 2);
+    ASSERT_EQ(d.core.send(d.now, d.conn, mem).value_or(0), mem.size());
+    std::vector<std::byte> sent;
+    while (auto t = d.core.poll_transmit_parts()) {
+        ASSERT_FALSE(t->payload.empty());
+        EXPECT_FALSE(t->payload.data() >= mem.data() && t->payload.data() < mem.data() + 2000);
+        sent.insert(sent.end(), t->payload.begin(), t->payload.end());
+        EXPECT_EQ(payload_of(joined(*t)), std::vector<std::byte>(t->payload.begin(),
+                                                                 t->payload.end()));
+    }
+    EXPECT_EQ(sent, mem);
+    auto info = d.core.stream_info(d.conn);
+    EXPECT_EQ(info->copied_in, mem.size());
+    EXPECT_EQ(info->copied_to_frames, 0u);
+}
+
+// Frames not yet taken when the caller takes its memory back (own_send_bytes) carry the
+// bytes as they were: the core fills them first.
+TEST(TransmitParts, OwnSendBytesFillsTheQueuedFrames) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    std::vector<std::byte> mem = pattern(2000, 3);
+    const std::vector<std::byte> original = mem;
+    ASSERT_EQ(d.core.send_ref(d.now, d.conn, mem).value_or(0), mem.size());
+    ASSERT_EQ(d.core.own_send_bytes(d.conn).value_or(0), mem.size());
+    std::fill(mem.begin(), mem.end(), std::byte{0});
+    std::vector<std::byte> sent;
+    while (auto t = d.core.poll_transmit_parts()) {
+        EXPECT_TRUE(t->payload.empty()) << "a payload still views the caller's memory";
+        const auto p = payload_of(t->headers);
+        sent.insert(sent.end(), p.begin(), p.end());
+    }
+    EXPECT_EQ(sent, original);
+    EXPECT_EQ(d.core.stream_info(d.conn)->copied_to_frames, original.size());
+}
+
+// An ACK of every byte frees the send buffer; bytes written after it go into a new one.
+// The frames queued before carry the first bytes, the later ones the second.
+TEST(TransmitParts, AnAckFillsTheQueuedFramesBeforeTheBufferGoes) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    const std::vector<std::byte> first = pattern(1000, 4);
+    const std::vector<std::byte> second = pattern(1000, 5);
+    const wire::SeqNumber base = d.dut_nxt;
+    ASSERT_EQ(d.core.send(d.now, d.conn, first).value_or(0), first.size());
+    d.dut_nxt = base + 1000;
+    d.seg(tf::kAck);  // acknowledges the segment queued, not yet taken
+    EXPECT_EQ(d.core.stream_info(d.conn)->acked, 1000u);
+    ASSERT_EQ(d.core.send(d.now, d.conn, second).value_or(0), second.size());
+    std::vector<std::vector<std::byte>> payloads;
+    while (auto t = d.core.poll_transmit_parts()) {
+        auto p = payload_of(joined(*t));
+        if (!p.empty()) payloads.push_back(std::move(p));
+    }
+    ASSERT_EQ(payloads.size(), 2u);
+    EXPECT_EQ(payloads[0], first);
+    EXPECT_EQ(payloads[1], second);
+}
+
+// The peer's FIN makes the handle stale (kDisconnected): the application may free the
+// memory it gave send_ref, so the frame queued from it is filled before the event.
+TEST(TransmitParts, TheTerminalEventComesAfterTheFramesAreFilled) {
+    for (bool abort : {false, true}) {
+        Dut d(immediate_acks());
+        stream_up(d);
+        std::vector<std::byte> mem = pattern(1000, 6);
+        const std::vector<std::byte> original = mem;
+        ASSERT_EQ(d.core.send_ref(d.now, d.conn, mem).value_or(0), mem.size());
+        if (abort) {
+            d.seg(tf::kRst);
+        } else {
+            d.seg(tf::kAck | tf::kFin);
+        }
+        auto e = d.evs();
+        ASSERT_FALSE(e.empty());
+        EXPECT_EQ(e.back().type, EventType::kDisconnected);
+        std::fill(mem.begin(), mem.end(), std::byte{0});
+        const auto frames = whole_frames(d.core);
+        ASSERT_FALSE(frames.empty());
+        EXPECT_EQ(payload_of(frames[0]), original) << (abort ? "reset" : "peer close");
+    }
+}
+
+// A receiver given a frame in two parts acts as on the whole frame: the same answer, the
+// same bytes readable, whether the cut is at the end of the headers (read in place) or
+// anywhere else (joined first); with a bad checksum it drops the frame.
+TEST(TransmitParts, ReceivedInPartsAsWhole) {
+    Dut probe(immediate_acks());
+    stream_up(probe);
+    const std::vector<std::byte> data = pattern(1200, 7);
+    std::vector<std::byte> frame(wire::tcp_frame_len(probe.frame(0, {}, {}), data.size()));
+    wire::emit_tcp_frame(probe.frame(tf::kAck | tf::kPsh, probe.peer_nxt, probe.dut_nxt), data,
+                         frame);
+    const std::size_t header_end = frame.size() - data.size();
+    for (std::size_t cut : {header_end, header_end - 4, header_end + 7, frame.size() - 1}) {
+        Dut d(immediate_acks());
+        stream_up(d);
+        const std::span<const std::byte> f(frame);
+        d.core.receive_parts(d.now, f.first(cut), f.subspan(cut));
+        auto o = d.out();
+        ASSERT_EQ(o.size(), 1u) << "cut at " << cut;
+        EXPECT_EQ(o[0].tcp().ack, d.peer_nxt + 1200u);
+        auto view = d.core.peek(d.conn);
+        ASSERT_TRUE(view.has_value());
+        EXPECT_TRUE(std::equal(view->begin(), view->end(), data.begin(), data.end()));
+        EXPECT_EQ(d.core.stream_info(d.conn)->copied_received, 1200u);
+    }
+    Dut bad(immediate_acks());
+    stream_up(bad);
+    std::vector<std::byte> corrupt(frame.begin() + static_cast<std::ptrdiff_t>(header_end),
+                                   frame.end());
+    corrupt[100] ^= std::byte{1};
+    bad.core.receive_parts(bad.now, std::span(frame).first(header_end), corrupt);
+    EXPECT_TRUE(bad.out().empty());
+    EXPECT_EQ(bad.core.stats().dropped[static_cast<std::size_t>(DropReason::kBadChecksum)], 1u);
+    EXPECT_EQ(bad.core.stream_info(bad.conn)->readable, 0u);
+}
+
+// Two cores moving a stream frame by frame in parts: every byte arrives in order, each
+// copied once on each side (into the send buffer, into the receive buffer).
+TEST(TransmitParts, APairMovesAStreamWithTwoCopies) {
+    Pair p(config_for(kMacA, 1), immediate_acks());
+    ListenParams lp;
+    lp.local = {ip_b(), 4791};
+    ASSERT_TRUE(p.b.listen(lp).has_value());
+    auto a = p.a.connect(p.now, p.connect_params());
+    ASSERT_TRUE(a.has_value());
+    p.pump();
+    ConnHandle b;
+    for (const Ev& e : events(p.b))
+        if (e.type == EventType::kConnectRequest) b = e.conn;
+    ASSERT_TRUE(p.b.accept(p.now, b, {}).has_value());
+    p.pump();
+    (void)events(p.a);
+    (void)events(p.b);
+    ASSERT_TRUE(p.a.handoff(*a).has_value());
+    ASSERT_TRUE(p.b.handoff(b).has_value());
+    const std::vector<std::byte> data = pattern(200000, 8);
+    std::size_t sent = 0;
+    std::vector<std::byte> got;
+    for (int round = 0; round < 1000 && got.size() < data.size(); ++round) {
+        if (sent < data.size()) {
+            sent += p.a.send(p.now, *a, std::span(data).subspan(sent)).value_or(0);
+        }
+        for (auto [from, to] : {std::pair{&p.a, &p.b}, std::pair{&p.b, &p.a}}) {
+            while (auto t = from->poll_transmit_parts())
+                to->receive_parts(p.now, t->headers, t->payload, t->flow_hash);
+            if (from == &p.a) {
+                while (true) {
+                    auto view = p.b.peek(b);
+                    ASSERT_TRUE(view.has_value());
+                    if (view->empty()) break;
+                    got.insert(got.end(), view->begin(), view->end());
+                    ASSERT_TRUE(p.b.consume(p.now, b, view->size()).has_value());
+                }
+            }
+        }
+    }
+    ASSERT_EQ(got, data);
+    const auto sa = p.a.stream_info(*a);
+    const auto sb = p.b.stream_info(b);
+    EXPECT_EQ(sa->copied_in, data.size());
+    EXPECT_EQ(sa->copied_to_frames, 0u);
+    EXPECT_EQ(sb->copied_received, data.size());
+}
+
+}  // namespace
+}  // namespace iwcm::test
