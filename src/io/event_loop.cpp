@@ -143,25 +143,27 @@ Result<void> TapHost::add_address(IpAddr addr) {
 
 // ---------------------------------------------------------------- output
 
-void TapHost::capture(std::span<const std::byte> frame) {
+void TapHost::capture(std::span<const std::byte> frame, std::span<const std::byte> rest) {
     if (!pcap_) return;
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::system_clock::now().time_since_epoch());
-    (void)pcap_->write(wall.count(), frame);
+    (void)pcap_->write(wall.count(), frame, rest);
 }
 
-void TapHost::send(std::span<const std::byte> frame) {
-    capture(frame);
+void TapHost::send(std::span<const std::byte> headers, std::span<const std::byte> payload) {
+    capture(headers, payload);
     ++counters_.frames_out;
-    if (dev_->write(frame) != 0) ++counters_.write_errors;
+    if (dev_->write_parts(headers, payload) != 0) ++counters_.write_errors;
 }
 
 void TapHost::flush() {
     // The neighbour table first: a reply it owes may be what the peer needs
-    // before it can answer anything the core sends.
+    // before it can answer anything the core sends. The core's stream segments come in
+    // two parts, their payload read from the stream's memory by the device (no copy into
+    // the core's frame first).
     for (int round = 0; round < 2; ++round) {
         while (auto f = neighbors_.poll_transmit()) send(*f);
-        while (auto f = core_.poll_transmit()) send(*f);
+        while (auto f = core_.poll_transmit_parts()) send(f->headers, f->payload);
     }
     dev_->flush();
 }

@@ -44,13 +44,21 @@ PcapWriter::~PcapWriter() {
 }
 
 bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame) {
+    return write(unix_ns, frame, {});
+}
+
+bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame,
+                       std::span<const std::byte> rest) {
     IWCM_ASSERT(file_ != nullptr);
     IWCM_ASSERT(unix_ns >= 0);
-    const auto caplen = static_cast<std::uint32_t>(std::min<std::size_t>(frame.size(), kSnapLen));
+    const std::size_t len = frame.size() + rest.size();
+    const auto caplen = static_cast<std::uint32_t>(std::min<std::size_t>(len, kSnapLen));
     const std::uint32_t record[4] = {static_cast<std::uint32_t>(unix_ns / 1'000'000'000),
                                      static_cast<std::uint32_t>(unix_ns % 1'000'000'000), caplen,
-                                     static_cast<std::uint32_t>(frame.size())};
-    bool ok = put(file_, record, sizeof record) && put(file_, frame.data(), caplen) &&
+                                     static_cast<std::uint32_t>(len)};
+    const std::size_t first = std::min<std::size_t>(frame.size(), caplen);
+    bool ok = put(file_, record, sizeof record) && put(file_, frame.data(), first) &&
+              (caplen == first || put(file_, rest.data(), caplen - first)) &&
               std::fflush(file_) == 0;
     if (ok) ++frames_;
     return ok;

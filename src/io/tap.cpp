@@ -7,6 +7,7 @@
 #include <net/if_arp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -111,6 +112,19 @@ int TapDevice::write(std::span<const std::byte> frame) {
     IWCM_ASSERT(frame.size() <= kMaxFrame);
     for (;;) {
         ssize_t n = ::write(fd_, frame.data(), frame.size());
+        if (n >= 0) return 0;
+        if (errno == EINTR) continue;
+        return -errno;
+    }
+}
+
+int TapDevice::write_parts(std::span<const std::byte> headers, std::span<const std::byte> payload) {
+    IWCM_ASSERT(fd_ >= 0);
+    IWCM_ASSERT(headers.size() + payload.size() <= kMaxFrame);
+    iovec iov[2] = {{const_cast<std::byte*>(headers.data()), headers.size()},
+                    {const_cast<std::byte*>(payload.data()), payload.size()}};
+    for (;;) {
+        ssize_t n = ::writev(fd_, iov, payload.empty() ? 1 : 2);
         if (n >= 0) return 0;
         if (errno == EINTR) continue;
         return -errno;

@@ -49,6 +49,9 @@ public:
     long read(std::span<std::byte> buf) override;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     int write(std::span<const std::byte> frame) override;
+    // One writev() of both parts.
+    int write_parts(std::span<const std::byte> headers,
+                    std::span<const std::byte> payload) override;
 
 private:
     TapDevice(int fd, std::string name, MacAddr mac)

@@ -184,15 +184,15 @@ void TapShards::wake_all() {
 
 void TapShards::flush(std::uint32_t s) {
     Shard& sh = *shards_[s];
-    auto send = [&](std::span<const std::byte> f) {
+    auto send = [&](std::span<const std::byte> headers, std::span<const std::byte> payload) {
         ++sh.counters.tap.frames_out;
-        if (sh.queue->write(f) != 0) ++sh.counters.tap.write_errors;
+        if (sh.queue->write_parts(headers, payload) != 0) ++sh.counters.tap.write_errors;
     };
-    // As TapHost::flush: the neighbour table first.
+    // As TapHost::flush: the neighbour table first, the core's frames in two parts.
     for (int round = 0; round < 2; ++round) {
         if (s == 0)
-            while (auto f = neighbors_.poll_transmit()) send(*f);
-        while (auto f = sh.core->poll_transmit()) send(*f);
+            while (auto f = neighbors_.poll_transmit()) send(*f, {});
+        while (auto f = sh.core->poll_transmit_parts()) send(f->headers, f->payload);
     }
     sh.queue->flush();
     links_->flush(s);

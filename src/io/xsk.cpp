@@ -340,8 +340,13 @@ long XskDevice::read(std::span<std::byte> buf) {
 }
 
 int XskDevice::write(std::span<const std::byte> frame) {
+    return write_parts(frame, {});
+}
+
+int XskDevice::write_parts(std::span<const std::byte> headers, std::span<const std::byte> payload) {
     Impl& x = *impl_;
-    if (frame.size() > kFrameSize) return -EMSGSIZE;
+    const std::size_t len = headers.size() + payload.size();
+    if (len > kFrameSize) return -EMSGSIZE;
     x.reclaim();
     if (x.free_tx.empty()) {
         x.kick_tx();
@@ -352,10 +357,12 @@ int XskDevice::write(std::span<const std::byte> frame) {
     if (xsk_ring_prod__reserve(&x.tx, 1, &idx) != 1) return -EAGAIN;
     const std::uint64_t addr = x.free_tx.back();
     x.free_tx.pop_back();
-    std::memcpy(xsk_umem__get_data(x.area, addr), frame.data(), frame.size());
+    auto* to = static_cast<std::byte*>(xsk_umem__get_data(x.area, addr));
+    std::memcpy(to, headers.data(), headers.size());
+    if (!payload.empty()) std::memcpy(to + headers.size(), payload.data(), payload.size());
     xdp_desc* d = xsk_ring_prod__tx_desc(&x.tx, idx);
     d->addr = addr;
-    d->len = static_cast<std::uint32_t>(frame.size());
+    d->len = static_cast<std::uint32_t>(len);
     d->options = 0;
     xsk_ring_prod__submit(&x.tx, 1);
     return 0;

@@ -100,8 +100,8 @@ TEST(TransmitParts, WrittenBytesComeFromTheSendBuffer) {
         ASSERT_FALSE(t->payload.empty());
         EXPECT_FALSE(t->payload.data() >= mem.data() && t->payload.data() < mem.data() + 2000);
         sent.insert(sent.end(), t->payload.begin(), t->payload.end());
-        EXPECT_EQ(payload_of(joined(*t)), std::vector<std::byte>(t->payload.begin(),
-                                                                 t->payload.end()));
+        EXPECT_EQ(payload_of(joined(*t)),
+                  std::vector<std::byte>(t->payload.begin(), t->payload.end()));
     }
     EXPECT_EQ(sent, mem);
     auto info = d.core.stream_info(d.conn);

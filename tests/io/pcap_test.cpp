@@ -54,6 +54,26 @@ TEST(Pcap, WritesHeaderAndRecords) {
     EXPECT_EQ(f[r2 + 16 + 14], 0x45);
 }
 
+// A frame written in two parts (a stream segment's headers and payload) is the same record,
+// byte for byte, as the frame written whole.
+TEST(Pcap, TwoPartsMakeTheRecordOfTheWholeFrame) {
+    const auto frame = wire::hex_bytes("02 00 00 00 00 01 02 00 00 00 00 02 08 00 45 00 aa bb cc");
+    const std::string one = testing::TempDir() + "iwcm_pcap_one.pcap";
+    const std::string two = testing::TempDir() + "iwcm_pcap_two.pcap";
+    {
+        auto w = PcapWriter::open(one);
+        ASSERT_TRUE(w) << w.error();
+        EXPECT_TRUE((*w)->write(1'700'000'000'000'000'007, frame));
+        auto v = PcapWriter::open(two);
+        ASSERT_TRUE(v) << v.error();
+        const std::span<const std::byte> f(frame);
+        EXPECT_TRUE((*v)->write(1'700'000'000'000'000'007, f.first(14), f.subspan(14)));
+    }
+    const auto a = slurp(one);
+    EXPECT_EQ(a.size(), 24u + 16 + frame.size());
+    EXPECT_EQ(a, slurp(two));
+}
+
 TEST(Pcap, OpenFailsWithAReason) {
     auto w = PcapWriter::open("/nonexistent-dir/x.pcap");
     ASSERT_FALSE(w);
