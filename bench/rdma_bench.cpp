@@ -24,6 +24,8 @@ void BM_Rdma(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
     if constexpr (std::is_same_v<Pair, iwcm::bench::RdmaCorePair>) {
         state.counters["copies_per_byte"] = pair.copies_per_byte();
+        state.counters["message_copies_per_byte"] = pair.message_copies_per_byte();
+        state.counters["message_copies_per_byte"] = pair.message_copies_per_byte();
     }
 }
 

@@ -178,6 +178,13 @@ public:
         const rdma::Device::Placement p = db_.placement();
         return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed, p.placed);
     }
+    // The same without the sender's FPDU framing (headers, pads, CRCs written around
+    // payloads sent from registered memory): copies of message bytes only.
+    double message_copies_per_byte() const {
+        const rdma::Device::Placement p = db_.placement();
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed, p.placed,
+                                      da_.framing_sent());
+    }
 
 private:
     static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool crc,

@@ -57,13 +57,17 @@ inline IpAddr pair_ip(std::uint8_t last) {
 // Bytes copied per byte delivered (docs/perf.md "Copies"): the sending
 // stream's copies into its buffer and into frames, the receiving stream's
 // into its buffer, and `placed` more (a device's copies into memory), over
-// `delivered`. What a sink took in order it did not copy into the buffer.
+// `delivered`. What a sink took in order it did not copy into the buffer. `framing`:
+// bytes of those copies that are not message bytes (an RDMA sender's FPDU headers and
+// CRCs, Device::framing_sent), left out.
 inline double copies_per_byte(const Core& from, ConnHandle tx, const Core& to, ConnHandle rx,
-                              std::uint64_t placed, std::uint64_t delivered) {
+                              std::uint64_t placed, std::uint64_t delivered,
+                              std::uint64_t framing = 0) {
     auto s = from.stream_info(tx);
     auto r = to.stream_info(rx);
     if (!s || !r || delivered == 0) return 0;
-    const std::uint64_t copied = s->copied_in + s->copied_to_frames + r->copied_received + placed;
+    const std::uint64_t copied =
+        s->copied_in + s->copied_to_frames + r->copied_received + placed - framing;
     return static_cast<double>(copied) / static_cast<double>(delivered);
 }
 

@@ -159,13 +159,18 @@ struct Transmit {
     std::uint64_t flow_hash = 0;
 };
 
-// A frame in two parts (Core::poll_transmit_parts): the frame is `headers` followed by
-// `payload`, which is empty or the whole TCP payload.
+// A frame in parts (Core::poll_transmit_parts): the frame is `headers` followed by the
+// `payload` pieces in order (none, or the whole TCP payload).
 struct TransmitParts {
     std::span<const std::byte> headers;
-    std::span<const std::byte> payload;
+    std::span<const std::span<const std::byte>> payload;
     std::uint64_t flow_hash = 0;
-    std::size_t size() const { return headers.size() + payload.size(); }
+    std::size_t payload_size() const {
+        std::size_t n = 0;
+        for (auto piece : payload) n += piece.size();
+        return n;
+    }
+    std::size_t size() const { return headers.size() + payload_size(); }
 };
 
 struct TraceRecord {
@@ -195,12 +200,13 @@ public:
     // that hash, or the frame may miss its connection.
     void receive(Instant now, std::span<const std::byte> frame,
                  std::optional<std::uint64_t> flow_hash = std::nullopt);
-    // receive() for a frame in two parts, `headers` followed by `payload` (as
+    // receive() for a frame in parts, `headers` followed by the `payload` pieces (as
     // poll_transmit_parts() gives them): the common IPv4 frame is read in place, its payload
-    // where it lies (a stream copies it from there, or its sink takes it); anything else
-    // is joined first. Both must stay valid and unchanged for the call.
+    // where it lies (a stream copies it from there, or its sink takes it: a queue pair
+    // places an RDMA Write from the pieces); anything else is joined first. Everything
+    // must stay valid and unchanged for the call.
     void receive_parts(Instant now, std::span<const std::byte> headers,
-                       std::span<const std::byte> payload,
+                       std::span<const std::span<const std::byte>> payload,
                        std::optional<std::uint64_t> flow_hash = std::nullopt);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
@@ -213,13 +219,13 @@ public:
     // and hands it to the receiving core without reading its headers, as
     // Linux's loopback carries skb->hash from sender to receiver.
     std::optional<Transmit> poll_transmit_hashed();
-    // The same in two parts, for a driver that gathers (a writev, a NIC's DMA, a link in
+    // The same in parts, for a driver that gathers (a writev, a NIC's DMA, a link in
     // memory handing frames to another core): a stream's segment comes as its headers
-    // and its payload viewed where it lies (the send buffer, or the caller's bytes given
-    // to send_ref), not copied; every other frame comes whole in `headers`. Both views
-    // are valid until the next call of any member of this core. poll_transmit() and
-    // poll_transmit_hashed() copy such a payload into the frame instead, as the core did
-    // when it queued the frame before.
+    // and its payload viewed where it lies, in one piece or several (the send buffer, the
+    // caller's bytes given to send_ref, a queue pair's registered memory between an
+    // FPDU's header and CRC), not copied; every other frame comes whole in `headers`.
+    // Every view is valid until the next call of any member of this core. poll_transmit()
+    // and poll_transmit_hashed() copy such a payload into the frame instead.
     std::optional<TransmitParts> poll_transmit_parts();
     // The next event; its private-data view is valid until the next call.
     std::optional<Event> poll_event();

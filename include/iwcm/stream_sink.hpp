@@ -25,6 +25,21 @@ public:
     // any others); the rest is buffered as usual. It is called from inside
     // Core::receive and must not call into the core.
     virtual std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> bytes) = 0;
+    // The same for bytes that arrived in pieces (a frame handed over in parts,
+    // Core::receive_parts), in order: how many of their concatenation, from the start, it
+    // took. This default offers each piece to on_in_order() in turn while each is taken
+    // whole; a sink whose units may span pieces (a queue pair's FPDUs) overrides it.
+    virtual std::size_t on_in_order_parts(ConnHandle conn,
+                                          std::span<const std::span<const std::byte>> pieces) {
+        std::size_t taken = 0;
+        for (auto piece : pieces) {
+            if (piece.empty()) continue;
+            const std::size_t n = on_in_order(conn, piece);
+            taken += n;
+            if (n < piece.size()) break;
+        }
+        return taken;
+    }
     // Asked right after on_in_order took bytes: true when they ended
     // something whose sender waits for our ACK (an RDMA Write or Send is
     // complete at its sender only once acknowledged): the stream then

@@ -261,6 +261,10 @@ public:
         std::uint64_t direct = 0;
     };
     Placement placement() const;
+    // Bytes of FPDU framing (length fields, DDP and RDMAP headers, pads, CRCs) this device
+    // queued around message bytes sent from registered memory: the part of its streams'
+    // copies that is not message bytes (docs/perf.md "Copies").
+    std::uint64_t framing_sent() const;
 
 private:
     struct Impl;

@@ -66,7 +66,8 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     // given to send_ref as well; the frames that read them are filled first.
     if (t.has(tf::kAck)) settle_frames(*node, t.ack);
     cm::NodeStream& ns = *node->stream;
-    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload},
+    // The payload in pieces when the frame came so (rx_pieces: receive_parts).
+    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload, rx_pieces},
                                   {ns.sink, node->handle()});
     ns.copied_received += a.buffered;
     ns.sunk += a.sunk;
@@ -142,8 +143,10 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             fr.tcp.ack = out->ack;
             fr.tcp.window = out->window;
             node->ack_deferred = false;
-            if (!out->payload.empty() && !node->loopback) {
-                emit_frame_left_out(*node, fr, out->payload);  // copied when taken whole
+            if (out->len > 0 && !node->loopback) {
+                // Copied when taken whole (or read where it lies, in parts).
+                emit_frame_left_out(
+                    *node, fr, out->pieces.empty() ? std::span(&out->payload, 1) : out->pieces);
                 continue;
             }
             ns.copied_to_frames += out->len;
@@ -222,10 +225,15 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
     auto n = sending_node(conn);
     if (!n) return fail(n.error());
     NodeRef ref(*n);
-    settle_frames(*ref);  // a write may move the buffer's bytes
     cm::NodeStream& ns = *ref->stream;
     std::size_t size = 0;
-    for (wire::Bytes part : parts) size += part.size();
+    std::size_t to_copy = 0;  // what goes into the send buffer
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        size += parts[i].size();
+        if ((by_ref >> i & 1U) == 0) to_copy += parts[i].size();
+    }
+    // A write that may move the buffer's bytes fills the frames that view them first.
+    if (ns.tcp.write_moves_bytes(to_copy)) settle_frames(*ref);
     std::size_t taken = 0;
     if (!record) {
         IWCM_ASSERT(parts.size() == 1 && by_ref <= 1);

@@ -54,7 +54,7 @@ Core::Impl::~Impl() {
     // the (already dying) timer service: events, handles, timers, table.
     // Frames never taken need no payload.
     for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i)
-        if (tx_payloads[i].data != nullptr) --tx_payloads[i].node->stream->frames_left_out;
+        if (tx_payloads[i].left_out) --tx_payloads[i].node->stream->frames_left_out;
     tx_payloads.clear();
     current_node.reset();
     events.clear();
@@ -80,7 +80,8 @@ void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint
     drain_loopback(now);
 }
 
-void Core::Impl::receive_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
+                               std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
     handle_frame_parts(now, headers, payload, flow);
@@ -124,6 +125,7 @@ std::optional<Instant> Core::Impl::next_deadline() const {
         tx_head = 0;
         if (tx_payload_head != 0) {
             tx_payloads.clear();
+            tx_pieces.clear();
             tx_payload_head = 0;
         }
         return nullptr;
@@ -147,21 +149,24 @@ std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
 }
 
 void Core::Impl::fill_payload(cm::TxPayload& p) {
-    IWCM_ASSERT(p.data != nullptr);
+    IWCM_ASSERT(p.left_out);
     const cm::TxFrame& t = tx_frames[p.frame];
     IWCM_ASSERT(p.at + p.len == t.length());
-    wire::copy_bytes(tx_arena.data() + t.off + p.at, p.data, p.len);
+    std::byte* to = tx_arena.data() + t.off + p.at;
+    for (wire::Bytes piece : std::span(tx_pieces).subspan(p.first, p.count)) {
+        wire::copy_bytes(to, piece.data(), piece.size());
+        to += piece.size();
+    }
     cm::NodeStream& ns = *p.node->stream;
     ns.copied_to_frames += p.len;
     --ns.frames_left_out;
-    p.data = nullptr;
+    p.left_out = false;
 }
 
 void Core::Impl::settle_frames_of(const Node& node, const wire::SeqNumber* below) {
     for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i) {
         cm::TxPayload& p = tx_payloads[i];
-        if (p.node == &node && p.data != nullptr && (below == nullptr || p.seq < *below))
-            fill_payload(p);
+        if (p.node == &node && p.left_out && (below == nullptr || p.seq < *below)) fill_payload(p);
     }
     IWCM_ASSERT(below != nullptr || node.stream->frames_left_out == 0);
 }
@@ -705,7 +710,7 @@ void Core::receive(Instant now, std::span<const std::byte> frame,
     impl_->receive(now, frame, flow_hash);
 }
 void Core::receive_parts(Instant now, std::span<const std::byte> headers,
-                         std::span<const std::byte> payload,
+                         std::span<const std::span<const std::byte>> payload,
                          std::optional<std::uint64_t> flow_hash) {
     impl_->receive_parts(now, headers, payload, flow_hash);
 }
@@ -732,9 +737,9 @@ std::optional<TransmitParts> Core::poll_transmit_parts() {
     if (cm::TxPayload* p = impl_->taken_payload(*t)) {
         // Read where it lies: no copy, and the frame's room for it stays unwritten.
         --p->node->stream->frames_left_out;
-        const std::span<const std::byte> payload(p->data, p->len);
-        p->data = nullptr;
-        return TransmitParts{frame.first(p->at), payload, t->flow};
+        p->left_out = false;
+        return TransmitParts{frame.first(p->at),
+                             std::span(impl_->tx_pieces).subspan(p->first, p->count), t->flow};
     }
     return TransmitParts{frame, {}, t->flow};
 }

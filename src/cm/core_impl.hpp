@@ -101,18 +101,20 @@ struct TxFrame {
     std::uint32_t length() const { return len & ~kLeftOut; }
 };
 
-// A queued frame whose payload is not in it yet: a stream's segment whose bytes are one
-// run of the stream's memory (its send buffer, or bytes held by reference), left there so
-// that a driver taking frames in two parts (Core::poll_transmit_parts) reads them where
-// they lie. The frame's room has the payload's place; the payload is copied into it when
-// the frame is taken whole, or before that memory may change (settle_frames).
+// A queued frame whose payload is not in it yet: a stream's segment whose bytes lie in the
+// stream's memory (its send buffer, bytes held by reference: one run or several pieces),
+// left there so that a driver taking frames in parts (Core::poll_transmit_parts) reads
+// them where they lie. The frame's room has the payload's place; the payload is copied
+// into it when the frame is taken whole, or before that memory may change (settle_frames).
 struct TxPayload {
-    std::uint32_t frame = 0;          // index in tx_frames
-    std::uint32_t at = 0;             // the payload's offset in the frame (its headers' length)
-    const std::byte* data = nullptr;  // null once copied in
-    std::uint32_t len = 0;
-    wire::SeqNumber seq;   // of its first byte
-    Node* node = nullptr;  // whose stream's memory (its copies are counted there)
+    std::uint32_t frame = 0;  // index in tx_frames
+    std::uint32_t at = 0;     // the payload's offset in the frame (its headers' length)
+    std::uint32_t first = 0;  // its pieces: tx_pieces[first, first + count)
+    std::uint32_t count = 0;
+    std::uint32_t len = 0;  // bytes in all
+    bool left_out = true;   // false once copied in (or handed to the driver)
+    wire::SeqNumber seq;    // of its first byte
+    Node* node = nullptr;   // whose stream's memory (its copies are counted there)
 };
 
 struct QueuedEvent {
@@ -132,7 +134,7 @@ struct Core::Impl {
     // flow: the frame's flow hash when the driver hands it (Core::receive).
     void receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
     // A frame in two parts (Core::receive_parts).
-    void receive_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+    void receive_parts(Instant now, wire::Bytes headers, std::span<const wire::Bytes> payload,
                        std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
@@ -149,7 +151,7 @@ struct Core::Impl {
         if ((t.len & cm::TxFrame::kLeftOut) == 0) return nullptr;
         cm::TxPayload& p = tx_payloads[tx_payload_head++];
         IWCM_ASSERT(&tx_frames[p.frame] == &t);
-        return p.data != nullptr ? &p : nullptr;
+        return p.left_out ? &p : nullptr;
     }
     // Copies a left-out payload into its frame, counted as the stream's copy.
     void fill_payload(cm::TxPayload& p);
@@ -195,10 +197,14 @@ struct Core::Impl {
     void handle_frame(Instant now, wire::Bytes frame,
                       std::optional<std::uint64_t> flow = std::nullopt);
     // The same for a frame in two parts (Core::receive_parts).
-    void handle_frame_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+    void handle_frame_parts(Instant now, wire::Bytes headers, std::span<const wire::Bytes> payload,
                             std::optional<std::uint64_t> flow);
-    // The rest of either once the frame is parsed into rx_frame (tcp.cpp only).
+    // The rest of either once the frame is parsed into rx_frame (tcp.cpp only). kPieces: its
+    // payload is rx_pieces, which only a stream reads as they are.
+    template <bool kPieces>
     void handle_parsed(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
+    // rx_pieces joined into rx_joined, for a handler that reads one payload span.
+    wire::Bytes join_rx_pieces();
     // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
@@ -256,8 +262,9 @@ struct Core::Impl {
     void emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bool loopback,
                     std::uint64_t flow);
     // A stream's segment whose payload stays where it lies until the frame is taken (see
-    // TxPayload): the node's stream memory, not looped back, no trace hook.
-    void emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr, wire::Bytes payload);
+    // TxPayload): the node's stream memory, in one piece or several, not looped back.
+    void emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr,
+                             std::span<const wire::Bytes> payload);
     // The same with the payload in pieces, `payload_len` bytes in all.
     void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
                            std::size_t payload_len, bool loopback, std::uint64_t flow);
@@ -460,6 +467,7 @@ struct Core::Impl {
     std::size_t tx_head = 0;
     // The queued frames whose payload is left out, in frame order, from tx_payload_head on.
     std::vector<cm::TxPayload> tx_payloads;
+    std::vector<wire::Bytes> tx_pieces;  // the pieces of every TxPayload queued
     std::size_t tx_payload_head = 0;
     // Frames to our own addresses (loopback), handled after the current call.
     std::vector<std::vector<std::byte>> loop_queue;
@@ -468,8 +476,11 @@ struct Core::Impl {
     // never re-entered: loopback frames wait in loop_queue until it returns).
     wire::TcpFrame rx_frame;
     bool in_frame = false;
-    // A frame that came in two parts and is parsed whole (receive_parts).
+    // A frame that came in parts and is parsed whole, or its payload joined (receive_parts).
     std::vector<std::byte> rx_joined;
+    // The payload pieces of the frame being handled, when it came in several (receive_parts);
+    // empty otherwise. Only a stream's segment reads them so (on_stream_segment).
+    std::span<const wire::Bytes> rx_pieces;
 
     // Events: a queue drained from event_head, private data in one arena;
     // both are emptied (capacity kept) whenever the queue runs dry.

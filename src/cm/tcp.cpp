@@ -65,31 +65,50 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         drop(now, classify(*error), nullptr, frame);
         return;
     }
-    handle_parsed(now, frame, flow);
+    handle_parsed<false>(now, frame, flow);
 }
 
-void Core::Impl::handle_frame_parts(Instant now, wire::Bytes headers, wire::Bytes payload,
+void Core::Impl::handle_frame_parts(Instant now, wire::Bytes headers,
+                                    std::span<const wire::Bytes> payload,
                                     std::optional<std::uint64_t> flow) {
     // The common IPv4 frame is parsed in place, its payload read where it lies; anything
     // else is joined first. A trace hook sees the frame whole (joined for it alone).
-    const auto join = [&] {
-        rx_joined.assign(headers.begin(), headers.end());
-        rx_joined.insert(rx_joined.end(), payload.begin(), payload.end());
-        return wire::Bytes(rx_joined);
+    const auto join = [&](std::vector<std::byte>& to) {
+        to.assign(headers.begin(), headers.end());
+        for (wire::Bytes piece : payload) to.insert(to.end(), piece.begin(), piece.end());
+        return wire::Bytes(to);
     };
-    if (payload.empty() || !wire::parse_tcp_frame_parts(headers, payload, rx_frame, checksums())) {
-        handle_frame(now, payload.empty() ? headers : join(), flow);
+    std::size_t len = 0;
+    for (wire::Bytes piece : payload) len += piece.size();
+    if (len == 0 || !wire::parse_tcp_frame_parts(headers, payload, rx_frame, checksums())) {
+        handle_frame(now, len == 0 ? headers : join(rx_joined), flow);
         return;
     }
     ++stats.frames_in;
     IWCM_ASSERT(!in_frame);
-    const wire::Bytes whole = trace ? join() : headers;
+    std::vector<std::byte> traced;
+    const wire::Bytes whole = trace ? join(traced) : headers;
     trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, whole);
-    handle_parsed(now, whole, flow);
+    if (payload.size() == 1) {
+        handle_parsed<false>(now, whole, flow);  // rx_frame.payload is the one piece
+        return;
+    }
+    rx_pieces = payload;
+    handle_parsed<true>(now, whole, flow);
+    rx_pieces = {};
+}
+
+wire::Bytes Core::Impl::join_rx_pieces() {
+    rx_joined.clear();
+    for (wire::Bytes piece : rx_pieces)
+        rx_joined.insert(rx_joined.end(), piece.begin(), piece.end());
+    rx_pieces = {};
+    return rx_joined;
 }
 
 // The frame parsed into rx_frame (`frame`: its bytes, for the trace of a drop). Inline into
 // both callers above: a call between parse and dispatch cost more than the work.
+template <bool kPieces>
 [[gnu::always_inline]] inline void Core::Impl::handle_parsed(Instant now, wire::Bytes frame,
                                                              std::optional<std::uint64_t> flow) {
     const FrameScope scope(in_frame);
@@ -115,9 +134,15 @@ void Core::Impl::handle_frame_parts(Instant now, wire::Bytes headers, wire::Byte
     Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
     if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
+        // Pieces go on to a stream's text; every other handler reads one span.
+        if constexpr (kPieces) {
+            if (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn))
+                seg.payload = join_rx_pieces();
+        }
         on_segment(now, ref, seg);
         return;
     }
+    if constexpr (kPieces) seg.payload = join_rx_pieces();
     // No node: a SYN's node, an answer, take the hash (set only now: carried by every
     // segment it cost a store and a register on every frame).
     if (v4) seg.flow = f;
@@ -1048,19 +1073,24 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
 }
 
 void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr,
-                                     wire::Bytes payload) {
-    const std::size_t len = wire::tcp_frame_len(repr, payload.size());
+                                     std::span<const wire::Bytes> payload) {
+    std::size_t payload_len = 0;
+    for (wire::Bytes piece : payload) payload_len += piece.size();
+    const std::size_t len = wire::tcp_frame_len(repr, payload_len);
     const auto frame = static_cast<std::uint32_t>(tx_frames.size());
     const wire::MutBytes room = frame_room(len, false, node.flow);
     const std::size_t at = wire::emit_tcp_frame_headers(repr, payload, room, checksums());
     tx_frames.back().len |= cm::TxFrame::kLeftOut;
-    tx_payloads.push_back({frame, static_cast<std::uint32_t>(at), payload.data(),
-                           static_cast<std::uint32_t>(payload.size()), repr.tcp.seq, &node});
+    const auto first = static_cast<std::uint32_t>(tx_pieces.size());
+    tx_pieces.insert(tx_pieces.end(), payload.begin(), payload.end());
+    tx_payloads.push_back({frame, static_cast<std::uint32_t>(at), first,
+                           static_cast<std::uint32_t>(payload.size()),
+                           static_cast<std::uint32_t>(payload_len), true, repr.tcp.seq, &node});
     ++node.stream->frames_left_out;
     if (trace) {
         // The hook sees the whole frame now, as it would have been queued.
         std::vector<std::byte> whole(room.begin(), room.begin() + static_cast<std::ptrdiff_t>(at));
-        whole.insert(whole.end(), payload.begin(), payload.end());
+        for (wire::Bytes piece : payload) whole.insert(whole.end(), piece.begin(), piece.end());
         trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, whole);
     }
 }

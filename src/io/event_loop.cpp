@@ -143,14 +143,16 @@ Result<void> TapHost::add_address(IpAddr addr) {
 
 // ---------------------------------------------------------------- output
 
-void TapHost::capture(std::span<const std::byte> frame, std::span<const std::byte> rest) {
+void TapHost::capture(std::span<const std::byte> frame,
+                      std::span<const std::span<const std::byte>> rest) {
     if (!pcap_) return;
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::system_clock::now().time_since_epoch());
     (void)pcap_->write(wall.count(), frame, rest);
 }
 
-void TapHost::send(std::span<const std::byte> headers, std::span<const std::byte> payload) {
+void TapHost::send(std::span<const std::byte> headers,
+                   std::span<const std::span<const std::byte>> payload) {
     capture(headers, payload);
     ++counters_.frames_out;
     if (dev_->write_parts(headers, payload) != 0) ++counters_.write_errors;

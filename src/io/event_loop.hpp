@@ -119,9 +119,11 @@ private:
     bool setup(const TapHostConfig& config);
     void handle_frame(Instant now, std::span<const std::byte> frame);
     bool for_core(std::span<const std::byte> frame) const;
-    // A frame out in two parts (Core::poll_transmit_parts; `payload` may be empty).
-    void send(std::span<const std::byte> headers, std::span<const std::byte> payload = {});
-    void capture(std::span<const std::byte> frame, std::span<const std::byte> rest = {});
+    // A frame out in parts (Core::poll_transmit_parts; `payload` may be empty).
+    void send(std::span<const std::byte> headers,
+              std::span<const std::span<const std::byte>> payload = {});
+    void capture(std::span<const std::byte> frame,
+                 std::span<const std::span<const std::byte>> rest = {});
     void fire_timers(Instant now);
     bool arm_timer(Instant at);
 

@@ -21,14 +21,15 @@ public:
     virtual long read(std::span<std::byte> buf) = 0;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     virtual int write(std::span<const std::byte> frame) = 0;
-    // The same for a frame in two parts, `headers` then `payload` (Core::poll_transmit_parts),
-    // each read where it lies. This default joins them and calls write(); a device that can
-    // gather (writev, a copy into its own buffer) overrides it.
+    // The same for a frame in parts, `headers` then the `payload` pieces
+    // (Core::poll_transmit_parts), each read where it lies. This default joins them and
+    // calls write(); a device that can gather (writev, a copy into its own buffer)
+    // overrides it.
     virtual int write_parts(std::span<const std::byte> headers,
-                            std::span<const std::byte> payload) {
+                            std::span<const std::span<const std::byte>> payload) {
         if (payload.empty()) return write(headers);
         joined_.assign(headers.begin(), headers.end());
-        joined_.insert(joined_.end(), payload.begin(), payload.end());
+        for (auto piece : payload) joined_.insert(joined_.end(), piece.begin(), piece.end());
         return write(joined_);
     }
     // Frames written so far go out now (a device that batches its sends).

@@ -48,18 +48,26 @@ bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame) {
 }
 
 bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame,
-                       std::span<const std::byte> rest) {
+                       std::span<const std::span<const std::byte>> rest) {
     IWCM_ASSERT(file_ != nullptr);
     IWCM_ASSERT(unix_ns >= 0);
-    const std::size_t len = frame.size() + rest.size();
+    std::size_t len = frame.size();
+    for (auto piece : rest) len += piece.size();
     const auto caplen = static_cast<std::uint32_t>(std::min<std::size_t>(len, kSnapLen));
     const std::uint32_t record[4] = {static_cast<std::uint32_t>(unix_ns / 1'000'000'000),
                                      static_cast<std::uint32_t>(unix_ns % 1'000'000'000), caplen,
                                      static_cast<std::uint32_t>(len)};
-    const std::size_t first = std::min<std::size_t>(frame.size(), caplen);
-    bool ok = put(file_, record, sizeof record) && put(file_, frame.data(), first) &&
-              (caplen == first || put(file_, rest.data(), caplen - first)) &&
-              std::fflush(file_) == 0;
+    bool ok = put(file_, record, sizeof record);
+    // The first caplen bytes of the parts, in order.
+    std::size_t left = caplen;
+    const auto part = [&](std::span<const std::byte> p) {
+        const std::size_t n = std::min(left, p.size());
+        ok = ok && put(file_, p.data(), n);
+        left -= n;
+    };
+    part(frame);
+    for (auto piece : rest) part(piece);
+    ok = ok && std::fflush(file_) == 0;
     if (ok) ++frames_;
     return ok;
 }

@@ -37,9 +37,9 @@ public:
     // nanoseconds since 1970. Frames longer than kSnapLen are cut. Returns
     // false when the write failed (disk full): the capture is then incomplete.
     bool write(std::int64_t unix_ns, std::span<const std::byte> frame);
-    // The same for a frame in two parts, `frame` then `rest` (Core::poll_transmit_parts).
+    // The same for a frame in parts, `frame` then the `rest` pieces (Core::poll_transmit_parts).
     bool write(std::int64_t unix_ns, std::span<const std::byte> frame,
-               std::span<const std::byte> rest);
+               std::span<const std::span<const std::byte>> rest);
     std::uint64_t frames() const { return frames_; }
 
 private:

@@ -47,9 +47,49 @@
 #include "iwcm/address.hpp"
 #include "iwcm/core.hpp"
 #include "iwcm/time.hpp"
+#include "wire/frame.hpp"
 
 namespace iwcm::io {
 
+// A host's frames carried in parts on the segment, as a gathering NIC would: taken with
+// Core::poll_transmit_parts (a stream's payload read where it lies, joined here into the
+// network's copy) and handed over with Core::receive_parts, the payload cut into pieces of
+// uneven lengths (1 to 700 bytes, odd ones among them) so that an FPDU's header, payload
+// and CRC, and even its length field, land in different pieces. A frame that does not
+// parse (a corrupted one, say) is handed over whole.
+class PartsShuttle {
+public:
+    std::optional<std::span<const std::byte>> poll(Core& core) {
+        auto t = core.poll_transmit_parts();
+        if (!t) return std::nullopt;
+        joined_.assign(t->headers.begin(), t->headers.end());
+        for (auto piece : t->payload) joined_.insert(joined_.end(), piece.begin(), piece.end());
+        return std::span<const std::byte>(joined_);
+    }
+    void receive(Core& core, Instant now, std::span<const std::byte> frame) {
+        auto parsed =
+            wire::parse_tcp_frame(frame, core.config().checksum_offload ? wire::Checksums::kOffload
+                                                                        : wire::Checksums::kFull);
+        if (!parsed || parsed->payload.empty()) {
+            core.receive(now, frame);
+            return;
+        }
+        const std::size_t at = frame.size() - parsed->payload.size();
+        static constexpr std::size_t kLengths[] = {1, 16, 3, 700, 2, 57, 5, 1440, 4, 131};
+        pieces_.clear();
+        std::size_t off = at;
+        for (std::size_t i = frame.size() % 7; off < frame.size(); ++i) {
+            const std::size_t n = std::min(kLengths[i % std::size(kLengths)], frame.size() - off);
+            pieces_.push_back(frame.subspan(off, n));
+            off += n;
+        }
+        core.receive_parts(now, frame.first(at), pieces_);
+    }
+
+private:
+    std::vector<std::byte> joined_;
+    std::vector<std::span<const std::byte>> pieces_;
+};
 // One endpoint on the segment: a sans-I/O state machine that the network
 // drives. All calls come from SimNetwork::step() with the virtual now.
 class SimHost {
@@ -77,11 +117,17 @@ class CoreHost final : public SimHost {
 public:
     using App = std::function<void(Instant now, Core& core)>;
 
-    explicit CoreHost(Core& core, App app = {}) : core_(core), app_(std::move(app)) {}
+    // `in_parts`: the core's frames move in parts (PartsShuttle).
+    explicit CoreHost(Core& core, App app = {}, bool in_parts = false)
+        : core_(core), app_(std::move(app)), in_parts_(in_parts) {}
 
     MacAddr mac() const override { return core_.config().mac; }
     void receive(Instant now, std::span<const std::byte> frame) override {
-        core_.receive(now, frame);
+        if (in_parts_) {
+            parts_.receive(core_, now, frame);
+        } else {
+            core_.receive(now, frame);
+        }
         if (app_) app_(now, core_);
     }
     void on_timer(Instant now) override {
@@ -90,7 +136,7 @@ public:
     }
     std::optional<Instant> next_deadline() const override { return core_.next_deadline(); }
     std::optional<std::span<const std::byte>> poll_transmit() override {
-        return core_.poll_transmit();
+        return in_parts_ ? parts_.poll(core_) : core_.poll_transmit();
     }
     bool checksum_offload() const override { return core_.config().checksum_offload; }
 
@@ -100,6 +146,8 @@ public:
 private:
     Core& core_;
     App app_;
+    bool in_parts_ = false;
+    PartsShuttle parts_;
 };
 
 struct LinkFaults {

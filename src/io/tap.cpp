@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "iwcm/assert.hpp"
@@ -118,13 +119,20 @@ int TapDevice::write(std::span<const std::byte> frame) {
     }
 }
 
-int TapDevice::write_parts(std::span<const std::byte> headers, std::span<const std::byte> payload) {
+int TapDevice::write_parts(std::span<const std::byte> headers,
+                           std::span<const std::span<const std::byte>> payload) {
     IWCM_ASSERT(fd_ >= 0);
-    IWCM_ASSERT(headers.size() + payload.size() <= kMaxFrame);
-    iovec iov[2] = {{const_cast<std::byte*>(headers.data()), headers.size()},
-                    {const_cast<std::byte*>(payload.data()), payload.size()}};
+    iov_.clear();
+    iov_.push_back({const_cast<std::byte*>(headers.data()), headers.size()});
+    std::size_t len = headers.size();
+    for (auto piece : payload) {
+        iov_.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+        len += piece.size();
+    }
+    IWCM_ASSERT(len <= kMaxFrame);
+    if (iov_.size() > IOV_MAX) return FrameDevice::write_parts(headers, payload);
     for (;;) {
-        ssize_t n = ::writev(fd_, iov, payload.empty() ? 1 : 2);
+        ssize_t n = ::writev(fd_, iov_.data(), static_cast<int>(iov_.size()));
         if (n >= 0) return 0;
         if (errno == EINTR) continue;
         return -errno;

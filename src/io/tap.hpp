@@ -11,9 +11,12 @@
 // frames with complete checksums (it computes any it had offloaded).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "io/frame_device.hpp"
 #include "iwcm/address.hpp"
@@ -49,9 +52,9 @@ public:
     long read(std::span<std::byte> buf) override;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     int write(std::span<const std::byte> frame) override;
-    // One writev() of both parts.
+    // One writev() of every part.
     int write_parts(std::span<const std::byte> headers,
-                    std::span<const std::byte> payload) override;
+                    std::span<const std::span<const std::byte>> payload) override;
 
 private:
     TapDevice(int fd, std::string name, MacAddr mac)
@@ -59,6 +62,7 @@ private:
     int fd_ = -1;
     std::string name_;
     MacAddr kernel_mac_;
+    std::vector<iovec> iov_;  // write_parts()'s
 };
 
 }  // namespace iwcm::io

@@ -184,7 +184,8 @@ void TapShards::wake_all() {
 
 void TapShards::flush(std::uint32_t s) {
     Shard& sh = *shards_[s];
-    auto send = [&](std::span<const std::byte> headers, std::span<const std::byte> payload) {
+    auto send = [&](std::span<const std::byte> headers,
+                    std::span<const std::span<const std::byte>> payload) {
         ++sh.counters.tap.frames_out;
         if (sh.queue->write_parts(headers, payload) != 0) ++sh.counters.tap.write_errors;
     };

@@ -343,9 +343,11 @@ int XskDevice::write(std::span<const std::byte> frame) {
     return write_parts(frame, {});
 }
 
-int XskDevice::write_parts(std::span<const std::byte> headers, std::span<const std::byte> payload) {
+int XskDevice::write_parts(std::span<const std::byte> headers,
+                           std::span<const std::span<const std::byte>> payload) {
     Impl& x = *impl_;
-    const std::size_t len = headers.size() + payload.size();
+    std::size_t len = headers.size();
+    for (auto piece : payload) len += piece.size();
     if (len > kFrameSize) return -EMSGSIZE;
     x.reclaim();
     if (x.free_tx.empty()) {
@@ -359,7 +361,12 @@ int XskDevice::write_parts(std::span<const std::byte> headers, std::span<const s
     x.free_tx.pop_back();
     auto* to = static_cast<std::byte*>(xsk_umem__get_data(x.area, addr));
     std::memcpy(to, headers.data(), headers.size());
-    if (!payload.empty()) std::memcpy(to + headers.size(), payload.data(), payload.size());
+    to += headers.size();
+    for (auto piece : payload) {
+        if (piece.empty()) continue;
+        std::memcpy(to, piece.data(), piece.size());
+        to += piece.size();
+    }
     xdp_desc* d = xsk_ring_prod__tx_desc(&x.tx, idx);
     d->addr = addr;
     d->len = static_cast<std::uint32_t>(len);

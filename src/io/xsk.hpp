@@ -60,9 +60,9 @@ public:
     long read(std::span<std::byte> buf) override;
     // Queues the frame on the send ring; flush() (or a full ring) sends.
     int write(std::span<const std::byte> frame) override;
-    // Both parts copied into one UMEM frame (the copy write() makes, and no other).
+    // Every part copied into one UMEM frame (the copy write() makes, and no other).
     int write_parts(std::span<const std::byte> headers,
-                    std::span<const std::byte> payload) override;
+                    std::span<const std::span<const std::byte>> payload) override;
     void flush() override;
     std::size_t max_frame() const override { return kFrameSize; }
 

@@ -131,6 +131,12 @@ struct Device::Impl final : StreamSink {
         return s == nullptr || s->destroyed ? 0 : engine.on_in_order(s->qp, bytes);
     }
 
+    std::size_t on_in_order_parts(ConnHandle conn,
+                                  std::span<const std::span<const std::byte>> pieces) override {
+        ConnSlot* s = slot(conn);
+        return s == nullptr || s->destroyed ? 0 : engine.on_in_order_parts(s->qp, pieces);
+    }
+
     bool ack_now(ConnHandle) override { return engine.take_message_end(); }
 
     void on_acked(ConnHandle conn, std::uint64_t acked) override {
@@ -288,6 +294,10 @@ bool Device::on_event(Instant now, const Event& event) {
 
 Device::Placement Device::placement() const {
     return {impl_->engine.placed_bytes(), impl_->engine.placed_direct()};
+}
+
+std::uint64_t Device::framing_sent() const {
+    return impl_->engine.framing_sent();
 }
 
 std::optional<QpEvent> Device::poll_qp_event() {

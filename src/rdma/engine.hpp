@@ -166,10 +166,18 @@ public:
     // partial FPDU, an error), which the link buffers for on_readable. It
     // calls nothing on the link.
     std::size_t on_in_order(QpHandle qp, wire::Bytes bytes);
+    // The same for bytes in pieces (a frame handed over in parts): an FPDU that lies in
+    // one piece as above; one that spans pieces (its header, registered memory, its CRC,
+    // as a sender holding the payload by reference sends it) is placed when it is an RDMA
+    // Write, read from the pieces (one copy, into its memory); anything else stops.
+    std::size_t on_in_order_parts(QpHandle qp, std::span<const wire::Bytes> pieces);
     // Message bytes placed into memory, and how many of them came straight
     // from the link's segment (on_in_order) rather than its buffer.
     std::uint64_t placed_bytes() const { return placed_bytes_; }
     std::uint64_t placed_direct() const { return placed_direct_; }
+    // FPDU framing (length field, DDP/RDMAP header, pad, CRC) queued around payloads sent
+    // from registered memory (send_fpdu): what the link copies besides message bytes.
+    std::uint64_t framing_sent() const { return framing_sent_; }
     // Whether the bytes on_in_order took last ended an RDMA Write or a Send
     // (its sender completes it at our ACK, so the ACK should not wait);
     // reading it clears it.
@@ -244,6 +252,7 @@ private:
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
     bool place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
+    bool place_write_split(std::uint32_t qp, const class PieceReader& in, std::size_t len);
     bool send_placeable(const QpRecord& r, const wire::DdpSegment& seg);
     bool read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
@@ -269,6 +278,7 @@ private:
     std::vector<std::byte> term_buf_;
     std::uint64_t placed_bytes_ = 0;
     std::uint64_t placed_direct_ = 0;
+    std::uint64_t framing_sent_ = 0;
     bool message_end_ = false;  // take_message_end()
 };
 

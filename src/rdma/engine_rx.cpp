@@ -25,6 +25,7 @@
 #include "iwcm/assert.hpp"
 #include "rdma/engine.hpp"
 #include "wire/copy.hpp"
+#include "wire/crc32c.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::rdma {
@@ -154,6 +155,130 @@ std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
         taken += len;
     }
     return taken;
+}
+
+// Bytes in pieces read from a cursor: what an FPDU that spans pieces needs (its header
+// copied out, its CRC summed, its payload copied into memory), each piece read in place.
+class PieceReader {
+public:
+    explicit PieceReader(std::span<const wire::Bytes> pieces) : pieces_(pieces) {
+        for (wire::Bytes p : pieces) left_ += p.size();
+    }
+    std::size_t left() const { return left_; }
+    // The n bytes from the cursor when they lie in one piece.
+    std::optional<wire::Bytes> contiguous(std::size_t n) const {
+        std::size_t i = i_;
+        std::size_t off = off_;
+        while (i < pieces_.size() && off == pieces_[i].size()) {
+            ++i;
+            off = 0;
+        }
+        if (i == pieces_.size() || pieces_[i].size() - off < n) return std::nullopt;
+        return pieces_[i].subspan(off, n);
+    }
+    // Calls fn(run) on the runs of bytes [from, from + n) after the cursor, in order.
+    template <class Fn>
+    void each(std::size_t from, std::size_t n, Fn&& fn) const {
+        IWCM_ASSERT(from + n <= left_);
+        std::size_t i = i_;
+        std::size_t off = off_ + from;
+        while (n > 0) {
+            IWCM_ASSERT(i < pieces_.size());
+            if (off >= pieces_[i].size()) {
+                off -= pieces_[i].size();
+                ++i;
+                continue;
+            }
+            const std::size_t k = std::min(n, pieces_[i].size() - off);
+            fn(pieces_[i].subspan(off, k));
+            n -= k;
+            off = 0;
+            ++i;
+        }
+    }
+    void copy(std::size_t from, std::size_t n, std::byte* to) const {
+        each(from, n, [&to](wire::Bytes run) {
+            wire::copy_bytes(to, run.data(), run.size());
+            to += run.size();
+        });
+    }
+    void skip(std::size_t n) {
+        IWCM_ASSERT(n <= left_);
+        left_ -= n;
+        off_ += n;
+        while (i_ < pieces_.size() && off_ >= pieces_[i_].size() && off_ > 0) {
+            off_ -= pieces_[i_].size();
+            ++i_;
+        }
+    }
+
+private:
+    std::span<const wire::Bytes> pieces_;
+    std::size_t i_ = 0;    // the cursor's piece
+    std::size_t off_ = 0;  // and offset in it
+    std::size_t left_ = 0;
+};
+
+std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Bytes> pieces) {
+    const QpRecord* r = find_qp(handle);
+    if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held || r->term_pending) {
+        return 0;
+    }
+    PieceReader in(pieces);
+    std::size_t taken = 0;
+    while (in.left() >= wire::kFpduLengthLen) {
+        std::byte head[wire::kFpduLengthLen];
+        in.copy(0, sizeof head, head);
+        const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(head, sizeof head));
+        if (in.left() < len) break;
+        if (const auto one = in.contiguous(len)) {
+            if (!place_direct(handle.index, *one)) break;
+        } else if (!place_write_split(handle.index, in, len)) {
+            break;
+        }
+        in.skip(len);
+        taken += len;
+    }
+    return taken;
+}
+
+// An RDMA Write FPDU of `len` bytes at the cursor, across pieces: placed after the checks
+// place_direct makes of a Write (CRC, versions, opcode, STag, rights, bounds), its payload
+// copied from the pieces into its memory. Anything else is left for the buffer path.
+bool Engine::place_write_split(std::uint32_t qp, const PieceReader& in, std::size_t len) {
+    constexpr std::size_t kHead = wire::kFpduLengthLen + wire::kDdpTaggedHeaderLen;
+    if (len < kHead + wire::kFpduCrcLen) return false;
+    std::byte head[kHead];
+    in.copy(0, kHead, head);
+    const std::size_t ulpdu_len =
+        (std::size_t{static_cast<std::uint8_t>(head[0])} << 8) | static_cast<std::uint8_t>(head[1]);
+    if (ulpdu_len < wire::kDdpTaggedHeaderLen) return false;
+    auto seg = wire::parse_ddp(wire::Bytes(head + wire::kFpduLengthLen, wire::kDdpTaggedHeaderLen));
+    if (!seg) return false;
+    const wire::DdpHeader& h = seg->header;
+    if (!h.tagged || h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion ||
+        static_cast<RdmapOpcode>(h.opcode) != RdmapOpcode::kWrite)
+        return false;
+    if (qps_[qp].crc) {
+        std::uint32_t crc = 0;
+        in.each(0, len - wire::kFpduCrcLen,
+                [&crc](wire::Bytes run) { crc = wire::crc32c(run, crc); });
+        std::byte field[wire::kFpduCrcLen];
+        in.copy(len - wire::kFpduCrcLen, sizeof field, field);
+        std::uint32_t carried = 0;
+        for (std::size_t i = 0; i < sizeof field; ++i)
+            carried |= std::uint32_t{static_cast<std::uint8_t>(field[i])} << (8 * i);  // LSB first
+        if (carried != crc) return false;
+    }
+    message_end_ = message_end_ || h.last;
+    const std::size_t n = ulpdu_len - wire::kDdpTaggedHeaderLen;
+    if (n == 0) return true;
+    std::byte* to = nullptr;
+    if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
+    in.copy(kHead, n, to);
+    placed_bytes_ += n;
+    placed_direct_ += n;
+    return true;
 }
 
 // One FPDU of on_in_order: placed if it is an RDMA Write, a Send or a Read

@@ -84,6 +84,7 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& pa
     parts[n++] = wire::Bytes(trailer, trailer_len);
     IWCM_ASSERT(2 + ulpdu_len + trailer_len <= r.max_fpdu);
     const auto by_ref = static_cast<std::uint32_t>(((1U << payload.count) - 1) << 1);
+    framing_sent_ += head.size() + trailer_len;
     return links_.send_record_ref(r.link, std::span<const wire::Bytes>(parts, n), by_ref);
 }
 

@@ -316,6 +316,36 @@ bool Stream::acceptable(SeqNumber seq, std::uint32_t len) const {
 
 // ---------------------------------------------------------------- arrival
 
+std::optional<std::span<const std::byte>> Gather::contiguous() const {
+    std::size_t off = skip;
+    for (auto piece : pieces) {
+        if (off < piece.size() || (len == 0 && off == piece.size())) {
+            if (off + len > piece.size()) return std::nullopt;
+            return piece.subspan(off, len);
+        }
+        off -= piece.size();
+    }
+    return std::nullopt;
+}
+
+void Gather::copy_to(std::byte* to) const {
+    std::size_t off = skip;
+    std::size_t left = len;
+    for (auto piece : pieces) {
+        if (left == 0) break;
+        if (off >= piece.size()) {
+            off -= piece.size();
+            continue;
+        }
+        const std::size_t n = std::min(left, piece.size() - off);
+        wire::copy_bytes(to, piece.data() + off, n);
+        to += n;
+        left -= n;
+        off = 0;
+    }
+    IWCM_ASSERT(left == 0);
+}
+
 Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     IWCM_ASSERT((seg.flags & (flags::kSyn | flags::kRst)) == 0);
     Arrival out;
@@ -324,7 +354,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     ka_probe_pending_ = false;
     if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
     const std::uint32_t len =
-        static_cast<std::uint32_t>(seg.payload.size()) + ((seg.flags & flags::kFin) ? 1 : 0);
+        static_cast<std::uint32_t>(seg.payload_len()) + ((seg.flags & flags::kFin) ? 1 : 0);
     // RFC 9293 3.10.7.4: "If the RCV.WND is zero, no segments will be
     // acceptable, but special allowance should be made to accept valid ACKs":
     // a segment at RCV.NXT has its ACK processed and its data trimmed.
@@ -391,7 +421,7 @@ void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
     probes_out_ = 0;
     if (seg.ack > snd_una_) {
         on_new_ack(now, seg.ack, out);
-    } else if (seg.ack == snd_una_ && snd_nxt_ > snd_una_ && seg.payload.empty() &&
+    } else if (seg.ack == snd_una_ && snd_nxt_ > snd_una_ && seg.payload_len() == 0 &&
                (seg.flags & flags::kFin) == 0 && seg_wnd == snd_wnd_) {
         // RFC 5681 section 2, DUPLICATE ACKNOWLEDGMENT: outstanding data, no
         // data, no SYN or FIN, SEG.ACK = SND.UNA, the same window as before.
@@ -592,8 +622,8 @@ void Stream::drop_acked(std::uint32_t n) {
     }
 }
 
-Stream::Text Stream::trim_text(const SegmentIn& seg) {
-    Text t{seg.seq, seg.payload, (seg.flags & flags::kFin) != 0};
+Stream::Text Stream::trim_text(const SegmentIn& seg, Gather data) {
+    Text t{seg.seq, data, (seg.flags & flags::kFin) != 0};
     const SeqNumber fin_at = t.seq + static_cast<std::uint32_t>(t.data.size());
     if (t.seq < rcv_nxt_) {
         // Bytes below RCV.NXT were delivered already: acknowledge them again,
@@ -626,7 +656,8 @@ Stream::Text Stream::trim_text(const SegmentIn& seg) {
 }
 
 void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out) {
-    if (seg.payload.empty() && (seg.flags & flags::kFin) == 0) return;
+    const std::size_t payload_len = seg.payload_len();
+    if (payload_len == 0 && (seg.flags & flags::kFin) == 0) return;
     if (fin_received_) {
         // RFC 9293 3.10.7.4 (CLOSE-WAIT and later): "This should not occur,
         // since a FIN has been received from the remote side. Ignore the
@@ -634,7 +665,11 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
         ack_now_ = true;
         return;
     }
-    const Text t = trim_text(seg);
+    // The text as pieces: the segment's own, or its one payload span.
+    const std::span<const std::byte> one = seg.payload;
+    const Gather data{seg.pieces.empty() ? std::span(&one, 1) : seg.pieces, 0, payload_len,
+                      payload_len};
+    const Text t = trim_text(seg, data);
     if (t.fin && !peer_fin_known_) note_peer_fin(t.seq + static_cast<std::uint32_t>(t.data.size()));
     if (!t.data.empty()) {
         if (t.seq == rcv_nxt_) {
@@ -685,7 +720,7 @@ void Stream::note_peer_fin(SeqNumber at) {
     }
 }
 
-void Stream::place(SeqNumber seq, std::span<const std::byte> data) {
+void Stream::place(SeqNumber seq, Gather data) {
     // Drop the read prefix once it is as long as what follows it.
     const std::size_t live = rcv_buf_.size() - rcv_read_;
     if (rcv_read_ > 0 && rcv_read_ >= live) {
@@ -695,16 +730,23 @@ void Stream::place(SeqNumber seq, std::span<const std::byte> data) {
     if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_.recv_buffer);  // as in write()
     const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, rcv_nxt_);
     if (rcv_buf_.size() < at + data.size()) rcv_buf_.resize(at + data.size());
-    wire::copy_bytes(rcv_buf_.data() + at, data.data(), data.size());
+    data.copy_to(rcv_buf_.data() + at);
 }
 
 // What the sink takes is read at once: it advances RCV.NXT without
 // touching the buffer (nothing is unread or held, so no byte's place in it
 // moves), and is acknowledged as any in-order bytes are.
-void Stream::deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arrival& out) {
+void Stream::deliver_in_order(SinkRef sink, Gather data, Arrival& out) {
     IWCM_ASSERT(!data.empty());
     if (sink.sink != nullptr && rcv_unread_ == 0 && ooo_.empty()) {
-        const std::size_t taken = sink.sink->on_in_order(sink.conn, data);
+        // In one span, or as the segment's pieces when it is whole (a trimmed segment in
+        // pieces, rare, goes to the buffer).
+        std::size_t taken = 0;
+        if (const auto c = data.contiguous()) {
+            taken = sink.sink->on_in_order(sink.conn, *c);
+        } else if (data.whole()) {
+            taken = sink.sink->on_in_order_parts(sink.conn, data.pieces);
+        }
         IWCM_ASSERT(taken <= data.size());
         const auto n = static_cast<std::uint32_t>(taken);
         rcv_nxt_ += n;
@@ -739,7 +781,7 @@ void Stream::deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arr
     out.readable = true;
 }
 
-bool Stream::hold_out_of_order(SeqNumber seq, std::span<const std::byte> data) {
+bool Stream::hold_out_of_order(SeqNumber seq, Gather data) {
     IWCM_ASSERT(seq > rcv_nxt_ && !data.empty());
     const SeqNumber end = seq + static_cast<std::uint32_t>(data.size());
     // The ranges [first, last) touch [seq, end) and merge with it.

@@ -66,6 +66,32 @@ struct SegmentIn {
     std::uint8_t flags = 0;    // wire::tcp_flags
     std::uint16_t window = 0;  // as on the wire (not scaled)
     std::span<const std::byte> payload;
+    // Or the payload in pieces, in order, read where they lie (a frame handed over in
+    // parts: Core::receive_parts); `payload` is then empty.
+    std::span<const std::span<const std::byte>> pieces = {};
+    std::size_t payload_len() const {
+        std::size_t n = payload.size();
+        for (auto piece : pieces) n += piece.size();
+        return n;
+    }
+};
+
+// Bytes [skip, skip + len) of the concatenation of `pieces` (`total` bytes): a segment's
+// text as trimmed to the window, without joining the pieces.
+struct Gather {
+    std::span<const std::span<const std::byte>> pieces;
+    std::size_t skip = 0;
+    std::size_t len = 0;
+    std::size_t total = 0;
+    std::size_t size() const { return len; }
+    bool empty() const { return len == 0; }
+    bool whole() const { return skip == 0 && len == total; }
+    Gather subspan(std::size_t off) const { return {pieces, skip + off, len - off, total}; }
+    Gather first(std::size_t n) const { return {pieces, skip, n, total}; }
+    // The bytes as one span when they lie in one piece.
+    std::optional<std::span<const std::byte>> contiguous() const;
+    // Copies the bytes to `to` (len of them).
+    void copy_to(std::byte* to) const;
 };
 
 // Who is offered a segment's in-order bytes before the buffer, while nothing
@@ -153,6 +179,14 @@ public:
     // Copies every byte still held by reference into the send buffer (before
     // the memory it lies in goes away); returns how many.
     std::size_t own_refs();
+    // Whether writing `n` more bytes into the send buffer (write(), a record's copied
+    // parts) may move the bytes it holds: the acknowledged prefix is dropped first, or the
+    // buffer grows. Until then a view of them (SegmentOut::payload) stays good.
+    bool write_moves_bytes(std::size_t n) const {
+        if (n == 0 || snd_buf_.size() == snd_off_) return false;
+        return (snd_off_ > 0 && snd_off_ >= snd_buffered()) ||
+               snd_buf_.size() + n > snd_buf_.capacity();
+    }
     // Bytes held by reference and not acknowledged yet.
     std::uint32_t ref_bytes() const { return refq_ ? refq_->bytes : 0; }
     // Data bytes queued since the stream began (the hand-off's unacknowledged
@@ -226,7 +260,7 @@ private:
     // A segment's text cut to what is new and inside the window.
     struct Text {
         wire::SeqNumber seq;
-        std::span<const std::byte> data;
+        Gather data;
         bool fin = false;
     };
     // Bytes held by reference: [seq, seq + len) lie at data; the send
@@ -299,11 +333,11 @@ private:
     std::uint32_t rcv_space() const;    // what the buffer can still take from rcv_nxt on
     Advert advert() const;
     bool window_update_due() const;
-    Text trim_text(const SegmentIn& seg);
+    Text trim_text(const SegmentIn& seg, Gather data);
     void process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out);
-    void deliver_in_order(SinkRef sink, std::span<const std::byte> data, Arrival& out);
-    bool hold_out_of_order(wire::SeqNumber seq, std::span<const std::byte> data);
-    void place(wire::SeqNumber seq, std::span<const std::byte> data);
+    void deliver_in_order(SinkRef sink, Gather data, Arrival& out);
+    bool hold_out_of_order(wire::SeqNumber seq, Gather data);
+    void place(wire::SeqNumber seq, Gather data);
     void note_peer_fin(wire::SeqNumber at);
     void finish(Instant now);
 

@@ -126,6 +126,20 @@ inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t
     return sum_native_scalar(p, n, acc);
 }
 
+// sum_native over the concatenation of `pieces` (which starts at an even offset), read
+// where each lies: a piece that starts at an odd offset of the whole pairs its bytes the
+// other way round, so its folded sum is byte-swapped (RFC 1071 section 2(B)).
+inline std::uint64_t sum_native_pieces(std::span<const Bytes> pieces, std::uint64_t acc) {
+    bool odd = false;
+    for (Bytes piece : pieces) {
+        std::uint32_t s = fold16(sum_native(piece.data(), piece.size(), 0));
+        if (odd) s = __builtin_bswap16(static_cast<std::uint16_t>(s));
+        acc += s;
+        odd ^= (piece.size() & 1) != 0;
+    }
+    return acc;
+}
+
 }  // namespace detail
 
 }  // namespace iwcm::wire

@@ -129,15 +129,17 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
 // pseudo-header reuses the two address words. Returns false, with out partly written, for
 // anything else; the layered decode_frame() then gives the result or the exact error, and
 // it writes every field that this function may have touched. With Checksums::kOffload neither
-// checksum is verified. `tail`: the frame is `frame` followed by these bytes, which are the
-// whole TCP payload (`frame` then ends with the TCP header); read where they lie.
+// checksum is verified. `tail`: the frame is `frame` followed by these pieces, which are the
+// whole TCP payload (`frame` then ends with the TCP header), `tail_len` bytes in all; read
+// where they lie (out.payload is the one piece, or empty for several).
 // Inline into both callers: the common whole frame (no tail) pays nothing for the other.
 [[gnu::always_inline]] inline bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
-                                                  Bytes tail = {}) {
+                                                  std::span<const Bytes> tail = {},
+                                                  std::size_t tail_len = 0) {
     const bool verify = checksums == Checksums::kFull;
     constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
     const std::byte* const p = frame.data();
-    const std::size_t n = frame.size() + tail.size();
+    const std::size_t n = frame.size() + tail_len;
     // The headers' minimum lies in the first part (all of it when there is a tail).
     if (frame.size() < kEthernetHeaderLen + kIpTcpMin) return false;
     EthernetRepr& eth = out.repr.eth;
@@ -177,7 +179,7 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
     if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
     // A tail is exactly the payload: the headers end where the first part does.
     if (!tail.empty() &&
-        (tcp + header_len != p + frame.size() || segment_len - header_len != tail.size()))
+        (tcp + header_len != p + frame.size() || segment_len - header_len != tail_len))
         return false;
     if (verify) {
         // The pseudo-header in native order: both addresses as loaded, then the protocol
@@ -186,8 +188,8 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
         const std::uint64_t pseudo = std::uint64_t{w[3]} + w[4] +
                                      (std::uint32_t{kIpProtoTcp} << 8) +
                                      __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
-        std::uint64_t sum = sum_native(tcp, segment_len - tail.size(), pseudo);
-        if (!tail.empty()) sum = sum_native(tail.data(), tail.size(), sum);
+        std::uint64_t sum = sum_native(tcp, segment_len - tail_len, pseudo);
+        if (!tail.empty()) sum = detail::sum_native_pieces(tail, sum);
         if (fold16(sum) != 0xFFFFu) return false;
     }
     TcpRepr& t = out.repr.tcp;
@@ -221,7 +223,11 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
     t.flags = static_cast<std::uint8_t>(tcp[13]);
     t.window = get_be16(tcp + 14);
     t.urgent = get_be16(tcp + 18);
-    out.payload = tail.empty() ? Bytes(tcp + header_len, segment_len - header_len) : tail;
+    if (tail.empty()) {
+        out.payload = Bytes(tcp + header_len, segment_len - header_len);
+    } else {
+        out.payload = tail.size() == 1 ? tail[0] : Bytes{};
+    }
     return true;
 }
 
@@ -293,9 +299,12 @@ std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Check
     return decode_frame(frame, out, checksums);
 }
 
-bool parse_tcp_frame_parts(Bytes headers, Bytes payload, TcpFrame& out, Checksums checksums) {
-    IWCM_ASSERT(!payload.empty());
-    return decode_fast_v4(headers, out, checksums, payload);
+bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
+                           Checksums checksums) {
+    std::size_t len = 0;
+    for (Bytes piece : payload) len += piece.size();
+    IWCM_ASSERT(len > 0);
+    return decode_fast_v4(headers, out, checksums, payload, len);
 }
 
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {
@@ -367,11 +376,21 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
     return h.total;
 }
 
-std::size_t emit_tcp_frame_headers(const FrameRepr& repr, Bytes payload, MutBytes out,
-                                   Checksums checksums) {
-    const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
-    put_tcp_checksum(h, payload, checksums);
-    return h.total - payload.size();
+std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes> payload,
+                                   MutBytes out, Checksums checksums) {
+    std::size_t len = 0;
+    for (Bytes piece : payload) len += piece.size();
+    const FrameHeaders h = put_headers(repr, len, out, checksums);
+    if (checksums == Checksums::kFull) {
+        // put_tcp_checksum's sum, each piece read where it lies (checksum_sum's byte order:
+        // the running sum swapped in, the folded result swapped out).
+        const auto swapped = [](std::uint64_t v) {
+            return std::uint32_t{__builtin_bswap16(static_cast<std::uint16_t>(fold16(v)))};
+        };
+        const std::uint32_t sum = swapped(detail::sum_native_pieces(payload, swapped(h.sum)));
+        put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
+    }
+    return h.total - len;
 }
 
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,

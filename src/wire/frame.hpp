@@ -59,12 +59,14 @@ ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums = Checksu
 std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out,
                                                Checksums checksums = Checksums::kFull);
 
-// A frame in two parts, `headers` followed by `payload` (non-empty): the whole TCP payload
-// read where it lies, as a frame handed over by reference arrives (Core::receive_parts).
-// Only the common IPv4 frame parses so, with the result parse_tcp_frame_into() gives for
-// the joined frame; false for anything else (any error included): join the parts and
-// parse the whole frame then, for the result or the exact error.
-bool parse_tcp_frame_parts(Bytes headers, Bytes payload, TcpFrame& out,
+// A frame in parts, `headers` followed by the `payload` pieces (not all empty): the whole
+// TCP payload read where it lies, as a frame handed over by reference arrives
+// (Core::receive_parts). Only the common IPv4 frame parses so, with the result
+// parse_tcp_frame_into() gives for the joined frame, except that out.payload is the one
+// piece, or empty when there are several (the caller reads them); false for anything else
+// (any error included): join the parts and parse the whole frame then, for the result or
+// the exact error.
+bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
                            Checksums checksums = Checksums::kFull);
 
 // The length emit_tcp_frame() writes.
@@ -76,12 +78,13 @@ std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
                            Checksums checksums = Checksums::kFull);
 
-// emit_tcp_frame() without the payload: writes everything up to the end of the TCP header
-// (the checksum summed over `payload` where it lies) and returns that length; the payload's
-// room after it (out.size() >= tcp_frame_len()) is left as it is. The headers followed by
-// the payload are the frame emit_tcp_frame() writes.
-std::size_t emit_tcp_frame_headers(const FrameRepr& repr, Bytes payload, MutBytes out,
-                                   Checksums checksums = Checksums::kFull);
+// emit_tcp_frame() without the payload, given in pieces: writes everything up to the end of
+// the TCP header (the checksum summed over the pieces where they lie, of any lengths) and
+// returns that length; the payload's room after it (out.size() >= tcp_frame_len()) is left
+// as it is. The headers followed by the pieces are the frame emit_tcp_frame() writes for
+// their concatenation.
+std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes> payload,
+                                   MutBytes out, Checksums checksums = Checksums::kFull);
 
 // The same frame with the payload given in pieces, gathered in order (a
 // stream's segment whose bytes lie partly in registered memory): byte for

@@ -67,7 +67,8 @@ TEST(Pcap, TwoPartsMakeTheRecordOfTheWholeFrame) {
         auto v = PcapWriter::open(two);
         ASSERT_TRUE(v) << v.error();
         const std::span<const std::byte> f(frame);
-        EXPECT_TRUE((*v)->write(1'700'000'000'000'000'007, f.first(14), f.subspan(14)));
+        const std::span<const std::byte> rest[] = {f.subspan(14, 3), {}, f.subspan(17)};
+        EXPECT_TRUE((*v)->write(1'700'000'000'000'000'007, f.first(14), rest));
     }
     const auto a = slurp(one);
     EXPECT_EQ(a.size(), 24u + 16 + frame.size());

@@ -71,9 +71,10 @@ int child() {
         bool answered = false;
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         while (!answered && std::chrono::steady_clock::now() < end) {
-            const int w = parts ? tap->write_parts(whole.first(wire::kEthernetHeaderLen),
-                                                   whole.subspan(wire::kEthernetHeaderLen))
-                                : tap->write(whole);
+            const std::span<const std::byte> arp = whole.subspan(wire::kEthernetHeaderLen);
+            const int w =
+                parts ? tap->write_parts(whole.first(wire::kEthernetHeaderLen), std::span(&arp, 1))
+                      : tap->write(whole);
             if (w != 0) return 14;
             pollfd p{tap->fd(), POLLIN, 0};
             if (::poll(&p, 1, 100) <= 0) continue;
@@ -252,7 +253,9 @@ TEST(FrameDevice, WritePartsJoinsThePartsByDefault) {
     const auto tail = wire::hex_bytes("06 07 08");
     RecordingDevice d;
     FrameDevice& dev = d;
-    EXPECT_EQ(dev.write_parts(head, tail), 0);
+    const std::span<const std::byte> pieces[] = {
+        std::span(tail).first(1), {}, std::span(tail).subspan(1)};
+    EXPECT_EQ(dev.write_parts(head, pieces), 0);
     EXPECT_EQ(dev.write_parts(head, {}), 0);
     ASSERT_EQ(d.frames.size(), 2u);
     EXPECT_EQ(d.frames[0], wire::hex_bytes("01 02 03 04 05 06 07 08"));

@@ -30,8 +30,11 @@ struct Side {
 };
 
 struct Net {
-    explicit Net(bool crc, std::uint16_t offload = 0)
-        : a(config(0x0a, crc, offload)), b(config(0x0b, crc, offload)), sa(a), sb(b) {
+    explicit Net(bool crc, std::uint16_t offload = 0, bool checksum_offload = false)
+        : a(config(0x0a, crc, offload, checksum_offload)),
+          b(config(0x0b, crc, offload, checksum_offload)),
+          sa(a),
+          sb(b) {
         EXPECT_TRUE(a.add_address(ip_a).has_value());
         EXPECT_TRUE(b.add_address(ip_b).has_value());
         EXPECT_TRUE(b.listen({{ip_b, 4791}, 0}).has_value());
@@ -43,10 +46,12 @@ struct Net {
         EXPECT_TRUE(c.has_value());
         sa.conn = *c;
     }
-    static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload) {
+    static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload,
+                             bool checksum_offload) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
         c.mpa.crc = crc;
+        c.checksum_offload = checksum_offload;
         c.stream.segment_offload = offload;
         return c;
     }
@@ -60,6 +65,10 @@ struct Net {
             if (done()) return true;
             int moved = 0;
             for (int i = 0; i < 2; ++i) {
+                if (in_parts) {
+                    moved += move_parts(sides[i]->core, sides[1 - i]->core);
+                    continue;
+                }
                 for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
                     longest = std::max(longest, f->size());
                     if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
@@ -76,6 +85,38 @@ struct Net {
             b.on_timer(now);
         }
         return false;
+    }
+
+    // Frames in parts (Core::poll_transmit_parts / receive_parts): each payload re-cut into
+    // pieces of at most `cut` bytes (0: as the sender's pieces are), `tamper` may change
+    // the pieces' bytes on the way (they are copied first then).
+    int move_parts(Core& from, Core& to) {
+        int moved = 0;
+        for (; auto t = from.poll_transmit_parts(); ++moved) {
+            longest = std::max(longest, t->size());
+            std::vector<std::span<const std::byte>> pieces;
+            for (auto piece : t->payload) {
+                for (std::size_t off = 0; off < piece.size();) {
+                    const std::size_t n =
+                        cut == 0 ? piece.size() : std::min(cut, piece.size() - off);
+                    pieces.push_back(piece.subspan(off, n));
+                    off += n;
+                }
+            }
+            std::vector<std::byte> copy;
+            if (tamper) {
+                for (auto p : pieces) copy.insert(copy.end(), p.begin(), p.end());
+                tamper(copy);
+                std::size_t off = 0;
+                for (auto& p : pieces) {
+                    p = std::span<const std::byte>(copy).subspan(off, p.size());
+                    off += p.size();
+                }
+            }
+            multi_piece += pieces.size() > 1 ? 1 : 0;
+            to.receive_parts(now, t->headers, pieces);
+        }
+        return moved;
     }
 
     int events(Side& s) {
@@ -114,6 +155,10 @@ struct Net {
     std::size_t longest = 0;  // the longest frame moved
     // Frames from b to a (by length) this returns true for are lost.
     std::function<bool(std::size_t)> drop_b_to_a;
+    bool in_parts = false;
+    std::size_t cut = 0;
+    std::function<void(std::vector<std::byte>&)> tamper;
+    std::size_t multi_piece = 0;  // frames handed over in more than one piece
     Core a, b;
     Side sa, sb;
 };
@@ -446,6 +491,58 @@ TEST(DeviceTransmit, DestroyedQpLeavesNothingByReference) {
         ASSERT_EQ(w.sink[i], original[i]) << i;
     }
     EXPECT_GT(placed, 0U);
+}
+
+// ---- frames in parts (Core::poll_transmit_parts, Core::receive_parts)
+
+// An RDMA Write sent from registered memory and handed over in parts reaches the sink with
+// one copy of each byte: the sender's frames read the region where it lies (nothing copied
+// into frames), the receiver places every FPDU straight from the pieces, its header, payload
+// and CRC in separate ones (or cut smaller still: an FPDU's length field split in two).
+TEST(DeviceParts, WriteIsPlacedFromThePiecesWithOneCopy) {
+    for (bool crc : {false, true}) {
+        for (std::size_t cut : {std::size_t{0}, std::size_t{7}, std::size_t{1}}) {
+            Net n(crc);
+            n.in_parts = true;
+            n.cut = cut;
+            WriteSetup w(n);
+            const StreamInfo before_b = *n.b.stream_info(n.sb.conn);
+            const StreamInfo before_a = *n.a.stream_info(n.sa.conn);
+            const Device::Placement before = n.sa.dev.placement();
+            ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+            ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaWrite, 1); }));
+            EXPECT_TRUE(w.sink == w.src) << "crc " << crc << " cut " << cut;
+            const Device::Placement p = n.sa.dev.placement();
+            EXPECT_EQ(p.placed - before.placed, WriteSetup::kSize);
+            EXPECT_EQ(p.direct - before.direct, WriteSetup::kSize);
+            const StreamInfo b = *n.b.stream_info(n.sb.conn);
+            const StreamInfo a = *n.a.stream_info(n.sa.conn);
+            EXPECT_EQ(b.copied_to_frames - before_b.copied_to_frames, 0u);
+            EXPECT_EQ(a.copied_received - before_a.copied_received, 0u);
+            EXPECT_GT(n.multi_piece, 40u);
+        }
+    }
+}
+
+// A bit flipped in a Write's payload on the way, past TCP (checksum offload: a link that
+// trusts its frames): the MPA CRC summed over the pieces refuses it, so it is not placed
+// from them; the buffer path finds the same CRC error and answers with the TERMINATE
+// (RFC 5044 section 8).
+TEST(DeviceParts, BadCrcOverThePiecesIsNotPlaced) {
+    Net n(true, 0, true);
+    n.in_parts = true;
+    WriteSetup w(n);
+    int frames = 0;
+    n.tamper = [&](std::vector<std::byte>& payload) {
+        if (payload.size() > 1000 && ++frames == 3) payload[500] ^= std::byte{0x10};
+    };
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w.wr).has_value());
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty() && !n.sb.qp_events.empty(); }));
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+    // The two frames before it were placed; nothing of the bad one or after it.
+    EXPECT_LT(n.sa.dev.placement().placed, 3 * 1500u);
+    EXPECT_FALSE(w.sink == w.src);
 }
 
 TEST(DeviceConfig, ReceiveBufferSmallerThanTheLargestFpduIsRefused) {

@@ -10,7 +10,9 @@
 // RdmaSim.RpingUnderFaults, per seed: CRC on or off, a message size from 26
 // bytes to 64 KiB (several FPDUs per message), 5 to 24 iterations, loss of
 // 1-5 %, duplication, reordering and jitter from the first SYN, corruption
-// from the moment both QPs exist (see run_seed).
+// from the moment both QPs exist (see run_seed). Odd seeds move every frame in parts
+// (io::PartsShuttle: payloads read where they lie, cut at uneven offsets on arrival), so
+// RDMA Writes are placed from pieces (Engine::on_in_order_parts).
 // Checked: both sides finish every iteration with rping's -V checks (the
 // server compares what its RDMA Read fetched with rping's pattern, the
 // client compares its sink, which the server's RDMA Write filled, with its
@@ -142,8 +144,11 @@ Outcome run_seed(std::uint64_t seed) {
     if (!client.core.add_address(ip_a()) || !server.core.add_address(ip_b()))
         return {false, "add_address"};
     if (!server.core.listen({{ip_b(), 4791}, 0})) return {false, "listen"};
-    io::CoreHost ha(client.core, [&](Instant now, Core&) { client.run(now); });
-    io::CoreHost hb(server.core, [&](Instant now, Core&) { server.run(now); });
+    const bool in_parts = seed % 2 == 1;
+    io::CoreHost ha(
+        client.core, [&](Instant now, Core&) { client.run(now); }, in_parts);
+    io::CoreHost hb(
+        server.core, [&](Instant now, Core&) { server.run(now); }, in_parts);
     io::SimNetwork net(seed);
     net.add_host(ha);
     net.add_host(hb);

@@ -118,5 +118,74 @@ TEST(FrameGather, NoPiecesIsAnEmptySegment) {
     EXPECT_EQ(got, want);
 }
 
+// emit_tcp_frame_headers: the headers, their checksum summed over the pieces where they
+// lie (odd lengths too), followed by the pieces, are the one-run frame; the payload's room
+// is not written.
+TEST(FrameParts, HeadersThenPiecesAreTheOneRunFrame) {
+    const FrameRepr repr = repr_of("linux_ack");
+    const Buffer payload = payload_of(37);
+    for (Checksums c : {Checksums::kFull, Checksums::kOffload}) {
+        for (std::size_t a = 0; a <= payload.size(); ++a) {
+            for (std::size_t b = a; b <= payload.size(); b += 3) {
+                Buffer want(tcp_frame_len(repr, payload.size()));
+                emit_tcp_frame(repr, payload, want, c);
+                Buffer got(want.size(), std::byte{0xEE});
+                const auto pieces = pieces_of(payload, {a, b});
+                const std::size_t at = emit_tcp_frame_headers(repr, pieces, got, c);
+                ASSERT_EQ(at, want.size() - payload.size());
+                EXPECT_TRUE(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(at), got.end(),
+                                        [](std::byte x) { return x == std::byte{0xEE}; }));
+                std::copy(payload.begin(), payload.end(),
+                          got.begin() + static_cast<std::ptrdiff_t>(at));
+                ASSERT_EQ(got, want) << "cuts at " << a << " and " << b;
+            }
+        }
+    }
+}
+
+// parse_tcp_frame_parts: headers and pieces (cut anywhere, odd lengths too) parse as the
+// joined frame does, the payload read in place; a flipped bit in any piece fails the
+// checksum; a cut that is not at the end of the headers, or a payload whose length is not
+// the IP header's, is refused (the caller joins and parses whole).
+TEST(FrameParts, PiecesParseAsTheJoinedFrame) {
+    const FrameRepr repr = repr_of("linux_ack");
+    const Buffer payload = payload_of(301);
+    Buffer frame(tcp_frame_len(repr, payload.size()));
+    emit_tcp_frame(repr, payload, frame);
+    const Bytes f(frame);
+    const std::size_t at = frame.size() - payload.size();
+    const auto whole = parse_tcp_frame(frame);
+    ASSERT_TRUE(whole);
+    for (const std::vector<std::size_t>& cuts :
+         std::vector<std::vector<std::size_t>>{{}, {1}, {16, 17}, {3, 150, 299}, {300}}) {
+        const auto pieces = pieces_of(payload, cuts);
+        TcpFrame out;
+        ASSERT_TRUE(parse_tcp_frame_parts(f.first(at), pieces, out)) << cuts.size();
+        EXPECT_EQ(out.repr, whole->repr);
+        if (pieces.size() == 1) {
+            EXPECT_EQ(out.payload.data(), pieces[0].data());
+        } else {
+            EXPECT_TRUE(out.payload.empty());
+        }
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+            if (pieces[i].empty()) continue;
+            Buffer bad(pieces[i].begin(), pieces[i].end());
+            bad[bad.size() / 2] ^= std::byte{0x04};
+            auto tampered = pieces;
+            tampered[i] = bad;
+            EXPECT_FALSE(parse_tcp_frame_parts(f.first(at), tampered, out)) << i;
+            EXPECT_TRUE(parse_tcp_frame_parts(f.first(at), tampered, out, Checksums::kOffload));
+        }
+    }
+    const Buffer rest(frame.begin() + static_cast<std::ptrdiff_t>(at - 4), frame.end());
+    TcpFrame out;
+    const Bytes early[] = {rest};
+    EXPECT_FALSE(parse_tcp_frame_parts(f.first(at - 4), early, out));
+    const Bytes shorter[] = {Bytes(payload).first(300)};
+    EXPECT_FALSE(parse_tcp_frame_parts(f.first(at), shorter, out));
+    const Bytes runt[] = {Bytes(payload)};
+    EXPECT_FALSE(parse_tcp_frame_parts(f.first(20), runt, out));
+}
+
 }  // namespace
 }  // namespace iwcm::wire
