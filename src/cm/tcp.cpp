@@ -57,6 +57,56 @@ private:
 
 // ---------------------------------------------------------------- arrival
 
+// The frame parsed into rx_frame (`frame`: its bytes, for the trace of a drop). Inline into
+// both callers below: a call between parse and dispatch cost more than the work.
+template <bool kPieces>
+[[gnu::always_inline]] inline void Core::Impl::handle_parsed(Instant now, wire::Bytes frame,
+                                                             std::optional<std::uint64_t> flow) {
+    const FrameScope scope(in_frame);
+    const wire::FrameRepr& fr = rx_frame.repr;
+    std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
+    // Ours: our MAC, and one of our addresses on the VLAN it lives on.
+    if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
+        drop(now, DropReason::kNotForUs, nullptr, frame);
+        return;
+    }
+    cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
+    // The driver's flow hash, when it hands one, spares the table computing it. An IPv4 slot
+    // comes from the flow hash, so IPv4 has one either way.
+    const bool v4 = !key.local.addr.is_v6();
+    std::uint64_t f = 0;
+    std::uint32_t h;
+    if (v4) {
+        f = flow ? *flow : flow_hash_v4(key.local, key.remote, cfg.flow_key);
+        h = cm::hash_flow(table.secret(), f, vlan);
+    } else {
+        h = cm::hash_key(table.secret(), key);
+    }
+    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
+    if (Node* n = table.find(key, h)) {
+        NodeRef ref(n);
+        // Pieces go on to a stream's text; every other handler reads one span.
+        if constexpr (kPieces) {
+            if (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn))
+                seg.payload = join_rx_pieces();
+        }
+        on_segment(now, ref, seg);
+        return;
+    }
+    if constexpr (kPieces) seg.payload = join_rx_pieces();
+    // No node: a SYN's node, an answer, take the hash (set only now: carried by every
+    // segment it cost a store and a register on every frame).
+    if (v4) seg.flow = f;
+    const wire::TcpRepr& t = fr.tcp;
+    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst)) {
+        on_listen_syn(now, seg);
+        return;
+    }
+    if (t.has(tf::kAck) && !t.has(tf::kSyn) && !t.has(tf::kRst) && on_listen_ack(now, seg)) return;
+    drop(now, t.has(tf::kRst) ? DropReason::kRstIgnored : DropReason::kNoListener, nullptr, frame);
+    reply_no_connection(seg);
+}
+
 void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     ++stats.frames_in;
     trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
@@ -104,56 +154,6 @@ wire::Bytes Core::Impl::join_rx_pieces() {
         rx_joined.insert(rx_joined.end(), piece.begin(), piece.end());
     rx_pieces = {};
     return rx_joined;
-}
-
-// The frame parsed into rx_frame (`frame`: its bytes, for the trace of a drop). Inline into
-// both callers above: a call between parse and dispatch cost more than the work.
-template <bool kPieces>
-[[gnu::always_inline]] inline void Core::Impl::handle_parsed(Instant now, wire::Bytes frame,
-                                                             std::optional<std::uint64_t> flow) {
-    const FrameScope scope(in_frame);
-    const wire::FrameRepr& fr = rx_frame.repr;
-    std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
-    // Ours: our MAC, and one of our addresses on the VLAN it lives on.
-    if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
-        drop(now, DropReason::kNotForUs, nullptr, frame);
-        return;
-    }
-    cm::ConnKey key{{fr.ip.dst, fr.tcp.dst_port}, {fr.ip.src, fr.tcp.src_port}, vlan};
-    // The driver's flow hash, when it hands one, spares the table computing it. An IPv4 slot
-    // comes from the flow hash, so IPv4 has one either way.
-    const bool v4 = !key.local.addr.is_v6();
-    std::uint64_t f = 0;
-    std::uint32_t h;
-    if (v4) {
-        f = flow ? *flow : flow_hash_v4(key.local, key.remote, cfg.flow_key);
-        h = cm::hash_flow(table.secret(), f, vlan);
-    } else {
-        h = cm::hash_key(table.secret(), key);
-    }
-    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
-    if (Node* n = table.find(key, h)) {
-        NodeRef ref(n);
-        // Pieces go on to a stream's text; every other handler reads one span.
-        if constexpr (kPieces) {
-            if (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn))
-                seg.payload = join_rx_pieces();
-        }
-        on_segment(now, ref, seg);
-        return;
-    }
-    if constexpr (kPieces) seg.payload = join_rx_pieces();
-    // No node: a SYN's node, an answer, take the hash (set only now: carried by every
-    // segment it cost a store and a register on every frame).
-    if (v4) seg.flow = f;
-    const wire::TcpRepr& t = fr.tcp;
-    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst)) {
-        on_listen_syn(now, seg);
-        return;
-    }
-    if (t.has(tf::kAck) && !t.has(tf::kSyn) && !t.has(tf::kRst) && on_listen_ack(now, seg)) return;
-    drop(now, t.has(tf::kRst) ? DropReason::kRstIgnored : DropReason::kNoListener, nullptr, frame);
-    reply_no_connection(seg);
 }
 
 // The frame answering a segment for no node: addresses and ports swapped.

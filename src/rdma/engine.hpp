@@ -252,7 +252,9 @@ private:
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
     bool place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
-    bool place_write_split(std::uint32_t qp, const class PieceReader& in, std::size_t len);
+    // `head`: the FPDU's first kWriteHead bytes (engine_rx.cpp), read already.
+    bool place_write_split(std::uint32_t qp, const class PieceReader& in, std::size_t len,
+                           const std::byte* head);
     bool send_placeable(const QpRecord& r, const wire::DdpSegment& seg);
     bool read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);

@@ -157,6 +157,9 @@ std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
     return taken;
 }
 
+// An RDMA Write FPDU's length field and tagged DDP header.
+constexpr std::size_t kWriteHead = wire::kFpduLengthLen + wire::kDdpTaggedHeaderLen;
+
 // Bytes in pieces read from a cursor: what an FPDU that spans pieces needs (its header
 // copied out, its CRC summed, its payload copied into memory), each piece read in place.
 class PieceReader {
@@ -202,6 +205,16 @@ public:
             to += run.size();
         });
     }
+    // The first n (a constant) bytes at the cursor into `to`: straight from the cursor's
+    // piece when they lie in it, as an FPDU's header mostly does.
+    template <std::size_t n>
+    void head(std::byte* to) const {
+        if (i_ < pieces_.size() && pieces_[i_].size() - off_ >= n) {
+            std::memcpy(to, pieces_[i_].data() + off_, n);
+            return;
+        }
+        copy(0, n, to);
+    }
     void skip(std::size_t n) {
         IWCM_ASSERT(n <= left_);
         left_ -= n;
@@ -226,14 +239,15 @@ std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Byt
     }
     PieceReader in(pieces);
     std::size_t taken = 0;
-    while (in.left() >= wire::kFpduLengthLen) {
-        std::byte head[wire::kFpduLengthLen];
-        in.copy(0, sizeof head, head);
-        const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(head, sizeof head));
+    while (in.left() >= kWriteHead + wire::kFpduCrcLen) {
+        // Long enough for a tagged header and a CRC; shorter ones are left to the buffer.
+        std::byte head[kWriteHead];
+        in.head<kWriteHead>(head);
+        const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(head, wire::kFpduLengthLen));
         if (in.left() < len) break;
         if (const auto one = in.contiguous(len)) {
             if (!place_direct(handle.index, *one)) break;
-        } else if (!place_write_split(handle.index, in, len)) {
+        } else if (!place_write_split(handle.index, in, len, head)) {
             break;
         }
         in.skip(len);
@@ -245,11 +259,10 @@ std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Byt
 // An RDMA Write FPDU of `len` bytes at the cursor, across pieces: placed after the checks
 // place_direct makes of a Write (CRC, versions, opcode, STag, rights, bounds), its payload
 // copied from the pieces into its memory. Anything else is left for the buffer path.
-bool Engine::place_write_split(std::uint32_t qp, const PieceReader& in, std::size_t len) {
-    constexpr std::size_t kHead = wire::kFpduLengthLen + wire::kDdpTaggedHeaderLen;
+bool Engine::place_write_split(std::uint32_t qp, const PieceReader& in, std::size_t len,
+                               const std::byte* head) {
+    constexpr std::size_t kHead = kWriteHead;
     if (len < kHead + wire::kFpduCrcLen) return false;
-    std::byte head[kHead];
-    in.copy(0, kHead, head);
     const std::size_t ulpdu_len =
         (std::size_t{static_cast<std::uint8_t>(head[0])} << 8) | static_cast<std::uint8_t>(head[1]);
     if (ulpdu_len < wire::kDdpTaggedHeaderLen) return false;

@@ -130,6 +130,7 @@ inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t
 // where each lies: a piece that starts at an odd offset of the whole pairs its bytes the
 // other way round, so its folded sum is byte-swapped (RFC 1071 section 2(B)).
 inline std::uint64_t sum_native_pieces(std::span<const Bytes> pieces, std::uint64_t acc) {
+    if (pieces.size() == 1) return sum_native(pieces[0].data(), pieces[0].size(), acc);
     bool odd = false;
     for (Bytes piece : pieces) {
         std::uint32_t s = fold16(sum_native(piece.data(), piece.size(), 0));
