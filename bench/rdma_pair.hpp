@@ -176,13 +176,13 @@ public:
     // copies (FPDU headers and CRCs included) and the placements.
     double copies_per_byte() const {
         const rdma::Device::Placement p = db_.placement();
-        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed, p.placed);
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed + p.joined, p.placed);
     }
     // The same without the sender's FPDU framing (headers, pads, CRCs written around
     // payloads sent from registered memory): copies of message bytes only.
     double message_copies_per_byte() const {
         const rdma::Device::Placement p = db_.placement();
-        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed, p.placed,
+        return bench::copies_per_byte(a_, conn_a_, b_, conn_b_, p.placed + p.joined, p.placed,
                                       da_.framing_sent());
     }
 

@@ -259,6 +259,9 @@ public:
     struct Placement {
         std::uint64_t placed = 0;
         std::uint64_t direct = 0;
+        // Bytes copied to join an FPDU before reading it: one that spanned pieces of a
+        // frame handed over in parts (a Send, a Read Response), or the stream buffer's end.
+        std::uint64_t joined = 0;
     };
     Placement placement() const;
     // Bytes of FPDU framing (length fields, DDP and RDMAP headers, pads, CRCs) this device

@@ -293,7 +293,8 @@ bool Device::on_event(Instant now, const Event& event) {
 }
 
 Device::Placement Device::placement() const {
-    return {impl_->engine.placed_bytes(), impl_->engine.placed_direct()};
+    return {impl_->engine.placed_bytes(), impl_->engine.placed_direct(),
+            impl_->engine.joined_bytes()};
 }
 
 std::uint64_t Device::framing_sent() const {

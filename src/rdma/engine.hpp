@@ -175,6 +175,8 @@ public:
     // from the link's segment (on_in_order) rather than its buffer.
     std::uint64_t placed_bytes() const { return placed_bytes_; }
     std::uint64_t placed_direct() const { return placed_direct_; }
+    // FPDU bytes copied into the reassembly buffer to be read in one piece.
+    std::uint64_t joined_bytes() const { return joined_bytes_; }
     // FPDU framing (length field, DDP/RDMAP header, pad, CRC) queued around payloads sent
     // from registered memory (send_fpdu): what the link copies besides message bytes.
     std::uint64_t framing_sent() const { return framing_sent_; }
@@ -281,6 +283,7 @@ private:
     std::uint64_t placed_bytes_ = 0;
     std::uint64_t placed_direct_ = 0;
     std::uint64_t framing_sent_ = 0;
+    std::uint64_t joined_bytes_ = 0;
     bool message_end_ = false;  // take_message_end()
 };
 

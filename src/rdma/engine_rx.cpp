@@ -248,7 +248,13 @@ std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Byt
         if (const auto one = in.contiguous(len)) {
             if (!place_direct(handle.index, *one)) break;
         } else if (!place_write_split(handle.index, in, len, head)) {
-            break;
+            // Not a Write (a Send, a Read Response): joined in the reassembly buffer, free
+            // while the sink is offered bytes (nothing waits unread), and placed from there
+            // as from a segment. Their copies stay two, as before frames came in pieces.
+            if (len > rx_buf_.size()) break;
+            in.copy(0, len, rx_buf_.data());
+            joined_bytes_ += len;
+            if (!place_direct(handle.index, wire::Bytes(rx_buf_).first(len))) break;
         }
         in.skip(len);
         taken += len;
@@ -416,6 +422,7 @@ std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, std::size_t& d
         IWCM_ASSERT(!v.empty());
         std::size_t n = std::min(v.size(), len - have);
         std::memcpy(rx_buf_.data() + have, v.data(), n);
+        joined_bytes_ += n;
         links_.consume(r.link, n);
         have += n;
     }
