@@ -84,7 +84,8 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
-    handle_frame_parts(now, headers, payload, flow);
+    handle_frame(now, headers, flow, payload);
+    rx_pieces = {};
     drain_loopback(now);
 }
 

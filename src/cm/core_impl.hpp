@@ -199,16 +199,12 @@ struct Core::Impl {
                                     std::uint32_t& slot_hash, std::uint64_t& flow);
 
     // ---- segment arrival (tcp.cpp) ----
+    // A frame, whole or as headers and payload pieces (Core::receive_parts).
     void handle_frame(Instant now, wire::Bytes frame,
-                      std::optional<std::uint64_t> flow = std::nullopt);
-    // The same for a frame in two parts (Core::receive_parts).
-    void handle_frame_parts(Instant now, wire::Bytes headers, std::span<const wire::Bytes> payload,
-                            std::optional<std::uint64_t> flow);
-    // The rest of either once the frame is parsed into rx_frame (tcp.cpp only). kPieces: its
-    // payload is rx_pieces, which only a stream reads as they are.
-    template <bool kPieces>
-    void handle_parsed(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow);
-    // rx_pieces joined into rx_joined, for a handler that reads one payload span.
+                      std::optional<std::uint64_t> flow = std::nullopt,
+                      std::span<const wire::Bytes> pieces = {});
+    bool parse_parts(Instant now, wire::Bytes& frame, std::span<const wire::Bytes> pieces);
+    // One span for a handler that reads one: rx_pieces joined into rx_joined.
     wire::Bytes join_rx_pieces();
     // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
@@ -486,6 +482,7 @@ struct Core::Impl {
     // The payload pieces of the frame being handled, when it came in several (receive_parts);
     // empty otherwise. Only a stream's segment reads them so (on_stream_segment).
     std::span<const wire::Bytes> rx_pieces;
+    std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
 
     // Events: a queue drained from event_head, private data in one arena;
     // both are emptied (capacity kept) whenever the queue runs dry.

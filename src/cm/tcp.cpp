@@ -57,11 +57,21 @@ private:
 
 // ---------------------------------------------------------------- arrival
 
-// The frame parsed into rx_frame (`frame`: its bytes, for the trace of a drop). Inline into
-// both callers below: a call between parse and dispatch cost more than the work.
-template <bool kPieces>
-[[gnu::always_inline]] inline void Core::Impl::handle_parsed(Instant now, wire::Bytes frame,
-                                                             std::optional<std::uint64_t> flow) {
+// One frame: whole, or its headers `frame` followed by `pieces` (a frame handed over in
+// parts). One function for both, so that each handler below is called from one place (the
+// link-time inliner keeps them inline: two copies of this dispatch cost 260 instructions a
+// setup).
+void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow,
+                              std::span<const wire::Bytes> pieces) {
+    ++stats.frames_in;
+    IWCM_ASSERT(!in_frame);
+    if (pieces.empty() || !parse_parts(now, frame, pieces)) {
+        trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
+        if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, checksums())) {
+            drop(now, classify(*error), nullptr, frame);
+            return;
+        }
+    }
     const FrameScope scope(in_frame);
     const wire::FrameRepr& fr = rx_frame.repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
@@ -86,14 +96,14 @@ template <bool kPieces>
     if (Node* n = table.find(key, h)) {
         NodeRef ref(n);
         // Pieces go on to a stream's text; every other handler reads one span.
-        if constexpr (kPieces) {
-            if (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn))
-                seg.payload = join_rx_pieces();
-        }
+        if (!rx_pieces.empty() && (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn)))
+            [[unlikely]]
+            seg.payload = join_rx_pieces();
         on_segment(now, ref, seg);
         return;
     }
-    if constexpr (kPieces) seg.payload = join_rx_pieces();
+    if (!rx_pieces.empty()) [[unlikely]]
+        seg.payload = join_rx_pieces();
     // No node: a SYN's node, an answer, take the hash (set only now: carried by every
     // segment it cost a store and a register on every frame).
     if (v4) seg.flow = f;
@@ -107,48 +117,33 @@ template <bool kPieces>
     reply_no_connection(seg);
 }
 
-void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
-    ++stats.frames_in;
-    trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
-    IWCM_ASSERT(!in_frame);
-    if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, checksums())) {
-        drop(now, classify(*error), nullptr, frame);
-        return;
-    }
-    handle_parsed<false>(now, frame, flow);
-}
-
-void Core::Impl::handle_frame_parts(Instant now, wire::Bytes headers,
-                                    std::span<const wire::Bytes> payload,
-                                    std::optional<std::uint64_t> flow) {
-    // The common IPv4 frame is parsed in place, its payload read where it lies; anything
-    // else is joined first. A trace hook sees the frame whole (joined for it alone).
+// The common IPv4 frame in parts parsed in place into rx_frame, its payload read where it
+// lies (rx_pieces when in several pieces): true. Otherwise `frame` becomes the parts joined,
+// to be parsed whole: false. A trace hook sees the frame whole (joined for it alone). Out of
+// line, as join_rx_pieces: handle_frame stays small enough for the parse to be inlined.
+[[gnu::noinline]] bool Core::Impl::parse_parts(Instant now, wire::Bytes& frame,
+                                               std::span<const wire::Bytes> pieces) {
     const auto join = [&](std::vector<std::byte>& to) {
-        to.assign(headers.begin(), headers.end());
-        for (wire::Bytes piece : payload) to.insert(to.end(), piece.begin(), piece.end());
+        to.assign(frame.begin(), frame.end());
+        for (wire::Bytes piece : pieces) to.insert(to.end(), piece.begin(), piece.end());
         return wire::Bytes(to);
     };
     std::size_t len = 0;
-    for (wire::Bytes piece : payload) len += piece.size();
-    if (len == 0 || !wire::parse_tcp_frame_parts(headers, payload, rx_frame, checksums())) {
-        handle_frame(now, len == 0 ? headers : join(rx_joined), flow);
-        return;
+    for (wire::Bytes piece : pieces) len += piece.size();
+    if (len == 0) return false;
+    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, checksums())) {
+        frame = join(rx_joined);
+        return false;
     }
-    ++stats.frames_in;
-    IWCM_ASSERT(!in_frame);
-    std::vector<std::byte> traced;
-    const wire::Bytes whole = trace ? join(traced) : headers;
-    trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, whole);
-    if (payload.size() == 1) {
-        handle_parsed<false>(now, whole, flow);  // rx_frame.payload is the one piece
-        return;
+    if (pieces.size() > 1) rx_pieces = pieces;  // one is rx_frame.payload
+    if (trace) {
+        frame = join(rx_traced);
+        trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
     }
-    rx_pieces = payload;
-    handle_parsed<true>(now, whole, flow);
-    rx_pieces = {};
+    return true;
 }
 
-wire::Bytes Core::Impl::join_rx_pieces() {
+[[gnu::noinline]] wire::Bytes Core::Impl::join_rx_pieces() {
     rx_joined.clear();
     for (wire::Bytes piece : rx_pieces)
         rx_joined.insert(rx_joined.end(), piece.begin(), piece.end());

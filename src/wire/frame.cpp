@@ -131,11 +131,12 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
 // it writes every field that this function may have touched. With Checksums::kOffload neither
 // checksum is verified. `tail`: the frame is `frame` followed by these pieces, which are the
 // whole TCP payload (`frame` then ends with the TCP header), `tail_len` bytes in all; read
-// where they lie (out.payload is the one piece, or empty for several).
-// Inline into both callers: the common whole frame (no tail) pays nothing for the other.
-[[gnu::always_inline]] inline bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
-                                                  std::span<const Bytes> tail = {},
-                                                  std::size_t tail_len = 0) {
+// where they lie (out.payload is the one piece, or empty for several). One instance for each:
+// the common whole frame pays nothing for the other, and each has one caller to be inlined
+// into (its callers, in turn, small enough for the link-time inliner).
+template <bool kTail>
+bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
+                    std::span<const Bytes> tail = {}, std::size_t tail_len = 0) {
     const bool verify = checksums == Checksums::kFull;
     constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
     const std::byte* const p = frame.data();
@@ -178,9 +179,10 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
         static_cast<std::size_t>(static_cast<std::uint8_t>(tcp[12]) >> 4) * 4;
     if (header_len < kTcpHeaderLen || header_len > segment_len) return false;
     // A tail is exactly the payload: the headers end where the first part does.
-    if (!tail.empty() &&
-        (tcp + header_len != p + frame.size() || segment_len - header_len != tail_len))
-        return false;
+    if constexpr (kTail) {
+        if (tcp + header_len != p + frame.size() || segment_len - header_len != tail_len)
+            return false;
+    }
     if (verify) {
         // The pseudo-header in native order: both addresses as loaded, then the protocol
         // and the length as the byte-swapped images of their big-endian 16-bit words. A
@@ -189,7 +191,7 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
                                      (std::uint32_t{kIpProtoTcp} << 8) +
                                      __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
         std::uint64_t sum = sum_native(tcp, segment_len - tail_len, pseudo);
-        if (!tail.empty()) sum = detail::sum_native_pieces(tail, sum);
+        if constexpr (kTail) sum = detail::sum_native_pieces(tail, sum);
         if (fold16(sum) != 0xFFFFu) return false;
     }
     TcpRepr& t = out.repr.tcp;
@@ -223,10 +225,10 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
     t.flags = static_cast<std::uint8_t>(tcp[13]);
     t.window = get_be16(tcp + 14);
     t.urgent = get_be16(tcp + 18);
-    if (tail.empty()) {
-        out.payload = Bytes(tcp + header_len, segment_len - header_len);
-    } else {
+    if constexpr (kTail) {
         out.payload = tail.size() == 1 ? tail[0] : Bytes{};
+    } else {
+        out.payload = Bytes(tcp + header_len, segment_len - header_len);
     }
     return true;
 }
@@ -293,7 +295,7 @@ std::size_t ip_header_len(const IpRepr& ip) {
 std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Checksums checksums) {
     // The fast decoder writes every field when it succeeds; the layered one expects a cleared
     // result.
-    if (decode_fast_v4(frame, out, checksums)) [[likely]]
+    if (decode_fast_v4<false>(frame, out, checksums)) [[likely]]
         return std::nullopt;
     out = TcpFrame{};
     return decode_frame(frame, out, checksums);
@@ -304,7 +306,7 @@ bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFra
     std::size_t len = 0;
     for (Bytes piece : payload) len += piece.size();
     IWCM_ASSERT(len > 0);
-    return decode_fast_v4(headers, out, checksums, payload, len);
+    return decode_fast_v4<true>(headers, out, checksums, payload, len);
 }
 
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {
