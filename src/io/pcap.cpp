@@ -62,6 +62,7 @@ bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame,
     std::size_t left = caplen;
     const auto part = [&](std::span<const std::byte> p) {
         const std::size_t n = std::min(left, p.size());
+        if (n == 0) return;  // an empty part may have no address at all
         ok = ok && put(file_, p.data(), n);
         left -= n;
     };
