@@ -101,16 +101,16 @@ struct TxFrame {
     std::uint32_t length() const { return len & ~kLeftOut; }
 };
 
-// A queued frame whose payload is not in it yet: a stream's segment whose bytes lie in the
-// stream's memory (its send buffer, bytes held by reference: one run or several pieces),
-// left there so that a driver taking frames in parts (Core::poll_transmit_parts) reads
-// them where they lie. The frame's room has the payload's place; the payload is copied
-// into it when the frame is taken whole, or before that memory may change (settle_frames).
 // Below this many bytes a payload in more than one piece is copied into its frame even
 // when the frame is taken in parts (Core::poll_transmit_parts): a NIC driver's tx
 // copybreak. One MSS-sized FPDU is below it, a segment of several above.
 constexpr std::uint32_t kGatherMin = 4096;
 
+// A queued frame whose payload is not in it yet: a stream's segment whose bytes lie in the
+// stream's memory (its send buffer, bytes held by reference: one run or several pieces),
+// left there so that a driver taking frames in parts (Core::poll_transmit_parts) reads
+// them where they lie. The frame's room has the payload's place; the payload is copied
+// into it when the frame is taken whole, or before that memory may change (settle_frames).
 struct TxPayload {
     std::uint32_t frame = 0;  // index in tx_frames
     std::uint32_t at = 0;     // the payload's offset in the frame (its headers' length)

@@ -356,25 +356,16 @@ FrameHeaders put_headers(const FrameRepr& repr, std::size_t payload_len, MutByte
 
 }  // namespace
 
-namespace {
-
-// The TCP checksum of a frame whose headers are written: pseudo-header and header summed
-// from their values, then the payload read from its source (it starts at an even offset,
-// a multiple of 4).
-void put_tcp_checksum(const FrameHeaders& h, Bytes payload, Checksums checksums) {
-    if (checksums == Checksums::kOffload) return;  // the field stays zero
-    std::uint32_t sum = fold16(h.sum);
-    if (!payload.empty()) sum = checksum_sum(payload, sum);
-    put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
-}
-
-}  // namespace
-
 std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
                            Checksums checksums) {
     const FrameHeaders h = put_headers(repr, payload.size(), out, checksums);
+    // The TCP checksum: pseudo-header and header summed from their values, then the
+    // payload read from its source (it starts at an even offset, a multiple of 4).
     if (!payload.empty()) std::memcpy(h.tcp + h.tcp_header_len, payload.data(), payload.size());
-    put_tcp_checksum(h, payload, checksums);
+    if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
+    std::uint32_t sum = fold16(h.sum);
+    if (!payload.empty()) sum = checksum_sum(payload, sum);
+    put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
     return h.total;
 }
 
@@ -384,7 +375,7 @@ std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes>
     for (Bytes piece : payload) len += piece.size();
     const FrameHeaders h = put_headers(repr, len, out, checksums);
     if (checksums == Checksums::kFull) {
-        // put_tcp_checksum's sum, each piece read where it lies (checksum_sum's byte order:
+        // emit_tcp_frame's sum, each piece read where it lies (checksum_sum's byte order:
         // the running sum swapped in, the folded result swapped out).
         const auto swapped = [](std::uint64_t v) {
             return std::uint32_t{__builtin_bswap16(static_cast<std::uint16_t>(fold16(v)))};
@@ -397,23 +388,14 @@ std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes>
 
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
                                   MutBytes out, Checksums checksums) {
-    std::size_t payload_len = 0;
-    for (Bytes piece : pieces) payload_len += piece.size();
-    const FrameHeaders h = put_headers(repr, payload_len, out, checksums);
-    // The pieces side by side, then one sum over them where they now lie (a
-    // piece of odd length would shift the next one's bytes in a running sum).
-    std::byte* const payload = h.tcp + h.tcp_header_len;
-    std::byte* at = payload;
+    // The headers, summed over the pieces where they lie, then the pieces side by side.
+    std::byte* at = out.data() + emit_tcp_frame_headers(repr, pieces, out, checksums);
     for (Bytes piece : pieces) {
         if (piece.empty()) continue;
         copy_bytes(at, piece.data(), piece.size());
         at += piece.size();
     }
-    if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
-    std::uint32_t sum = fold16(h.sum);
-    if (payload_len > 0) sum = checksum_sum(Bytes(payload, payload_len), sum);
-    put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
-    return h.total;
+    return static_cast<std::size_t>(at - out.data());
 }
 
 namespace {
