@@ -71,6 +71,31 @@ TEST(Crc32c, PortableMatchesDispatchedAtEveryLengthAndAlignment) {
     }
 }
 
+// The instruction path joins three remainders over blocks of 2 048, 256, 128 and 32
+// bytes: every length around a whole number of those rounds, at every alignment.
+TEST(Crc32c, PortableMatchesDispatchedAcrossTheJoinedBlocks) {
+    std::mt19937 rng(11);
+    std::vector<std::byte> data(3 * 2048 * 3 + 64);
+    for (auto& b : data) b = static_cast<std::byte>(rng());
+    std::vector<std::size_t> lengths;
+    for (const std::size_t round : {96u, 384u, 768u, 6144u}) {
+        for (std::size_t k = 1; k <= 3; ++k) {
+            for (std::size_t d = 0; d <= 17; ++d) {
+                lengths.push_back(k * round + d);
+                lengths.push_back(k * round - d);
+            }
+        }
+    }
+    for (int i = 0; i < 200; ++i) lengths.push_back(rng() % (data.size() - 8));
+    for (const std::size_t len : lengths) {
+        for (std::size_t start = 0; start < 8; ++start) {
+            const Bytes s = Bytes(data).subspan(start, len);
+            const auto seed = static_cast<std::uint32_t>(rng());
+            ASSERT_EQ(crc32c(s, seed), detail::crc32c_portable(s, seed)) << start << " " << len;
+        }
+    }
+}
+
 TEST(Crc32c, DetectsSingleBitFlip) {
     auto data = filled(64, 3, 5);
     const std::uint32_t good = crc32c(data);
