@@ -203,8 +203,8 @@ public:
     // receive() for a frame in parts, `headers` followed by the `payload` pieces (as
     // poll_transmit_parts() gives them): the common IPv4 frame is read in place, its payload
     // where it lies (a stream copies it from there, or its sink takes it: a queue pair
-    // places an RDMA Write from the pieces); anything else is joined first. Everything
-    // must stay valid and unchanged for the call.
+    // places Writes, Sends and Read Responses from the pieces); anything else is joined first.
+    // Everything must stay valid and unchanged for the call.
     void receive_parts(Instant now, std::span<const std::byte> headers,
                        std::span<const std::span<const std::byte>> payload,
                        std::optional<std::uint64_t> flow_hash = std::nullopt);

@@ -259,8 +259,8 @@ public:
     struct Placement {
         std::uint64_t placed = 0;
         std::uint64_t direct = 0;
-        // Bytes copied to join an FPDU before reading it: one that spanned pieces of a
-        // frame handed over in parts (a Send, a Read Response), or the stream buffer's end.
+        // Bytes copied to join an FPDU before reading it: one that spans the end of the
+        // stream's receive buffer (FPDUs across pieces of a frame are read in place).
         std::uint64_t joined = 0;
     };
     Placement placement() const;

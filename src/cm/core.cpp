@@ -13,6 +13,7 @@
 #include "iwcm/shard.hpp"
 #include "wire/copy.hpp"
 #include "wire/mpa.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm {
 
@@ -153,11 +154,8 @@ void Core::Impl::fill_payload(cm::TxPayload& p) {
     IWCM_ASSERT(p.left_out);
     const cm::TxFrame& t = tx_frames[p.frame];
     IWCM_ASSERT(p.at + p.len == t.length());
-    std::byte* to = tx_arena.data() + t.off + p.at;
-    for (wire::Bytes piece : std::span(tx_pieces).subspan(p.first, p.count)) {
-        wire::copy_bytes(to, piece.data(), piece.size());
-        to += piece.size();
-    }
+    wire::copy_pieces(tx_arena.data() + t.off + p.at,
+                      std::span(tx_pieces).subspan(p.first, p.count));
     cm::NodeStream& ns = *p.node->stream;
     ns.copied_to_frames += p.len;
     --ns.frames_left_out;

@@ -15,6 +15,7 @@
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
 #include "cm/syncookie.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm {
 
@@ -125,12 +126,10 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
                                                std::span<const wire::Bytes> pieces) {
     const auto join = [&](std::vector<std::byte>& to) {
         to.assign(frame.begin(), frame.end());
-        for (wire::Bytes piece : pieces) to.insert(to.end(), piece.begin(), piece.end());
+        wire::append(to, pieces);
         return wire::Bytes(to);
     };
-    std::size_t len = 0;
-    for (wire::Bytes piece : pieces) len += piece.size();
-    if (len == 0) return false;
+    if (wire::total_size(pieces) == 0) return false;
     if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, checksums())) {
         frame = join(rx_joined);
         return false;
@@ -145,8 +144,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
 
 [[gnu::noinline]] wire::Bytes Core::Impl::join_rx_pieces() {
     rx_joined.clear();
-    for (wire::Bytes piece : rx_pieces)
-        rx_joined.insert(rx_joined.end(), piece.begin(), piece.end());
+    wire::append(rx_joined, rx_pieces);
     rx_pieces = {};
     return rx_joined;
 }
@@ -1069,8 +1067,7 @@ void Core::Impl::emit_frame(const wire::FrameRepr& repr, wire::Bytes payload, bo
 
 void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr,
                                      std::span<const wire::Bytes> payload) {
-    std::size_t payload_len = 0;
-    for (wire::Bytes piece : payload) payload_len += piece.size();
+    const std::size_t payload_len = wire::total_size(payload);
     const std::size_t len = wire::tcp_frame_len(repr, payload_len);
     const auto frame = static_cast<std::uint32_t>(tx_frames.size());
     const wire::MutBytes room = frame_room(len, false, node.flow);

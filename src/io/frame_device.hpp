@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "wire/pieces.hpp"
+
 namespace iwcm::io {
 
 class FrameDevice {
@@ -29,7 +31,7 @@ public:
                             std::span<const std::span<const std::byte>> payload) {
         if (payload.empty()) return write(headers);
         joined_.assign(headers.begin(), headers.end());
-        for (auto piece : payload) joined_.insert(joined_.end(), piece.begin(), piece.end());
+        wire::append(joined_, payload);
         return write(joined_);
     }
     // Frames written so far go out now (a device that batches its sends).

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "iwcm/assert.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::io {
 
@@ -51,8 +52,7 @@ bool PcapWriter::write(std::int64_t unix_ns, std::span<const std::byte> frame,
                        std::span<const std::span<const std::byte>> rest) {
     IWCM_ASSERT(file_ != nullptr);
     IWCM_ASSERT(unix_ns >= 0);
-    std::size_t len = frame.size();
-    for (auto piece : rest) len += piece.size();
+    const std::size_t len = frame.size() + wire::total_size(rest);
     const auto caplen = static_cast<std::uint32_t>(std::min<std::size_t>(len, kSnapLen));
     const std::uint32_t record[4] = {static_cast<std::uint32_t>(unix_ns / 1'000'000'000),
                                      static_cast<std::uint32_t>(unix_ns % 1'000'000'000), caplen,

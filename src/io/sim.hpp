@@ -48,6 +48,7 @@
 #include "iwcm/core.hpp"
 #include "iwcm/time.hpp"
 #include "wire/frame.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::io {
 
@@ -63,7 +64,7 @@ public:
         auto t = core.poll_transmit_parts();
         if (!t) return std::nullopt;
         joined_.assign(t->headers.begin(), t->headers.end());
-        for (auto piece : t->payload) joined_.insert(joined_.end(), piece.begin(), piece.end());
+        wire::append(joined_, t->payload);
         return std::span<const std::byte>(joined_);
     }
     void receive(Core& core, Instant now, std::span<const std::byte> frame) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "iwcm/assert.hpp"
+#include "wire/pieces.hpp"
 
 #ifdef IWCM_WITH_XDP
 
@@ -346,8 +347,7 @@ int XskDevice::write(std::span<const std::byte> frame) {
 int XskDevice::write_parts(std::span<const std::byte> headers,
                            std::span<const std::span<const std::byte>> payload) {
     Impl& x = *impl_;
-    std::size_t len = headers.size();
-    for (auto piece : payload) len += piece.size();
+    const std::size_t len = headers.size() + wire::total_size(payload);
     if (len > kFrameSize) return -EMSGSIZE;
     x.reclaim();
     if (x.free_tx.empty()) {
@@ -361,12 +361,7 @@ int XskDevice::write_parts(std::span<const std::byte> headers,
     x.free_tx.pop_back();
     auto* to = static_cast<std::byte*>(xsk_umem__get_data(x.area, addr));
     std::memcpy(to, headers.data(), headers.size());
-    to += headers.size();
-    for (auto piece : payload) {
-        if (piece.empty()) continue;
-        std::memcpy(to, piece.data(), piece.size());
-        to += piece.size();
-    }
+    wire::copy_pieces(to + headers.size(), payload);
     xdp_desc* d = xsk_ring_prod__tx_desc(&x.tx, idx);
     d->addr = addr;
     d->len = static_cast<std::uint32_t>(len);

@@ -32,6 +32,7 @@
 #include "rdma/mr_table.hpp"
 #include "wire/ddp.hpp"
 #include "wire/fpdu.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::rdma {
 
@@ -168,8 +169,8 @@ public:
     std::size_t on_in_order(QpHandle qp, wire::Bytes bytes);
     // The same for bytes in pieces (a frame handed over in parts): an FPDU that lies in
     // one piece as above; one that spans pieces (its header, registered memory, its CRC,
-    // as a sender holding the payload by reference sends it) is placed when it is an RDMA
-    // Write, read from the pieces (one copy, into its memory); anything else stops.
+    // as a sender holding the payload by reference sends it) is read from the pieces, its
+    // CRC summed over them and its payload copied from them into memory (one copy).
     std::size_t on_in_order_parts(QpHandle qp, std::span<const wire::Bytes> pieces);
     // Message bytes placed into memory, and how many of them came straight
     // from the link's segment (on_in_order) rather than its buffer.
@@ -246,19 +247,21 @@ private:
     void rx_consume(std::uint32_t qp, std::size_t& done);
     RxVerdict rx_fpdu(std::uint32_t qp, wire::Bytes fpdu);
     RxVerdict rx_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
-    RxVerdict rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
+    // rx_send and rx_read_response place `payload`: seg.payload, or the same bytes in pieces.
+    RxVerdict rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
+                      const wire::Pieces& payload);
     RxVerdict rx_write(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
     RxVerdict rx_read_request(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len);
-    RxVerdict rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
-                               std::size_t ulpdu_len);
+    RxVerdict rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
+                               const wire::Pieces& payload);
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
-    bool place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry = false);
+    bool place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
-    // `head`: the FPDU's first kWriteHead bytes (engine_rx.cpp), read already.
-    bool place_write_split(std::uint32_t qp, const class PieceReader& in, std::size_t len,
-                           const std::byte* head);
-    bool send_placeable(const QpRecord& r, const wire::DdpSegment& seg);
-    bool read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const;
+    bool place_split(std::uint32_t qp, const wire::Pieces& fpdu);
+    bool place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
+                       const wire::Pieces& payload);
+    bool send_placeable(const QpRecord& r, const wire::DdpHeader& h, const wire::Pieces& payload);
+    bool read_response_placeable(const QpRecord& r, const wire::DdpHeader& h, std::size_t n) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
     RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);

@@ -157,147 +157,68 @@ std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
     return taken;
 }
 
-// An RDMA Write FPDU's length field and tagged DDP header.
-constexpr std::size_t kWriteHead = wire::kFpduLengthLen + wire::kDdpTaggedHeaderLen;
-
-// Bytes in pieces read from a cursor: what an FPDU that spans pieces needs (its header
-// copied out, its CRC summed, its payload copied into memory), each piece read in place.
-class PieceReader {
-public:
-    explicit PieceReader(std::span<const wire::Bytes> pieces) : pieces_(pieces) {
-        for (wire::Bytes p : pieces) left_ += p.size();
-    }
-    std::size_t left() const { return left_; }
-    // The n bytes from the cursor when they lie in one piece.
-    std::optional<wire::Bytes> contiguous(std::size_t n) const {
-        std::size_t i = i_;
-        std::size_t off = off_;
-        while (i < pieces_.size() && off == pieces_[i].size()) {
-            ++i;
-            off = 0;
-        }
-        if (i == pieces_.size() || pieces_[i].size() - off < n) return std::nullopt;
-        return pieces_[i].subspan(off, n);
-    }
-    // Calls fn(run) on the runs of bytes [from, from + n) after the cursor, in order.
-    template <class Fn>
-    void each(std::size_t from, std::size_t n, Fn&& fn) const {
-        IWCM_ASSERT(from + n <= left_);
-        std::size_t i = i_;
-        std::size_t off = off_ + from;
-        while (n > 0) {
-            IWCM_ASSERT(i < pieces_.size());
-            if (off >= pieces_[i].size()) {
-                off -= pieces_[i].size();
-                ++i;
-                continue;
-            }
-            const std::size_t k = std::min(n, pieces_[i].size() - off);
-            fn(pieces_[i].subspan(off, k));
-            n -= k;
-            off = 0;
-            ++i;
-        }
-    }
-    void copy(std::size_t from, std::size_t n, std::byte* to) const {
-        each(from, n, [&to](wire::Bytes run) {
-            wire::copy_bytes(to, run.data(), run.size());
-            to += run.size();
-        });
-    }
-    // The first n (a constant) bytes at the cursor into `to`: straight from the cursor's
-    // piece when they lie in it, as an FPDU's header mostly does.
-    template <std::size_t n>
-    void head(std::byte* to) const {
-        if (i_ < pieces_.size() && pieces_[i_].size() - off_ >= n) {
-            std::memcpy(to, pieces_[i_].data() + off_, n);
-            return;
-        }
-        copy(0, n, to);
-    }
-    void skip(std::size_t n) {
-        IWCM_ASSERT(n <= left_);
-        left_ -= n;
-        off_ += n;
-        while (i_ < pieces_.size() && off_ >= pieces_[i_].size() && off_ > 0) {
-            off_ -= pieces_[i_].size();
-            ++i_;
-        }
-    }
-
-private:
-    std::span<const wire::Bytes> pieces_;
-    std::size_t i_ = 0;    // the cursor's piece
-    std::size_t off_ = 0;  // and offset in it
-    std::size_t left_ = 0;
-};
-
 std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Bytes> pieces) {
     const QpRecord* r = find_qp(handle);
     if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held || r->term_pending) {
         return 0;
     }
-    PieceReader in(pieces);
+    wire::Pieces in(pieces);
     std::size_t taken = 0;
-    while (in.left() >= kWriteHead + wire::kFpduCrcLen) {
-        // Long enough for a tagged header and a CRC; shorter ones are left to the buffer.
-        std::byte head[kWriteHead];
-        in.head<kWriteHead>(head);
-        const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(head, wire::kFpduLengthLen));
-        if (in.left() < len) break;
-        if (const auto one = in.contiguous(len)) {
+    while (in.size() >= 2) {
+        std::byte field[wire::kFpduLengthLen];
+        in.head<wire::kFpduLengthLen>(field);
+        const std::size_t len = *wire::fpdu_frame_len(wire::Bytes(field));
+        if (in.size() < len) break;
+        const wire::Pieces fpdu = in.first(len);
+        if (const auto one = fpdu.contiguous()) {
             if (!place_direct(handle.index, *one)) break;
-        } else if (!place_write_split(handle.index, in, len, head)) {
-            // Not a Write (a Send, a Read Response): joined in the reassembly buffer, free
-            // while the sink is offered bytes (nothing waits unread), and placed from there
-            // as from a segment. Their copies stay two, as before frames came in pieces.
-            if (len > rx_buf_.size()) break;
-            in.copy(0, len, rx_buf_.data());
-            joined_bytes_ += len;
-            if (!place_direct(handle.index, wire::Bytes(rx_buf_).first(len))) break;
+        } else if (!place_split(handle.index, fpdu)) {
+            break;
         }
-        in.skip(len);
+        in = in.subspan(len);
         taken += len;
     }
     return taken;
 }
 
-// An RDMA Write FPDU of `len` bytes at the cursor, across pieces: placed after the checks
-// place_direct makes of a Write (CRC, versions, opcode, STag, rights, bounds), its payload
-// copied from the pieces into its memory. Anything else is left for the buffer path.
-bool Engine::place_write_split(std::uint32_t qp, const PieceReader& in, std::size_t len,
-                               const std::byte* head) {
-    constexpr std::size_t kHead = kWriteHead;
-    if (len < kHead + wire::kFpduCrcLen) return false;
-    const std::size_t ulpdu_len =
-        (std::size_t{static_cast<std::uint8_t>(head[0])} << 8) | static_cast<std::uint8_t>(head[1]);
-    if (ulpdu_len < wire::kDdpTaggedHeaderLen) return false;
-    auto seg = wire::parse_ddp(wire::Bytes(head + wire::kFpduLengthLen, wire::kDdpTaggedHeaderLen));
+// An FPDU across pieces, placed as place_direct places one in a single span: its header
+// copied out, its CRC summed over the pieces, its payload copied from them into memory.
+bool Engine::place_split(std::uint32_t qp, const wire::Pieces& fpdu) {
+    const std::size_t len = fpdu.size();
+    if (len < wire::kFpduLengthLen + wire::kFpduCrcLen) return false;
+    // The length field and the DDP header, or as much of them as the FPDU holds before its
+    // CRC (parse_ddp refuses a short one).
+    constexpr std::size_t kTaggedHead = wire::kFpduLengthLen + wire::kDdpTaggedHeaderLen;
+    constexpr std::size_t kUntaggedHead = wire::kFpduLengthLen + wire::kDdpUntaggedHeaderLen;
+    std::byte head[kUntaggedHead];
+    fpdu.head<wire::kFpduLengthLen + 1>(head);  // and DDP's control byte
+    const std::size_t want =
+        wire::kFpduLengthLen + wire::ddp_header_len(static_cast<std::uint8_t>(head[2]));
+    const std::size_t got = std::min(want, len - wire::kFpduCrcLen);
+    if (got == kTaggedHead) {
+        fpdu.head<kTaggedHead>(head);
+    } else if (got == kUntaggedHead) {
+        fpdu.head<kUntaggedHead>(head);
+    } else {
+        fpdu.first(got).copy_to(head);
+    }
+    const std::size_t ulpdu_len = wire::load_be16(wire::Bytes(head, got), 0);
+    const auto seg = wire::parse_ddp(
+        wire::Bytes(head + wire::kFpduLengthLen, std::min(ulpdu_len, got - wire::kFpduLengthLen)));
     if (!seg) return false;
-    const wire::DdpHeader& h = seg->header;
-    if (!h.tagged || h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion ||
-        static_cast<RdmapOpcode>(h.opcode) != RdmapOpcode::kWrite)
-        return false;
     if (qps_[qp].crc) {
         std::uint32_t crc = 0;
-        in.each(0, len - wire::kFpduCrcLen,
-                [&crc](wire::Bytes run) { crc = wire::crc32c(run, crc); });
+        fpdu.first(len - wire::kFpduCrcLen).each([&crc](wire::Bytes run) {
+            crc = wire::crc32c(run, crc);
+        });
         std::byte field[wire::kFpduCrcLen];
-        in.copy(len - wire::kFpduCrcLen, sizeof field, field);
-        std::uint32_t carried = 0;
-        for (std::size_t i = 0; i < sizeof field; ++i)
-            carried |= std::uint32_t{static_cast<std::uint8_t>(field[i])} << (8 * i);  // LSB first
-        if (carried != crc) return false;
+        fpdu.subspan(len - wire::kFpduCrcLen).head<sizeof field>(field);
+        if (wire::load_le32(wire::Bytes(field), 0) != crc) return false;
     }
-    message_end_ = message_end_ || h.last;
-    const std::size_t n = ulpdu_len - wire::kDdpTaggedHeaderLen;
-    if (n == 0) return true;
-    std::byte* to = nullptr;
-    if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
-    in.copy(kHead, n, to);
-    placed_bytes_ += n;
-    placed_direct_ += n;
-    return true;
+    const std::size_t header_len = seg->header.header_len();
+    return place_segment(
+        qp, *seg, ulpdu_len,
+        fpdu.subspan(wire::kFpduLengthLen + header_len).first(ulpdu_len - header_len));
 }
 
 // One FPDU of on_in_order: placed if it is an RDMA Write, a Send or a Read
@@ -309,27 +230,35 @@ bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
     if (!f || !f->crc_ok) return false;
     auto seg = wire::parse_ddp(f->ulpdu);
     if (!seg) return false;
-    const wire::DdpHeader& h = seg->header;
+    return place_segment(qp, *seg, f->ulpdu.size(), wire::Pieces::of(seg->payload));
+}
+
+// A checked FPDU's segment (its payload where it lies): placed as rx_segment would place it,
+// or left alone (false) when it is not a Write, a Send or a Read Response that rx_segment
+// would place without an error.
+bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
+                           const wire::Pieces& payload) {
+    const wire::DdpHeader& h = seg.header;
     if (h.ddp_version != wire::kDdpVersion || h.rdmap_version != wire::kRdmapVersion) return false;
     const auto op = static_cast<RdmapOpcode>(h.opcode);
-    const std::size_t n = seg->payload.size();
+    const std::size_t n = payload.size();
     if (op == RdmapOpcode::kWrite && h.tagged) {
         message_end_ = message_end_ || h.last;
         if (n == 0) return true;  // rx_write checks nothing of it either
         std::byte* to = nullptr;
         if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
-        wire::copy_bytes(to, seg->payload.data(), n);
+        payload.copy_to(to);
         placed_bytes_ += n;
         placed_direct_ += n;
         return true;
     }
     RxVerdict v;
     if (op == RdmapOpcode::kReadResponse && h.tagged) {
-        if (!read_response_placeable(qps_[qp], *seg)) return false;
-        v = rx_read_response(qp, *seg, f->ulpdu.size());
+        if (!read_response_placeable(qps_[qp], h, n)) return false;
+        v = rx_read_response(qp, seg, ulpdu_len, payload);
     } else if ((op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) && !h.tagged) {
-        if (!send_placeable(qps_[qp], *seg)) return false;
-        v = rx_send(qp, *seg, f->ulpdu.size());
+        if (!send_placeable(qps_[qp], h, payload)) return false;
+        v = rx_send(qp, seg, ulpdu_len, payload);
         message_end_ = message_end_ || h.last;
     } else {
         return false;
@@ -340,22 +269,20 @@ bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
 }
 
 // rx_send's checks, each of which ends in a TERMINATE there.
-bool Engine::send_placeable(const QpRecord& r, const wire::DdpSegment& seg) {
-    const wire::DdpHeader& h = seg.header;
+bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
+                            const wire::Pieces& payload) {
     if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
     const WrEntry& e = wrs_[r.rq.head];
-    return h.mo == e.done && seg.payload.size() <= e.length - e.done &&
-           place(e, e.done, seg.payload, true);
+    return h.mo == e.done && payload.size() <= e.length - e.done && place(e, e.done, payload, true);
 }
 
 // rx_read_response's checks, each of which ends in a TERMINATE there.
-bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpSegment& seg) const {
-    const wire::DdpHeader& h = seg.header;
+bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpHeader& h,
+                                     std::size_t n) const {
     if (r.orq.empty()) return false;
     const WrEntry& e = wrs_[r.orq.head];
     const std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
     const std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
-    const std::size_t n = seg.payload.size();
     if (h.stag != sink_stag || h.to != sink_to || n > e.length - e.done) return false;
     if (h.last && e.done + n != e.length) return false;
     // The last one frees an ORD slot a Read in the send queue may wait for:
@@ -461,9 +388,10 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
     switch (op) {
         case RdmapOpcode::kWrite: return rx_write(qp, seg, len);
         case RdmapOpcode::kReadRequest: return rx_read_request(qp, seg, len);
-        case RdmapOpcode::kReadResponse: return rx_read_response(qp, seg, len);
+        case RdmapOpcode::kReadResponse:
+            return rx_read_response(qp, seg, len, wire::Pieces::of(seg.payload));
         case RdmapOpcode::kSend:
-        case RdmapOpcode::kSendSe: return rx_send(qp, seg, len);
+        case RdmapOpcode::kSendSe: return rx_send(qp, seg, len, wire::Pieces::of(seg.payload));
         case RdmapOpcode::kTerminate: return rx_terminate(qp, seg);
         case RdmapOpcode::kSendInvalidate:
         case RdmapOpcode::kSendSeInvalidate: break;  // optional; not offered
@@ -473,7 +401,7 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
 
 // Scatters data at the message offset into a receive's SGEs.
 // `dry`: only checks that every byte has its place (nothing copied).
-bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool dry) {
+bool Engine::place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry) {
     std::size_t placed = 0;
     for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
         const Sge& s = e.sge[i];
@@ -487,7 +415,7 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool 
             return false;
         }
         if (!dry) {
-            wire::copy_bytes(to, data.data() + placed, n);
+            data.subspan(placed).first(n).copy_to(to);
             placed_bytes_ += n;
         }
         placed += n;
@@ -496,7 +424,8 @@ bool Engine::place(const WrEntry& e, std::size_t offset, wire::Bytes data, bool 
     return placed == data.size();
 }
 
-Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t len) {
+Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t len,
+                                  const wire::Pieces& payload) {
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
     // siw_proc_send, then siw_send_check_ntoh, in their order.
@@ -510,21 +439,21 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
     std::uint32_t index = r.rq.head;
     WrEntry& e = wrs_[index];
     if (h.mo != e.done) return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidMo, seg, len));
-    if (seg.payload.size() > e.length - e.done) {
+    if (payload.size() > e.length - e.done) {
         pop(r.rq);
         --r.recv_count;
         complete_wr(qp, e, WcStatus::kLocLenErr, 0);
         free_wr(index);
         return terminate(qp, ddp_untagged(wire::kDdpUntaggedNoBuffer, seg, len));
     }
-    if (!place(e, e.done, seg.payload)) {
+    if (!place(e, e.done, payload)) {
         pop(r.rq);
         --r.recv_count;
         complete_wr(qp, e, WcStatus::kLocProtErr, 0);
         free_wr(index);
         return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeLocalCatastrophic, 0));
     }
-    e.done += static_cast<std::uint32_t>(seg.payload.size());
+    e.done += static_cast<std::uint32_t>(payload.size());
     r.rx_in_send = !h.last;
     if (h.last) {
         pop(r.rq);
@@ -594,7 +523,7 @@ Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegme
 }
 
 Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
-                                           std::size_t len) {
+                                           std::size_t len, const wire::Pieces& payload) {
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
     if (r.orq.empty()) {
@@ -606,7 +535,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
     WrEntry& e = wrs_[index];
     std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
     std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
-    std::size_t n = seg.payload.size();
+    std::size_t n = payload.size();
     if (h.stag != sink_stag)
         return terminate(qp, ddp_tagged(wire::kDdpTaggedInvalidStag, seg, len));
     if (h.to != sink_to || n > e.length - e.done || (h.last && e.done + n != e.length)) {
@@ -623,7 +552,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
             free_wr(index);
             return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
         }
-        wire::copy_bytes(to, seg.payload.data(), n);
+        payload.copy_to(to);
         placed_bytes_ += n;
     }
     e.done += static_cast<std::uint32_t>(n);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "wire/bytes.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::rdma {
 
@@ -38,7 +39,7 @@ public:
     // after each round of sending).
     virtual bool send_record_parts(LinkId link, std::span<const wire::Bytes> parts) {
         joined_.clear();
-        for (wire::Bytes p : parts) joined_.insert(joined_.end(), p.begin(), p.end());
+        wire::append(joined_, parts);
         return send_record(link, joined_);
     }
     // The same, with the parts whose bit is set in `by_ref` (part i: bit

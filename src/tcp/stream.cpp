@@ -316,36 +316,6 @@ bool Stream::acceptable(SeqNumber seq, std::uint32_t len) const {
 
 // ---------------------------------------------------------------- arrival
 
-std::optional<std::span<const std::byte>> Gather::contiguous() const {
-    std::size_t off = skip;
-    for (auto piece : pieces) {
-        if (off < piece.size() || (len == 0 && off == piece.size())) {
-            if (off + len > piece.size()) return std::nullopt;
-            return piece.subspan(off, len);
-        }
-        off -= piece.size();
-    }
-    return std::nullopt;
-}
-
-void Gather::copy_to(std::byte* to) const {
-    std::size_t off = skip;
-    std::size_t left = len;
-    for (auto piece : pieces) {
-        if (left == 0) break;
-        if (off >= piece.size()) {
-            off -= piece.size();
-            continue;
-        }
-        const std::size_t n = std::min(left, piece.size() - off);
-        wire::copy_bytes(to, piece.data() + off, n);
-        to += n;
-        left -= n;
-        off = 0;
-    }
-    IWCM_ASSERT(left == 0);
-}
-
 Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     IWCM_ASSERT((seg.flags & (flags::kSyn | flags::kRst)) == 0);
     Arrival out;
@@ -622,7 +592,7 @@ void Stream::drop_acked(std::uint32_t n) {
     }
 }
 
-Stream::Text Stream::trim_text(const SegmentIn& seg, Gather data) {
+Stream::Text Stream::trim_text(const SegmentIn& seg, wire::Pieces data) {
     Text t{seg.seq, data, (seg.flags & flags::kFin) != 0};
     const SeqNumber fin_at = t.seq + static_cast<std::uint32_t>(t.data.size());
     if (t.seq < rcv_nxt_) {
@@ -667,8 +637,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
     }
     // The text as pieces: the segment's own, or its one payload span.
     const std::span<const std::byte> one = seg.payload;
-    const Gather data{seg.pieces.empty() ? std::span(&one, 1) : seg.pieces, 0, payload_len,
-                      payload_len};
+    const wire::Pieces data(seg.pieces.empty() ? std::span(&one, 1) : seg.pieces, payload_len);
     const Text t = trim_text(seg, data);
     if (t.fin && !peer_fin_known_) note_peer_fin(t.seq + static_cast<std::uint32_t>(t.data.size()));
     if (!t.data.empty()) {
@@ -720,7 +689,7 @@ void Stream::note_peer_fin(SeqNumber at) {
     }
 }
 
-void Stream::place(SeqNumber seq, Gather data) {
+void Stream::place(SeqNumber seq, wire::Pieces data) {
     // Drop the read prefix once it is as long as what follows it.
     const std::size_t live = rcv_buf_.size() - rcv_read_;
     if (rcv_read_ > 0 && rcv_read_ >= live) {
@@ -736,7 +705,7 @@ void Stream::place(SeqNumber seq, Gather data) {
 // What the sink takes is read at once: it advances RCV.NXT without
 // touching the buffer (nothing is unread or held, so no byte's place in it
 // moves), and is acknowledged as any in-order bytes are.
-void Stream::deliver_in_order(SinkRef sink, Gather data, Arrival& out) {
+void Stream::deliver_in_order(SinkRef sink, wire::Pieces data, Arrival& out) {
     IWCM_ASSERT(!data.empty());
     if (sink.sink != nullptr && rcv_unread_ == 0 && ooo_.empty()) {
         // In one span, or as the segment's pieces when it is whole (a trimmed segment in
@@ -745,7 +714,7 @@ void Stream::deliver_in_order(SinkRef sink, Gather data, Arrival& out) {
         if (const auto c = data.contiguous()) {
             taken = sink.sink->on_in_order(sink.conn, *c);
         } else if (data.whole()) {
-            taken = sink.sink->on_in_order_parts(sink.conn, data.pieces);
+            taken = sink.sink->on_in_order_parts(sink.conn, data.pieces());
         }
         IWCM_ASSERT(taken <= data.size());
         const auto n = static_cast<std::uint32_t>(taken);
@@ -781,7 +750,7 @@ void Stream::deliver_in_order(SinkRef sink, Gather data, Arrival& out) {
     out.readable = true;
 }
 
-bool Stream::hold_out_of_order(SeqNumber seq, Gather data) {
+bool Stream::hold_out_of_order(SeqNumber seq, wire::Pieces data) {
     IWCM_ASSERT(seq > rcv_nxt_ && !data.empty());
     const SeqNumber end = seq + static_cast<std::uint32_t>(data.size());
     // The ranges [first, last) touch [seq, end) and merge with it.

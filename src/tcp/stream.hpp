@@ -34,6 +34,7 @@
 #include "iwcm/stream_sink.hpp"
 #include "iwcm/time.hpp"
 #include "tcp/record_ends.hpp"
+#include "wire/pieces.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::tcp {
@@ -69,29 +70,7 @@ struct SegmentIn {
     // Or the payload in pieces, in order, read where they lie (a frame handed over in
     // parts: Core::receive_parts); `payload` is then empty.
     std::span<const std::span<const std::byte>> pieces = {};
-    std::size_t payload_len() const {
-        std::size_t n = payload.size();
-        for (auto piece : pieces) n += piece.size();
-        return n;
-    }
-};
-
-// Bytes [skip, skip + len) of the concatenation of `pieces` (`total` bytes): a segment's
-// text as trimmed to the window, without joining the pieces.
-struct Gather {
-    std::span<const std::span<const std::byte>> pieces;
-    std::size_t skip = 0;
-    std::size_t len = 0;
-    std::size_t total = 0;
-    std::size_t size() const { return len; }
-    bool empty() const { return len == 0; }
-    bool whole() const { return skip == 0 && len == total; }
-    Gather subspan(std::size_t off) const { return {pieces, skip + off, len - off, total}; }
-    Gather first(std::size_t n) const { return {pieces, skip, n, total}; }
-    // The bytes as one span when they lie in one piece.
-    std::optional<std::span<const std::byte>> contiguous() const;
-    // Copies the bytes to `to` (len of them).
-    void copy_to(std::byte* to) const;
+    std::size_t payload_len() const { return payload.size() + wire::total_size(pieces); }
 };
 
 // Who is offered a segment's in-order bytes before the buffer, while nothing
@@ -260,7 +239,7 @@ private:
     // A segment's text cut to what is new and inside the window.
     struct Text {
         wire::SeqNumber seq;
-        Gather data;
+        wire::Pieces data;
         bool fin = false;
     };
     // Bytes held by reference: [seq, seq + len) lie at data; the send
@@ -333,11 +312,11 @@ private:
     std::uint32_t rcv_space() const;    // what the buffer can still take from rcv_nxt on
     Advert advert() const;
     bool window_update_due() const;
-    Text trim_text(const SegmentIn& seg, Gather data);
+    Text trim_text(const SegmentIn& seg, wire::Pieces data);
     void process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out);
-    void deliver_in_order(SinkRef sink, Gather data, Arrival& out);
-    bool hold_out_of_order(wire::SeqNumber seq, Gather data);
-    void place(wire::SeqNumber seq, Gather data);
+    void deliver_in_order(SinkRef sink, wire::Pieces data, Arrival& out);
+    bool hold_out_of_order(wire::SeqNumber seq, wire::Pieces data);
+    void place(wire::SeqNumber seq, wire::Pieces data);
     void note_peer_fin(wire::SeqNumber at);
     void finish(Instant now);
 

@@ -40,6 +40,12 @@ constexpr std::size_t kReadRequestPayloadLen = 28;
 constexpr std::uint8_t kDdpVersion = 1;
 constexpr std::uint8_t kRdmapVersion = 1;
 
+// The length of the DDP and RDMAP header that starts with DDP control byte `control`
+// (its T bit: tagged or untagged).
+constexpr std::size_t ddp_header_len(std::uint8_t control) {
+    return (control & 0x80u) != 0 ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen;
+}
+
 enum class RdmapOpcode : std::uint8_t {
     kWrite = 0x0,
     kReadRequest = 0x1,

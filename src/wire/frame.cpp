@@ -11,6 +11,7 @@
 #include "wire/copy.hpp"
 #include "wire/ipv4.hpp"
 #include "wire/ipv6.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::wire {
 
@@ -303,8 +304,7 @@ std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Check
 
 bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
                            Checksums checksums) {
-    std::size_t len = 0;
-    for (Bytes piece : payload) len += piece.size();
+    const std::size_t len = total_size(payload);
     IWCM_ASSERT(len > 0);
     return decode_fast_v4<true>(headers, out, checksums, payload, len);
 }
@@ -371,8 +371,7 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
 
 std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes> payload,
                                    MutBytes out, Checksums checksums) {
-    std::size_t len = 0;
-    for (Bytes piece : payload) len += piece.size();
+    const std::size_t len = total_size(payload);
     const FrameHeaders h = put_headers(repr, len, out, checksums);
     if (checksums == Checksums::kFull) {
         // emit_tcp_frame's sum, each piece read where it lies (checksum_sum's byte order:
@@ -389,13 +388,8 @@ std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes>
 std::size_t emit_tcp_frame_gather(const FrameRepr& repr, std::span<const Bytes> pieces,
                                   MutBytes out, Checksums checksums) {
     // The headers, summed over the pieces where they lie, then the pieces side by side.
-    std::byte* at = out.data() + emit_tcp_frame_headers(repr, pieces, out, checksums);
-    for (Bytes piece : pieces) {
-        if (piece.empty()) continue;
-        copy_bytes(at, piece.data(), piece.size());
-        at += piece.size();
-    }
-    return static_cast<std::size_t>(at - out.data());
+    const std::size_t headers = emit_tcp_frame_headers(repr, pieces, out, checksums);
+    return static_cast<std::size_t>(copy_pieces(out.data() + headers, pieces) - out.data());
 }
 
 namespace {

@@ -524,6 +524,57 @@ TEST(DeviceParts, WriteIsPlacedFromThePiecesWithOneCopy) {
     }
 }
 
+// A Send into a receive of two SGEs, and the Read Response of an RDMA Read, sent from
+// registered memory and handed over in parts: each FPDU across pieces is read where it lies
+// (its CRC summed over them) and placed from them, nothing joined; only a message's last
+// segment, when it is shorter than the copybreak (4 KiB), is copied into its frame.
+TEST(DeviceParts, SendAndReadResponseArePlacedFromThePieces) {
+    constexpr std::size_t kSize = 64 * 1024;
+    constexpr std::size_t kFirstSge = 40000;  // a piece of some FPDU straddles the SGEs
+    for (bool crc : {false, true}) {
+        for (std::size_t cut : {std::size_t{0}, std::size_t{7}, std::size_t{1}}) {
+            Net n(crc, 44 * 1460);
+            n.in_parts = true;
+            n.cut = cut;
+            ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+            std::vector<std::byte> src(kSize), into(kSize, std::byte{0}), read(kSize);
+            for (std::size_t i = 0; i < kSize; ++i) src[i] = std::byte(i * 3 + i / 251);
+            const auto mr_src = *n.sb.dev.reg_mr(src, kAccessRemoteRead);
+            const auto mr_into = *n.sa.dev.reg_mr(into, kAccessLocalWrite);
+            const auto mr_read = *n.sa.dev.reg_mr(read, kAccessLocalWrite);
+            Sge recv_sges[2] = {{mr_into.addr, kFirstSge, mr_into.lkey},
+                                {mr_into.addr + kFirstSge, kSize - kFirstSge, mr_into.lkey}};
+            ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {1, recv_sges}).has_value());
+            const StreamInfo before_b = *n.b.stream_info(n.sb.conn);
+            const StreamInfo before_a = *n.a.stream_info(n.sa.conn);
+            const Device::Placement before = n.sa.dev.placement();
+            Sge send_sge{mr_src.addr, kSize, mr_src.lkey};
+            SendWr send;
+            send.sg_list = std::span(&send_sge, 1);
+            ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, send).has_value());
+            ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1); }));
+            EXPECT_TRUE(into == src) << "crc " << crc << " cut " << cut;
+            Sge read_sge{mr_read.addr, kSize, mr_read.lkey};
+            SendWr rd;
+            rd.opcode = WrOpcode::kRdmaRead;
+            rd.sg_list = std::span(&read_sge, 1);
+            rd.remote_addr = mr_src.addr;
+            rd.rkey = mr_src.rkey;
+            ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, rd).has_value());
+            ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRdmaRead, 1); }));
+            EXPECT_TRUE(read == src) << "crc " << crc << " cut " << cut;
+            const Device::Placement p = n.sa.dev.placement();
+            EXPECT_EQ(p.placed - before.placed, 2 * kSize);
+            EXPECT_EQ(p.direct - before.direct, 2 * kSize);
+            EXPECT_EQ(p.joined - before.joined, 0u);
+            EXPECT_LT(n.b.stream_info(n.sb.conn)->copied_to_frames - before_b.copied_to_frames,
+                      2u * 4096);
+            EXPECT_EQ(n.a.stream_info(n.sa.conn)->copied_received - before_a.copied_received, 0u);
+            EXPECT_GE(n.multi_piece, 4u);
+        }
+    }
+}
+
 // Below the copybreak (cm::kGatherMin) a segment whose payload lies in several pieces, one
 // MSS-sized FPDU, comes whole: copied into its frame, placed from the frame.
 TEST(DeviceParts, OneFpduSegmentsComeWholeBelowTheCopybreak) {

@@ -35,18 +35,6 @@ Buffer payload_of(std::size_t n) {
     return b;
 }
 
-// Cuts `payload` at `cuts` (ascending offsets) into pieces.
-std::vector<Bytes> pieces_of(const Buffer& payload, const std::vector<std::size_t>& cuts) {
-    std::vector<Bytes> out;
-    std::size_t from = 0;
-    for (std::size_t at : cuts) {
-        out.push_back(Bytes(payload).subspan(from, at - from));
-        from = at;
-    }
-    out.push_back(Bytes(payload).subspan(from));
-    return out;
-}
-
 TEST(FrameGather, SameBytesAsOneRun) {
     const std::vector<std::vector<std::size_t>> cuttings = {
         {},            // one piece
@@ -64,7 +52,7 @@ TEST(FrameGather, SameBytesAsOneRun) {
             Buffer want(len);
             ASSERT_EQ(emit_tcp_frame(repr, payload, want), len);
             Buffer got(len, std::byte{0xEE});
-            const auto pieces = pieces_of(payload, cuts);
+            const auto pieces = test::pieces_of(payload, cuts);
             ASSERT_EQ(emit_tcp_frame_gather(repr, pieces, got), len);
             EXPECT_EQ(got, want) << fixture << ", " << pieces.size() << " pieces";
             // And it parses back with a good checksum and the payload.
@@ -85,7 +73,7 @@ TEST(FrameGather, OddPiecesStillChecksumRight) {
             Buffer want(tcp_frame_len(repr, payload.size()));
             emit_tcp_frame(repr, payload, want);
             Buffer got(want.size());
-            emit_tcp_frame_gather(repr, pieces_of(payload, {a, b}), got);
+            emit_tcp_frame_gather(repr, test::pieces_of(payload, {a, b}), got);
             ASSERT_EQ(got, want) << "cuts at " << a << " and " << b;
         }
     }
@@ -100,7 +88,7 @@ TEST(FrameGather, ChecksumOffloadAsOneRun) {
         Buffer want(tcp_frame_len(repr, payload.size()));
         emit_tcp_frame(repr, payload, want, Checksums::kOffload);
         Buffer got(want.size(), std::byte{0xEE});
-        emit_tcp_frame_gather(repr, pieces_of(payload, {16, 517}), got, Checksums::kOffload);
+        emit_tcp_frame_gather(repr, test::pieces_of(payload, {16, 517}), got, Checksums::kOffload);
         EXPECT_EQ(got, want) << fixture;
         Buffer full(want.size());
         emit_tcp_frame(repr, payload, full);
@@ -130,7 +118,7 @@ TEST(FrameParts, HeadersThenPiecesAreTheOneRunFrame) {
                 Buffer want(tcp_frame_len(repr, payload.size()));
                 emit_tcp_frame(repr, payload, want, c);
                 Buffer got(want.size(), std::byte{0xEE});
-                const auto pieces = pieces_of(payload, {a, b});
+                const auto pieces = test::pieces_of(payload, {a, b});
                 const std::size_t at = emit_tcp_frame_headers(repr, pieces, got, c);
                 ASSERT_EQ(at, want.size() - payload.size());
                 EXPECT_TRUE(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(at), got.end(),
@@ -158,7 +146,7 @@ TEST(FrameParts, PiecesParseAsTheJoinedFrame) {
     ASSERT_TRUE(whole);
     for (const std::vector<std::size_t>& cuts :
          std::vector<std::vector<std::size_t>>{{}, {1}, {16, 17}, {3, 150, 299}, {300}}) {
-        const auto pieces = pieces_of(payload, cuts);
+        const auto pieces = test::pieces_of(payload, cuts);
         TcpFrame out;
         ASSERT_TRUE(parse_tcp_frame_parts(f.first(at), pieces, out)) << cuts.size();
         EXPECT_EQ(out.repr, whole->repr);

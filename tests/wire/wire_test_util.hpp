@@ -1,4 +1,5 @@
-// Helpers of the wire tests: golden fixtures, a small pcap reader and writer.
+// Helpers of the wire tests: golden fixtures, a small pcap reader and writer, payloads cut
+// into pieces.
 //
 // Read first: docs/fixtures.md (where the fixtures come from) and the pcap
 // file format (a 24-byte global header whose magic number gives the byte order
@@ -19,6 +20,18 @@
 namespace iwcm::wire::test {
 
 using Buffer = std::vector<std::byte>;
+
+// Cuts `payload` at `cuts` (ascending offsets; one twice makes an empty piece) into pieces.
+inline std::vector<Bytes> pieces_of(const Buffer& payload, const std::vector<std::size_t>& cuts) {
+    std::vector<Bytes> out;
+    std::size_t from = 0;
+    for (std::size_t at : cuts) {
+        out.push_back(Bytes(payload).subspan(from, at - from));
+        from = at;
+    }
+    out.push_back(Bytes(payload).subspan(from));
+    return out;
+}
 
 inline std::string fixture_path(const std::string& name) {
     return std::string(IWCM_SOURCE_DIR) + "/tests/fixtures/" + name;
