@@ -58,8 +58,9 @@ SeqNumber minus(SeqNumber s, std::uint32_t n) {
     return s + (0U - n);
 }
 
-void release(std::vector<std::byte>& v) {
-    std::vector<std::byte>().swap(v);
+template <class Buffer>
+void release(Buffer& v) {
+    Buffer().swap(v);
 }
 
 // The end of a public mutating call: every invariant, when the build checks them.

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "iwcm/config.hpp"
@@ -42,6 +43,30 @@ namespace iwcm::tcp {
 // The knobs (buffers, RTO bounds, initial window, delayed ACK, keepalive)
 // are public: iwcm::StreamConfig in include/iwcm/config.hpp.
 using StreamConfig = iwcm::StreamConfig;
+
+// std::allocator, except that an element made without a value is left uninitialized: a
+// vector of bytes resized with it only makes room, for bytes copied in at once (the
+// receive buffer: zero-filling it first was a third pass over every byte received).
+template <class T>
+struct NoFillAllocator : std::allocator<T> {
+    using value_type = T;
+    template <class U>
+    struct rebind {
+        using other = NoFillAllocator<U>;
+    };
+    NoFillAllocator() = default;
+    template <class U>
+    NoFillAllocator(const NoFillAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using RecvBuffer = std::vector<std::byte, NoFillAllocator<std::byte>>;
 
 // The connection at the moment the stream takes it over.
 struct StreamInit {
@@ -389,7 +414,7 @@ private:
     // Receive side: rcv_buf_[rcv_read_, rcv_read_ + rcv_unread_) are readable;
     // the byte of sequence s >= rcv_nxt (out of order) sits at
     // rcv_read_ + rcv_unread_ + (s - rcv_nxt).
-    std::vector<std::byte> rcv_buf_;
+    RecvBuffer rcv_buf_;
     std::vector<Range> ooo_;  // sorted, disjoint, not adjacent, all above rcv_nxt
     std::uint32_t rcv_read_ = 0;
     std::uint32_t rcv_unread_ = 0;
