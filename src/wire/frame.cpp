@@ -293,13 +293,23 @@ std::size_t ip_header_len(const IpRepr& ip) {
 
 }  // namespace
 
-std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Checksums checksums) {
-    // The fast decoder writes every field when it succeeds; the layered one expects a cleared
-    // result.
-    if (decode_fast_v4<false>(frame, out, checksums)) [[likely]]
-        return std::nullopt;
+namespace {
+
+// The layered decode, which expects a cleared result. Out of line: parse_tcp_frame_into stays
+// the fast decoder alone, small enough for the link-time inliner to take it into its caller.
+[[gnu::noinline]] DecodeStatus decode_frame_cleared(Bytes frame, TcpFrame& out,
+                                                    Checksums checksums) {
     out = TcpFrame{};
     return decode_frame(frame, out, checksums);
+}
+
+}  // namespace
+
+std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Checksums checksums) {
+    // The fast decoder writes every field when it succeeds.
+    if (decode_fast_v4<false>(frame, out, checksums)) [[likely]]
+        return std::nullopt;
+    return decode_frame_cleared(frame, out, checksums);
 }
 
 bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
