@@ -106,6 +106,11 @@ struct TxFrame {
 // copybreak. One MSS-sized FPDU is below it, a segment of several above.
 constexpr std::uint32_t kGatherMin = 4096;
 
+// A frame in parts with at least this much payload, its checksums computed, has its TCP
+// checksum finished where its payload is placed (Core::Impl::finish_rx_sum): a stream
+// verifies it while copying it into the receive buffer, one pass instead of two.
+constexpr std::size_t kSummedPlaceMin = 2048;
+
 // A queued frame whose payload is not in it yet: a stream's segment whose bytes lie in the
 // stream's memory (its send buffer, bytes held by reference: one run or several pieces),
 // left there so that a driver taking frames in parts (Core::poll_transmit_parts) reads
@@ -204,6 +209,10 @@ struct Core::Impl {
                       std::optional<std::uint64_t> flow = std::nullopt,
                       std::span<const wire::Bytes> pieces = {});
     bool parse_parts(Instant now, wire::Bytes& frame, std::span<const wire::Bytes> pieces);
+    // The TCP checksum parse_parts left to finish (rx_sum_pending): summed over the payload,
+    // into a stream's receive buffer on the way when `node` has one that takes it whole.
+    // False, the frame dropped as a bad checksum, when it does not hold.
+    bool finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame);
     // One span for a handler that reads one: rx_pieces joined into rx_joined.
     wire::Bytes join_rx_pieces();
     // One switch on the state; an arm per state (or per group of states that act alike).
@@ -482,6 +491,9 @@ struct Core::Impl {
     // The payload pieces of the frame being handled, when it came in several (receive_parts);
     // empty otherwise. Only a stream's segment reads them so (on_stream_segment).
     std::span<const wire::Bytes> rx_pieces;
+    // parse_parts left the TCP checksum to finish: the pseudo-header's and header's sum.
+    bool rx_sum_pending = false;
+    std::uint64_t rx_sum = 0;
     std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
 
     // Events: a queue drained from event_head, private data in one arena;

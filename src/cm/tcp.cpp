@@ -78,6 +78,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
     // Ours: our MAC, and one of our addresses on the VLAN it lives on.
     if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
+        if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) return;
         drop(now, DropReason::kNotForUs, nullptr, frame);
         return;
     }
@@ -95,6 +96,8 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     }
     Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
     if (Node* n = table.find(key, h)) {
+        if (rx_sum_pending && !finish_rx_sum(now, n, frame)) [[unlikely]]
+            return;
         NodeRef ref(n);
         // Pieces go on to a stream's text; every other handler reads one span.
         if (!rx_pieces.empty() && (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn)))
@@ -103,6 +106,8 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         on_segment(now, ref, seg);
         return;
     }
+    if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) [[unlikely]]
+        return;
     if (!rx_pieces.empty()) [[unlikely]]
         seg.payload = join_rx_pieces();
     // No node: a SYN's node, an answer, take the hash (set only now: carried by every
@@ -129,17 +134,44 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
         wire::append(to, pieces);
         return wire::Bytes(to);
     };
-    if (wire::total_size(pieces) == 0) return false;
-    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, checksums())) {
+    const std::size_t len = wire::total_size(pieces);
+    if (len == 0) return false;
+    // A long payload's checksum is finished where it is placed (finish_rx_sum): a frame that
+    // fails it is traced in and dropped, as a whole frame that fails its parse is.
+    const bool defer = checksums() == wire::Checksums::kFull && len >= cm::kSummedPlaceMin;
+    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, checksums(),
+                                     defer ? &rx_sum : nullptr)) {
         frame = join(rx_joined);
         return false;
     }
+    rx_sum_pending = defer;
     if (pieces.size() > 1) rx_pieces = pieces;  // one is rx_frame.payload
     if (trace) {
         frame = join(rx_traced);
         trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
     }
     return true;
+}
+
+[[gnu::noinline]] bool Core::Impl::finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame) {
+    rx_sum_pending = false;
+    const wire::Bytes one = rx_frame.payload;
+    const std::span<const wire::Bytes> text = rx_pieces.empty() ? std::span(&one, 1) : rx_pieces;
+    const wire::TcpRepr& t = rx_frame.repr.tcp;
+    std::optional<std::uint64_t> sum;
+    tcp::Stream* placed = nullptr;
+    // A stream takes the text at on_stream_segment when nothing else reads it first: no
+    // sink, and not a RST or SYN (those are joined for their handlers).
+    if (node != nullptr && node->stream && node->stream->sink == nullptr && !t.has(tf::kRst) &&
+        !t.has(tf::kSyn)) {
+        placed = &node->stream->tcp;
+        sum = placed->place_summed(t.seq, text, wire::total_size(text), rx_sum);
+    }
+    if (!sum) sum = wire::detail::sum_native_pieces(text, rx_sum);
+    if (wire::detail::fold16(*sum) == 0xFFFFu) return true;
+    if (placed != nullptr) placed->forget_summed();
+    drop(now, DropReason::kBadChecksum, nullptr, frame);
+    return false;
 }
 
 [[gnu::noinline]] wire::Bytes Core::Impl::join_rx_pieces() {

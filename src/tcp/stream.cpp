@@ -21,6 +21,7 @@
 
 #include "invariants.hpp"
 #include "iwcm/assert.hpp"
+#include "wire/checksum.hpp"
 #include "wire/copy.hpp"
 
 namespace iwcm::tcp {
@@ -378,6 +379,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         process_data(now, seg, sink, out);
     }
     finish(now);
+    summed_len_ = 0;  // whatever place_summed put ahead was taken or is not in the window
     return out;
 }
 
@@ -690,7 +692,9 @@ void Stream::note_peer_fin(SeqNumber at) {
     }
 }
 
-void Stream::place(SeqNumber seq, wire::Pieces data) {
+// Where the n bytes from seq go in the receive buffer, room made for them. Called twice for
+// the same bytes (place_summed, then place) it changes nothing the second time.
+std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
     // Drop the read prefix once it is as long as what follows it.
     const std::size_t live = rcv_buf_.size() - rcv_read_;
     if (rcv_read_ > 0 && rcv_read_ >= live) {
@@ -699,8 +703,30 @@ void Stream::place(SeqNumber seq, wire::Pieces data) {
     }
     if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_.recv_buffer);  // as in write()
     const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, rcv_nxt_);
-    if (rcv_buf_.size() < at + data.size()) rcv_buf_.resize(at + data.size());
-    data.copy_to(rcv_buf_.data() + at);
+    if (rcv_buf_.size() < at + n) rcv_buf_.resize(at + n);
+    return rcv_buf_.data() + at;
+}
+
+void Stream::place(SeqNumber seq, wire::Pieces data) {
+    std::byte* to = room_for(seq, data.size());
+    if (summed_len_ != 0 && seq == rcv_nxt_ && data.size() == summed_len_) {
+        summed_len_ = 0;  // place_summed copied them
+        return;
+    }
+    data.copy_to(to);
+}
+
+std::optional<std::uint64_t> Stream::place_summed(SeqNumber seq,
+                                                  std::span<const std::span<const std::byte>> text,
+                                                  std::size_t len, std::uint64_t acc) {
+    summed_len_ = 0;
+    if (len == 0 || seq != rcv_nxt_ || fin_received_ || peer_fin_known_ || !ooo_.empty() ||
+        len > recv_window()) {
+        return std::nullopt;
+    }
+    const std::uint64_t sum = wire::detail::copy_and_sum_pieces(room_for(seq, len), text, acc);
+    summed_len_ = static_cast<std::uint32_t>(len);
+    return sum;
 }
 
 // What the sink takes is read at once: it advances RCV.NXT without

@@ -210,6 +210,19 @@ public:
 
     // ---- the wire's side ----
     Arrival on_segment(Instant now, const SegmentIn& seg, SinkRef sink = {});
+    // Before on_segment, for a segment whose checksum is not verified yet: when its text
+    // would be read into the receive buffer whole at `seq` (it is next in order, fits the
+    // window, nothing is held out of order, no FIN is known), copies it there, adding its
+    // bytes to the ones'-complement sum `acc` on the way (wire::detail::copy_and_sum_pieces),
+    // and returns that sum; on_segment then finds it in place. nullopt: nothing copied (sum
+    // the bytes apart). The caller must not hand the segment on if the sum is wrong, and
+    // must have no sink for this stream (a sink takes in-order text without the buffer).
+    std::optional<std::uint64_t> place_summed(wire::SeqNumber seq,
+                                              std::span<const std::span<const std::byte>> text,
+                                              std::size_t len, std::uint64_t acc);
+    // The sum place_summed returned was wrong: the segment goes no further, and on_segment
+    // must not take another segment's text for it.
+    void forget_summed() { summed_len_ = 0; }
     // Is a segment with this sequence number and length (SYN and FIN
     // counted) in the receive window (RFC 9293 3.10.7.4, first check)?
     bool acceptable(wire::SeqNumber seq, std::uint32_t len) const;
@@ -342,6 +355,7 @@ private:
     void deliver_in_order(SinkRef sink, wire::Pieces data, Arrival& out);
     bool hold_out_of_order(wire::SeqNumber seq, wire::Pieces data);
     void place(wire::SeqNumber seq, wire::Pieces data);
+    std::byte* room_for(wire::SeqNumber seq, std::size_t n);
     void note_peer_fin(wire::SeqNumber at);
     void finish(Instant now);
 
@@ -418,6 +432,9 @@ private:
     std::vector<Range> ooo_;  // sorted, disjoint, not adjacent, all above rcv_nxt
     std::uint32_t rcv_read_ = 0;
     std::uint32_t rcv_unread_ = 0;
+    // Text place_summed put in the buffer at rcv_nxt ahead of on_segment: its length (0:
+    // none). Cleared as on_segment returns, so it never names another segment's text.
+    std::uint32_t summed_len_ = 0;
     std::uint32_t rcv_unacked_ = 0;  // in-order bytes taken since our last ACK
     std::uint32_t ooo_bytes_ = 0;
     wire::SeqNumber rcv_nxt_;

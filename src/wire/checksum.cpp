@@ -11,6 +11,8 @@
 #include <bit>
 #include <cstring>
 
+#include "wire/copy.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -78,9 +80,40 @@ bool have_avx2_sum() {
     return kHaveAvx2;
 }
 
+namespace {
+
+// sum_native_avx2's lanes, each 32 bytes stored as soon as they are loaded.
+__attribute__((target("avx2"))) std::uint64_t copy_and_sum_avx2(std::byte* to, const std::byte* p,
+                                                                std::size_t n, std::uint64_t acc) {
+    __m256i a = _mm256_setzero_si256();
+    __m256i b = _mm256_setzero_si256();
+    for (; n >= 64; p += 64, to += 64, n -= 64) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), x);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + 32), y);
+        a = _mm256_add_epi64(a, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(x)));
+        b = _mm256_add_epi64(b, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(x, 1)));
+        a = _mm256_add_epi64(a, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(y)));
+        b = _mm256_add_epi64(b, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(y, 1)));
+    }
+    acc = add_carry(acc, lanes_sum(_mm256_add_epi64(a, b)));
+    if (n > 0) std::memcpy(to, p, n);
+    return sum_native_scalar(p, n, acc);
+}
+
+}  // namespace
+
 std::uint64_t sum_native_wide(const std::byte* p, std::size_t n, std::uint64_t acc) {
     if (kHaveAvx2) return sum_native_avx2(p, n, acc);
     return sum_native_scalar(p, n, acc);
+}
+
+std::uint64_t copy_and_sum_native(std::byte* to, const std::byte* from, std::size_t n,
+                                  std::uint64_t acc) {
+    if (kHaveAvx2 && n >= kWideSumMin) return copy_and_sum_avx2(to, from, n, acc);
+    if (n > 0) copy_bytes(to, from, n);
+    return sum_native(from, n, acc);
 }
 #else
 std::uint64_t sum_native_avx2(const std::byte* p, std::size_t n, std::uint64_t acc) {
@@ -93,6 +126,12 @@ bool have_avx2_sum() {
 
 std::uint64_t sum_native_wide(const std::byte* p, std::size_t n, std::uint64_t acc) {
     return sum_native_scalar(p, n, acc);
+}
+
+std::uint64_t copy_and_sum_native(std::byte* to, const std::byte* from, std::size_t n,
+                                  std::uint64_t acc) {
+    if (n > 0) copy_bytes(to, from, n);
+    return sum_native(from, n, acc);
 }
 #endif
 

@@ -126,6 +126,11 @@ inline std::uint64_t sum_native(const std::byte* p, std::size_t n, std::uint64_t
     return sum_native_scalar(p, n, acc);
 }
 
+// sum_native of the n bytes at `from`, which are copied to `to` in the same pass (a receiver
+// that verifies a segment while it places it reads each byte once).
+std::uint64_t copy_and_sum_native(std::byte* to, const std::byte* from, std::size_t n,
+                                  std::uint64_t acc);
+
 // sum_native over the concatenation of `pieces` (which starts at an even offset), read
 // where each lies: a piece that starts at an odd offset of the whole pairs its bytes the
 // other way round, so its folded sum is byte-swapped (RFC 1071 section 2(B)).
@@ -137,6 +142,21 @@ inline std::uint64_t sum_native_pieces(std::span<const Bytes> pieces, std::uint6
         if (odd) s = __builtin_bswap16(static_cast<std::uint16_t>(s));
         acc += s;
         odd ^= (piece.size() & 1) != 0;
+    }
+    return acc;
+}
+
+// sum_native_pieces, the pieces copied side by side from `to` on in the same pass.
+inline std::uint64_t copy_and_sum_pieces(std::byte* to, std::span<const Bytes> pieces,
+                                         std::uint64_t acc) {
+    if (pieces.size() == 1) return copy_and_sum_native(to, pieces[0].data(), pieces[0].size(), acc);
+    bool odd = false;
+    for (Bytes piece : pieces) {
+        std::uint32_t s = fold16(copy_and_sum_native(to, piece.data(), piece.size(), 0));
+        if (odd) s = __builtin_bswap16(static_cast<std::uint16_t>(s));
+        acc += s;
+        odd ^= (piece.size() & 1) != 0;
+        to += piece.size();
     }
     return acc;
 }

@@ -137,7 +137,8 @@ DecodeStatus decode_frame(Bytes frame, TcpFrame& out, Checksums checksums) {
 // into (its callers, in turn, small enough for the link-time inliner).
 template <bool kTail>
 bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
-                    std::span<const Bytes> tail = {}, std::size_t tail_len = 0) {
+                    std::span<const Bytes> tail = {}, std::size_t tail_len = 0,
+                    std::uint64_t* tail_sum = nullptr) {
     const bool verify = checksums == Checksums::kFull;
     constexpr std::size_t kIpTcpMin = Ipv4Repr::kHeaderLen + kTcpHeaderLen;
     const std::byte* const p = frame.data();
@@ -192,8 +193,14 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
                                      (std::uint32_t{kIpProtoTcp} << 8) +
                                      __builtin_bswap16(static_cast<std::uint16_t>(segment_len));
         std::uint64_t sum = sum_native(tcp, segment_len - tail_len, pseudo);
-        if constexpr (kTail) sum = detail::sum_native_pieces(tail, sum);
-        if (fold16(sum) != 0xFFFFu) return false;
+        if constexpr (kTail) {
+            if (tail_sum != nullptr) {
+                *tail_sum = sum;  // the caller sums the tail and checks
+            } else {
+                sum = detail::sum_native_pieces(tail, sum);
+            }
+        }
+        if ((!kTail || tail_sum == nullptr) && fold16(sum) != 0xFFFFu) return false;
     }
     TcpRepr& t = out.repr.tcp;
     if (header_len == kTcpHeaderLen) {
@@ -313,10 +320,10 @@ std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out, Check
 }
 
 bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
-                           Checksums checksums) {
+                           Checksums checksums, std::uint64_t* payload_sum) {
     const std::size_t len = total_size(payload);
     IWCM_ASSERT(len > 0);
-    return decode_fast_v4<true>(headers, out, checksums, payload, len);
+    return decode_fast_v4<true>(headers, out, checksums, payload, len, payload_sum);
 }
 
 ParseResult<TcpFrame> parse_tcp_frame(Bytes frame, Checksums checksums) {

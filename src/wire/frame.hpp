@@ -65,9 +65,13 @@ std::optional<ParseError> parse_tcp_frame_into(Bytes frame, TcpFrame& out,
 // parse_tcp_frame_into() gives for the joined frame, except that out.payload is the one
 // piece, or empty when there are several (the caller reads them); false for anything else
 // (any error included): join the parts and parse the whole frame then, for the result or
-// the exact error.
+// the exact error. `payload_sum`, with Checksums::kFull: the TCP checksum is left for the
+// caller to finish over the payload (detail::sum_native_pieces or copy_and_sum_pieces onto
+// *payload_sum, the pseudo-header's and TCP header's sum, then fold16 == 0xFFFF): a receiver
+// that places the payload verifies it in the same pass; every other check is made here.
 bool parse_tcp_frame_parts(Bytes headers, std::span<const Bytes> payload, TcpFrame& out,
-                           Checksums checksums = Checksums::kFull);
+                           Checksums checksums = Checksums::kFull,
+                           std::uint64_t* payload_sum = nullptr);
 
 // The length emit_tcp_frame() writes.
 std::size_t tcp_frame_len(const FrameRepr& repr, std::size_t payload_len);

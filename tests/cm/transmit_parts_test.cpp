@@ -213,6 +213,58 @@ TEST(TransmitParts, ReceivedInPartsAsWhole) {
     EXPECT_EQ(bad.core.stream_info(bad.conn)->readable, 0u);
 }
 
+// A segment of at least 2 KiB in parts has its checksum summed while it is copied into the
+// receive buffer (cm::kSummedPlaceMin). A flipped bit in any piece, or in the TCP header,
+// drops the frame as a bad checksum before anything of it is acted on (no ACK, nothing
+// readable); the good frame after it, in parts or whole, is read whole, never the bytes the
+// bad one left in the buffer.
+TEST(TransmitParts, ALongSegmentIsVerifiedAsItIsPlaced) {
+    Dut probe(immediate_acks());
+    stream_up(probe);
+    const std::vector<std::byte> data = pattern(3001, 9);
+    std::vector<std::byte> frame(wire::tcp_frame_len(probe.frame(0, {}, {}), data.size()));
+    wire::emit_tcp_frame(probe.frame(tf::kAck | tf::kPsh, probe.peer_nxt, probe.dut_nxt), data,
+                         frame);
+    const std::size_t header_end = frame.size() - data.size();
+    const std::span<const std::byte> headers = std::span(frame).first(header_end);
+    const auto cut = [](const std::vector<std::byte>& text) {
+        const std::span<const std::byte> t(text);
+        return std::vector<std::span<const std::byte>>{t.first(1001), t.subspan(1001, 999),
+                                                       t.subspan(2000)};
+    };
+    const std::size_t bad_checksum = static_cast<std::size_t>(DropReason::kBadChecksum);
+    for (std::size_t flip : {std::size_t{0}, std::size_t{1500}, std::size_t{3000}}) {
+        Dut d(immediate_acks());
+        stream_up(d);
+        std::vector<std::byte> corrupt = data;
+        corrupt[flip] ^= std::byte{0x20};
+        d.core.receive_parts(d.now, headers, cut(corrupt));
+        EXPECT_TRUE(d.out().empty()) << flip;
+        EXPECT_EQ(d.core.stats().dropped[bad_checksum], 1u);
+        EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
+        if (flip == 1500) {
+            d.core.receive(d.now, frame);
+        } else {
+            d.core.receive_parts(d.now, headers, cut(data));
+        }
+        auto o = d.out();
+        ASSERT_EQ(o.size(), 1u) << flip;
+        EXPECT_EQ(o[0].tcp().ack, d.peer_nxt + 3001u);
+        auto view = d.core.peek(d.conn);
+        ASSERT_TRUE(view.has_value());
+        EXPECT_TRUE(std::equal(view->begin(), view->end(), data.begin(), data.end())) << flip;
+        EXPECT_EQ(d.core.stream_info(d.conn)->copied_received, 3001u);
+    }
+    Dut d(immediate_acks());
+    stream_up(d);
+    std::vector<std::byte> bad_header(headers.begin(), headers.end());
+    bad_header[header_end - 20 + 19] ^= std::byte{0x01};  // the urgent pointer's low byte
+    d.core.receive_parts(d.now, bad_header, cut(data));
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(d.core.stats().dropped[bad_checksum], 1u);
+    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
+}
+
 // Two cores moving a stream frame by frame in parts: every byte arrives in order, each
 // copied once on each side (into the send buffer, into the receive buffer).
 TEST(TransmitParts, APairMovesAStreamWithTwoCopies) {

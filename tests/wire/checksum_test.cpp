@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
+
+#include "wire/wire_test_util.hpp"
 
 namespace iwcm::wire {
 namespace {
@@ -73,6 +76,39 @@ TEST(Checksum, Avx2PathMatchesPortable) {
                       detail::fold16(detail::sum_native_portable(p, len, acc)))
                 << start << " " << len;
         }
+    }
+}
+
+// Copy-and-sum gives the sum of the bytes it copies, and the copy, at every length and
+// alignment around the vector steps (both sides of kWideSumMin), from any accumulator;
+// over pieces, as sum_native_pieces does, odd-length pieces included.
+TEST(Checksum, CopyAndSumIsTheSumAndTheCopy) {
+    std::mt19937_64 rng(16);
+    std::vector<std::byte> data(700);
+    for (auto& b : data) b = static_cast<std::byte>(rng());
+    for (std::size_t start = 0; start < 9; ++start) {
+        for (std::size_t len = 0; start + len <= data.size(); ++len) {
+            const std::uint64_t acc = len % 3 == 0 ? 0 : rng();
+            const std::byte* p = data.data() + start;
+            std::vector<std::byte> to(len + 2, std::byte{0x5A});
+            ASSERT_EQ(detail::fold16(detail::copy_and_sum_native(to.data() + 1, p, len, acc)),
+                      detail::fold16(detail::sum_native_portable(p, len, acc)))
+                << start << " " << len;
+            ASSERT_TRUE(std::equal(p, p + len, to.begin() + 1)) << start << " " << len;
+            ASSERT_EQ(to.front(), std::byte{0x5A});
+            ASSERT_EQ(to.back(), std::byte{0x5A});  // nothing written past the end
+        }
+    }
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<std::size_t> cuts;
+        for (int i = 0; i < 4; ++i) cuts.push_back(rng() % (data.size() + 1));
+        std::sort(cuts.begin(), cuts.end());
+        const std::vector<Bytes> pieces = test::pieces_of(data, cuts);
+        std::vector<std::byte> to(data.size());
+        const std::uint64_t acc = rng();
+        ASSERT_EQ(detail::fold16(detail::copy_and_sum_pieces(to.data(), pieces, acc)),
+                  detail::fold16(detail::sum_native_pieces(pieces, acc)));
+        ASSERT_EQ(to, data);
     }
 }
 

@@ -175,5 +175,35 @@ TEST(FrameParts, PiecesParseAsTheJoinedFrame) {
     EXPECT_FALSE(parse_tcp_frame_parts(f.first(20), runt, out));
 }
 
+// With `payload_sum` the TCP checksum is left to the caller: the sum handed back, with the
+// payload's added, folds to 0xFFFF for the good frame and not when a bit of the payload or
+// the TCP header flipped (both are the caller's to find now); the IPv4 header's checksum is
+// still checked here.
+TEST(FrameParts, PayloadSumIsLeftToTheCaller) {
+    const FrameRepr repr = repr_of("linux_ack");
+    const Buffer payload = payload_of(301);
+    Buffer frame(tcp_frame_len(repr, payload.size()));
+    emit_tcp_frame(repr, payload, frame);
+    const std::size_t at = frame.size() - payload.size();
+    const auto pieces = test::pieces_of(payload, {3, 150});
+    const auto finished = [&](const Buffer& headers, const std::vector<Bytes>& text) {
+        TcpFrame out;
+        std::uint64_t sum = 0;
+        if (!parse_tcp_frame_parts(Bytes(headers).first(at), text, out, Checksums::kFull, &sum))
+            return std::optional<bool>{};
+        return std::optional<bool>{detail::fold16(detail::sum_native_pieces(text, sum)) == 0xFFFFu};
+    };
+    EXPECT_EQ(finished(frame, pieces), std::optional<bool>{true});
+    Buffer bad_payload = payload;
+    bad_payload[200] ^= std::byte{0x10};
+    EXPECT_EQ(finished(frame, test::pieces_of(bad_payload, {3, 150})), std::optional<bool>{false});
+    Buffer bad_tcp = frame;
+    bad_tcp[kEthernetHeaderLen + 20 + 19] ^= std::byte{0x01};  // the TCP urgent pointer
+    EXPECT_EQ(finished(bad_tcp, pieces), std::optional<bool>{false});
+    Buffer bad_ip = frame;
+    bad_ip[kEthernetHeaderLen + 8] ^= std::byte{0x01};  // the TTL
+    EXPECT_EQ(finished(bad_ip, pieces), std::nullopt);
+}
+
 }  // namespace
 }  // namespace iwcm::wire
