@@ -86,6 +86,7 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
     handle_frame(now, headers, flow, payload);
+    IWCM_ASSERT(!rx_sum_pending);  // every way out of handle_frame finished the checksum
     rx_pieces = {};
     drain_loopback(now);
 }
