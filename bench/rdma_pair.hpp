@@ -138,10 +138,13 @@ RdmaSample run_rdma(Pair& p, RdmaLoad& load, RdmaOp op, std::uint64_t max_bytes,
 // iwarp-cm's way: two cores in memory, a Device on each.
 class RdmaCorePair {
 public:
-    RdmaCorePair(std::size_t message, bool crc, std::uint32_t offload = 0)
+    // `checksum_offload`: neither core computes or verifies the IPv4 and TCP checksums
+    // (CoreConfig::checksum_offload), as Linux's loopback skips the TCP one.
+    RdmaCorePair(std::size_t message, bool crc, std::uint32_t offload = 0,
+                 bool checksum_offload = false)
         : load_(message),
-          a_(config(0x0a, 1, crc, offload)),
-          b_(config(0x0b, 2, crc, offload)),
+          a_(config(0x0a, 1, crc, offload, checksum_offload)),
+          b_(config(0x0b, 2, crc, offload, checksum_offload)),
           da_(a_),
           db_(b_) {
         ok_ = a_.add_address(pair_ip(1)).has_value() && b_.add_address(pair_ip(2)).has_value() &&
@@ -188,12 +191,13 @@ public:
 
 private:
     static CoreConfig config(std::uint8_t mac_last, std::uint8_t secret, bool crc,
-                             std::uint32_t offload) {
+                             std::uint32_t offload, bool checksum_offload) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac_last}};
         c.isn_secret.fill(secret);
         c.rcv_wscale = 7;
         c.mpa.crc = crc;
+        c.checksum_offload = checksum_offload;
         c.stream.segment_offload = static_cast<std::uint16_t>(offload);
         return c;
     }

@@ -144,7 +144,8 @@ def case_bench_progress(c):
     runs = results["rdma"]["runs"]
     check(len(runs) == 12, "rdma: %d runs, want write/send x 3 sizes x CRC off/on" % len(runs))
     for r in runs:
-        check(r["errors"] == 0 and r["mb_per_s"] > 0 and r["loopback_tcp_mb_per_s"] > 0,
+        check(r["errors"] == 0 and r["mb_per_s"] > 0 and r["checksums_mb_per_s"] > 0
+              and r["loopback_tcp_mb_per_s"] > 0,
               "rdma run without a figure: %r" % r)
     check(results["rdma"]["crc32c_ns_per_byte"] > 0, "no CRC32c cost")
     points = results["shards"]["points"]
