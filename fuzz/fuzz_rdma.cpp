@@ -7,7 +7,10 @@
 // chunks, bit 2 the link goes down at the end, bit 3 write right CRCs into
 // the stream's FPDUs, bits 4-5 the largest FPDU we send, bits 6-7 IRD and
 // ORD), byte 1 the chunk sizes and the receive ring's size (so FPDUs
-// straddle its end), then the stream the peer sends.
+// straddle its end), then the stream the peer sends. While the ring is empty
+// a chunk is first offered, as a stream offers its sink, to on_in_order_parts
+// cut into up to three pieces (or to on_in_order whole), as the generator
+// decides: what the engine takes it placed from there, the rest goes to the ring.
 //
 // Properties, checked after every delivery and at the end:
 //   - no crash, no ASan or UBSan report, no IWCM_ASSERT;
@@ -260,7 +263,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         n = std::min({n, stream.size() - pos, links.space()});
         if (n == 0) break;  // the ring is full of an FPDU longer than it: stuck
-        links.put(wire::Bytes(stream).subspan(pos, n));
+        const wire::Bytes chunk = wire::Bytes(stream).subspan(pos, n);
+        x = x * 1664525u + 1013904223u;
+        std::size_t taken = 0;
+        if (links.readable(rdma::LinkId{}) == 0 && (x >> 28) != 0) {
+            // The sink's way: in pieces (cut where the generator says), or whole.
+            const std::size_t a = (x >> 8) % (n + 1);
+            const std::size_t b = a + (x >> 16) % (n - a + 1);
+            const wire::Bytes pieces[] = {chunk.first(a), chunk.subspan(a, b - a),
+                                          chunk.subspan(b)};
+            taken = (x >> 28) < 8 ? engine.on_in_order_parts(run.qp, pieces)
+                                  : engine.on_in_order(run.qp, chunk);
+            FUZZ_CHECK(taken <= n);
+            (void)engine.take_message_end();
+            check_step(run, engine, links, *cq);
+        }
+        if (taken < n) links.put(chunk.subspan(taken));
         pos += n;
         engine.on_readable(run.qp);
         engine.on_writable(run.qp);
