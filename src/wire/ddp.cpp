@@ -20,8 +20,8 @@ constexpr const char* kLayer = "ddp";
 constexpr const char* kReadLayer = "read_request";
 constexpr const char* kTermLayer = "terminate";
 
-// DDP control byte (RFC 5041 section 4.2): T, L, 4 reserved bits, version.
-constexpr std::uint8_t kDdpFlagTagged = 0x80;
+// DDP control byte (RFC 5041 section 4.2): T (kDdpFlagTagged, ddp.hpp), L, 4 reserved
+// bits, version.
 constexpr std::uint8_t kDdpFlagLast = 0x40;
 constexpr std::uint8_t kDdpVersionMask = 0x03;
 // RDMAP control byte (RFC 5040 section 4.2): version, 2 reserved bits, opcode.
@@ -64,8 +64,7 @@ std::uint32_t term_control_word(const TermHeader& h) {
 ParseResult<Bytes> take_quoted_ddp_header(Bytes rest, std::size_t off) {
     if (rest.empty())
         return parse_fail(kTruncated, kTermLayer, "ddp_header", off, "D set, no DDP header");
-    const std::size_t len =
-        (load_u8(rest, 0) & kDdpFlagTagged) != 0 ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen;
+    const std::size_t len = ddp_header_len(load_u8(rest, 0));
     if (rest.size() < len)
         return parse_fail(kTruncated, kTermLayer, "ddp_header", off, "quoted DDP header cut");
     return rest.first(len);

@@ -40,10 +40,13 @@ constexpr std::size_t kReadRequestPayloadLen = 28;
 constexpr std::uint8_t kDdpVersion = 1;
 constexpr std::uint8_t kRdmapVersion = 1;
 
+// The DDP control byte's T bit (RFC 5041 section 4.2): a tagged segment.
+constexpr std::uint8_t kDdpFlagTagged = 0x80;
+
 // The length of the DDP and RDMAP header that starts with DDP control byte `control`
 // (its T bit: tagged or untagged).
 constexpr std::size_t ddp_header_len(std::uint8_t control) {
-    return (control & 0x80u) != 0 ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen;
+    return (control & kDdpFlagTagged) != 0 ? kDdpTaggedHeaderLen : kDdpUntaggedHeaderLen;
 }
 
 enum class RdmapOpcode : std::uint8_t {
