@@ -164,11 +164,21 @@ void Core::Impl::fill_payload(cm::TxPayload& p) {
 }
 
 void Core::Impl::settle_frames_of(const Node& node, const wire::SeqNumber* below) {
-    for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i) {
-        cm::TxPayload& p = tx_payloads[i];
-        if (p.node == &node && p.left_out && (below == nullptr || p.seq < *below)) fill_payload(p);
+    // The node's own chain, newest first; a payload no longer left out (filled, or taken by
+    // the driver) is unlinked as it is passed, so a walk costs what the node has queued.
+    cm::NodeStream& ns = *node.stream;
+    std::uint32_t* link = &ns.left_out_last;
+    while (*link != cm::kNoPayload) {
+        cm::TxPayload& p = tx_payloads[*link];
+        IWCM_ASSERT(p.node == &node);
+        if (p.left_out && (below == nullptr || p.seq < *below)) fill_payload(p);
+        if (p.left_out) {
+            link = &p.earlier;
+        } else {
+            *link = p.earlier;
+        }
     }
-    IWCM_ASSERT(below != nullptr || node.stream->frames_left_out == 0);
+    IWCM_ASSERT(below != nullptr || ns.frames_left_out == 0);
 }
 
 std::optional<Event> Core::Impl::poll_event() {

@@ -124,7 +124,10 @@ struct TxPayload {
     std::uint32_t len = 0;  // bytes in all
     bool left_out = true;   // false once copied in (or handed to the driver)
     wire::SeqNumber seq;    // of its first byte
-    Node* node = nullptr;   // whose stream's memory (its copies are counted there)
+    // The node's payload queued before this one (NodeStream::left_out_last's chain), or
+    // kNoPayload: settling a node walks its own payloads, not every queued one.
+    std::uint32_t earlier = kNoPayload;
+    Node* node = nullptr;  // whose stream's memory (its copies are counted there)
 };
 
 struct QueuedEvent {

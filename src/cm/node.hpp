@@ -109,6 +109,9 @@ struct NodeBuffers {
 // A handed-off connection's byte stream and what the core keeps beside it.
 // From the hand-off on, the stream owns the sequence spaces; the node's
 // snd_una, snd_nxt (the highest sent) and rcv_nxt follow it.
+// No entry of the core's queue of left-out payloads (Core::Impl::tx_payloads).
+inline constexpr std::uint32_t kNoPayload = UINT32_MAX;
+
 struct NodeStream {
     NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now)
         : tcp(config, init, now) {}
@@ -130,6 +133,10 @@ struct NodeStream {
     std::uint64_t copied_to_frames = 0;
     // Queued frames whose payload still lies in this stream's memory (Core::Impl::TxPayload).
     std::uint32_t frames_left_out = 0;
+    // The newest of them, an index in the core's tx_payloads (kNoPayload when none); each
+    // names the one before (TxPayload::earlier). Taken ones drop out of the chain when a
+    // settle walks it.
+    std::uint32_t left_out_last = kNoPayload;
     std::uint64_t copied_received = 0;
     std::uint64_t sunk = 0;
 };

@@ -1107,10 +1107,14 @@ void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr
     tx_frames.back().len |= cm::TxFrame::kLeftOut;
     const auto first = static_cast<std::uint32_t>(tx_pieces.size());
     tx_pieces.insert(tx_pieces.end(), payload.begin(), payload.end());
-    tx_payloads.push_back({frame, static_cast<std::uint32_t>(at), first,
-                           static_cast<std::uint32_t>(payload.size()),
-                           static_cast<std::uint32_t>(payload_len), true, repr.tcp.seq, &node});
-    ++node.stream->frames_left_out;
+    cm::NodeStream& ns = *node.stream;
+    if (ns.frames_left_out == 0) ns.left_out_last = cm::kNoPayload;
+    const auto index = static_cast<std::uint32_t>(tx_payloads.size());
+    tx_payloads.push_back(
+        {frame, static_cast<std::uint32_t>(at), first, static_cast<std::uint32_t>(payload.size()),
+         static_cast<std::uint32_t>(payload_len), true, repr.tcp.seq, ns.left_out_last, &node});
+    ns.left_out_last = index;
+    ++ns.frames_left_out;
     if (trace) {
         // The hook sees the whole frame now, as it would have been queued.
         std::vector<std::byte> whole(room.begin(), room.begin() + static_cast<std::ptrdiff_t>(at));

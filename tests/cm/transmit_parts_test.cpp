@@ -265,6 +265,69 @@ TEST(TransmitParts, ALongSegmentIsVerifiedAsItIsPlaced) {
     EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
 }
 
+// Two streams of one core with their frames queued in turn: settling one (its caller takes
+// its memory back) fills that stream's frames and leaves the other's where they lie, also
+// when the driver took one of the first stream's frames already (the settle passes it).
+TEST(TransmitParts, SettlingOneStreamLeavesAnothersFramesInPlace) {
+    Pair p(config_for(kMacA, 1), immediate_acks());
+    ListenParams lp;
+    lp.local = {ip_b(), 4791};
+    ASSERT_TRUE(p.b.listen(lp).has_value());
+    std::vector<ConnHandle> conns;
+    for (int i = 0; i < 2; ++i) {
+        auto a = p.a.connect(p.now, p.connect_params());
+        ASSERT_TRUE(a.has_value());
+        conns.push_back(*a);
+        p.pump();
+        for (const Ev& e : events(p.b)) {
+            if (e.type == EventType::kConnectRequest) {
+                ASSERT_TRUE(p.b.accept(p.now, e.conn, {}).has_value());
+            }
+        }
+        p.pump();
+        (void)events(p.a);
+        (void)events(p.b);
+        ASSERT_TRUE(p.a.handoff(*a).has_value());
+    }
+    std::vector<std::byte> mem[2] = {pattern(1400, 9), pattern(1400, 10)};
+    const std::vector<std::byte> original = mem[0];
+    // 200 bytes at a time, in turn: frames 0, 2, 4 .. of the first stream, 1, 3, 5 .. of
+    // the second.
+    for (std::size_t off = 0; off < 1400; off += 200)
+        for (int c = 0; c < 2; ++c)
+            ASSERT_EQ(
+                p.a.send_ref(p.now, conns[c], std::span(mem[c]).subspan(off, 200)).value_or(0),
+                200u);
+    auto first = p.a.poll_transmit_parts();
+    ASSERT_TRUE(first.has_value());
+    ASSERT_EQ(first->payload.size(), 1u);
+    EXPECT_EQ(first->payload[0].data(), mem[0].data()) << "the first frame was copied";
+    // The driver sent the frame it took before the caller takes its memory back.
+    std::vector<std::byte> sent0(first->payload[0].begin(), first->payload[0].end());
+    ASSERT_EQ(p.a.own_send_bytes(conns[0]).value_or(0), 1400u);
+    std::fill(mem[0].begin(), mem[0].end(), std::byte{0});
+    std::size_t off1 = 0;
+    while (auto t = p.a.poll_transmit_parts()) {
+        const auto frame = joined(*t);
+        const auto parsed = wire::parse_tcp_frame(frame);
+        ASSERT_TRUE(parsed.has_value());
+        if (parsed->payload.empty()) continue;
+        const bool second = !t->payload.empty() && t->payload[0].data() >= mem[1].data() &&
+                            t->payload[0].data() < mem[1].data() + mem[1].size();
+        if (second) {
+            EXPECT_EQ(t->payload[0].data(), mem[1].data() + off1) << "out of order";
+            off1 += t->payload_size();
+        } else {
+            EXPECT_TRUE(t->payload.empty()) << "a frame of the first stream views its memory";
+            sent0.insert(sent0.end(), parsed->payload.begin(), parsed->payload.end());
+        }
+    }
+    EXPECT_EQ(sent0, original);
+    EXPECT_EQ(off1, 1400u) << "the second stream's frames were copied";
+    EXPECT_EQ(p.a.stream_info(conns[0])->copied_to_frames, 1200u);
+    EXPECT_EQ(p.a.stream_info(conns[1])->copied_to_frames, 0u);
+}
+
 // Two cores moving a stream frame by frame in parts: every byte arrives in order, each
 // copied once on each side (into the send buffer, into the receive buffer).
 TEST(TransmitParts, APairMovesAStreamWithTwoCopies) {
