@@ -145,8 +145,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             node->ack_deferred = false;
             if (out->len > 0 && !node->loopback) {
                 // Copied when taken whole (or read where it lies, in parts).
-                emit_frame_left_out(
-                    *node, fr, out->pieces.empty() ? std::span(&out->payload, 1) : out->pieces);
+                emit_frame_left_out(*node, fr, wire::pieces_or(out->pieces, out->payload));
                 continue;
             }
             ns.copied_to_frames += out->len;

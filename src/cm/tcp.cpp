@@ -156,7 +156,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
 [[gnu::noinline]] bool Core::Impl::finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame) {
     rx_sum_pending = false;
     const wire::Bytes one = rx_frame.payload;
-    const std::span<const wire::Bytes> text = rx_pieces.empty() ? std::span(&one, 1) : rx_pieces;
+    const std::span<const wire::Bytes> text = wire::pieces_or(rx_pieces, one);
     const wire::TcpRepr& t = rx_frame.repr.tcp;
     std::optional<std::uint64_t> sum;
     tcp::Stream* placed = nullptr;

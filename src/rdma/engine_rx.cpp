@@ -25,7 +25,6 @@
 #include "iwcm/assert.hpp"
 #include "rdma/engine.hpp"
 #include "wire/copy.hpp"
-#include "wire/crc32c.hpp"
 #include "wire/fpdu.hpp"
 
 namespace iwcm::rdma {
@@ -206,15 +205,7 @@ bool Engine::place_split(std::uint32_t qp, const wire::Pieces& fpdu) {
     const auto seg = wire::parse_ddp(
         wire::Bytes(head + wire::kFpduLengthLen, std::min(ulpdu_len, got - wire::kFpduLengthLen)));
     if (!seg) return false;
-    if (qps_[qp].crc) {
-        std::uint32_t crc = 0;
-        fpdu.first(len - wire::kFpduCrcLen).each([&crc](wire::Bytes run) {
-            crc = wire::crc32c(run, crc);
-        });
-        std::byte field[wire::kFpduCrcLen];
-        fpdu.subspan(len - wire::kFpduCrcLen).head<sizeof field>(field);
-        if (wire::load_le32(wire::Bytes(field), 0) != crc) return false;
-    }
+    if (qps_[qp].crc && !wire::fpdu_crc_ok(fpdu, len)) return false;
     const std::size_t header_len = seg->header.header_len();
     return place_segment(
         qp, *seg, ulpdu_len,

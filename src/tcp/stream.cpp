@@ -640,7 +640,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
     }
     // The text as pieces: the segment's own, or its one payload span.
     const std::span<const std::byte> one = seg.payload;
-    const wire::Pieces data(seg.pieces.empty() ? std::span(&one, 1) : seg.pieces, payload_len);
+    const wire::Pieces data(wire::pieces_or(seg.pieces, one), payload_len);
     const Text t = trim_text(seg, data);
     if (t.fin && !peer_fin_known_) note_peer_fin(t.seq + static_cast<std::uint32_t>(t.data.size()));
     if (!t.data.empty()) {

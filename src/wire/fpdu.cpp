@@ -138,10 +138,18 @@ ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected) {
     const std::size_t total = fpdu_len_for_ulpdu(ulpdu_len);
     if (buffer.size() < total)
         return parse_fail(kTruncated, kLayer, "ulpdu", buffer.size(), "truncated FPDU");
-    const std::size_t crc_off = total - kFpduCrcLen;
     Fpdu f{buffer.subspan(kFpduLengthLen, ulpdu_len), total, true};
-    if (crc_expected) f.crc_ok = load_le32(buffer, crc_off) == crc32c(buffer.first(crc_off));
+    if (crc_expected) f.crc_ok = fpdu_crc_ok(Pieces::of(buffer), total);
     return f;
+}
+
+bool fpdu_crc_ok(const Pieces& fpdu, std::size_t total) {
+    IWCM_ASSERT(total >= kFpduLengthLen + kFpduCrcLen && fpdu.size() >= total);
+    std::uint32_t crc = 0;
+    fpdu.first(total - kFpduCrcLen).each([&crc](Bytes run) { crc = crc32c(run, crc); });
+    std::byte field[kFpduCrcLen];
+    fpdu.subspan(total - kFpduCrcLen).head<sizeof field>(field);
+    return load_le32(Bytes(field), 0) == crc;
 }
 
 ParseResult<RtrType> parse_rtr(Bytes u) {

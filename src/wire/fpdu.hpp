@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "wire/bytes.hpp"
+#include "wire/pieces.hpp"
 
 namespace iwcm::wire {
 
@@ -68,6 +69,10 @@ std::optional<std::size_t> fpdu_frame_len(Bytes prefix);
 // still parses: the caller decides, RFC 5044 section 8 says to close); without,
 // the CRC field is ignored. An incomplete FPDU is an error.
 ParseResult<Fpdu> parse_fpdu(Bytes buffer, bool crc_expected);
+// The CRC field of the FPDU of `total` bytes (fpdu_len_for_ulpdu) at the start of `fpdu`,
+// which may lie in pieces, holds the CRC32c of the bytes before it. parse_fpdu's check,
+// for an FPDU read where it lies (fpdu.size() >= total >= kFpduLengthLen + kFpduCrcLen).
+bool fpdu_crc_ok(const Pieces& fpdu, std::size_t total);
 
 // Recognises a zero-length RTR in a ULPDU: the exact header above, a non-zero
 // STag, no payload. Anything else is an error saying why.

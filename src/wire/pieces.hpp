@@ -38,6 +38,13 @@ inline std::byte* copy_pieces(std::byte* to, std::span<const Bytes> pieces) {
     return to;
 }
 
+// A payload's pieces: `pieces` when it lies in several, else its one span `one` (referred to:
+// it must outlive the list).
+inline std::span<const Bytes> pieces_or(std::span<const Bytes> pieces, const Bytes& one) {
+    return pieces.empty() ? std::span(&one, 1) : pieces;
+}
+inline std::span<const Bytes> pieces_or(std::span<const Bytes> pieces, const Bytes&& one) = delete;
+
 // Bytes [skip, skip + size()) of the concatenation of `pieces`. subspan() drops the pieces
 // it passes, so a window walked forward over many pieces costs O(1) a step, and the bytes at
 // its start are always in its first piece (unless that piece is empty).

@@ -242,5 +242,31 @@ TEST(Terminate, OtherLayersAndCodesRejected) {
     EXPECT_FALSE(parse_terminate_header(u));
 }
 
+// The CRC check of an FPDU read where it lies: whatever two or three pieces it is cut into,
+// the sealed FPDU passes and one with any bit past its length field flipped (the CRC
+// field's included) fails, as parse_fpdu's check of the joined bytes says.
+TEST(Fpdu, CrcOverPiecesIsParseFpdusCheck) {
+    Buffer ulpdu(37);
+    for (std::size_t i = 0; i < ulpdu.size(); ++i) ulpdu[i] = static_cast<std::byte>(i * 7 + 1);
+    Buffer fpdu(fpdu_len_for_ulpdu(ulpdu.size()) + 5);  // and bytes of the next FPDU
+    const std::size_t total = emit_fpdu(ulpdu, true, fpdu);
+    ASSERT_EQ(total, fpdu.size() - 5);
+    for (std::size_t flip = kFpduLengthLen * 8; flip <= total * 8; ++flip) {
+        Buffer b = fpdu;
+        if (flip < total * 8) b[flip / 8] ^= static_cast<std::byte>(1u << (flip % 8));
+        const bool want = flip == total * 8;
+        auto parsed = parse_fpdu(b, true);
+        ASSERT_TRUE(parsed.has_value());
+        ASSERT_EQ(parsed->crc_ok, want) << "bit " << flip;
+        for (std::size_t a = 0; a <= b.size(); a += 3) {
+            for (std::size_t c = a; c <= b.size(); c += 11) {
+                const auto pieces = test::pieces_of(b, {a, c});
+                ASSERT_EQ(fpdu_crc_ok(Pieces(pieces), total), want)
+                    << "bit " << flip << " cut at " << a << " and " << c;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace iwcm::wire

@@ -93,5 +93,19 @@ TEST(Pieces, OneSpan) {
     EXPECT_EQ(w.size(), 5u);
 }
 
+// A payload's list: its pieces when it has several, else its one span.
+TEST(Pieces, PiecesOrOne) {
+    std::vector<std::byte> bytes(6, std::byte{3});
+    const Bytes one(bytes);
+    const Bytes two[] = {Bytes(bytes).first(2), Bytes(bytes).subspan(2)};
+    const auto alone = pieces_or({}, one);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0].data(), bytes.data());
+    EXPECT_EQ(alone[0].size(), 6u);
+    const auto listed = pieces_or(two, one);
+    EXPECT_EQ(listed.data(), two);
+    EXPECT_EQ(listed.size(), 2u);
+}
+
 }  // namespace
 }  // namespace iwcm::wire
