@@ -53,6 +53,28 @@ std::vector<std::byte> payload_of(std::span<const std::byte> frame) {
              : std::vector<std::byte>{};
 }
 
+void listen_b(Pair& p) {
+    ListenParams lp;
+    lp.local = {ip_b(), 4791};
+    ASSERT_TRUE(p.b.listen(lp).has_value());
+}
+
+// A connects to B's listener (listen_b), B accepts, both hand off: a stream each end.
+void streams_up(Pair& p, ConnHandle& a, ConnHandle& b) {
+    auto c = p.a.connect(p.now, p.connect_params());
+    ASSERT_TRUE(c.has_value());
+    a = *c;
+    p.pump();
+    for (const Ev& e : events(p.b))
+        if (e.type == EventType::kConnectRequest) b = e.conn;
+    ASSERT_TRUE(p.b.accept(p.now, b, {}).has_value());
+    p.pump();
+    (void)events(p.a);
+    (void)events(p.b);
+    ASSERT_TRUE(p.a.handoff(a).has_value());
+    ASSERT_TRUE(p.b.handoff(b).has_value());
+}
+
 // Two DUTs driven alike send the same frames: one polled in parts, one whole. The parts
 // join into the whole frames; each segment's payload views the caller's memory given to
 // send_ref (no copy: copied_to_frames stays 0), where the whole frames counted a copy.
@@ -270,24 +292,11 @@ TEST(TransmitParts, ALongSegmentIsVerifiedAsItIsPlaced) {
 // when the driver took one of the first stream's frames already (the settle passes it).
 TEST(TransmitParts, SettlingOneStreamLeavesAnothersFramesInPlace) {
     Pair p(config_for(kMacA, 1), immediate_acks());
-    ListenParams lp;
-    lp.local = {ip_b(), 4791};
-    ASSERT_TRUE(p.b.listen(lp).has_value());
-    std::vector<ConnHandle> conns;
-    for (int i = 0; i < 2; ++i) {
-        auto a = p.a.connect(p.now, p.connect_params());
-        ASSERT_TRUE(a.has_value());
-        conns.push_back(*a);
-        p.pump();
-        for (const Ev& e : events(p.b)) {
-            if (e.type == EventType::kConnectRequest) {
-                ASSERT_TRUE(p.b.accept(p.now, e.conn, {}).has_value());
-            }
-        }
-        p.pump();
-        (void)events(p.a);
-        (void)events(p.b);
-        ASSERT_TRUE(p.a.handoff(*a).has_value());
+    listen_b(p);
+    ConnHandle conns[2];
+    for (ConnHandle& c : conns) {
+        ConnHandle peer;
+        ASSERT_NO_FATAL_FAILURE(streams_up(p, c, peer));
     }
     std::vector<std::byte> mem[2] = {pattern(1400, 9), pattern(1400, 10)};
     const std::vector<std::byte> original = mem[0];
@@ -332,27 +341,16 @@ TEST(TransmitParts, SettlingOneStreamLeavesAnothersFramesInPlace) {
 // copied once on each side (into the send buffer, into the receive buffer).
 TEST(TransmitParts, APairMovesAStreamWithTwoCopies) {
     Pair p(config_for(kMacA, 1), immediate_acks());
-    ListenParams lp;
-    lp.local = {ip_b(), 4791};
-    ASSERT_TRUE(p.b.listen(lp).has_value());
-    auto a = p.a.connect(p.now, p.connect_params());
-    ASSERT_TRUE(a.has_value());
-    p.pump();
+    listen_b(p);
+    ConnHandle a;
     ConnHandle b;
-    for (const Ev& e : events(p.b))
-        if (e.type == EventType::kConnectRequest) b = e.conn;
-    ASSERT_TRUE(p.b.accept(p.now, b, {}).has_value());
-    p.pump();
-    (void)events(p.a);
-    (void)events(p.b);
-    ASSERT_TRUE(p.a.handoff(*a).has_value());
-    ASSERT_TRUE(p.b.handoff(b).has_value());
+    ASSERT_NO_FATAL_FAILURE(streams_up(p, a, b));
     const std::vector<std::byte> data = pattern(200000, 8);
     std::size_t sent = 0;
     std::vector<std::byte> got;
     for (int round = 0; round < 1000 && got.size() < data.size(); ++round) {
         if (sent < data.size()) {
-            sent += p.a.send(p.now, *a, std::span(data).subspan(sent)).value_or(0);
+            sent += p.a.send(p.now, a, std::span(data).subspan(sent)).value_or(0);
         }
         for (auto [from, to] : {std::pair{&p.a, &p.b}, std::pair{&p.b, &p.a}}) {
             while (auto t = from->poll_transmit_parts())
@@ -369,7 +367,7 @@ TEST(TransmitParts, APairMovesAStreamWithTwoCopies) {
         }
     }
     ASSERT_EQ(got, data);
-    const auto sa = p.a.stream_info(*a);
+    const auto sa = p.a.stream_info(a);
     const auto sb = p.b.stream_info(b);
     EXPECT_EQ(sa->copied_in, data.size());
     EXPECT_EQ(sa->copied_to_frames, 0u);

@@ -225,15 +225,18 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     put(info(mr_start.addr, mr_start.rkey, kSize));
     send(ca, n.sa.qp, cs);
     ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRecv, 1); }));
-    // 2. The server reads it.
-    Sge rd{mr_srv.addr, kSize, mr_srv.lkey};
-    SendWr read;
-    read.opcode = WrOpcode::kRdmaRead;
-    read.sg_list = std::span(&rd, 1);
-    read.remote_addr = be(s_recv, 0, 8);
-    read.rkey = static_cast<std::uint32_t>(be(s_recv, 8, 4));
+    // 2. The server reads it. Its Read and Write go to the buffer the last info named.
+    const Sge srv_sge{mr_srv.addr, kSize, mr_srv.lkey};
+    auto to_named = [&](WrOpcode opcode) {
+        SendWr wr;
+        wr.opcode = opcode;
+        wr.sg_list = std::span(&srv_sge, 1);
+        wr.remote_addr = be(s_recv, 0, 8);
+        wr.rkey = static_cast<std::uint32_t>(be(s_recv, 8, 4));
+        return wr;
+    };
     ASSERT_EQ(be(s_recv, 12, 4), kSize);
-    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, read).has_value());
+    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, to_named(WrOpcode::kRdmaRead)).has_value());
     ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRdmaRead, 1); }));
     EXPECT_TRUE(srv == start);
     // 3. Go-ahead; 4. the client sends its sink's info.
@@ -245,13 +248,7 @@ TEST_P(DevicePair, RpingLikeExchangeMovesAndVerifiesTheData) {
     send(ca, n.sa.qp, cs);
     ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kRecv, 2); }));
     // 5. The server writes what it read into the client's sink; 6. final Send.
-    Sge wsrc{mr_srv.addr, kSize, mr_srv.lkey};
-    SendWr write;
-    write.opcode = WrOpcode::kRdmaWrite;
-    write.sg_list = std::span(&wsrc, 1);
-    write.remote_addr = be(s_recv, 0, 8);
-    write.rkey = static_cast<std::uint32_t>(be(s_recv, 8, 4));
-    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, write).has_value());
+    ASSERT_TRUE(sv.post_send(n.now, n.sb.qp, to_named(WrOpcode::kRdmaWrite)).has_value());
     send(sv, n.sb.qp, ss);
     ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
     EXPECT_TRUE(sink == start);
