@@ -94,7 +94,7 @@ NodeTimers::~NodeTimers() {
 }
 
 void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt) {
-    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    IWCM_ASSERT(node->state != CmState::kClosed);
     timer::TimerId& id = slot(*node, kind);
     IWCM_ASSERT(!id.valid());
     id = wheel_.schedule(at, cookie(*node, kind, attempt));
@@ -109,7 +109,7 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
 }
 
 void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
-    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    IWCM_ASSERT(node->state != CmState::kClosed);
     timer::TimerId& id = slot(*node, kind);
     if (id.valid()) {
         // Not pending: its entry fired in the batch on_timer is handling (take() will skip
@@ -157,7 +157,7 @@ void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
 }
 
 void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
-    IWCM_ASSERT(node && node->state != CmState::kClosed);
+    IWCM_ASSERT(node->state != CmState::kClosed);
     if (node->send_timer.valid() || !node->phase_timer.valid()) {
         drop(*node, node->phase_timer);
         return;
