@@ -89,7 +89,8 @@ void BM_AcksWithFramesQueued(benchmark::State& state) {
     // B's reader takes what is readable on every connection.
     const auto read_all = [&] {
         for (ConnHandle c : peers) {
-            if (auto view = b.peek(c); view && !view->empty()) (void)b.consume(now, c, view->size());
+            if (auto view = b.peek(c); view && !view->empty())
+                (void)b.consume(now, c, view->size());
         }
     };
     std::uint64_t acks = 0;
