@@ -59,6 +59,7 @@ Core::Impl::~Impl() {
     tx_payloads.clear();
     current_node.reset();
     events.clear();
+    event_head = event_tail = 0;
     app_refs.clear();
     std::vector<NodeRef> all;
     table.for_each([&](Node& n) { all.emplace_back(&n); });
@@ -185,10 +186,9 @@ std::optional<Event> Core::Impl::poll_event() {
     // The previous event's node reference (and with it, for a terminal
     // event, the application's handle) goes now.
     current_node.reset();
-    if (event_head == events.size()) {
-        events.clear();
+    if (event_head == event_tail) {
         event_pdata.clear();
-        event_head = 0;
+        event_head = event_tail = 0;
         return std::nullopt;
     }
     cm::QueuedEvent& q = events[event_head++];
@@ -330,7 +330,8 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
     // events (at most an established and a terminal one). max_events gates new
     // connections instead (events_full()), so an application that stops
     // polling holds the queue to max_events plus two per connection it owns.
-    cm::QueuedEvent q;
+    // Every field set: the slot holds whatever its last event left.
+    cm::QueuedEvent& q = queue_event();
     q.event.type = type;
     q.event.conn = node->handle();
     q.event.listener = node->listener;
@@ -346,11 +347,11 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
         q.event.mpa.ord = node->peer_ord;
         q.event.mpa.rtr = RtrType::kNone;
     }
+    q.event.private_data = {};  // poll_event points it at the arena's copy
     q.node = node;
     q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
     q.pdata_len = static_cast<std::uint32_t>(pdata.size());
     event_pdata.insert(event_pdata.end(), pdata.begin(), pdata.end());
-    events.push_back(std::move(q));
 }
 
 void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::Bytes frame) {
@@ -694,14 +695,15 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
 // stale by the time the application polls it.
 void Core::Impl::push_listener_event(std::size_t index, EventType type, int status) {
     const cm::Listener& l = listeners[index];
-    cm::QueuedEvent q;
+    // Rare: the slot is reset whole, then the listener's fields set.
+    cm::QueuedEvent& q = queue_event();
+    q = {};
     q.event.type = type;
     q.event.listener = {static_cast<std::uint32_t>(index), l.generation};
     q.event.status = status;
     q.event.local = l.local;
     q.event.vlan = l.vlan;
     q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
-    events.push_back(std::move(q));
 }
 
 void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status) {
@@ -843,7 +845,7 @@ std::size_t Core::pending_timers() const {
     return impl_->timers.pending();
 }
 std::size_t Core::queued_events() const {
-    return impl_->events.size() - impl_->event_head;
+    return impl_->event_tail - impl_->event_head;
 }
 
 }  // namespace iwcm

@@ -325,7 +325,13 @@ struct Core::Impl {
     MpaInfo negotiated(const cm::Node& node) const;
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
-    bool events_full() const { return events.size() - event_head >= cfg.max_events; }
+    bool events_full() const { return event_tail - event_head >= cfg.max_events; }
+    // The next slot of the event queue, as its last event left it: the caller sets every
+    // field (a polled slot's node reference is already gone).
+    cm::QueuedEvent& queue_event() {
+        if (event_tail == events.size()) events.emplace_back();
+        return events[event_tail++];
+    }
     // The VLAN a local address lives on; nullopt for an address not ours. Inline: every frame
     // asks it of its destination.
     std::optional<std::uint16_t> address_vlan(const IpAddr& addr) const {
@@ -500,10 +506,14 @@ struct Core::Impl {
     std::uint64_t rx_sum = 0;
     std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
 
-    // Events: a queue drained from event_head, private data in one arena;
-    // both are emptied (capacity kept) whenever the queue runs dry.
+    // Events: events[event_head, event_tail) are queued, their private data in one arena;
+    // both start over whenever the queue runs dry. The slots stay: a slot is filled again
+    // field by field (queue_event), which spares zeroing a new one (a `rep stos` on every
+    // event) and building one on the stack to copy in (read back in 16-byte loads right
+    // after its narrower stores, which stall).
     std::vector<cm::QueuedEvent> events;
     std::size_t event_head = 0;
+    std::size_t event_tail = 0;
     std::vector<std::byte> event_pdata;
     cm::NodeRef current_node;              // the last polled event's node
     std::vector<std::byte> current_pdata;  // and its private data
