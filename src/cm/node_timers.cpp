@@ -175,6 +175,24 @@ void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
     release_if_idle(*node);
 }
 
+void NodeTimers::hand_send_to_phase(const NodeRef& node, NodeTimer kind, Instant at) {
+    IWCM_ASSERT(in_phase_slot(kind) && kind != NodeTimer::kClose);
+    if (node->phase_timer.valid() || !node->send_timer.valid()) {
+        drop(*node, node->send_timer);
+        arm_phase(node, kind, at);
+        return;
+    }
+    const timer::TimerId moved = wheel_.reschedule(node->send_timer, at, cookie(*node, kind, 0));
+    node->send_timer = {};
+    if (moved.valid()) {
+        node->phase_timer = moved;
+        node->phase_kind = kind;
+        return;
+    }
+    // The send entry fired in the batch on_timer is handling (take() skips it now).
+    arm(node, kind, at, 0);
+}
+
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
     rearm(node, NodeTimer::kStream, at);
 }

@@ -124,6 +124,11 @@ public:
     // place rather than cancelled and armed again. With a send entry already armed, or none in
     // the phase slot, the phase timer is only cancelled and the send entry left as it is.
     void hand_phase_to_send(const NodeRef& node, Instant now);
+    // The reverse: what the send entry waited for is acknowledged and a phase timeout (kMpaRequest
+    // .. kFinWait2) starts, due at `at`: the send entry becomes it, moved in place. With the
+    // phase slot already armed, or no send entry, the send entry is only cancelled and the phase
+    // timer armed as arm_phase() does.
+    void hand_send_to_phase(const NodeRef& node, NodeTimer kind, Instant at);
     // The kind the phase slot holds, if armed.
     static std::optional<NodeTimer> phase(const Node& node) {
         if (!node.phase_timer.valid()) return std::nullopt;

@@ -517,12 +517,20 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     }
     node->snd_una = t.ack;
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
-    timers.ack_send(node);
     end_half_open(*node);
     start_mpa(now, node);  // MPAREQ_WAIT
-    // The same segment may carry the MPA request (our initiator sends it with this ACK), or a
-    // FIN. The request timer is armed only if the request is still awaited after it, rather
-    // than armed and at once replaced by the accept timer.
+    if (seg.payload.empty() && !t.has(tf::kFin)) {
+        // A bare ACK (a peer that sends its request in a segment of its own): the SYN-ACK's
+        // send entry becomes the request timer, moved in place rather than cancelled and
+        // armed again. Nothing in an empty segment sends what would need a send entry.
+        timers.hand_send_to_phase(node, cm::NodeTimer::kMpaRequest, now + cfg.mpa.request_timeout);
+        on_text_segment(now, node, seg);
+        return;
+    }
+    timers.ack_send(node);
+    // The segment carries the MPA request (our initiator sends it with this ACK) or a FIN.
+    // The request timer is armed only if the request is still awaited after it, rather than
+    // armed and at once replaced by the accept timer.
     on_text_segment(now, node, seg);
     if (node->state == CmState::kMpaReqWait)
         arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);

@@ -256,6 +256,71 @@ TEST(NodeTimersPhase, HandedOverWithASendEntryArmedIsOnlyCancelled) {
     EXPECT_EQ(node->refs, 1u);
 }
 
+TEST(NodeTimersPhase, SendEntryHandedToThePhaseSlotBecomesThePhaseTimer) {
+    Bench b;
+    const NodeRef node = b.node();
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
+    // The SYN-ACK is acknowledged at 0.5 s and the MPA request is awaited until 5.5 s: the
+    // SYN-ACK's send entry is the request timer.
+    b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_ms(5500));
+    EXPECT_FALSE(NodeTimers::has_send(*node));
+    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kMpaRequest);
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kMpaRequest), at_ms(5500));
+    EXPECT_EQ(b.timers.deadline(*node, kSend), std::nullopt);
+    EXPECT_EQ(b.timers.pending(), 1u);
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_TRUE(b.timers.consistent(*node));
+    // No retransmission at 1 s: only the request timeout fires, and it lets the node go.
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_ms(5500), NodeTimer::kMpaRequest, false, node->index, 0}}));
+    EXPECT_EQ(b.timers.pending(), 0u);
+    EXPECT_EQ(node->refs, 1u);
+}
+
+TEST(NodeTimersPhase, SendHandedOverWithAPhaseArmedIsCancelledAndThePhaseReplaced) {
+    Bench b;
+    const NodeRef node = b.node();
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
+    b.timers.arm_phase(node, NodeTimer::kAccept, at_s(3));
+    b.timers.hand_send_to_phase(node, NodeTimer::kRtr, at_s(7));
+    EXPECT_FALSE(NodeTimers::has_send(*node));
+    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kRtr);
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kRtr), at_s(7));
+    EXPECT_EQ(b.timers.pending(), 1u);
+    EXPECT_TRUE(b.timers.consistent(*node));
+    // No send entry: the phase timer is armed all the same.
+    b.timers.cancel_phase(*node);
+    EXPECT_EQ(node->refs, 1u);
+    b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_s(9));
+    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kMpaRequest);
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_s(9), NodeTimer::kMpaRequest, false, node->index, 0}}));
+    EXPECT_EQ(node->refs, 1u);
+}
+
+TEST(NodeTimersPhase, SendEntryDueInTheSameBatchIsHandedOverAsANewTimer) {
+    Bench b;
+    const NodeRef first = b.node();
+    const NodeRef node = b.node();
+    ASSERT_TRUE(b.timers.arm_close(first, at_ms(900)));  // due at 1 s, as node's send entry
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
+    std::vector<Seen> seen;
+    b.timers.on_timer(at_s(1), [&](FiredTimer&& t) {
+        seen.push_back(Seen{at_s(1), t.kind, t.exhausted, t.node->index, t.attempt});
+        // The first handler hands node's send entry over while it waits in the batch.
+        if (t.node == first) b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_s(4));
+    });
+    // The send entry that had come due is skipped (no retransmission), the phase timer stands.
+    EXPECT_EQ(seen, (std::vector<Seen>{{at_s(1), kClose, false, first->index, 0}}));
+    EXPECT_FALSE(NodeTimers::has_send(*node));
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kMpaRequest), at_s(4));
+    EXPECT_TRUE(b.timers.consistent(*node));
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_s(4), NodeTimer::kMpaRequest, false, node->index, 0}}));
+    EXPECT_EQ(node->refs, 1u);
+}
+
 TEST(NodeTimersPhase, EveryKindFiresAsItself) {
     // One node per kind, all on the one wheel, each due a second after the previous one.
     Bench b;
