@@ -825,7 +825,7 @@ void Core::reserve(std::size_t connections) {
     impl_->pool.reserve(connections);
     impl_->table.reserve(connections);
     // A connection being set up has a send entry and a phase timer armed.
-    impl_->timers.reserve(2 * connections, impl_->pool.capacity());
+    impl_->timers.reserve(2 * connections);
     impl_->app_refs.resize(std::max(impl_->app_refs.size(), impl_->pool.capacity()));
 }
 

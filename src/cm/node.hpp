@@ -168,6 +168,8 @@ struct Node {
     bool counted_in_backlog : 1 = false;
     bool v1_retry : 1 = false;   // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok : 1 = false;  // both SYNs carried the window-scale option (RFC 7323)
+    // The timer service holds one reference (counted in refs) while any timer is armed.
+    bool timers_hold : 1 = false;
     Endpoint local;
     Endpoint remote;
     MacAddr remote_mac;

@@ -86,11 +86,16 @@ NodeTimers::NodeTimers(NodeTimersConfig config, Instant start)
 }
 
 NodeTimers::~NodeTimers() {
-    for (NodeRef& held : refs_) {
-        if (!held) continue;
-        held->send_timer = held->phase_timer = held->stream_timer = timer::TimerId{};
-        held.reset();
-    }
+    // Every node with a timer armed has an entry on the wheel; its first entry found lets
+    // the held reference go (the node's later entries find the hold gone).
+    wheel_.for_each_pending([](std::uint64_t c) {
+        Node& node = node_of(c);
+        if (!node.timers_hold) return;
+        node.send_timer = node.phase_timer = node.stream_timer = timer::TimerId{};
+        node.timers_hold = false;
+        const NodeRef last(&node);  // the hold's count becomes this reference's, then goes
+        --node.refs;
+    });
 }
 
 void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt) {
@@ -99,13 +104,11 @@ void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8
     IWCM_ASSERT(!id.valid());
     id = wheel_.schedule(at, cookie(*node, kind, attempt));
     if (in_phase_slot(kind)) node->phase_kind = kind;
-    // Grown with the pool, a chunk at a time, not by doubling: the vector is part of what
-    // every connection costs.
-    if (node->index >= refs_.size())
-        refs_.resize(std::max<std::size_t>(node->index + 1, node->pool->capacity()));
-    NodeRef& held = refs_[node->index];
-    if (!held) held = node;
-    IWCM_ASSERT(held == node);
+    if (!node->timers_hold) {
+        IWCM_ASSERT((reinterpret_cast<std::uintptr_t>(node.get()) & ~kNodeBits) == 0);
+        node->timers_hold = true;
+        ++node->refs;
+    }
 }
 
 void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
@@ -216,14 +219,8 @@ std::optional<Instant> NodeTimers::deadline(const Node& node, NodeTimer kind) co
     return wheel_.deadline_of(kind == NodeTimer::kSend ? node.send_timer : node.stream_timer);
 }
 
-void NodeTimers::reserve(std::size_t timers, std::size_t nodes) {
-    wheel_.reserve(timers);
-    if (refs_.size() < nodes) refs_.resize(nodes);
-}
-
 bool NodeTimers::consistent(const Node& node) const {
-    const bool held = node.index < refs_.size() && refs_[node.index].get() == &node;
-    if (held != any_armed(node)) return false;
+    if (node.timers_hold != any_armed(node)) return false;
     if (node.state == CmState::kClosed && any_armed(node)) return false;
     for (timer::TimerId id : {node.send_timer, node.phase_timer, node.stream_timer}) {
         // An id may name an entry that fired in the batch on_timer is handling.
@@ -233,16 +230,15 @@ bool NodeTimers::consistent(const Node& node) const {
 }
 
 void NodeTimers::collect(std::uint64_t c) {
-    const auto index = static_cast<std::uint32_t>(c);
-    const auto kind = static_cast<NodeTimer>(static_cast<std::uint8_t>(c >> 32));
-    const auto attempt = static_cast<std::uint8_t>(c >> 40);
-    IWCM_ASSERT(index < refs_.size() && refs_[index]);
-    Node& node = *refs_[index];
+    Node& node = node_of(c);
+    const auto kind = static_cast<NodeTimer>(static_cast<std::uint8_t>(c >> 48));
+    const auto attempt = static_cast<std::uint8_t>(c >> 56);
+    IWCM_ASSERT(node.timers_hold);
     const timer::TimerId id = slot(node, kind);
     // A slot holds the one armed entry of its kind, so the entry that fired is the slot's.
     IWCM_ASSERT(id.valid());
     IWCM_ASSERT(!in_phase_slot(kind) || node.phase_kind == kind);
-    due_.push_back(Due{refs_[index], id, kind, attempt});
+    due_.push_back(Due{NodeRef(&node), id, kind, attempt});
 }
 
 std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {

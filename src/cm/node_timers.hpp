@@ -29,11 +29,13 @@
 //   error value, as in the driver (-EINVAL).
 // * Phase and stream timers: arming one replaces the slot's earlier deadline.
 // * Lifetimes. The driver protects a node with refcount_inc before arming and
-//   irdma_rem_ref_cm_node after firing, by hand. Here the service holds one NodeRef per node
-//   with any timer armed (refs_, by node index) and drops it when the last one is cancelled or
-//   fires, so an armed timer keeps its node alive by construction. Cancelling takes a Node&
-//   whose caller must hold its own reference (asserted), so that the cancel never frees the
-//   node under its caller.
+//   irdma_rem_ref_cm_node after firing, by hand. Here the service holds one reference per node
+//   with any timer armed (counted in the node's refs, marked by Node::timers_hold) and drops it
+//   when the last one is cancelled or fires, so an armed timer keeps its node alive by
+//   construction. A wheel entry's cookie is its node's address (with the kind and the retry
+//   count in the top bytes), so no table by node index stands between an expiry and its node.
+//   Cancelling takes a Node& whose caller must hold its own reference (asserted), so that the
+//   cancel never frees the node under its caller.
 // * Firing is not a callback from deep inside the wheel: on_timer first collects every due
 //   entry, then handles them one by one in deadline order, calling fn once per timer. fn may
 //   arm or cancel anything, for any node. A timer cancelled or re-armed by an earlier fn of the
@@ -153,8 +155,8 @@ public:
     std::optional<Instant> next_deadline() const { return wheel_.next_deadline(); }
     // Timers armed, all kinds.
     std::size_t pending() const { return wheel_.pending(); }
-    // Room for `timers` armed at once among nodes with index below `nodes`.
-    void reserve(std::size_t timers, std::size_t nodes);
+    // Room for `timers` armed at once.
+    void reserve(std::size_t timers) { wheel_.reserve(timers); }
     // The service's bookkeeping for this node holds: a reference iff a timer is armed, every
     // slot names an armed wheel entry, and a closed node has none. For check_node.
     bool consistent(const Node& node) const;
@@ -167,9 +169,15 @@ private:
         std::uint8_t attempt;
     };
 
+    // The node's address in the low 48 bits (a user-space address on x86-64 and AArch64;
+    // asserted when armed), the kind and the retry count above it.
+    static constexpr std::uint64_t kNodeBits = (std::uint64_t{1} << 48) - 1;
     static std::uint64_t cookie(const Node& node, NodeTimer kind, std::uint8_t attempt) {
-        return std::uint64_t{node.index} | std::uint64_t{static_cast<std::uint8_t>(kind)} << 32 |
-               std::uint64_t{attempt} << 40;
+        return reinterpret_cast<std::uintptr_t>(&node) |
+               std::uint64_t{static_cast<std::uint8_t>(kind)} << 48 | std::uint64_t{attempt} << 56;
+    }
+    static Node& node_of(std::uint64_t cookie) {
+        return *reinterpret_cast<Node*>(static_cast<std::uintptr_t>(cookie & kNodeBits));
     }
     // kClose and kMpaRequest .. kFinWait2 share phase_timer. Inline: every arm and fire asks.
     static bool in_phase_slot(NodeTimer kind) {
@@ -210,11 +218,11 @@ private:
     }
     void release_if_idle(Node& node) {
         if (any_armed(node)) return;
-        NodeRef& held = refs_[node.index];
-        IWCM_ASSERT(held.get() == &node);
+        IWCM_ASSERT(node.timers_hold);
         // The caller holds its own reference, so this is never the node's last.
         IWCM_ASSERT(node.refs > 1);
-        held.reset();
+        node.timers_hold = false;
+        --node.refs;
     }
     void collect(std::uint64_t cookie);
     std::optional<FiredTimer> take(Due& due, Instant now);
@@ -222,8 +230,7 @@ private:
     NodeTimersConfig config_;
     Duration first_delay_;  // config_.retrans.delay(0): every send entry's first wait
     timer::TimerWheel wheel_;
-    std::vector<NodeRef> refs_;  // by node index: the reference the node's armed timers hold
-    std::vector<Due> due_;       // the batch on_timer is handling
+    std::vector<Due> due_;  // the batch on_timer is handling
     bool in_on_timer_ = false;
 };
 

@@ -140,6 +140,13 @@ public:
     bool is_pending(TimerId id) const { return live(id); }
     // The rounded deadline of an armed entry, or nullopt for a stale id.
     std::optional<Instant> deadline_of(TimerId id) const;
+    // Calls fn(cookie) for every pending entry, in no particular order; fn must not change
+    // the wheel. O(entries ever allocated): for tearing down.
+    template <class Fn>
+    void for_each_pending(Fn&& fn) const {
+        for (std::size_t i = kSentinels; i < slab_.size(); ++i)
+            if (slab_[i].prev != kNil) fn(slab_[i].cookie);
+    }
     // Walks every entry and checks the wheel's invariants; O(pending), for tests.
     bool check_invariants() const;
     // Grows the slab so that `entries` timers can be pending without allocating.

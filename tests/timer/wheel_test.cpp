@@ -146,6 +146,21 @@ TEST(Wheel, CancelBeforeFire) {
     EXPECT_FALSE(wheel.cancel(b));  // Already fired.
 }
 
+TEST(Wheel, ForEachPendingVisitsExactlyThePendingEntries) {
+    TimerWheel wheel;
+    const TimerId a = wheel.schedule(at_ms(10), 1);
+    (void)wheel.schedule(at_ms(3), 2);
+    (void)wheel.schedule(at_ms(5000), 3);
+    (void)wheel.schedule(at_ms(20), 4);
+    EXPECT_TRUE(wheel.cancel(a));
+    EXPECT_EQ(fire(wheel, at_ms(4)), Cookies{2});
+    // Cancelled and fired entries are on the free list; one scheduled after reuses a slot.
+    (void)wheel.schedule(at_ms(30), 5);
+    std::set<std::uint64_t> seen;
+    wheel.for_each_pending([&](std::uint64_t cookie) { EXPECT_TRUE(seen.insert(cookie).second); });
+    EXPECT_EQ(seen, (std::set<std::uint64_t>{3, 4, 5}));
+}
+
 TEST(Wheel, StaleAndDoubleCancelReturnFalse) {
     TimerWheel wheel;
     EXPECT_FALSE(wheel.cancel(TimerId{}));
