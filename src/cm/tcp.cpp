@@ -77,7 +77,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     const wire::FrameRepr& fr = rx_frame.repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
     // Ours: our MAC, and one of our addresses on the VLAN it lives on.
-    if (fr.eth.dst != cfg.mac || address_vlan(fr.ip.dst) != vlan) {
+    if (fr.eth.dst != cfg.mac || local_vlan(fr.ip.dst) != vlan) {
         if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) return;
         drop(now, DropReason::kNotForUs, nullptr, frame);
         return;

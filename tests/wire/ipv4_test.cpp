@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "iwcm/address.hpp"
 #include "wire/checksum.hpp"
 #include "wire/wire_test_util.hpp"
 
@@ -25,6 +26,28 @@ void fix_header_checksum(Buffer& p, std::size_t header_len = 20) {
     p[10] = p[11] = std::byte{0};
     const std::uint16_t c = internet_checksum(Bytes(p).first(header_len));
     store_be16(p, 10, c);
+}
+
+// IpAddr keeps a v4 address in the first 4 of its 16 bytes, the rest zero (what the
+// comparisons and the table's hash read), however it was built; it orders by family first.
+TEST(IpAddr, V4AddressBytesAndOrder) {
+    const IpAddr a = Ipv4Addr{{10, 0, 0, 2}};
+    constexpr IpAddr b = Ipv4Addr{{10, 0, 0, 2}};  // built at compile time, byte by byte
+    EXPECT_EQ(a, b);
+    const std::array<std::uint8_t, 16> raw{10, 0, 0, 2};
+    EXPECT_EQ(a.raw(), raw);
+    EXPECT_EQ(a.v4(), (Ipv4Addr{{10, 0, 0, 2}}));
+    const IpAddr c = Ipv4Addr{{10, 0, 0, 3}};
+    EXPECT_NE(a, c);
+    EXPECT_LT(a, c);
+    // Every v4 address orders before every v6 one, whatever their bytes.
+    Ipv6Addr low{};
+    low.bytes[15] = 1;
+    const IpAddr six = low;
+    const IpAddr high = Ipv4Addr{{255, 255, 255, 255}};
+    EXPECT_LT(high, six);
+    EXPECT_EQ(high <=> six, std::strong_ordering::less);
+    EXPECT_NE(IpAddr(Ipv4Addr{}), IpAddr(Ipv6Addr{}));  // the same zero bytes, not the same
 }
 
 TEST(Ipv4, Deconstruct) {
