@@ -105,19 +105,31 @@ std::optional<std::size_t> mpa_frame_len(Bytes prefix) {
 }
 
 ParseResult<MpaRepr> parse_mpa(Bytes buffer) {
-    if (buffer.size() < kMpaHeaderLen)
-        return parse_fail(kTruncated, kLayer, "header", buffer.size(), "truncated header");
+    // One named result, filled where the caller receives it: a repr built on the stack and
+    // copied out is read in 16-byte pieces right after its narrower stores, which stall.
+    ParseResult<MpaRepr> result;
+    if (buffer.size() < kMpaHeaderLen) {
+        result = parse_fail(kTruncated, kLayer, "header", buffer.size(), "truncated header");
+        return result;
+    }
     auto kind = check_header(buffer);
-    if (!kind) return iwcm::fail(kind.error());
+    if (!kind) {
+        result = iwcm::fail(kind.error());
+        return result;
+    }
     const std::size_t pd_len = load_be16(buffer, kPdLenOff);
-    if (pd_len > kMpaMaxPrivateData)
-        return parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
-                          "private data above 512 bytes");
-    if (buffer.size() < kMpaHeaderLen + pd_len)
-        return parse_fail(kTruncated, kLayer, "private_data", buffer.size(),
-                          "truncated private data");
+    if (pd_len > kMpaMaxPrivateData) {
+        result = parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
+                            "private data above 512 bytes");
+        return result;
+    }
+    if (buffer.size() < kMpaHeaderLen + pd_len) {
+        result =
+            parse_fail(kTruncated, kLayer, "private_data", buffer.size(), "truncated private data");
+        return result;
+    }
     const std::uint8_t flags = load_u8(buffer, kFlagsOff);
-    MpaRepr r;
+    MpaRepr& r = *result;
     r.kind = *kind;
     r.markers = (flags & mpa_flags::kMarkers) != 0;
     r.crc = (flags & mpa_flags::kCrc) != 0;
@@ -125,14 +137,16 @@ ParseResult<MpaRepr> parse_mpa(Bytes buffer) {
     r.revision = load_u8(buffer, kRevisionOff);
     std::size_t pd_off = kMpaHeaderLen;
     if ((flags & mpa_flags::kEnhanced) != 0) {
-        if (pd_len < kMpaV2ParamsLen)
-            return parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
-                              "enhanced frame shorter than the IRD/ORD word");
+        if (pd_len < kMpaV2ParamsLen) {
+            result = parse_fail(kBadLength, kLayer, "private_data_length", kPdLenOff,
+                                "enhanced frame shorter than the IRD/ORD word");
+            return result;
+        }
         r.v2 = decode_v2(buffer);
         pd_off += kMpaV2ParamsLen;
     }
     r.private_data = buffer.subspan(pd_off, kMpaHeaderLen + pd_len - pd_off);
-    return r;
+    return result;
 }
 
 }  // namespace iwcm::wire
