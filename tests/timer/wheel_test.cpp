@@ -161,6 +161,29 @@ TEST(Wheel, ForEachPendingVisitsExactlyThePendingEntries) {
     EXPECT_EQ(seen, (std::set<std::uint64_t>{3, 4, 5}));
 }
 
+// A deadline rounds up to the next whole tick, whatever the granularity and distance: for
+// distances around multiples of the tick, small and very large.
+TEST(Wheel, DeadlinesRoundUpToTheNextTick) {
+    for (const std::uint64_t g :
+         {std::uint64_t{1}, std::uint64_t{3}, std::uint64_t{1000}, std::uint64_t{999'983},
+          std::uint64_t{1'000'000}, (std::uint64_t{1} << 32) + 1}) {
+        TimerWheel wheel(nanoseconds(static_cast<std::int64_t>(g)));
+        for (const std::uint64_t k : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{977},
+                                      std::uint64_t{1} << 20, (std::uint64_t{1} << 40) / g + 7}) {
+            for (const std::int64_t delta : {-1, 0, 1}) {
+                const std::uint64_t diff = k * g + static_cast<std::uint64_t>(delta);
+                const std::uint64_t want = (diff / g + (diff % g != 0 ? 1 : 0)) * g;
+                const TimerId id =
+                    wheel.schedule(kInstantZero + nanoseconds(static_cast<std::int64_t>(diff)), 1);
+                SCOPED_TRACE(testing::Message() << "g=" << g << " diff=" << diff);
+                EXPECT_EQ(wheel.deadline_of(id),
+                          kInstantZero + nanoseconds(static_cast<std::int64_t>(want)));
+                EXPECT_TRUE(wheel.cancel(id));
+            }
+        }
+    }
+}
+
 TEST(Wheel, StaleAndDoubleCancelReturnFalse) {
     TimerWheel wheel;
     EXPECT_FALSE(wheel.cancel(TimerId{}));
