@@ -117,8 +117,10 @@ DecodeStatus decode_ip_v6(Bytes packet, IpRepr& ip, Bytes& payload) {
 }
 
 // The TCP pseudo-header sum taken from the addresses as they sit in the IP
-// header: the same value as pseudo_header_sum(), without reading back the
-// IpAddr values just written byte by byte (a store-forwarding stall).
+// header, side by side in one span: the same value as pseudo_header_sum(),
+// without reading back the IpAddr values the decoder has just written (read
+// right after their stores, they were a store-forwarding stall before an
+// IpAddr was written in one store; from the header they cost nothing either way).
 std::uint32_t pseudo_sum_from_header(Bytes ip_header, std::uint16_t ethertype,
                                      std::size_t segment_len) {
     const bool v4 = ethertype == kEtherTypeIpv4;
