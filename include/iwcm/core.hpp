@@ -209,6 +209,9 @@ public:
                        std::span<const std::span<const std::byte>> payload,
                        std::optional<std::uint64_t> flow_hash = std::nullopt);
     void on_timer(Instant now);
+    // At or before the earliest armed deadline: a node's timers share one wheel entry that
+    // only moves earlier, so a wake-up may find nothing due (on_timer() then does nothing).
+    // nullopt when nothing is armed.
     std::optional<Instant> next_deadline() const;
     // The next frame to send; the view is valid until the next call of any
     // Core member. std::nullopt when nothing is queued.
@@ -331,7 +334,7 @@ public:
     const CoreConfig& config() const;
     void set_trace(TraceHook hook);
     std::size_t live_nodes() const;      // nodes not yet destroyed
-    std::size_t pending_timers() const;  // timer entries armed
+    std::size_t pending_timers() const;  // timers armed, all kinds
     std::size_t queued_events() const;
 
 private:

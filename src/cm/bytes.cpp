@@ -169,8 +169,8 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     // re-arming on each was 4 % of a data segment's instructions. An expiry
     // before the stream's deadline finds nothing due and arms the next one.
     if (!at) {
-        if (node->stream_timer.valid()) cancel_stream_timer(*node);
-    } else if (!node->stream_timer.valid() || *at < ns.timer_at) {
+        if (cm::NodeTimers::has_stream(*node)) cancel_stream_timer(*node);
+    } else if (!cm::NodeTimers::has_stream(*node) || *at < ns.timer_at) {
         arm_stream_timer(now, node, *at);
         ns.timer_at = *at;
     }

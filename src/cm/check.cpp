@@ -58,7 +58,7 @@ void Core::Impl::check_node(const Node& node) const {
     // slots agree; a send entry waits only for something unacknowledged; a phase timeout
     // belongs to the state it was armed in.
     IWCM_ASSERT(timers.consistent(node));
-    IWCM_ASSERT(!node.send_timer.valid() || node.snd_una != node.snd_nxt);
+    IWCM_ASSERT(!cm::NodeTimers::has_send(node) || node.snd_una != node.snd_nxt);
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
 }
 

@@ -824,8 +824,8 @@ Result<CmState> Core::state(ConnHandle c) const {
 void Core::reserve(std::size_t connections) {
     impl_->pool.reserve(connections);
     impl_->table.reserve(connections);
-    // A connection being set up has a send entry and a phase timer armed.
-    impl_->timers.reserve(2 * connections);
+    // One wheel entry per node, whatever it has armed.
+    impl_->timers.reserve(connections);
     impl_->app_refs.resize(std::max(impl_->app_refs.size(), impl_->pool.capacity()));
 }
 

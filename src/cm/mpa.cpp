@@ -330,8 +330,7 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         return;
     }
     const wire::MpaRepr& rep = *parsed;
-    // The reply timer ends here: cancelled, or in peer-to-peer mode handed over to the RTR as
-    // its send entry.
+    // The reply timer ends here (in peer-to-peer mode the RTR's send entry follows it).
     auto& pdata = pdata_scratch;
     pdata.assign(rep.private_data.begin(), rep.private_data.end());
     consume_rx(*node, len);
@@ -380,10 +379,8 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
         start_close(now, node);
         return;
     }
-    if (!node->peer_to_peer) {
-        cancel_phase_timer(*node);
-    } else {
-        timers.hand_phase_to_send(node, now);
+    cancel_phase_timer(*node);
+    if (node->peer_to_peer) {
         std::byte buf[64];
         wire::RtrParams rp;
         rp.type = to_wire(node->rtr);

@@ -65,8 +65,8 @@ void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
 void NodePool::destroy(Node* node) {
     IWCM_ASSERT(node->refs == 0);
     node->release_buffers();
-    IWCM_ASSERT(!node->send_timer.valid() && !node->phase_timer.valid() &&
-                !node->stream_timer.valid());
+    IWCM_ASSERT(!node->timer_entry.valid() && node->send_tick == kTimerUnarmed &&
+                node->phase_tick == kTimerUnarmed);
     on_destroy_(context_, *node);
     // Reset every field but the slot's identity; the generation moves on so
     // that old handles become stale.

@@ -27,9 +27,9 @@ namespace iwcm::cm {
 class NodePool;
 
 // Every timeout a node can have (node_timers.hpp arms them; Core::Impl::on_node_timer says
-// what each one does). A node holds at most one armed timer of each kind: kSend in send_timer,
-// kStream in stream_timer, and the one of kClose .. kFinWait2 that fits its phase in
-// phase_timer, since a node waits for one thing at a time (a request, a reply, the
+// what each one does). A node holds at most one armed timer of each kind: kSend in send_tick,
+// kStream in its stream's timer_tick, and the one of kClose .. kFinWait2 that fits its phase in
+// phase_tick, since a node waits for one thing at a time (a request, a reply, the
 // application's answer, the RTR, the peer's FIN, the end of TIME_WAIT).
 enum class NodeTimer : std::uint8_t {
     kSend,        // the driver's send entry: retransmit, or give up (irdma_schedule_cm_timer)
@@ -100,6 +100,9 @@ constexpr bool connected(CmState state) {
 // Heap parts of a node that exist only while a connection is being set up:
 // unacknowledged bytes, the MPA reassembly buffer, private data. An idle
 // established (or offloaded) node has none of them.
+// A timer slot's value when nothing is armed in it (slots hold wheel ticks).
+inline constexpr std::uint64_t kTimerUnarmed = UINT64_MAX;
+
 struct NodeBuffers {
     std::vector<std::byte> tx;     // bytes from snd_una on, not yet acknowledged
     std::vector<std::byte> rx;     // stream bytes received in order, not yet consumed
@@ -126,6 +129,8 @@ struct NodeStream {
     // Where the node's stream timer is armed while it is (flush_stream): a
     // later deadline leaves it there, and an early expiry re-arms.
     Instant timer_at{};
+    // The kStream slot (node_timers.hpp): its deadline in wheel ticks, or kTimerUnarmed.
+    std::uint64_t timer_tick = kTimerUnarmed;
     // Offered the in-order bytes before the stream buffers them (Core::set_stream_sink).
     StreamSink* sink = nullptr;
     // Bytes copied, and taken by the sink without the last copy (StreamInfo).
@@ -148,7 +153,7 @@ struct Node {
     std::uint32_t generation = 1;
     // (Identity fields, in what would be padding before the pointer.)
     CmState state = CmState::kUnknown;
-    // Which timeout phase_timer (below) holds.
+    // Which timeout phase_tick (below) holds.
     NodeTimer phase_kind = NodeTimer::kClose;
     std::uint16_t vlan = kNoVlan;
     NodePool* pool = nullptr;
@@ -168,7 +173,8 @@ struct Node {
     bool counted_in_backlog : 1 = false;
     bool v1_retry : 1 = false;   // this attempt is the revision-1 retry of a revision-2 one
     bool wscale_ok : 1 = false;  // both SYNs carried the window-scale option (RFC 7323)
-    // The timer service holds one reference (counted in refs) while any timer is armed.
+    // The timer service holds one reference (counted in refs) while the node has a wheel
+    // entry (timer_entry below).
     bool timers_hold : 1 = false;
     Endpoint local;
     Endpoint remote;
@@ -186,10 +192,12 @@ struct Node {
     std::uint8_t snd_wscale = 0;  // peer's shift, 0 unless both sides sent the option
     std::uint8_t rcv_wscale = 0;  // our shift, 0 unless both sides sent the option
 
-    // ---- timers (node_timers.hpp; invalid ids when not armed) ----
-    timer::TimerId send_timer;    // kSend
-    timer::TimerId phase_timer;   // phase_kind: kClose, kMpaRequest .. kFinWait2
-    timer::TimerId stream_timer;  // kStream
+    // ---- timers (node_timers.hpp) ----
+    // The node's one wheel entry, due at or before its earliest deadline (invalid: none).
+    timer::TimerId timer_entry;
+    // Deadlines in wheel ticks, kTimerUnarmed when not armed (kStream's is in the stream).
+    std::uint64_t send_tick = kTimerUnarmed;   // kSend
+    std::uint64_t phase_tick = kTimerUnarmed;  // phase_kind: kClose, kMpaRequest .. kFinWait2
 
     // ---- MPA ----
     std::uint8_t mpa_rev = 0;
@@ -198,10 +206,12 @@ struct Node {
     std::uint8_t rtr_offered = 0;  // initiator: what we offered; responder: what the peer offered
     RtrType rtr = RtrType::kNone;
     std::uint8_t tos = 0;  // IP TOS of our frames (the VLAN priority follows it)
-    // Kept here, in what would be padding, so the node stays at 168 bytes.
-    bool app_rejected = false;  // the application answered the request with reject()
-    bool half_open = false;     // counted in the listener's half_open (passive, SYN_RCVD)
-    std::uint16_t ird = 0;      // ours (after negotiation)
+    // Kept here, in what would be padding, so the node stays at 176 bytes.
+    bool app_rejected : 1 = false;  // the application answered the request with reject()
+    bool half_open : 1 = false;     // counted in the listener's half_open (passive, SYN_RCVD)
+    // The send entry's retransmissions so far (node_timers.hpp), while kSend is armed.
+    std::uint8_t send_attempt = 0;
+    std::uint16_t ird = 0;  // ours (after negotiation)
     std::uint16_t ord = 0;
     std::uint16_t peer_ird = 0;
     std::uint16_t peer_ord = 0;

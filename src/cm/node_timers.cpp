@@ -86,175 +86,148 @@ NodeTimers::NodeTimers(NodeTimersConfig config, Instant start)
 }
 
 NodeTimers::~NodeTimers() {
-    // Every node with a timer armed has an entry on the wheel; its first entry found lets
-    // the held reference go (the node's later entries find the hold gone).
+    // Every node the service holds has one entry on the wheel: its reference goes.
     wheel_.for_each_pending([](std::uint64_t c) {
         Node& node = node_of(c);
-        if (!node.timers_hold) return;
-        node.send_timer = node.phase_timer = node.stream_timer = timer::TimerId{};
+        IWCM_ASSERT(node.timers_hold);
+        node.send_tick = node.phase_tick = kTimerUnarmed;
+        if (node.stream) node.stream->timer_tick = kTimerUnarmed;
+        node.timer_entry = timer::TimerId{};
         node.timers_hold = false;
         const NodeRef last(&node);  // the hold's count becomes this reference's, then goes
         --node.refs;
     });
 }
 
-void NodeTimers::arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt) {
-    IWCM_ASSERT(node->state != CmState::kClosed);
-    timer::TimerId& id = slot(*node, kind);
-    IWCM_ASSERT(!id.valid());
-    id = wheel_.schedule(at, cookie(*node, kind, attempt));
-    if (in_phase_slot(kind)) node->phase_kind = kind;
-    if (!node->timers_hold) {
-        IWCM_ASSERT((reinterpret_cast<std::uintptr_t>(node.get()) & ~kNodeBits) == 0);
-        node->timers_hold = true;
-        ++node->refs;
-    }
-}
-
-void NodeTimers::rearm(const NodeRef& node, NodeTimer kind, Instant at) {
-    IWCM_ASSERT(node->state != CmState::kClosed);
-    timer::TimerId& id = slot(*node, kind);
-    if (id.valid()) {
-        // Not pending: its entry fired in the batch on_timer is handling (take() will skip
-        // it, as the slot will name another); the node's reference is still held.
-        const timer::TimerId moved = wheel_.reschedule(id, at, cookie(*node, kind, 0));
-        if (moved.valid()) {
-            id = moved;
-            if (in_phase_slot(kind)) node->phase_kind = kind;
-            return;
-        }
-        id = {};
-    }
-    arm(node, kind, at, 0);
-}
-
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
-    if (node->send_timer.valid()) return fail(NodeTimerError::kSendEntryExists);
-    arm(node, NodeTimer::kSend, now + first_delay_, 0);
+    if (has_send(*node)) return fail(NodeTimerError::kSendEntryExists);
+    node->send_attempt = 0;
+    set(*node, node->send_tick, wheel_.to_tick(now + first_delay_));
     return {};
 }
 
 void NodeTimers::restart_send(const NodeRef& node, Instant now) {
-    rearm(node, NodeTimer::kSend, now + first_delay_);
+    node->send_attempt = 0;
+    set(*node, node->send_tick, wheel_.to_tick(now + first_delay_));
 }
 
 Expected<void, NodeTimerError> NodeTimers::arm_close(const NodeRef& node, Instant now) {
-    if (node->phase_timer.valid()) {
+    if (node->phase_tick != kTimerUnarmed) {
         IWCM_ASSERT(node->phase_kind == NodeTimer::kClose);
         return fail(NodeTimerError::kCloseEntryExists);
     }
-    arm(node, NodeTimer::kClose, now + config_.close_delay, 0);
+    node->phase_kind = NodeTimer::kClose;
+    set(*node, node->phase_tick, wheel_.to_tick(now + config_.close_delay));
     return {};
 }
 
 void NodeTimers::arm_close_at(const NodeRef& node, Instant at) {
-    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind == NodeTimer::kClose);
-    rearm(node, NodeTimer::kClose, at);
+    IWCM_ASSERT(node->phase_tick == kTimerUnarmed || node->phase_kind == NodeTimer::kClose);
+    node->phase_kind = NodeTimer::kClose;
+    set(*node, node->phase_tick, wheel_.to_tick(at));
 }
 
 void NodeTimers::arm_phase(const NodeRef& node, NodeTimer kind, Instant at) {
     IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream &&
                 kind != NodeTimer::kClose);
-    IWCM_ASSERT(!node->phase_timer.valid() || node->phase_kind != NodeTimer::kClose);
-    rearm(node, kind, at);
-}
-
-void NodeTimers::hand_phase_to_send(const NodeRef& node, Instant now) {
-    IWCM_ASSERT(node->state != CmState::kClosed);
-    if (node->send_timer.valid() || !node->phase_timer.valid()) {
-        drop(*node, node->phase_timer);
-        return;
-    }
-    IWCM_ASSERT(node->phase_kind != NodeTimer::kClose);
-    const timer::TimerId moved = wheel_.reschedule(node->phase_timer, now + first_delay_,
-                                                   cookie(*node, NodeTimer::kSend, 0));
-    node->phase_timer = {};
-    if (moved.valid()) {
-        node->send_timer = moved;
-        return;
-    }
-    // The phase entry fired in the batch on_timer is handling (take() skips it now): the send
-    // entry is the caller's to arm.
-    release_if_idle(*node);
-}
-
-void NodeTimers::hand_send_to_phase(const NodeRef& node, NodeTimer kind, Instant at) {
-    IWCM_ASSERT(in_phase_slot(kind) && kind != NodeTimer::kClose);
-    if (node->phase_timer.valid() || !node->send_timer.valid()) {
-        drop(*node, node->send_timer);
-        arm_phase(node, kind, at);
-        return;
-    }
-    const timer::TimerId moved = wheel_.reschedule(node->send_timer, at, cookie(*node, kind, 0));
-    node->send_timer = {};
-    if (moved.valid()) {
-        node->phase_timer = moved;
-        node->phase_kind = kind;
-        return;
-    }
-    // The send entry fired in the batch on_timer is handling (take() skips it now).
-    arm(node, kind, at, 0);
+    IWCM_ASSERT(node->phase_tick == kTimerUnarmed || node->phase_kind != NodeTimer::kClose);
+    node->phase_kind = kind;
+    set(*node, node->phase_tick, wheel_.to_tick(at));
 }
 
 void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
-    rearm(node, NodeTimer::kStream, at);
-}
-
-bool NodeTimers::cancel_stream(Node& node) {
-    return drop(node, node.stream_timer);
+    IWCM_ASSERT(node->stream != nullptr);
+    set(*node, node->stream->timer_tick, wheel_.to_tick(at));
 }
 
 void NodeTimers::cancel_all(Node& node) {
-    // Each drop lets the reference go only once no slot is left armed.
-    drop(node, node.send_timer);
-    drop(node, node.phase_timer);
-    drop(node, node.stream_timer);
+    clear(node.send_tick);
+    clear(node.phase_tick);
+    if (node.stream) clear(node.stream->timer_tick);
+    if (node.timer_entry.valid()) take_off(node);
 }
 
 std::optional<Instant> NodeTimers::deadline(const Node& node, NodeTimer kind) const {
-    if (in_phase_slot(kind)) {
-        if (node.phase_kind != kind) return std::nullopt;
-        return wheel_.deadline_of(node.phase_timer);
+    std::uint64_t tick = kTimerUnarmed;
+    switch (kind) {
+        case NodeTimer::kSend: tick = node.send_tick; break;
+        case NodeTimer::kStream: tick = stream_tick(node); break;
+        case NodeTimer::kClose:
+        case NodeTimer::kMpaRequest:
+        case NodeTimer::kMpaReply:
+        case NodeTimer::kAccept:
+        case NodeTimer::kRtr:
+        case NodeTimer::kFinWait2:
+            if (node.phase_kind == kind) tick = node.phase_tick;
+            break;
     }
-    return wheel_.deadline_of(kind == NodeTimer::kSend ? node.send_timer : node.stream_timer);
+    if (tick == kTimerUnarmed) return std::nullopt;
+    return wheel_.tick_instant(tick);
 }
 
 bool NodeTimers::consistent(const Node& node) const {
-    if (node.timers_hold != any_armed(node)) return false;
-    if (node.state == CmState::kClosed && any_armed(node)) return false;
-    for (timer::TimerId id : {node.send_timer, node.phase_timer, node.stream_timer}) {
-        // An id may name an entry that fired in the batch on_timer is handling.
-        if (id.valid() && !wheel_.is_pending(id) && !in_on_timer_) return false;
+    if (node.timers_hold != node.timer_entry.valid()) return false;
+    if (node.state == CmState::kClosed && (any_armed(node) || node.timer_entry.valid()))
+        return false;
+    if (!node.timer_entry.valid()) {
+        // Only a node whose entry came due in the batch on_timer is handling has slots armed
+        // and no entry (the due ones, until they are handled).
+        return !any_armed(node) || in_on_timer_;
     }
-    return true;
+    if (!wheel_.is_pending(node.timer_entry)) return false;
+    return in_on_timer_ || wheel_.tick_of(node.timer_entry) <= earliest(node);
 }
 
 void NodeTimers::collect(std::uint64_t c) {
     Node& node = node_of(c);
-    const auto kind = static_cast<NodeTimer>(static_cast<std::uint8_t>(c >> 48));
-    const auto attempt = static_cast<std::uint8_t>(c >> 56);
     IWCM_ASSERT(node.timers_hold);
-    const timer::TimerId id = slot(node, kind);
-    // A slot holds the one armed entry of its kind, so the entry that fired is the slot's.
-    IWCM_ASSERT(id.valid());
-    IWCM_ASSERT(!in_phase_slot(kind) || node.phase_kind == kind);
-    due_.push_back(Due{NodeRef(&node), id, kind, attempt});
+    node.timer_entry = {};  // fired: the wheel has let it go
+    const std::uint64_t due = wheel_.due_tick();
+    const std::size_t first = due_.size();
+    std::uint64_t rest = kTimerUnarmed;
+    const auto look = [&](NodeTimer kind, std::uint64_t tick) {
+        if (tick == kTimerUnarmed) return;
+        if (tick <= due) {
+            due_.push_back(Due{NodeRef(&node), tick, kind, true});
+        } else {
+            rest = std::min(rest, tick);
+        }
+    };
+    look(NodeTimer::kSend, node.send_tick);
+    look(node.phase_kind, node.phase_tick);
+    look(NodeTimer::kStream, stream_tick(node));
+    if (rest != kTimerUnarmed) {
+        // Later deadlines: the entry goes back at the earliest (the reference stays held).
+        node.timer_entry = wheel_.schedule_tick(rest, cookie(node));
+        return;
+    }
+    // Nothing later: the entry's reference goes, with one of the batch's keeping the node.
+    if (due_.size() == first) due_.push_back(Due{NodeRef(&node), 0, NodeTimer::kSend, false});
+    let_go(node);
 }
 
 std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
     Node& node = *due.node;
-    timer::TimerId& id = slot(node, due.kind);
-    if (id != due.id) return std::nullopt;  // Cancelled or re-armed by an earlier action.
-    if (due.kind == NodeTimer::kSend && due.attempt < config_.retrans.max_retrans) {
+    std::uint64_t& s = slot(node, due.kind);
+    // Cancelled or re-armed by an earlier action (a deadline armed since lies after this
+    // batch's tick), or the phase slot holds another timeout now; or no timer came due.
+    if (!due.fire || s != due.tick || (&s == &node.phase_tick && node.phase_kind != due.kind)) {
+        settle(node);
+        return std::nullopt;
+    }
+    if (due.kind == NodeTimer::kSend && node.send_attempt < config_.retrans.max_retrans) {
         // The driver's tick: resend, count down, re-arm from the time of this tick.
-        const auto attempt = static_cast<std::uint8_t>(due.attempt + 1);
-        id = wheel_.schedule(now + config_.retrans.delay(attempt),
-                             cookie(node, NodeTimer::kSend, attempt));
+        const auto attempt = static_cast<std::uint8_t>(node.send_attempt + 1);
+        node.send_attempt = attempt;
+        s = wheel_.to_tick(now + config_.retrans.delay(attempt));
+        cover(node, s);
         return FiredTimer{std::move(due.node), NodeTimer::kSend, attempt, false};
     }
-    id = {};
-    release_if_idle(node);
-    return FiredTimer{std::move(due.node), due.kind, due.attempt, due.kind == NodeTimer::kSend};
+    clear(s);
+    settle(node);
+    const bool exhausted = due.kind == NodeTimer::kSend;
+    const std::uint8_t attempt = exhausted ? node.send_attempt : std::uint8_t{0};
+    return FiredTimer{std::move(due.node), due.kind, attempt, exhausted};
 }
 
 }  // namespace iwcm::cm

@@ -7,11 +7,24 @@
 // business: Core::Impl::on_node_timer (src/cm/timeouts.cpp) is one switch on the kind.
 //
 // The kinds (NodeTimer, node.hpp) and where a node keeps them. A node has three slots, each a
-// generation-checked wheel id: send_timer (kSend), phase_timer (one of kClose, kMpaRequest,
-// kMpaReply, kAccept, kRtr, kFinWait2, named by the node's phase_kind byte) and stream_timer
-// (kStream, for the data-phase TCP). The driver's close entry shares the phase slot because
-// it only ever ends TIME_WAIT, a phase with nothing else to wait for; so a node never has more
-// than one timer of a kind, and 24 bytes of slots keep the node at 168 bytes.
+// deadline in wheel ticks: send_tick (kSend), phase_tick (one of kClose, kMpaRequest, kMpaReply,
+// kAccept, kRtr, kFinWait2, named by the node's phase_kind byte) and its stream's timer_tick
+// (kStream, for the data-phase TCP). The driver's close entry shares the phase slot because it
+// only ever ends TIME_WAIT, a phase with nothing else to wait for; so a node never has more
+// than one timer of a kind.
+//
+// One wheel entry per node, moved only earlier. The slots are not on the wheel: the node has
+// one entry (timer_entry), due at or before its earliest armed deadline. Arming a slot writes
+// the deadline and moves the entry only when the new deadline is earlier than the entry;
+// cancelling writes the slot and leaves the entry where it is. When the entry comes due,
+// on_timer delivers the slots that are due and puts the entry back at the earliest one left
+// (or takes it off). A connection setup arms and cancels its timers 13 times, and almost every
+// new deadline lies after the one before (1 s retransmission, then 5 to 10 s MPA timeouts), so
+// the wheel sees two of those operations instead of thirteen: the first arm, and the cancel
+// once nothing is armed (settle). This is what Linux TCP does with its retransmission timer:
+// icsk_timeout says when it is really due, and a timer that fires before finds nothing due
+// and re-arms. The price: next_deadline() may be earlier than any armed deadline (a caller
+// that sleeps until it wakes, calls on_timer, and is told nothing), never later.
 //
 // What the driver does, and what this service keeps of it:
 //
@@ -20,29 +33,31 @@
 //   irdma_retrans_expired. Here the entry is re-armed before the engine hears of the
 //   retransmission (FiredTimer::attempt counts them, 1..max), and the last expiry reports
 //   `exhausted` with the entry already gone; the engine acts on
-//   cm::on_retrans_exhausted(state). The retry count rides in the wheel entry's cookie, as the
-//   driver's retranscount rides in its send entry, so the node spends no byte on it. A second
-//   send entry is an error value (the driver silently overwrote and leaked the first). The
-//   driver's one-shot sends (send_retrans = 0, used for RST) keep nothing, so the engine sends
-//   those without this service.
+//   cm::on_retrans_exhausted(state). The retry count is the node's send_attempt byte, as the
+//   driver's retranscount rides in its send entry. A second send entry is an error value (the
+//   driver silently overwrote and leaked the first). The driver's one-shot sends
+//   (send_retrans = 0, used for RST) keep nothing, so the engine sends those without this
+//   service.
 // * The close entry fires close_delay (HZ / 10 = 100 ms) after it is armed; a second one is an
 //   error value, as in the driver (-EINVAL).
 // * Phase and stream timers: arming one replaces the slot's earlier deadline.
 // * Lifetimes. The driver protects a node with refcount_inc before arming and
 //   irdma_rem_ref_cm_node after firing, by hand. Here the service holds one reference per node
-//   with any timer armed (counted in the node's refs, marked by Node::timers_hold) and drops it
-//   when the last one is cancelled or fires, so an armed timer keeps its node alive by
-//   construction. A wheel entry's cookie is its node's address (with the kind and the retry
-//   count in the top bytes), so no table by node index stands between an expiry and its node.
-//   Cancelling takes a Node& whose caller must hold its own reference (asserted), so that the
-//   cancel never frees the node under its caller.
+//   with a wheel entry (counted in the node's refs, marked by Node::timers_hold), so an armed
+//   timer keeps its node alive by construction. An entry left with nothing armed holds the node
+//   until settle() or cancel_all() takes it off (the engine settles each node after the frame
+//   it handled, and on_timer after each node it fired) or until it comes due and finds nothing.
+//   A wheel entry's cookie is its node's address, so no table by node index stands between an
+//   expiry and its node. Taking the entry off takes a Node& whose caller must hold its own
+//   reference (asserted), so that it never frees the node under its caller.
 // * Firing is not a callback from deep inside the wheel: on_timer first collects every due
-//   entry, then handles them one by one in deadline order, calling fn once per timer. fn may
-//   arm or cancel anything, for any node. A timer cancelled or re-armed by an earlier fn of the
-//   same batch is skipped; one armed from fn is at least one granularity in the future, so it
-//   fires in a later call.
+//   slot of every node whose entry came due, then handles them one by one in deadline order,
+//   calling fn once per timer. fn may arm or cancel anything, for any node. A timer cancelled
+//   or re-armed by an earlier fn of the same batch is skipped; one armed from fn is at least
+//   one granularity in the future, so it fires in a later call.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -103,12 +118,12 @@ public:
     // The send entry: the caller has just sent a frame that must be acknowledged at `now`.
     Expected<void, NodeTimerError> arm_send(const NodeRef& node, Instant now);
     // What was sent is acknowledged and a new frame that must be is sent at `now`: the send
-    // entry starts over (attempt 0, due as arm_send's), moved in place when one is armed.
+    // entry starts over (attempt 0, due as arm_send's).
     void restart_send(const NodeRef& node, Instant now);
     // The acknowledgement came: the entry goes. False if none was armed.
-    bool ack_send(Node& node) { return drop(node, node.send_timer); }
+    bool ack_send(Node& node) { return clear(node.send_tick); }
     bool ack_send(const NodeRef& node) { return ack_send(*node); }
-    static bool has_send(const Node& node) { return node.send_timer.valid(); }
+    static bool has_send(const Node& node) { return node.send_tick != kTimerUnarmed; }
 
     // The close entry, due close_delay after `now`; it takes the phase slot.
     Expected<void, NodeTimerError> arm_close(const NodeRef& node, Instant now);
@@ -120,29 +135,29 @@ public:
     void arm_close_at(const NodeRef& node, Instant at);
     void arm_phase(const NodeRef& node, NodeTimer kind, Instant at);
     // Cancels the phase slot's timer, whichever kind (close entry included).
-    bool cancel_phase(Node& node) { return drop(node, node.phase_timer); }
-    // What the phase timer waited for came, and a frame that must be acknowledged is sent at
-    // `now`: the phase entry becomes the send entry (attempt 0, due as arm_send's), moved in
-    // place rather than cancelled and armed again. With a send entry already armed, or none in
-    // the phase slot, the phase timer is only cancelled and the send entry left as it is.
-    void hand_phase_to_send(const NodeRef& node, Instant now);
-    // The reverse: what the send entry waited for is acknowledged and a phase timeout (kMpaRequest
-    // .. kFinWait2) starts, due at `at`: the send entry becomes it, moved in place. With the
-    // phase slot already armed, or no send entry, the send entry is only cancelled and the phase
-    // timer armed as arm_phase() does.
-    void hand_send_to_phase(const NodeRef& node, NodeTimer kind, Instant at);
+    bool cancel_phase(Node& node) { return clear(node.phase_tick); }
     // The kind the phase slot holds, if armed.
     static std::optional<NodeTimer> phase(const Node& node) {
-        if (!node.phase_timer.valid()) return std::nullopt;
+        if (node.phase_tick == kTimerUnarmed) return std::nullopt;
         return node.phase_kind;
     }
 
-    // The data-phase TCP's one timer, due at `at`; replaces an earlier deadline.
+    // The data-phase TCP's one timer, due at `at`; replaces an earlier deadline. The node has
+    // a stream (asserted).
     void arm_stream(const NodeRef& node, Instant at);
-    bool cancel_stream(Node& node);
+    bool cancel_stream(Node& node) { return node.stream && clear(node.stream->timer_tick); }
+    static bool has_stream(const Node& node) {
+        return node.stream && node.stream->timer_tick != kTimerUnarmed;
+    }
 
-    // Cancels every timer of the node and drops the reference they held.
+    // Cancels every timer of the node, takes its entry off and drops the reference it held.
     void cancel_all(Node& node);
+    // With nothing armed, takes the node's entry off and drops the reference it held (the
+    // caller holds one of its own). Cancelling leaves the entry for this, so that a cancel
+    // followed by an arm, the usual step of a connection setup, costs no wheel operation.
+    void settle(Node& node) {
+        if (node.timer_entry.valid() && !any_armed(node)) take_off(node);
+    }
 
     // When the node's timer of this kind is due (rounded to the granularity), if armed.
     std::optional<Instant> deadline(const Node& node, NodeTimer kind) const;
@@ -152,77 +167,106 @@ public:
     template <class Fn>
     std::size_t on_timer(Instant now, Fn&& fn);
 
-    std::optional<Instant> next_deadline() const { return wheel_.next_deadline(); }
+    // When on_timer should next be called: at or before the earliest armed deadline (an entry
+    // whose earliest deadline was cancelled comes due early and delivers nothing); nullopt
+    // when no timer is armed.
+    std::optional<Instant> next_deadline() const {
+        if (armed_ == 0) return std::nullopt;
+        return wheel_.next_deadline();
+    }
     // Timers armed, all kinds.
-    std::size_t pending() const { return wheel_.pending(); }
-    // Room for `timers` armed at once.
-    void reserve(std::size_t timers) { wheel_.reserve(timers); }
-    // The service's bookkeeping for this node holds: a reference iff a timer is armed, every
-    // slot names an armed wheel entry, and a closed node has none. For check_node.
+    std::size_t pending() const { return armed_; }
+    // Nodes with a wheel entry (those with a timer armed, and those whose entry waits for
+    // settle() or its expiry).
+    std::size_t entries() const { return wheel_.pending(); }
+    // Room for `nodes` with an entry at once.
+    void reserve(std::size_t nodes) { wheel_.reserve(nodes); }
+    // The service's bookkeeping for this node holds: a reference iff it has a wheel entry, an
+    // entry at or before every armed deadline, and nothing armed on a closed node. For
+    // check_node.
     bool consistent(const Node& node) const;
 
 private:
+    // One due slot of a node whose entry came due (fire), or such a node with none due, whose
+    // entry is gone (only its reference, so that letting the entry's go frees nothing).
     struct Due {
         NodeRef node;
-        timer::TimerId id;
+        std::uint64_t tick;  // the slot's deadline when collected
         NodeTimer kind;
-        std::uint8_t attempt;
+        bool fire;
     };
 
-    // The node's address in the low 48 bits (a user-space address on x86-64 and AArch64;
-    // asserted when armed), the kind and the retry count above it.
-    static constexpr std::uint64_t kNodeBits = (std::uint64_t{1} << 48) - 1;
-    static std::uint64_t cookie(const Node& node, NodeTimer kind, std::uint8_t attempt) {
-        return reinterpret_cast<std::uintptr_t>(&node) |
-               std::uint64_t{static_cast<std::uint8_t>(kind)} << 48 | std::uint64_t{attempt} << 56;
+    // The cookie: the node's address.
+    static std::uint64_t cookie(const Node& node) {
+        return reinterpret_cast<std::uintptr_t>(&node);
     }
     static Node& node_of(std::uint64_t cookie) {
-        return *reinterpret_cast<Node*>(static_cast<std::uintptr_t>(cookie & kNodeBits));
+        return *reinterpret_cast<Node*>(static_cast<std::uintptr_t>(cookie));
     }
-    // kClose and kMpaRequest .. kFinWait2 share phase_timer. Inline: every arm and fire asks.
-    static bool in_phase_slot(NodeTimer kind) {
-        switch (kind) {
-            case NodeTimer::kSend:
-            case NodeTimer::kStream: return false;
-            case NodeTimer::kClose:
-            case NodeTimer::kMpaRequest:
-            case NodeTimer::kMpaReply:
-            case NodeTimer::kAccept:
-            case NodeTimer::kRtr:
-            case NodeTimer::kFinWait2: return true;
-        }
-        return false;
+    static std::uint64_t stream_tick(const Node& node) {
+        return node.stream ? node.stream->timer_tick : kTimerUnarmed;
     }
-    static timer::TimerId& slot(Node& node, NodeTimer kind) {
-        if (in_phase_slot(kind)) return node.phase_timer;
-        return kind == NodeTimer::kSend ? node.send_timer : node.stream_timer;
+    static std::uint64_t earliest(const Node& node) {
+        return std::min({node.send_tick, node.phase_tick, stream_tick(node)});
     }
-    static bool any_armed(const Node& node) {
-        return node.send_timer.valid() || node.phase_timer.valid() || node.stream_timer.valid();
+    static bool any_armed(const Node& node) { return earliest(node) != kTimerUnarmed; }
+    // Arms a slot at `tick` (replacing what it held) and moves the node's entry to it if it is
+    // earlier than the entry (or puts one on the wheel).
+    // Inline, with the wheel's work out of line: most arms find the entry early enough.
+    void set(Node& node, std::uint64_t& slot, std::uint64_t tick) {
+        IWCM_ASSERT(node.state != CmState::kClosed);
+        IWCM_ASSERT(tick != kTimerUnarmed);
+        if (slot == kTimerUnarmed) ++armed_;
+        slot = tick;
+        if (!node.timer_entry.valid() || tick < wheel_.tick_of(node.timer_entry)) [[unlikely]]
+            cover(node, tick);
     }
-    // Arms `kind` at `at` in its (empty) slot and holds the node's reference.
-    void arm(const NodeRef& node, NodeTimer kind, Instant at, std::uint8_t attempt);
-    // Arms `kind` at `at` (attempt 0) in its slot, moving the slot's armed entry in place if
-    // it has one: the node's reference stays held throughout.
-    void rearm(const NodeRef& node, NodeTimer kind, Instant at);
-    // Cancels the timer in `id` (if armed) and lets the reference go once none is left.
-    // Inline, with release_if_idle: every acknowledgement and phase change cancels one.
-    bool drop(Node& node, timer::TimerId& id) {
-        if (!id.valid()) return false;
-        // The wheel entry may have fired already if on_timer is collecting it; then the
-        // cancel fails harmlessly and take() skips the timer, whose slot no longer names it.
-        wheel_.cancel(id);
-        id = {};
-        release_if_idle(node);
+    // Disarms a slot; the entry stays (settle()).
+    bool clear(std::uint64_t& slot) {
+        if (slot == kTimerUnarmed) return false;
+        slot = kTimerUnarmed;
+        --armed_;
         return true;
     }
-    void release_if_idle(Node& node) {
-        if (any_armed(node)) return;
+    [[gnu::noinline]] void cover(Node& node, std::uint64_t tick) {
+        if (!node.timer_entry.valid()) {
+            put_on(node, tick);
+        } else if (tick < wheel_.tick_of(node.timer_entry)) {
+            node.timer_entry = wheel_.reschedule_tick(node.timer_entry, tick, cookie(node));
+        }
+    }
+    // A new entry at `tick`, and the reference it holds.
+    void put_on(Node& node, std::uint64_t tick) {
+        node.timer_entry = wheel_.schedule_tick(tick, cookie(node));
+        IWCM_ASSERT(!node.timers_hold);
+        node.timers_hold = true;
+        ++node.refs;
+    }
+    // The entry off the wheel (if it is still there), and its reference let go.
+    void take_off(Node& node) {
+        wheel_.cancel(node.timer_entry);
+        node.timer_entry = {};
+        let_go(node);
+    }
+    void let_go(Node& node) {
         IWCM_ASSERT(node.timers_hold);
         // The caller holds its own reference, so this is never the node's last.
         IWCM_ASSERT(node.refs > 1);
         node.timers_hold = false;
         --node.refs;
+    }
+    std::uint64_t& slot(Node& node, NodeTimer kind) {
+        switch (kind) {
+            case NodeTimer::kSend: return node.send_tick;
+            case NodeTimer::kStream: return node.stream->timer_tick;
+            case NodeTimer::kClose:
+            case NodeTimer::kMpaRequest:
+            case NodeTimer::kMpaReply:
+            case NodeTimer::kAccept:
+            case NodeTimer::kRtr:
+            case NodeTimer::kFinWait2: break;
+        }
+        return node.phase_tick;
     }
     void collect(std::uint64_t cookie);
     std::optional<FiredTimer> take(Due& due, Instant now);
@@ -230,7 +274,8 @@ private:
     NodeTimersConfig config_;
     Duration first_delay_;  // config_.retrans.delay(0): every send entry's first wait
     timer::TimerWheel wheel_;
-    std::vector<Due> due_;  // the batch on_timer is handling
+    std::size_t armed_ = 0;  // slots armed, all nodes
+    std::vector<Due> due_;   // the batch on_timer is handling
     bool in_on_timer_ = false;
 };
 
@@ -241,8 +286,14 @@ std::size_t NodeTimers::on_timer(Instant now, Fn&& fn) {
     due_.clear();
     // Phase one: collect. No engine code runs while the wheel is advancing.
     wheel_.advance(now, [this](std::uint64_t c) { collect(c); });
+    // Entries come due in the order of their ticks, which may be earlier than their nodes'
+    // deadlines: the timers themselves go in deadline order (stable: one tick's in the
+    // wheel's order).
+    const auto by_tick = [](const Due& x, const Due& y) { return x.tick < y.tick; };
+    if (!std::is_sorted(due_.begin(), due_.end(), by_tick))
+        std::stable_sort(due_.begin(), due_.end(), by_tick);
     // Phase two: act. take() looks each timer up again, since an earlier fn may have
-    // cancelled or re-armed it.
+    // cancelled or re-armed it, and takes the node's entry off if nothing is left armed.
     std::size_t delivered = 0;
     for (std::size_t i = 0; i < due_.size(); ++i) {
         std::optional<FiredTimer> fired = take(due_[i], now);

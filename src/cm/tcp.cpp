@@ -104,6 +104,9 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
             [[unlikely]]
             seg.payload = join_rx_pieces();
         on_segment(now, ref, seg);
+        // A timer cancelled by this segment left the node's wheel entry (node_timers.hpp):
+        // it goes now if nothing is armed any more.
+        timers.settle(*n);
         return;
     }
     if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) [[unlikely]]
@@ -482,7 +485,7 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
     }
     node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
     // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
-    // over, moved in place rather than cancelled and armed again.
+    // over.
     timers.restart_send(node, now);
     // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT).
     start_mpa(now, node);
@@ -519,16 +522,8 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
     end_half_open(*node);
     start_mpa(now, node);  // MPAREQ_WAIT
-    if (seg.payload.empty() && !t.has(tf::kFin)) {
-        // A bare ACK (a peer that sends its request in a segment of its own): the SYN-ACK's
-        // send entry becomes the request timer, moved in place rather than cancelled and
-        // armed again. Nothing in an empty segment sends what would need a send entry.
-        timers.hand_send_to_phase(node, cm::NodeTimer::kMpaRequest, now + cfg.mpa.request_timeout);
-        on_text_segment(now, node, seg);
-        return;
-    }
     timers.ack_send(node);
-    // The segment carries the MPA request (our initiator sends it with this ACK) or a FIN.
+    // The segment may carry the MPA request (our initiator sends it with this ACK) or a FIN.
     // The request timer is armed only if the request is still awaited after it, rather than
     // armed and at once replaced by the accept timer.
     on_text_segment(now, node, seg);

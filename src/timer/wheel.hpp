@@ -100,7 +100,9 @@ public:
     // granularity). O(1). A deadline at or before the wheel's current tick, or one scheduled
     // from inside an advance() callback for a time that advance() covers, fires at the next
     // advance() call whatever its now.
-    TimerId schedule(Instant deadline, std::uint64_t cookie);
+    TimerId schedule(Instant deadline, std::uint64_t cookie) {
+        return schedule_tick(to_tick(deadline), cookie);
+    }
 
     // Disarms an entry. O(1). Returns false for an invalid, stale, fired or cancelled id.
     bool cancel(TimerId id);
@@ -109,7 +111,24 @@ public:
     // would, but in place: no slab entry is freed or taken. The old id goes stale; the one
     // returned names the entry. An id that is not armed gets an invalid TimerId and nothing
     // changes. O(1).
-    TimerId reschedule(TimerId id, Instant deadline, std::uint64_t cookie);
+    TimerId reschedule(TimerId id, Instant deadline, std::uint64_t cookie) {
+        return reschedule_tick(id, to_tick(deadline), cookie);
+    }
+
+    // The same three in ticks, for a caller that keeps its deadlines as ticks (a tick is the
+    // rounded deadline: to_tick(), and tick_instant() back).
+    TimerId schedule_tick(std::uint64_t tick, std::uint64_t cookie);
+    TimerId reschedule_tick(TimerId id, std::uint64_t tick, std::uint64_t cookie);
+    std::uint64_t to_tick(Instant deadline) const { return ceil_tick(deadline); }
+    Instant tick_instant(std::uint64_t tick) const { return tick_to_instant(tick); }
+    // The tick of an armed entry (asserted).
+    std::uint64_t tick_of(TimerId id) const {
+        IWCM_ASSERT(live(id));
+        return slab_[id.index].tick;
+    }
+    // Inside an advance() callback: the tick advance() fires up to (an entry whose tick is at
+    // or before it is due in this call). Outside: the current tick.
+    std::uint64_t due_tick() const { return target_tick_; }
 
     // Fires every entry whose rounded deadline is <= now, calling fn(cookie) for each, and
     // returns how many fired. Order: first the entries that were already overdue when they
@@ -317,8 +336,7 @@ inline void TimerWheel::place(std::uint32_t index) {
     occupied_[level] |= std::uint64_t{1} << slot;
 }
 
-inline TimerId TimerWheel::schedule(Instant deadline, std::uint64_t cookie) {
-    const std::uint64_t tick = ceil_tick(deadline);
+inline TimerId TimerWheel::schedule_tick(std::uint64_t tick, std::uint64_t cookie) {
     const std::uint32_t index = allocate();
     Entry& e = slab_[index];
     e.tick = tick;
@@ -347,7 +365,7 @@ inline bool TimerWheel::cancel(TimerId id) {
     return true;
 }
 
-inline TimerId TimerWheel::reschedule(TimerId id, Instant deadline, std::uint64_t cookie) {
+inline TimerId TimerWheel::reschedule_tick(TimerId id, std::uint64_t tick, std::uint64_t cookie) {
     if (!live(id)) return TimerId{};
     Entry& e = slab_[id.index];
     forget_if_min(e.tick);
@@ -355,7 +373,6 @@ inline TimerId TimerWheel::reschedule(TimerId id, Instant deadline, std::uint64_
     // A new generation, as release() gives, so that the old id no longer matches.
     const std::uint32_t generation = e.generation + 1;
     e.generation = generation + (generation == 0 ? 1 : 0);
-    const std::uint64_t tick = ceil_tick(deadline);
     e.tick = tick;
     e.cookie = cookie;
     // As schedule(): overdue, or into its wheel slot.

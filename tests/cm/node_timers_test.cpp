@@ -53,6 +53,16 @@ struct Bench {
     NodeTimers timers;
 
     NodeRef node() { return pool.create(); }
+    // A node with a data-phase stream, for kStream.
+    NodeRef stream_node() {
+        NodeRef n = pool.create();
+        give_stream(*n);
+        return n;
+    }
+    static void give_stream(Node& n) {
+        n.stream =
+            std::make_unique<NodeStream>(tcp::StreamConfig{}, tcp::StreamInit{}, kInstantZero);
+    }
 
     // Handles what is due at `now`, recording every timer; its reference goes when the
     // callback returns.
@@ -133,9 +143,15 @@ TEST(NodeTimersSend, AckCancelsAndDropsTheReference) {
     EXPECT_EQ(node->refs, 2u);
     EXPECT_TRUE(b.timers.ack_send(node));
     EXPECT_FALSE(NodeTimers::has_send(*node));
-    EXPECT_EQ(node->refs, 1u);
     EXPECT_EQ(b.timers.pending(), 0u);
     EXPECT_EQ(b.timers.next_deadline(), std::nullopt);
+    // The entry waits for settle(), which lets the reference go.
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_EQ(b.timers.entries(), 1u);
+    b.timers.settle(*node);
+    EXPECT_EQ(node->refs, 1u);
+    EXPECT_EQ(b.timers.entries(), 0u);
+    EXPECT_TRUE(b.timers.consistent(*node));
     EXPECT_TRUE(b.drive(at_s(1000)).empty());
     EXPECT_FALSE(b.timers.ack_send(node));  // No entry any more.
 }
@@ -197,6 +213,7 @@ TEST(NodeTimersClose, CancelClose) {
     ASSERT_TRUE(b.timers.arm_close(node, kInstantZero).has_value());
     EXPECT_TRUE(b.timers.cancel_phase(*node));
     EXPECT_FALSE(b.timers.cancel_phase(*node));
+    b.timers.settle(*node);
     EXPECT_EQ(node->refs, 1u);
     EXPECT_TRUE(b.drive(at_s(1)).empty());
     // A new close entry is allowed once the old one is gone.
@@ -219,87 +236,81 @@ TEST(NodeTimersPhase, ArmingAnotherPhaseReplacesTheFirst) {
     EXPECT_EQ(node->refs, 1u);
 }
 
-TEST(NodeTimersPhase, HandedToTheSendSlotBecomesTheSendEntry) {
+TEST(NodeTimersEntry, ALaterDeadlineLeavesTheEntryAndAnEarlierOneMovesIt) {
     Bench b;
     const NodeRef node = b.node();
-    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(5));
-    // The reply came and the RTR goes out at 2 s: the reply timer's entry is its send entry.
-    b.timers.hand_phase_to_send(node, at_s(2));
-    EXPECT_EQ(NodeTimers::phase(*node), std::nullopt);
-    EXPECT_TRUE(NodeTimers::has_send(*node));
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));  // due at 1 s
+    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(10));
+    EXPECT_EQ(b.timers.pending(), 2u);
+    EXPECT_EQ(b.timers.entries(), 1u);  // one entry for the node, at its earliest deadline
+    EXPECT_EQ(b.timers.next_deadline(), at_s(1));
+    EXPECT_EQ(node->refs, 2u);
+    // The stream's deadline at 500 ms is earlier: the entry moves to it.
+    Bench::give_stream(*node);
+    b.timers.arm_stream(node, at_ms(500));
+    EXPECT_EQ(b.timers.next_deadline(), at_ms(500));
+    EXPECT_EQ(b.timers.entries(), 1u);
+    EXPECT_TRUE(b.timers.consistent(*node));
+    EXPECT_EQ(b.drive(at_s(2)),
+              (std::vector<Seen>{{at_ms(500), NodeTimer::kStream, false, node->index, 0},
+                                 {at_s(1), kSend, false, node->index, 1}}));
     EXPECT_EQ(b.timers.deadline(*node, kSend), at_s(3));
-    EXPECT_EQ(b.timers.pending(), 1u);
-    EXPECT_EQ(node->refs, 2u);
-    EXPECT_TRUE(b.timers.consistent(*node));
-    // It retransmits as any send entry does, and its acknowledgement lets the node go.
-    EXPECT_EQ(b.run(at_s(3)), (std::vector<Seen>{{at_s(3), kSend, false, node->index, 1}}));
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kMpaReply), at_s(10));
+}
+
+TEST(NodeTimersEntry, CancellingTheEarliestLeavesAnEarlyEntryThatDeliversNothing) {
+    Bench b;
+    const NodeRef node = b.node();
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));  // due at 1 s
+    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(10));
     EXPECT_TRUE(b.timers.ack_send(node));
-    EXPECT_EQ(b.timers.pending(), 0u);
+    b.timers.settle(*node);  // the reply timer is armed: the entry stays
+    EXPECT_EQ(b.timers.entries(), 1u);
+    // next_deadline() is the entry's, early: at 1 s nothing is delivered and the entry moves
+    // to the reply timer's deadline.
+    EXPECT_EQ(b.timers.next_deadline(), at_s(1));
+    EXPECT_TRUE(b.run(at_s(1)).empty());
+    EXPECT_EQ(b.timers.next_deadline(), at_s(10));
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_TRUE(b.timers.consistent(*node));
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_s(10), NodeTimer::kMpaReply, false, node->index, 0}}));
+    EXPECT_EQ(b.timers.entries(), 0u);
     EXPECT_EQ(node->refs, 1u);
 }
 
-TEST(NodeTimersPhase, HandedOverWithASendEntryArmedIsOnlyCancelled) {
+TEST(NodeTimersEntry, AnEntryLeftWithNothingArmedLetsTheNodeGoWhenDue) {
     Bench b;
     const NodeRef node = b.node();
     ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
-    b.timers.arm_phase(node, NodeTimer::kMpaReply, at_s(5));
-    b.timers.hand_phase_to_send(node, at_s(2));
-    EXPECT_EQ(NodeTimers::phase(*node), std::nullopt);
-    // The send entry keeps its own deadline.
-    EXPECT_EQ(b.timers.deadline(*node, kSend), at_s(1));
-    EXPECT_EQ(b.timers.pending(), 1u);
-    // No phase timer: nothing to hand, nothing armed.
     EXPECT_TRUE(b.timers.ack_send(node));
-    b.timers.hand_phase_to_send(node, at_s(2));
-    EXPECT_FALSE(NodeTimers::has_send(*node));
-    EXPECT_EQ(b.timers.pending(), 0u);
+    // Not settled: the entry holds the node until it comes due, delivers nothing and goes.
+    EXPECT_EQ(node->refs, 2u);
+    EXPECT_EQ(b.timers.next_deadline(), std::nullopt);  // nothing armed
+    EXPECT_TRUE(b.run(at_s(1)).empty());
     EXPECT_EQ(node->refs, 1u);
+    EXPECT_EQ(b.timers.entries(), 0u);
+    EXPECT_TRUE(b.timers.consistent(*node));
 }
 
-TEST(NodeTimersPhase, SendEntryHandedToThePhaseSlotBecomesThePhaseTimer) {
+TEST(NodeTimersEntry, CancelThenArmInOneStepCostsNoWheelOperation) {
+    // The responder's step at the MPA request: the SYN-ACK's send entry is acknowledged and
+    // the accept timer armed. The entry stays where the send entry had it.
     Bench b;
     const NodeRef node = b.node();
     ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
-    // The SYN-ACK is acknowledged at 0.5 s and the MPA request is awaited until 5.5 s: the
-    // SYN-ACK's send entry is the request timer.
-    b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_ms(5500));
-    EXPECT_FALSE(NodeTimers::has_send(*node));
-    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kMpaRequest);
-    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kMpaRequest), at_ms(5500));
-    EXPECT_EQ(b.timers.deadline(*node, kSend), std::nullopt);
-    EXPECT_EQ(b.timers.pending(), 1u);
-    EXPECT_EQ(node->refs, 2u);
-    EXPECT_TRUE(b.timers.consistent(*node));
-    // No retransmission at 1 s: only the request timeout fires, and it lets the node go.
+    EXPECT_TRUE(b.timers.ack_send(node));
+    b.timers.arm_phase(node, NodeTimer::kAccept, at_s(5));
+    b.timers.settle(*node);
+    EXPECT_EQ(b.timers.entries(), 1u);
+    EXPECT_EQ(b.timers.next_deadline(), at_s(1));
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kAccept), at_s(5));
     EXPECT_EQ(b.drive(at_s(100)),
-              (std::vector<Seen>{{at_ms(5500), NodeTimer::kMpaRequest, false, node->index, 0}}));
-    EXPECT_EQ(b.timers.pending(), 0u);
+              (std::vector<Seen>{{at_s(5), NodeTimer::kAccept, false, node->index, 0}}));
     EXPECT_EQ(node->refs, 1u);
 }
 
-TEST(NodeTimersPhase, SendHandedOverWithAPhaseArmedIsCancelledAndThePhaseReplaced) {
-    Bench b;
-    const NodeRef node = b.node();
-    ASSERT_TRUE(b.timers.arm_send(node, at_s(0)));
-    b.timers.arm_phase(node, NodeTimer::kAccept, at_s(3));
-    b.timers.hand_send_to_phase(node, NodeTimer::kRtr, at_s(7));
-    EXPECT_FALSE(NodeTimers::has_send(*node));
-    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kRtr);
-    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kRtr), at_s(7));
-    EXPECT_EQ(b.timers.pending(), 1u);
-    EXPECT_TRUE(b.timers.consistent(*node));
-    // No send entry: the phase timer is armed all the same.
-    b.timers.cancel_phase(*node);
-    EXPECT_EQ(node->refs, 1u);
-    b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_s(9));
-    EXPECT_EQ(NodeTimers::phase(*node), NodeTimer::kMpaRequest);
-    EXPECT_EQ(node->refs, 2u);
-    EXPECT_EQ(b.drive(at_s(100)),
-              (std::vector<Seen>{{at_s(9), NodeTimer::kMpaRequest, false, node->index, 0}}));
-    EXPECT_EQ(node->refs, 1u);
-}
-
-TEST(NodeTimersPhase, SendEntryDueInTheSameBatchIsHandedOverAsANewTimer) {
+TEST(NodeTimersEntry, ATimerCancelledAndReArmedInTheSameBatchIsSkipped) {
     Bench b;
     const NodeRef first = b.node();
     const NodeRef node = b.node();
@@ -308,8 +319,11 @@ TEST(NodeTimersPhase, SendEntryDueInTheSameBatchIsHandedOverAsANewTimer) {
     std::vector<Seen> seen;
     b.timers.on_timer(at_s(1), [&](FiredTimer&& t) {
         seen.push_back(Seen{at_s(1), t.kind, t.exhausted, t.node->index, t.attempt});
-        // The first handler hands node's send entry over while it waits in the batch.
-        if (t.node == first) b.timers.hand_send_to_phase(node, NodeTimer::kMpaRequest, at_s(4));
+        // The first handler acknowledges node's send entry while it waits in the batch, and
+        // arms another.
+        if (t.node != first) return;
+        EXPECT_TRUE(b.timers.ack_send(node));
+        b.timers.arm_phase(node, NodeTimer::kMpaRequest, at_s(4));
     });
     // The send entry that had come due is skipped (no retransmission), the phase timer stands.
     EXPECT_EQ(seen, (std::vector<Seen>{{at_s(1), kClose, false, first->index, 0}}));
@@ -319,6 +333,7 @@ TEST(NodeTimersPhase, SendEntryDueInTheSameBatchIsHandedOverAsANewTimer) {
     EXPECT_EQ(b.drive(at_s(100)),
               (std::vector<Seen>{{at_s(4), NodeTimer::kMpaRequest, false, node->index, 0}}));
     EXPECT_EQ(node->refs, 1u);
+    EXPECT_EQ(first->refs, 1u);
 }
 
 TEST(NodeTimersPhase, EveryKindFiresAsItself) {
@@ -335,7 +350,7 @@ TEST(NodeTimersPhase, EveryKindFiresAsItself) {
     std::vector<NodeRef> nodes;
     std::vector<Seen> expected;
     for (std::size_t i = 0; i < kinds.size(); ++i) {
-        nodes.push_back(b.node());
+        nodes.push_back(kinds[i] == NodeTimer::kStream ? b.stream_node() : b.node());
         const Instant start = at_s(static_cast<std::int64_t>(i));
         const NodeRef& n = nodes.back();
         if (kinds[i] == kSend) {
@@ -360,7 +375,7 @@ TEST(NodeTimersPhase, EveryKindFiresAsItself) {
 
 TEST(NodeTimersStream, IndependentOfTheOtherSlots) {
     Bench b;
-    const NodeRef node = b.node();
+    const NodeRef node = b.stream_node();
     ASSERT_TRUE(b.timers.arm_send(node, kInstantZero).has_value());
     b.timers.arm_phase(node, NodeTimer::kFinWait2, at_s(30));
     b.timers.arm_stream(node, at_ms(200));
@@ -379,7 +394,7 @@ TEST(NodeTimersStream, IndependentOfTheOtherSlots) {
 
 TEST(NodeTimersService, CancelAllDropsEveryTimer) {
     Bench b;
-    const NodeRef node = b.node();
+    const NodeRef node = b.stream_node();
     const NodeRef other = b.node();
     ASSERT_TRUE(b.timers.arm_send(node, kInstantZero).has_value());
     ASSERT_TRUE(b.timers.arm_close(node, kInstantZero).has_value());
@@ -525,6 +540,7 @@ TEST(NodeTimersService, DestroyedWithTimersArmedLetsTheNodesGo) {
     {
         NodeTimers timers;
         NodeRef node = pool.create();
+        Bench::give_stream(*node);
         ASSERT_TRUE(timers.arm_send(node, kInstantZero).has_value());
         timers.arm_stream(node, at_s(1));
         EXPECT_EQ(pool.live(), 1u);
