@@ -71,14 +71,14 @@ TEST(Crc32c, PortableMatchesDispatchedAtEveryLengthAndAlignment) {
     }
 }
 
-// The instruction path joins three remainders over blocks of 2 048, 256, 128 and 32
+// The instruction path joins three remainders over blocks of 2 048, 480, 256, 128 and 32
 // bytes: every length around a whole number of those rounds, at every alignment.
 TEST(Crc32c, PortableMatchesDispatchedAcrossTheJoinedBlocks) {
     std::mt19937 rng(11);
     std::vector<std::byte> data(3 * 2048 * 3 + 64);
     for (auto& b : data) b = static_cast<std::byte>(rng());
     std::vector<std::size_t> lengths;
-    for (const std::size_t round : {96u, 384u, 768u, 6144u}) {
+    for (const std::size_t round : {96u, 384u, 768u, 1440u, 6144u}) {
         for (std::size_t k = 1; k <= 3; ++k) {
             for (std::size_t d = 0; d <= 17; ++d) {
                 lengths.push_back(k * round + d);
