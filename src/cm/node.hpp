@@ -97,12 +97,12 @@ constexpr bool connected(CmState state) {
     return kConnectedStates.contains(state);
 }
 
-// Heap parts of a node that exist only while a connection is being set up:
-// unacknowledged bytes, the MPA reassembly buffer, private data. An idle
-// established (or offloaded) node has none of them.
 // A timer slot's value when nothing is armed in it (slots hold wheel ticks).
 inline constexpr std::uint64_t kTimerUnarmed = UINT64_MAX;
 
+// Heap parts of a node that exist only while a connection is being set up:
+// unacknowledged bytes, the MPA reassembly buffer, private data. An idle
+// established (or offloaded) node has none of them.
 struct NodeBuffers {
     std::vector<std::byte> tx;     // bytes from snd_una on, not yet acknowledged
     std::vector<std::byte> rx;     // stream bytes received in order, not yet consumed

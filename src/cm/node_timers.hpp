@@ -187,8 +187,8 @@ public:
     bool consistent(const Node& node) const;
 
 private:
-    // One due slot of a node whose entry came due (fire), or such a node with none due, whose
-    // entry is gone (only its reference, so that letting the entry's go frees nothing).
+    // One due slot of a node whose entry came due (fire), or, for such a node with no slot due
+    // and none left, only a reference: it keeps the node while the entry's reference goes.
     struct Due {
         NodeRef node;
         std::uint64_t tick;  // the slot's deadline when collected
