@@ -148,21 +148,9 @@ void NodeTimers::cancel_all(Node& node) {
 }
 
 std::optional<Instant> NodeTimers::deadline(const Node& node, NodeTimer kind) const {
-    std::uint64_t tick = kTimerUnarmed;
-    switch (kind) {
-        case NodeTimer::kSend: tick = node.send_tick; break;
-        case NodeTimer::kStream: tick = stream_tick(node); break;
-        case NodeTimer::kClose:
-        case NodeTimer::kMpaRequest:
-        case NodeTimer::kMpaReply:
-        case NodeTimer::kAccept:
-        case NodeTimer::kRtr:
-        case NodeTimer::kFinWait2:
-            if (node.phase_kind == kind) tick = node.phase_tick;
-            break;
-    }
-    if (tick == kTimerUnarmed) return std::nullopt;
-    return wheel_.tick_instant(tick);
+    const std::uint64_t* s = armed_slot(node, kind);
+    if (s == nullptr) return std::nullopt;
+    return wheel_.tick_instant(*s);
 }
 
 bool NodeTimers::consistent(const Node& node) const {
@@ -208,13 +196,14 @@ void NodeTimers::collect(std::uint64_t c) {
 
 std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
     Node& node = *due.node;
-    std::uint64_t& s = slot(node, due.kind);
+    std::uint64_t* armed = due.fire ? armed_slot(node, due.kind) : nullptr;
     // Cancelled or re-armed by an earlier action (a deadline armed since lies after this
     // batch's tick), or the phase slot holds another timeout now; or no timer came due.
-    if (!due.fire || s != due.tick || (&s == &node.phase_tick && node.phase_kind != due.kind)) {
+    if (armed == nullptr || *armed != due.tick) {
         settle(node);
         return std::nullopt;
     }
+    std::uint64_t& s = *armed;
     if (due.kind == NodeTimer::kSend && node.send_attempt < config_.retrans.max_retrans) {
         // The driver's tick: resend, count down, re-arm from the time of this tick.
         const auto attempt = static_cast<std::uint8_t>(node.send_attempt + 1);

@@ -62,6 +62,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cm/node.hpp"
@@ -255,18 +256,29 @@ private:
         node.timers_hold = false;
         --node.refs;
     }
-    std::uint64_t& slot(Node& node, NodeTimer kind) {
+    // The slot holding an armed timer of this kind, or null (unarmed, no stream, or the phase
+    // slot holding another kind). deadline() and take() both ask it.
+    static const std::uint64_t* armed_slot(const Node& node, NodeTimer kind) {
+        const std::uint64_t* s = &node.phase_tick;
         switch (kind) {
-            case NodeTimer::kSend: return node.send_tick;
-            case NodeTimer::kStream: return node.stream->timer_tick;
+            case NodeTimer::kSend: s = &node.send_tick; break;
+            case NodeTimer::kStream:
+                if (!node.stream) return nullptr;
+                s = &node.stream->timer_tick;
+                break;
             case NodeTimer::kClose:
             case NodeTimer::kMpaRequest:
             case NodeTimer::kMpaReply:
             case NodeTimer::kAccept:
             case NodeTimer::kRtr:
-            case NodeTimer::kFinWait2: break;
+            case NodeTimer::kFinWait2:
+                if (node.phase_kind != kind) return nullptr;
+                break;
         }
-        return node.phase_tick;
+        return *s == kTimerUnarmed ? nullptr : s;
+    }
+    static std::uint64_t* armed_slot(Node& node, NodeTimer kind) {
+        return const_cast<std::uint64_t*>(armed_slot(std::as_const(node), kind));
     }
     void collect(std::uint64_t cookie);
     std::optional<FiredTimer> take(Due& due, Instant now);
