@@ -287,6 +287,68 @@ TEST(TransmitParts, ALongSegmentIsVerifiedAsItIsPlaced) {
     EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
 }
 
+// A TCP checksum that comes out zero may be sent as 0xffff, its ones'-complement twin
+// (RFC 1624 section 3); the Linux kernel's TCP does so now and then (a segment of the rping
+// interop test's kernel peer had it). The receiver takes it like 0x0000, whole or in parts,
+// short or long enough to be summed as it is placed; 0xfffe beside it is a bad checksum.
+TEST(TransmitParts, AZeroChecksumSentAsFfffIsAccepted) {
+    constexpr std::size_t kTcpChecksum = 14 + 20 + 16;  // untagged IPv4
+    const std::size_t bad_checksum = static_cast<std::size_t>(DropReason::kBadChecksum);
+    for (std::size_t len : {std::size_t{1200}, std::size_t{3001}}) {
+        Dut probe(immediate_acks());
+        stream_up(probe);
+        const wire::FrameRepr repr =
+            probe.frame(tf::kAck | tf::kPsh, probe.peer_nxt, probe.dut_nxt);
+        std::vector<std::byte> data = pattern(len, 3);
+        std::vector<std::byte> frame(wire::tcp_frame_len(repr, len));
+        wire::emit_tcp_frame(repr, data, frame);
+        const std::size_t header_end = frame.size() - len;
+        ASSERT_EQ((header_end - 14 - 20) % 2, 0u);  // the payload's first word is a TCP word
+        // The checksum added into that word makes the segment sum to 0xffff: checksum zero.
+        const auto word = [](std::span<const std::byte> b, std::size_t at) {
+            return (std::to_integer<std::uint32_t>(b[at]) << 8) |
+                   std::to_integer<std::uint32_t>(b[at + 1]);
+        };
+        std::uint32_t w = word(data, 0) + word(frame, kTcpChecksum);
+        w = (w & 0xFFFFu) + (w >> 16);
+        data[0] = static_cast<std::byte>(w >> 8);
+        data[1] = static_cast<std::byte>(w);
+        wire::emit_tcp_frame(repr, data, frame);
+        ASSERT_EQ(word(frame, kTcpChecksum), 0u);
+        for (std::uint8_t low : {0xFF, 0xFE}) {
+            frame[kTcpChecksum] = std::byte{0xFF};
+            frame[kTcpChecksum + 1] = std::byte{low};
+            const bool good = low == 0xFF;
+            for (bool parts : {false, true}) {
+                Dut d(immediate_acks());
+                stream_up(d);
+                const std::span<const std::byte> f(frame);
+                if (parts) {
+                    const std::span<const std::byte> pieces[] = {f.subspan(header_end, 700),
+                                                                 f.subspan(header_end + 700)};
+                    d.core.receive_parts(d.now, f.first(header_end), pieces);
+                } else {
+                    d.core.receive(d.now, f);
+                }
+                SCOPED_TRACE(testing::Message() << len << " bytes, 0xff" << std::hex << +low
+                                                << (parts ? ", in parts" : ", whole"));
+                auto o = d.out();
+                EXPECT_EQ(d.core.stats().dropped[bad_checksum], good ? 0u : 1u);
+                if (!good) {
+                    EXPECT_TRUE(o.empty());
+                    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
+                    continue;
+                }
+                ASSERT_EQ(o.size(), 1u);
+                EXPECT_EQ(o[0].tcp().ack, d.peer_nxt + static_cast<std::uint32_t>(len));
+                auto view = d.core.peek(d.conn);
+                ASSERT_TRUE(view.has_value());
+                EXPECT_TRUE(std::equal(view->begin(), view->end(), data.begin(), data.end()));
+            }
+        }
+    }
+}
+
 // Two streams of one core with their frames queued in turn: settling one (its caller takes
 // its memory back) fills that stream's frames and leaves the other's where they lie, also
 // when the driver took one of the first stream's frames already (the settle passes it).

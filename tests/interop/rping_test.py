@@ -60,12 +60,13 @@ def fpdu_rows(pcap):
     return rows
 
 
-def check_fpdus(pcap, crc, count, size, mss=1460, rtr=True):
+def check_fpdus(pcap, crc, count, size, mss=1460, rtr=True, net=None):
     """tshark decodes every FPDU (issue 13 item 8): the RTR, and per iteration
     two Sends each way, one Read Request, and the Read Responses and Writes of
     `size` bytes, one per FPDU of at most the MSS; with --crc every CRC32c is
-    good, without it every CRC field is zero."""
-    check_capture(pcap)
+    good, without it every CRC field is zero. `net`: the kernel is the peer
+    (check_capture)."""
+    check_capture(pcap, net)
     rows = fpdu_rows(pcap)
     kinds = {}
     for _, op in rows:
@@ -128,7 +129,7 @@ def case_rping_kernel_client(c):
             check_summary(cm, "client", count, size)
             est = cm.events("established")
             check(len(est) == 1 and est[0]["crc"] == crc, "established: %s" % est)
-            check_fpdus(pcap, crc, count, size, rtr=False)
+            check_fpdus(pcap, crc, count, size, rtr=False, net=net)
 
 
 def case_rping_kernel_server(c):
