@@ -105,10 +105,14 @@ inline std::uint32_t addr_xor_v4(const IpAddr& x, const IpAddr& y) {
 
 }  // namespace flow
 
-// flow_hash of two IPv4 endpoints, inline.
+// flow_hash of two IPv4 endpoints, inline; given as their fields where they lie, or whole.
+inline std::uint64_t flow_hash_v4(const IpAddr& x, std::uint16_t x_port, const IpAddr& y,
+                                  std::uint16_t y_port, std::uint64_t key = 0) {
+    return flow::hash_v4(flow::addr_xor_v4(x, y), flow::port_word(flow::wire_ports(x_port, y_port)),
+                         key);
+}
 inline std::uint64_t flow_hash_v4(const Endpoint& x, const Endpoint& y, std::uint64_t key = 0) {
-    return flow::hash_v4(flow::addr_xor_v4(x.addr, y.addr),
-                         flow::port_word(flow::wire_ports(x.port, y.port)), key);
+    return flow_hash_v4(x.addr, x.port, y.addr, y.port, key);
 }
 
 // The shard of a hash among `shards` (>= 1).

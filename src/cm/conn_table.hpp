@@ -110,11 +110,29 @@ inline ConnKey key_of(const Node& node) {
     return {node.local, node.remote, node.vlan};
 }
 
+// A key's fields where they already lie (the receive path reads them from the parsed
+// frame): a lookup builds no ConnKey, a copy of 40 bytes on every frame.
+struct ConnKeyView {
+    const IpAddr& local_addr;
+    std::uint16_t local_port;
+    const IpAddr& remote_addr;
+    std::uint16_t remote_port;
+    std::uint16_t vlan;
+};
+
+inline ConnKeyView view_of(const ConnKey& key) {
+    return {key.local.addr, key.local.port, key.remote.addr, key.remote.port, key.vlan};
+}
+
 // The node's key equals `key` (compared in place, most selective field first).
+inline bool matches(const Node& node, const ConnKeyView& key) {
+    return node.remote.port == key.remote_port && node.local.port == key.local_port &&
+           node.vlan == key.vlan && node.remote.addr == key.remote_addr &&
+           node.local.addr == key.local_addr;
+}
+
 inline bool matches(const Node& node, const ConnKey& key) {
-    return node.remote.port == key.remote.port && node.local.port == key.local.port &&
-           node.vlan == key.vlan && node.remote.addr == key.remote.addr &&
-           node.local.addr == key.local.addr;
+    return matches(node, view_of(key));
 }
 
 class ConnTable {
@@ -126,7 +144,8 @@ public:
     void insert(NodeRef node, std::uint32_t h);
     Node* find(const ConnKey& key) const { return find(key, hash_key(secret_, key)); }
     // The same with the key's slot hash already known (hash_key).
-    Node* find(const ConnKey& key, std::uint32_t h) const {
+    Node* find(const ConnKey& key, std::uint32_t h) const { return find(view_of(key), h); }
+    Node* find(const ConnKeyView& key, std::uint32_t h) const {
         for (std::size_t i = index(h);; i = (i + 1) & mask()) {
             const Slot& s = slots_[i];
             if (!s.node) return nullptr;

@@ -46,7 +46,8 @@ public:
     std::byte* data() { return data_.get(); }
 
 private:
-    void grow(std::size_t need) {
+    // Out of line and cold: append() is inlined where every frame is sent.
+    [[gnu::noinline, gnu::cold]] void grow(std::size_t need) {
         std::size_t cap = std::max({need, cap_ * 2, std::size_t{16 * 1024}});
         auto fresh = std::make_unique_for_overwrite<std::byte[]>(cap);
         if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
