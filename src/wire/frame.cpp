@@ -3,6 +3,8 @@
 // Read first: frame.hpp.
 #include "wire/frame.hpp"
 
+#include <bit>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -250,9 +252,14 @@ bool decode_fast_v4(Bytes frame, TcpFrame& out, Checksums checksums,
     r.ident = static_cast<std::uint16_t>(ident_flags >> 16);
     r.flow_label = 0;
     r.dont_fragment = (ident_flags & 0x4000u) != 0;
+    // Both ports in one store: the connection lookup reads them back as one 32-bit word, and
+    // a load spanning two narrower stores is not forwarded from them; it waits until both
+    // reach the cache (perf annotate put a quarter of handle_frame's time on that load).
+    static_assert(offsetof(TcpRepr, dst_port) == offsetof(TcpRepr, src_port) + 2);
     const std::uint32_t ports = get_be32(tcp);
-    t.src_port = static_cast<std::uint16_t>(ports >> 16);
-    t.dst_port = static_cast<std::uint16_t>(ports);
+    std::uint32_t in_place = (ports << 16) | (ports >> 16);  // src_port at the lower address
+    if constexpr (std::endian::native == std::endian::big) in_place = ports;
+    std::memcpy(reinterpret_cast<std::byte*>(&t) + offsetof(TcpRepr, src_port), &in_place, 4);
     t.seq = SeqNumber(get_be32(tcp + 4));
     t.ack = SeqNumber(get_be32(tcp + 8));
     t.flags = static_cast<std::uint8_t>(tcp[13]);
