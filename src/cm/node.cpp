@@ -1,6 +1,9 @@
 // The node pool: chunks, the free list, spare buffers. Read first: src/cm/node.hpp.
 #include "cm/node.hpp"
 
+#include <memory>
+#include <new>
+
 namespace iwcm::cm {
 
 void NodePool::reserve(std::size_t nodes) {
@@ -69,10 +72,15 @@ void NodePool::destroy(Node* node) {
                 node->phase_tick == kTimerUnarmed);
     on_destroy_(context_, *node);
     // Reset every field but the slot's identity; the generation moves on so
-    // that old handles become stale.
+    // that old handles become stale. Made again in place and default-initialised (every
+    // member has its initializer): `*node = Node{}` built the fresh node on the stack and
+    // copied it over, its wide loads waiting on the narrow stores just made (perf
+    // annotate: 60 % of this function's samples), and value-initialising in place zeroes
+    // all 176 bytes first with a `rep stos` (half of them after).
     std::uint32_t index = node->index;
     std::uint32_t generation = node->generation + 1;
-    *node = Node{};
+    std::destroy_at(node);
+    ::new (static_cast<void*>(node)) Node;
     node->index = index;
     node->generation = generation == 0 ? 1 : generation;
     node->pool = this;
