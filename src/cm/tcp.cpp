@@ -85,18 +85,18 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     const cm::ConnKeyView key{fr.ip.dst, fr.tcp.dst_port, fr.ip.src, fr.tcp.src_port, vlan};
     // The driver's flow hash, when it hands one, spares the table computing it. An IPv4 slot
     // comes from the flow hash, so IPv4 has one either way.
-    const bool v4 = !fr.ip.dst.is_v6();
+    const bool v4 = !key.local_addr.is_v6();
     std::uint64_t f = 0;
     std::uint32_t h;
     if (v4) {
-        f = flow
-                ? *flow
-                : flow_hash_v4(fr.ip.dst, key.local_port, fr.ip.src, key.remote_port, cfg.flow_key);
+        f = flow ? *flow
+                 : flow_hash_v4(key.local_addr, key.local_port, key.remote_addr, key.remote_port,
+                                cfg.flow_key);
         h = cm::hash_flow(table.secret(), f, vlan);
     } else {
-        h = cm::hash_key(
-            table.secret(),
-            cm::ConnKey{{fr.ip.dst, key.local_port}, {fr.ip.src, key.remote_port}, vlan});
+        h = cm::hash_key(table.secret(), cm::ConnKey{{key.local_addr, key.local_port},
+                                                     {key.remote_addr, key.remote_port},
+                                                     vlan});
     }
     Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
     if (Node* n = table.find(key, h)) {

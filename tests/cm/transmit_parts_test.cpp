@@ -305,16 +305,11 @@ TEST(TransmitParts, AZeroChecksumSentAsFfffIsAccepted) {
         const std::size_t header_end = frame.size() - len;
         ASSERT_EQ((header_end - 14 - 20) % 2, 0u);  // the payload's first word is a TCP word
         // The checksum added into that word makes the segment sum to 0xffff: checksum zero.
-        const auto word = [](std::span<const std::byte> b, std::size_t at) {
-            return (std::to_integer<std::uint32_t>(b[at]) << 8) |
-                   std::to_integer<std::uint32_t>(b[at + 1]);
-        };
-        std::uint32_t w = word(data, 0) + word(frame, kTcpChecksum);
-        w = (w & 0xFFFFu) + (w >> 16);
-        data[0] = static_cast<std::byte>(w >> 8);
-        data[1] = static_cast<std::byte>(w);
+        const std::uint32_t w =
+            std::uint32_t{wire::load_be16(data, 0)} + wire::load_be16(frame, kTcpChecksum);
+        wire::store_be16(data, 0, static_cast<std::uint16_t>((w & 0xFFFFu) + (w >> 16)));
         wire::emit_tcp_frame(repr, data, frame);
-        ASSERT_EQ(word(frame, kTcpChecksum), 0u);
+        ASSERT_EQ(wire::load_be16(frame, kTcpChecksum), 0u);
         for (std::uint8_t low : {0xFF, 0xFE}) {
             frame[kTcpChecksum] = std::byte{0xFF};
             frame[kTcpChecksum + 1] = std::byte{low};
