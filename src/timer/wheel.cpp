@@ -25,7 +25,7 @@ std::uint64_t TimerWheel::floor_tick(Instant now) const {
     const std::int64_t s = start_.time_since_epoch().count();
     if (n <= s) return 0;
     const std::uint64_t diff = static_cast<std::uint64_t>(n) - static_cast<std::uint64_t>(s);
-    return diff / granularity_ns_;
+    return granularity_ns_.divide(diff).quotient;
 }
 
 Instant TimerWheel::tick_to_instant(std::uint64_t tick) const {
@@ -34,8 +34,9 @@ Instant TimerWheel::tick_to_instant(std::uint64_t tick) const {
     const std::uint64_t room =
         static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) -
         static_cast<std::uint64_t>(std::max<std::int64_t>(s, 0));
-    if (tick > room / granularity_ns_) return kInstantNever;
-    return start_ + Duration{static_cast<std::int64_t>(tick * granularity_ns_)};
+    const std::uint64_t g = granularity_ns_.divisor();
+    if (tick > room / g) return kInstantNever;
+    return start_ + Duration{static_cast<std::int64_t>(tick * g)};
 }
 
 std::uint32_t TimerWheel::grow() {

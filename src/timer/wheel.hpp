@@ -80,6 +80,52 @@ struct TimerId {
     friend constexpr bool operator==(TimerId, TimerId) = default;
 };
 
+// Division by a divisor fixed at construction, done as a multiplication. The wheel divides
+// every deadline it is given by its granularity (ceil_tick), on the path of every armed
+// timer; a 64-bit hardware divide takes tens of cycles and shows in a profile of connection
+// setups (about 2 % of the time, on the instructions after the divides).
+//
+// inverse = floor((2^64 - 1) / d) satisfies (2^64 - d) / d <= inverse <= (2^64 - 1) / d, so
+// for any 64-bit n the estimate floor(n * inverse / 2^64) lies in (n/d - n/2^64 - 1, n/d]:
+// it is the quotient or one less. One compare of the remainder corrects it. Exact for every
+// n and every d >= 1 (tests/timer/wheel_test.cpp checks it against the divide instruction).
+class Divider {
+public:
+    explicit Divider(std::uint64_t d) : d_(d), inverse_(UINT64_MAX / d) { IWCM_ASSERT(d > 0); }
+
+    struct Result {
+        std::uint64_t quotient;
+        std::uint64_t remainder;
+    };
+    Result divide(std::uint64_t n) const {
+        std::uint64_t q = estimate(n);
+        std::uint64_t r = n - q * d_;
+        if (r >= d_) {
+            ++q;
+            r -= d_;
+        }
+        return {q, r};
+    }
+    // ceil(n / d) without the correction's branch: the estimate's remainder r lies in
+    // [0, 2d), and the quotient rounded up is the estimate plus (r > 0) plus (r > d).
+    std::uint64_t divide_up(std::uint64_t n) const {
+        const std::uint64_t q = estimate(n);
+        const std::uint64_t r = n - q * d_;
+        return q + (r != 0 ? 1 : 0) + (r > d_ ? 1 : 0);
+    }
+    std::uint64_t divisor() const { return d_; }
+
+private:
+    // floor(n * inverse / 2^64): the quotient or one less.
+    std::uint64_t estimate(std::uint64_t n) const {
+        __extension__ using Wide = unsigned __int128;
+        return static_cast<std::uint64_t>((static_cast<Wide>(n) * inverse_) >> 64);
+    }
+
+    std::uint64_t d_;
+    std::uint64_t inverse_;
+};
+
 class TimerWheel {
 public:
     static constexpr unsigned kSlotBits = 6;
@@ -231,7 +277,7 @@ private:
 
     Duration granularity_;
     Instant start_;
-    std::uint64_t granularity_ns_;
+    Divider granularity_ns_;
     std::vector<Entry> slab_;
     std::uint32_t free_head_ = kNil;
     std::size_t pending_ = 0;
@@ -256,7 +302,7 @@ inline std::uint64_t TimerWheel::ceil_tick(Instant deadline) const {
     if (d <= s) return 0;
     // d > s, so the difference fits in 64 unsigned bits even when s is negative.
     const std::uint64_t diff = static_cast<std::uint64_t>(d) - static_cast<std::uint64_t>(s);
-    return diff / granularity_ns_ + (diff % granularity_ns_ != 0 ? 1 : 0);
+    return granularity_ns_.divide_up(diff);
 }
 
 inline bool TimerWheel::live(TimerId id) const {

@@ -563,6 +563,34 @@ void run_differential(const DifferentialCase& c, int steps) {
     }
 }
 
+// The divider is the wheel's only arithmetic trick: compare it with the divide instruction
+// at the edges (zero, one, the largest numerator and divisor, multiples and their
+// neighbours, powers of two) and at random, for the default granularity and odd ones.
+TEST(Divider, MatchesTheDivideInstruction) {
+    std::mt19937_64 rng(0x5eed'd1f1);
+    std::vector<std::uint64_t> divisors = {1,          2,          3,          7,
+                                           333,        1'000,      1'000'000,  1'000'000'007,
+                                           1ull << 20, 1ull << 63, UINT64_MAX, UINT64_MAX - 1};
+    for (int i = 0; i < 40; ++i) divisors.push_back(rng() >> (rng() % 64) | 1);
+    for (const std::uint64_t d : divisors) {
+        const Divider div(d);
+        std::vector<std::uint64_t> numerators = {0, 1, d - 1, d, UINT64_MAX, UINT64_MAX - 1};
+        for (const std::uint64_t k : {std::uint64_t{2}, std::uint64_t{1000}, UINT64_MAX / d}) {
+            if (k > UINT64_MAX / d) continue;
+            numerators.push_back(k * d);
+            numerators.push_back(k * d - 1);
+            if (k * d < UINT64_MAX) numerators.push_back(k * d + 1);
+        }
+        for (int i = 0; i < 2000; ++i) numerators.push_back(rng() >> (rng() % 64));
+        for (const std::uint64_t n : numerators) {
+            const Divider::Result got = div.divide(n);
+            ASSERT_EQ(got.quotient, n / d) << n << " / " << d;
+            ASSERT_EQ(got.remainder, n % d) << n << " % " << d;
+            ASSERT_EQ(div.divide_up(n), n / d + (n % d != 0 ? 1 : 0)) << n << " / " << d;
+        }
+    }
+}
+
 TEST(WheelDifferential, MillisecondTicksOverMinutes) {
     run_differential({0x5eed'0001, 1'000'000, 600'000'000'000}, 20000);
 }
