@@ -78,7 +78,7 @@ void Core::Impl::on_node_destroyed(void* self, Node& node) {
 
 void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     now_ = now;
-    handle_frame(now, frame, flow);
+    handle_frame(now, frame, flow.value_or(0), flow.has_value());
     drain_loopback(now);
 }
 
@@ -86,7 +86,7 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
-    handle_frame(now, headers, flow, payload);
+    handle_frame(now, headers, flow.value_or(0), flow.has_value(), payload);
     IWCM_ASSERT(!rx_sum_pending);  // every way out of handle_frame finished the checksum
     rx_pieces = {};
     drain_loopback(now);
@@ -182,30 +182,28 @@ void Core::Impl::settle_frames_of(const Node& node, const wire::SeqNumber* below
     IWCM_ASSERT(below != nullptr || ns.frames_left_out == 0);
 }
 
-std::optional<Event> Core::Impl::poll_event() {
+std::optional<Event> Core::Impl::next_event() {
     // The previous event's node reference (and with it, for a terminal
     // event, the application's handle) goes now.
     current_node.reset();
     if (event_head == event_tail) {
         event_pdata.clear();
         event_head = event_tail = 0;
-        return std::nullopt;
+        return std::nullopt;  // not a named std::optional: its default constructor zeroes it all
     }
     cm::QueuedEvent& q = events[event_head++];
     current_node = std::move(q.node);
     current_pdata.assign(event_pdata.begin() + q.pdata_off,
                          event_pdata.begin() + q.pdata_off + q.pdata_len);
-    Event ev = q.event;
-    ev.private_data = current_pdata;
     // The application has been told of what is readable now: more bytes
     // tell it again, read or not (a data path waits for a whole FPDU
     // without consuming a part of it).
-    if (ev.type == EventType::kReadable && current_node && current_node->stream) {
+    if (q.event.type == EventType::kReadable && current_node && current_node->stream) {
         cm::NodeStream& ns = *current_node->stream;
         ns.readable_queued = false;
         ns.readable_told = ns.tcp.readable_bytes();
     }
-    return ev;
+    return q.event;  // copied from the slot as it lies; Core::poll_event sets the view
 }
 
 // ---------------------------------------------------------------- lifetime
@@ -763,8 +761,16 @@ std::optional<TransmitParts> Core::poll_transmit_parts() {
     }
     return TransmitParts{frame, {}, t->flow};
 }
-std::optional<Event> Core::poll_event() {
-    return impl_->poll_event();
+// The event is copied from its queue slot straight into the caller's optional, then its
+// private data's view is written there. Built otherwise (the view set on a copy, then the copy
+// moved into the optional), the compiler read the view's two 8-byte stores back in one 16-byte
+// load, and the optional's flag byte back in an 8-byte one: loads that the stores cannot
+// forward, stalls on every event. Out of line for the same reason: inlined into a caller (a
+// link-time optimised build), the optional was copied once more through the stack.
+[[gnu::noinline]] std::optional<Event> Core::poll_event() {
+    std::optional<Event> ev = impl_->next_event();
+    if (ev) ev->private_data = impl_->current_pdata;
+    return ev;
 }
 
 Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {

@@ -182,7 +182,8 @@ struct Core::Impl {
         if (node.stream && node.stream->frames_left_out != 0) settle_frames_of(node, &ack);
     }
     void settle_frames_of(const cm::Node& node, const wire::SeqNumber* below = nullptr);
-    std::optional<Event> poll_event();
+    // The next event without its private data (Core::poll_event points it at current_pdata).
+    std::optional<Event> next_event();
     // Handles the frames queued to ourselves; inline, since almost every call finds none.
     void drain_loopback(Instant now) {
         if (!loop_queue.empty()) drain_loop_queue(now);
@@ -208,9 +209,11 @@ struct Core::Impl {
                                     std::uint32_t& slot_hash, std::uint64_t& flow);
 
     // ---- segment arrival (tcp.cpp) ----
-    // A frame, whole or as headers and payload pieces (Core::receive_parts).
-    void handle_frame(Instant now, wire::Bytes frame,
-                      std::optional<std::uint64_t> flow = std::nullopt,
+    // A frame, whole or as headers and payload pieces (Core::receive_parts), with its flow
+    // hash when `hashed`. The hash comes as two scalars, not a std::optional: the optional was
+    // built on the caller's stack with a byte store for its flag and passed in registers
+    // loaded back from there, a load the store could not forward (a stall on every frame).
+    void handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow = 0, bool hashed = false,
                       std::span<const wire::Bytes> pieces = {});
     bool parse_parts(Instant now, wire::Bytes& frame, std::span<const wire::Bytes> pieces);
     // The TCP checksum parse_parts left to finish (rx_sum_pending): summed over the payload,

@@ -62,7 +62,7 @@ private:
 // parts). One function for both, so that each handler below is called from one place (the
 // link-time inliner keeps them inline: two copies of this dispatch cost 260 instructions a
 // setup).
-void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow,
+void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow, bool hashed,
                               std::span<const wire::Bytes> pieces) {
     ++stats.frames_in;
     IWCM_ASSERT(!in_frame);
@@ -89,16 +89,17 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::optional<std:
     std::uint64_t f = 0;
     std::uint32_t h;
     if (v4) {
-        f = flow ? *flow
-                 : flow_hash_v4(key.local_addr, key.local_port, key.remote_addr, key.remote_port,
-                                cfg.flow_key);
+        f = hashed ? flow
+                   : flow_hash_v4(key.local_addr, key.local_port, key.remote_addr, key.remote_port,
+                                  cfg.flow_key);
         h = cm::hash_flow(table.secret(), f, vlan);
     } else {
         h = cm::hash_key(table.secret(), cm::ConnKey{{key.local_addr, key.local_port},
                                                      {key.remote_addr, key.remote_port},
                                                      vlan});
     }
-    Segment seg{&fr, &fr.tcp, rx_frame.payload, vlan, h, flow};
+    Segment seg{&fr,  &fr.tcp, rx_frame.payload,
+                vlan, h,       hashed ? std::optional<std::uint64_t>(flow) : std::nullopt};
     if (Node* n = table.find(key, h)) {
         if (rx_sum_pending && !finish_rx_sum(now, n, frame)) [[unlikely]]
             return;
