@@ -66,6 +66,16 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
                               std::span<const wire::Bytes> pieces) {
     ++stats.frames_in;
     IWCM_ASSERT(!in_frame);
+    // With the driver's flow hash the connection's slot is known before the parse (the VLAN
+    // read from the tag, if any): its load starts now and overlaps the parse. In the setup
+    // benchmark the slot's load was a quarter of this function's time, waited for in find().
+    if (hashed && frame.size() >= wire::kEthernetVlanHeaderLen) {
+        // An 802.1Q tag's TPID follows the two MACs; its VID is the low 12 bits of the TCI.
+        const bool tagged = wire::load_be16(frame, 12) == wire::kEtherTypeVlan;
+        const std::uint16_t vlan =
+            tagged ? static_cast<std::uint16_t>(wire::load_be16(frame, 14) & 0x0fff) : kNoVlan;
+        table.prefetch(cm::hash_flow(table.secret(), flow, vlan));
+    }
     if (pieces.empty() || !parse_parts(now, frame, pieces)) {
         trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
         if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, checksums())) {
