@@ -71,9 +71,12 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     // benchmark the slot's load was a quarter of this function's time, waited for in find().
     if (hashed && frame.size() >= wire::kEthernetVlanHeaderLen) {
         // An 802.1Q tag's TPID follows the two MACs; its VID is the low 12 bits of the TCI.
-        const bool tagged = wire::load_be16(frame, 12) == wire::kEtherTypeVlan;
+        // Read byte by byte (the length is checked above): wire::load_be16 was left out of
+        // line here, a call a frame.
+        const auto* b = reinterpret_cast<const std::uint8_t*>(frame.data());
+        const bool tagged = ((b[12] << 8) | b[13]) == wire::kEtherTypeVlan;
         const std::uint16_t vlan =
-            tagged ? static_cast<std::uint16_t>(wire::load_be16(frame, 14) & 0x0fff) : kNoVlan;
+            tagged ? static_cast<std::uint16_t>(((b[14] & 0x0f) << 8) | b[15]) : kNoVlan;
         table.prefetch(cm::hash_flow(table.secret(), flow, vlan));
     }
     if (pieces.empty() || !parse_parts(now, frame, pieces)) {
