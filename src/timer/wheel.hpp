@@ -91,7 +91,7 @@ struct TimerId {
 // n and every d >= 1 (tests/timer/wheel_test.cpp checks it against the divide instruction).
 class Divider {
 public:
-    explicit Divider(std::uint64_t d) : d_(d), inverse_(UINT64_MAX / d) { IWCM_ASSERT(d > 0); }
+    explicit Divider(std::uint64_t d) : d_(d), inverse_(inverse_of(d)) {}
 
     struct Result {
         std::uint64_t quotient;
@@ -116,6 +116,12 @@ public:
     std::uint64_t divisor() const { return d_; }
 
 private:
+    // Asserted before the division, so that a zero divisor (a wheel made with a zero
+    // granularity) fails the assertion rather than the divide instruction.
+    static std::uint64_t inverse_of(std::uint64_t d) {
+        IWCM_ASSERT(d > 0);
+        return UINT64_MAX / d;
+    }
     // floor(n * inverse / 2^64): the quotient or one less.
     std::uint64_t estimate(std::uint64_t n) const {
         __extension__ using Wide = unsigned __int128;

@@ -591,6 +591,12 @@ TEST(Divider, MatchesTheDivideInstruction) {
     }
 }
 
+// A zero granularity is a caller's bug: the assertion names it (the divider's inverse is
+// computed in the wheel's member initialisers, before the constructor's own check).
+TEST(Wheel, ZeroGranularityFailsTheAssertion) {
+    EXPECT_DEATH(TimerWheel(Duration::zero()), "d > 0");
+}
+
 TEST(WheelDifferential, MillisecondTicksOverMinutes) {
     run_differential({0x5eed'0001, 1'000'000, 600'000'000'000}, 20000);
 }
