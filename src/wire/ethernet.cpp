@@ -12,8 +12,6 @@ namespace {
 constexpr const char* kLayer = "ethernet";
 constexpr std::size_t kDstOff = 0;
 constexpr std::size_t kSrcOff = 6;
-constexpr std::size_t kTypeOff = 12;
-constexpr std::size_t kTciOff = 14;
 constexpr std::size_t kInnerTypeOff = 16;
 
 MacAddr load_mac(Bytes b, std::size_t off) {
@@ -44,11 +42,11 @@ void EthernetRepr::emit(MutBytes out) const {
     store_mac(out, kDstOff, dst);
     store_mac(out, kSrcOff, src);
     if (vlan) {
-        store_be16(out, kTypeOff, kEtherTypeVlan);
-        store_be16(out, kTciOff, encode_tci(*vlan));
+        store_be16(out, kEthernetTypeOff, kEtherTypeVlan);
+        store_be16(out, kEthernetTciOff, encode_tci(*vlan));
         store_be16(out, kInnerTypeOff, ethertype);
     } else {
-        store_be16(out, kTypeOff, ethertype);
+        store_be16(out, kEthernetTypeOff, ethertype);
     }
 }
 
@@ -60,7 +58,7 @@ DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload) {
                            "frame shorter than 14 bytes");
     repr.dst = load_mac(frame, kDstOff);
     repr.src = load_mac(frame, kSrcOff);
-    const std::uint16_t type = load_be16(frame, kTypeOff);
+    const std::uint16_t type = load_be16(frame, kEthernetTypeOff);
     if (type != kEtherTypeVlan) {
         repr.vlan.reset();
         repr.ethertype = type;
@@ -68,8 +66,8 @@ DecodeStatus decode_ethernet(Bytes frame, EthernetRepr& repr, Bytes& payload) {
         return std::nullopt;
     }
     if (frame.size() < kEthernetVlanHeaderLen)
-        return decode_fail(kTruncated, kLayer, "vlan_tag", kTciOff, "802.1Q tag truncated");
-    repr.vlan = decode_tci(load_be16(frame, kTciOff));
+        return decode_fail(kTruncated, kLayer, "vlan_tag", kEthernetTciOff, "802.1Q tag truncated");
+    repr.vlan = decode_tci(load_be16(frame, kEthernetTciOff));
     repr.ethertype = load_be16(frame, kInnerTypeOff);
     payload = frame.subspan(kEthernetVlanHeaderLen);
     return std::nullopt;

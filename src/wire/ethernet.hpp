@@ -22,6 +22,9 @@ constexpr std::uint16_t kEtherTypeIpv6 = 0x86DD;
 constexpr std::size_t kEthernetHeaderLen = 14;
 constexpr std::size_t kEthernetVlanHeaderLen = 18;
 constexpr std::uint16_t kVlanIdMax = 0x0FFF;
+// Where the type sits (an 802.1Q tag's TPID when the frame is tagged), and the tag's TCI.
+constexpr std::size_t kEthernetTypeOff = 12;
+constexpr std::size_t kEthernetTciOff = 14;
 
 struct VlanTag {
     std::uint16_t id = 0;       // 12 bits
@@ -50,6 +53,20 @@ struct EthernetFrame {
 // Accepts one 802.1Q tag; a second tag (or an 802.1ad outer tag) is left as the
 // ethertype for the caller to refuse. Frames shorter than the header are refused.
 ParseResult<EthernetFrame> parse_ethernet(Bytes frame);
+
+// The VLAN id parse_ethernet() would find in `frame` (its 802.1Q tag's VID), or `untagged`
+// when it has no tag; read before the parse, from a frame of at least kEthernetVlanHeaderLen
+// bytes. Byte by byte and always inline: the core calls it on every frame that comes with
+// a flow hash, and a call there cost more than the read.
+[[gnu::always_inline]] inline std::uint16_t peek_vlan_id(Bytes frame, std::uint16_t untagged) {
+    IWCM_ASSERT(frame.size() >= kEthernetVlanHeaderLen);
+    const auto be16 = [frame](std::size_t off) {
+        return static_cast<std::uint16_t>((static_cast<unsigned>(frame[off]) << 8) |
+                                          static_cast<unsigned>(frame[off + 1]));
+    };
+    if (be16(kEthernetTypeOff) != kEtherTypeVlan) return untagged;
+    return static_cast<std::uint16_t>(be16(kEthernetTciOff) & kVlanIdMax);
+}
 
 namespace detail {
 // parse_ethernet() writing into its arguments.

@@ -70,6 +70,34 @@ TEST(Ethernet, VlanRoundTripEveryPriority) {
     }
 }
 
+// The core reads the VLAN before the parse, to prefetch the connection's slot
+// (src/cm/tcp.cpp): it must find the id the parse finds, or untagged where the parse does.
+TEST(Ethernet, PeekVlanIdAgreesWithTheParse) {
+    constexpr std::uint16_t kUntagged = 0xFFFF;
+    const auto tagged = hex_bytes("ff ff ff ff ff ff 02 00 00 00 00 01 81 00 b1 23 08 00 aa");
+    EXPECT_EQ(peek_vlan_id(tagged, kUntagged), 0x123);
+    const auto plain = hex_bytes("2a e8 3f 24 1d b7 36 d2 b7 b2 ab 40 08 00 45 00 00 28 aa");
+    EXPECT_EQ(peek_vlan_id(plain, kUntagged), kUntagged);
+    // An 802.1ad outer tag is not a VLAN here: the parse leaves it as the ethertype.
+    const auto qinq = hex_bytes("ff ff ff ff ff ff 02 00 00 00 00 01 88 a8 b1 23 81 00 aa");
+    EXPECT_EQ(peek_vlan_id(qinq, kUntagged), kUntagged);
+    EXPECT_FALSE(parse_ethernet(qinq)->repr.vlan);
+    // Every TCI under the 802.1Q TPID, and every type word with a TCI that would read as VID
+    // 0x123 were it a tag.
+    auto frame = tagged;
+    for (std::uint32_t v = 0; v <= 0xFFFF; ++v) {
+        for (std::size_t off : {kEthernetTciOff, kEthernetTypeOff}) {
+            frame = tagged;
+            frame[off] = static_cast<std::byte>(v >> 8);
+            frame[off + 1] = static_cast<std::byte>(v & 0xFF);
+            auto f = parse_ethernet(frame);
+            ASSERT_TRUE(f) << v;
+            const std::uint16_t id = f->repr.vlan ? f->repr.vlan->id : kUntagged;
+            ASSERT_EQ(peek_vlan_id(frame, kUntagged), id) << "offset " << off << " value " << v;
+        }
+    }
+}
+
 TEST(Ethernet, Truncated) {
     const auto frame = hex_bytes("ff ff ff ff ff ff 02 00 00 00 00 01 81 00 b1 23 08 00");
     for (std::size_t n = 0; n < frame.size(); ++n) {
