@@ -831,9 +831,9 @@ std::vector<Target> targets(const Report& r) {
                      ratio > 0 && ratio <= 2});
     }
     if (r.shards.points.size() >= 2) {
-        double x = r.shards.speedup(2, true);
+        double x = r.shards.speedup(2);
         t.push_back(
-            {"setup rate, 2 threads on 2 cores vs 1 (best reps)", ">= 1.8x", x, "x", x >= 1.8});
+            {"setup rate, 2 threads on 2 cores vs 1 (mean of reps)", ">= 1.8x", x, "x", x >= 1.8});
     }
     return t;
 }
@@ -1105,7 +1105,9 @@ int run_bench(BenchOptions o) {
     run_rdma(o, r, progress);
     progress.clear();
     if (!o.skip_shards) {
-        r.shards = run_shard_scaling(o.batch, o.pdata, o.reps, o.seconds,
+        // Four times the repetitions, each a quarter as long: the same time, and more pairs
+        // of one and two threads run side by side in time (20 of 0.125 s by default).
+        r.shards = run_shard_scaling(o.batch, o.pdata, 4 * o.reps, o.seconds / 4,
                                      std::max(1u, std::thread::hardware_concurrency()),
                                      [&](const std::string& phase, std::size_t i, std::size_t n) {
                                          progress.step(phase, i, n);

@@ -121,19 +121,50 @@ double ShardPoint::cpu_rate() const {
     return median_of(v);
 }
 
+double ShardPoint::mean_wall_rate() const {
+    double sum = 0;
+    for (const ShardRep& r : reps) sum += r.wall_rate;
+    return reps.empty() ? 0 : sum / static_cast<double>(reps.size());
+}
+
 double ShardPoint::best_wall_rate() const {
     double best = 0;
     for (const ShardRep& r : reps) best = std::max(best, r.wall_rate);
     return best;
 }
 
-double ShardScaling::speedup(std::uint32_t threads, bool best) const {
+double ShardScaling::speedup(std::uint32_t threads, ShardStat stat) const {
     if (points.empty() || points.front().threads != 1) return 0;
-    auto rate = [best](const ShardPoint& p) { return best ? p.best_wall_rate() : p.wall_rate(); };
+    auto rate = [stat](const ShardPoint& p) {
+        switch (stat) {
+            case ShardStat::kMean: return p.mean_wall_rate();
+            case ShardStat::kMedian: return p.wall_rate();
+            case ShardStat::kBest: return p.best_wall_rate();
+        }
+        return 0.0;
+    };
     const double one = rate(points.front());
     for (const ShardPoint& p : points)
         if (p.threads == threads) return one > 0 ? rate(p) / one : 0;
     return 0;
+}
+
+std::pair<double, double> ShardScaling::paired_range(std::uint32_t threads) const {
+    if (points.empty() || points.front().threads != 1) return {0, 0};
+    const std::vector<ShardRep>& one = points.front().reps;
+    for (const ShardPoint& p : points) {
+        if (p.threads != threads) continue;
+        double lo = 0;
+        double hi = 0;
+        for (std::size_t k = 0; k < std::min(one.size(), p.reps.size()); ++k) {
+            if (one[k].wall_rate <= 0) continue;
+            const double x = p.reps[k].wall_rate / one[k].wall_rate;
+            lo = lo > 0 ? std::min(lo, x) : x;
+            hi = std::max(hi, x);
+        }
+        return {lo, hi};
+    }
+    return {0, 0};
 }
 
 std::uint64_t ShardScaling::errors() const {
@@ -213,9 +244,13 @@ void shard_scaling_json(std::ostream& j, const ShardScaling& s) {
         const ShardPoint& p = s.points[i];
         j << (i ? "," : "") << "\n    {\"threads\": " << p.threads
           << ", \"wall_rate_per_s\": " << p.wall_rate() << ", \"cpu_rate_per_s\": " << p.cpu_rate()
+          << ", \"mean_wall_rate_per_s\": " << p.mean_wall_rate()
           << ", \"best_wall_rate_per_s\": " << p.best_wall_rate()
           << ", \"speedup\": " << s.speedup(p.threads)
-          << ", \"best_speedup\": " << s.speedup(p.threads, true) << ", \"reps\": [";
+          << ", \"median_speedup\": " << s.speedup(p.threads, ShardStat::kMedian)
+          << ", \"best_speedup\": " << s.speedup(p.threads, ShardStat::kBest)
+          << ", \"paired_min\": " << s.paired_range(p.threads).first
+          << ", \"paired_max\": " << s.paired_range(p.threads).second << ", \"reps\": [";
         for (std::size_t k = 0; k < p.reps.size(); ++k) {
             const ShardRep& r = p.reps[k];
             j << (k ? ", " : "") << "{\"setups\": " << r.setups
@@ -229,17 +264,22 @@ void shard_scaling_json(std::ostream& j, const ShardScaling& s) {
 }
 
 void print_shard_scaling(const ShardScaling& s) {
+    const std::size_t reps = s.points.empty() ? 0 : s.points.front().reps.size();
     std::printf(
         "\nsetup rate on every core (one shard per thread%s; wall clock, summed over threads; "
-        "load %.1f -> %.1f)\n",
-        s.pinned ? ", each pinned to its CPU" : ", NOT pinned", s.load_before, s.load_after);
-    std::printf("  %7s %12s %8s %12s %8s %14s %8s\n", "threads", "setups/s", "speedup", "best",
-                "speedup", "CPU setups/s", "per CPU");
+        "%zu repetitions interleaved; load %.1f -> %.1f)\n",
+        s.pinned ? ", each pinned to its CPU" : ", NOT pinned", reps, s.load_before, s.load_after);
+    std::printf("  %7s %12s %8s %8s %8s %13s %14s %8s\n", "threads", "mean/s", "speedup", "median",
+                "best", "paired", "CPU setups/s", "per CPU");
     const double one_cpu = s.points.empty() ? 0 : s.points.front().cpu_rate();
-    for (const ShardPoint& p : s.points)
-        std::printf("  %7u %12.0f %7.2fx %12.0f %7.2fx %14.0f %7.2fx\n", p.threads, p.wall_rate(),
-                    s.speedup(p.threads), p.best_wall_rate(), s.speedup(p.threads, true),
-                    p.cpu_rate(), one_cpu > 0 ? p.cpu_rate() / one_cpu / p.threads : 0);
+    for (const ShardPoint& p : s.points) {
+        const auto [lo, hi] = s.paired_range(p.threads);
+        std::printf("  %7u %12.0f %7.2fx %7.2fx %7.2fx %5.2fx-%5.2fx %14.0f %7.2fx\n", p.threads,
+                    p.mean_wall_rate(), s.speedup(p.threads),
+                    s.speedup(p.threads, ShardStat::kMedian),
+                    s.speedup(p.threads, ShardStat::kBest), lo, hi, p.cpu_rate(),
+                    one_cpu > 0 ? p.cpu_rate() / one_cpu / p.threads : 0);
+    }
 }
 
 }  // namespace iwcm::tools

@@ -10,6 +10,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace iwcm::tools {
@@ -28,8 +29,16 @@ struct ShardPoint {
     std::uint32_t threads = 0;
     std::vector<ShardRep> reps;
     double wall_rate() const;  // median
+    double mean_wall_rate() const;
     double best_wall_rate() const;
     double cpu_rate() const;  // median
+};
+
+// How a point's repetitions make one rate.
+enum class ShardStat {
+    kMean,    // the bench's target: every repetition counts, each as long as the others
+    kMedian,  // the middle repetition
+    kBest,    // the fastest repetition
 };
 
 struct ShardScaling {
@@ -37,10 +46,15 @@ struct ShardScaling {
     bool pinned = true;              // every thread was pinned to its own CPU
     double load_before = 0;          // 1-minute load average around the phase
     double load_after = 0;
-    // Median wall rate at `threads` over the one-thread median of the same
-    // run; with `best`, the best repetition over the best one (the bench's
-    // target: load only ever slows a repetition down).
-    double speedup(std::uint32_t threads, bool best = false) const;
+    // The wall rate at `threads` over the one-thread rate of the same run, each
+    // made by `stat`. The target is the mean over many short repetitions,
+    // interleaved: on a VM whose vCPUs speed up and slow down each on its own, a
+    // best repetition of one thread needs one vCPU fast and one of two threads
+    // needs both at once, so best over best leans low (docs/perf.md, "Session 12").
+    double speedup(std::uint32_t threads, ShardStat stat = ShardStat::kMean) const;
+    // The lowest and highest ratio of a repetition at `threads` to the one-thread
+    // repetition run just before it; {0, 0} without such pairs.
+    std::pair<double, double> paired_range(std::uint32_t threads) const;
     std::uint64_t errors() const;
 };
 

@@ -152,11 +152,25 @@ def case_bench_progress(c):
     counts = [p["threads"] for p in points]
     check(counts and counts[0] == 1 and counts == sorted(set(counts)), "shards: threads 1, 2, ...: %r" % counts)
     for p in points:
-        check(len(p["reps"]) == 2 and all(r["setups"] > 0 and r["errors"] == 0 and
+        # The scaling runs four times --reps, each a quarter of --seconds.
+        check(len(p["reps"]) == 8 and all(r["setups"] > 0 and r["errors"] == 0 and
                                           r["frames_across_threads"] == 0 for r in p["reps"]),
               "shards: a repetition without setups, or with errors or frames across threads: %r" % p)
+    # The speedup is the ratio of the mean rates, so it lies between the lowest and the
+    # highest ratio of a repetition to the one-thread repetition before it.
+    one = [r["wall_rate_per_s"] for r in points[0]["reps"]]
+    for p in points[1:]:
+        rates = [r["wall_rate_per_s"] for r in p["reps"]]
+        mean_ratio = sum(rates) / sum(one)
+        pairs = [b / a for a, b in zip(one, rates)]
+        check(abs(p["speedup"] - mean_ratio) <= 1e-4 * mean_ratio and
+              abs(p["paired_min"] - min(pairs)) <= 1e-4 * min(pairs) and
+              abs(p["paired_max"] - max(pairs)) <= 1e-4 * max(pairs) and
+              p["paired_min"] <= p["speedup"] <= p["paired_max"],
+              "shards: speedup %r, pairs %r..%r; from the repetitions %r, %r..%r" %
+              (p["speedup"], p["paired_min"], p["paired_max"], mean_ratio, min(pairs), max(pairs)))
     names = [t["name"] for t in results["targets"]]
-    check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1 (best reps)" in names,
+    check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1 (mean of reps)" in names,
           "no scaling target in %r" % names)
     steps = BENCH_PROGRESS.findall(term)
     for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
