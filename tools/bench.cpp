@@ -1151,7 +1151,9 @@ void add_bench(CLI::App& app) {
         ->check(bounded(1, 65536, true));
     cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")
         ->check(bounded(0, 508, true));
-    cmd->add_option("--reps", opt->reps, "repetitions of the rate measurements")
+    cmd->add_option("--reps", opt->reps,
+                    "repetitions of the rate measurements (the scaling over threads: four "
+                    "times as many, each a quarter of --seconds)")
         ->check(bounded(1, 100, true));
     cmd->add_option("--seconds", opt->seconds, "seconds per repetition")
         ->check(bounded(0.01, 60, false));
