@@ -56,16 +56,12 @@ ParseResult<EthernetFrame> parse_ethernet(Bytes frame);
 
 // The VLAN id parse_ethernet() would find in `frame` (its 802.1Q tag's VID), or `untagged`
 // when it has no tag; read before the parse, from a frame of at least kEthernetVlanHeaderLen
-// bytes. Byte by byte and always inline: the core calls it on every frame that comes with
-// a flow hash, and a call there cost more than the read.
+// bytes. Always inline, as load_be16 is: the core calls it on every frame that comes with a
+// flow hash, and a call there cost more than the read.
 [[gnu::always_inline]] inline std::uint16_t peek_vlan_id(Bytes frame, std::uint16_t untagged) {
     IWCM_ASSERT(frame.size() >= kEthernetVlanHeaderLen);
-    const auto be16 = [frame](std::size_t off) {
-        return static_cast<std::uint16_t>((static_cast<unsigned>(frame[off]) << 8) |
-                                          static_cast<unsigned>(frame[off + 1]));
-    };
-    if (be16(kEthernetTypeOff) != kEtherTypeVlan) return untagged;
-    return static_cast<std::uint16_t>(be16(kEthernetTciOff) & kVlanIdMax);
+    if (load_be16(frame, kEthernetTypeOff) != kEtherTypeVlan) return untagged;
+    return static_cast<std::uint16_t>(load_be16(frame, kEthernetTciOff) & kVlanIdMax);
 }
 
 namespace detail {
