@@ -242,6 +242,7 @@ void shard_scaling_json(std::ostream& j, const ShardScaling& s) {
       << ", \"load_after\": " << s.load_after << ", \"points\": [";
     for (std::size_t i = 0; i < s.points.size(); ++i) {
         const ShardPoint& p = s.points[i];
+        const auto [lo, hi] = s.paired_range(p.threads);
         j << (i ? "," : "") << "\n    {\"threads\": " << p.threads
           << ", \"wall_rate_per_s\": " << p.wall_rate() << ", \"cpu_rate_per_s\": " << p.cpu_rate()
           << ", \"mean_wall_rate_per_s\": " << p.mean_wall_rate()
@@ -249,8 +250,7 @@ void shard_scaling_json(std::ostream& j, const ShardScaling& s) {
           << ", \"speedup\": " << s.speedup(p.threads)
           << ", \"median_speedup\": " << s.speedup(p.threads, ShardStat::kMedian)
           << ", \"best_speedup\": " << s.speedup(p.threads, ShardStat::kBest)
-          << ", \"paired_min\": " << s.paired_range(p.threads).first
-          << ", \"paired_max\": " << s.paired_range(p.threads).second << ", \"reps\": [";
+          << ", \"paired_min\": " << lo << ", \"paired_max\": " << hi << ", \"reps\": [";
         for (std::size_t k = 0; k < p.reps.size(); ++k) {
             const ShardRep& r = p.reps[k];
             j << (k ? ", " : "") << "{\"setups\": " << r.setups
