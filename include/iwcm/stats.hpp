@@ -43,7 +43,7 @@ struct Stats {
     // application's reject() is not a passive error (see `rejects`).
     std::uint64_t connect_errors = 0;
     std::uint64_t passive_errors = 0;
-    std::uint64_t retransmissions = 0;
+    std::uint64_t retransmissions = 0;  // TCP segments sent again, before and after hand-off
     std::uint64_t backlog_drops = 0;
     std::uint64_t syns_received = 0;
     std::uint64_t resets_sent = 0;

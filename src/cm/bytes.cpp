@@ -136,6 +136,9 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
 void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     cm::NodeStream& ns = *node->stream;
     tcp::Stream& s = ns.tcp;
+    // The stream's retransmissions (RTO, fast retransmit, loss probe) are the core's too:
+    // Stats::retransmissions counts every TCP segment sent again, before and after hand-off.
+    const std::uint64_t resent = s.retransmitted_segments();
     if (node->state != CmState::kClosed) {
         // TIME_WAIT still answers (the ACK of the peer's FIN, old duplicates).
         while (auto out = s.poll_segment(now)) {
@@ -157,6 +160,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
             }
         }
     }
+    stats.retransmissions += s.retransmitted_segments() - resent;
     node->snd_una = s.snd_una();
     node->snd_nxt = s.snd_max();
     node->rcv_nxt = s.rcv_nxt();

@@ -98,6 +98,7 @@ TEST(Stream, PeerBytesAreAcknowledgedAndReadableInOrder) {
 TEST(Stream, SendUsesTheStreamsSequenceAndIsRetransmittedOnTimeout) {
     Dut d(immediate_acks());
     stream_up(d);
+    const std::uint64_t before = d.core.stats().retransmissions;
     EXPECT_EQ(send_text(d, "abc"), 3u);
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);
@@ -114,6 +115,8 @@ TEST(Stream, SendUsesTheStreamsSequenceAndIsRetransmittedOnTimeout) {
     EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
     EXPECT_EQ(text(o[0].payload), "abc");
     EXPECT_EQ(d.core.stream_info(d.conn)->retransmitted_segments, 1u);
+    // The core's count of segments sent again includes the stream's.
+    EXPECT_EQ(d.core.stats().retransmissions, before + 1);
     d.dut_nxt += 3;
     d.seg(tf::kAck);
     EXPECT_TRUE(d.out().empty());
