@@ -200,6 +200,7 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     p.crc = ctx->mpa.crc;
     p.ird = ctx->mpa.ird;
     p.ord = ctx->mpa.ord;
+    p.rtr = ctx->rtr_start;
     p.max_fpdu = info->mss;
     auto qp = d.engine.create_qp(p);
     if (!qp) return fail(qp.error());
