@@ -23,8 +23,8 @@ std::vector<std::byte> read_rtr(std::uint32_t sink_stag, std::uint64_t sink_to,
                                 std::uint32_t src_stag, std::uint64_t src_to) {
     std::vector<std::byte> b(52);
     wire::store_be16(b, 0, 46);
-    b[2] = std::byte{0x41};  // L, DDP version 1
-    b[3] = std::byte{0x41};  // RDMAP version 1, Read Request
+    b[2] = std::byte{0x41};          // L, DDP version 1
+    b[3] = std::byte{0x41};          // RDMAP version 1, Read Request
     wire::store_be32(b, 2 + 6, 1);   // QN 1
     wire::store_be32(b, 2 + 10, 1);  // MSN 1
     wire::store_be32(b, 2 + 18, sink_stag);
@@ -62,9 +62,9 @@ TEST(OneSideEstablished, ReadRtrIsAnsweredWithTheZeroLengthReadResponse) {
         std::uint32_t sink_stag, src_stag;
         std::uint64_t sink_to, src_to;
     };
-    for (const Peer& p : {Peer{"siw", 0, 1, 0, 0}, Peer{"cxgb4", 1, 1, 1, 1},
-                          Peer{"irdma", 0xABCD, 0x1234, 0, 0},
-                          Peer{"any", 0x80000001, 7, 0x0123456789ABCDEF, 9}}) {
+    for (const Peer& p :
+         {Peer{"siw", 0, 1, 0, 0}, Peer{"cxgb4", 1, 1, 1, 1}, Peer{"irdma", 0xABCD, 0x1234, 0, 0},
+          Peer{"any", 0x80000001, 7, 0x0123456789ABCDEF, 9}}) {
         SCOPED_TRACE(p.name);
         Dut d;
         Ev e = accept_offering(d, rtr::kRead);
@@ -132,19 +132,23 @@ std::vector<std::byte> rtr_fpdu(wire::RtrType t) {
 }
 
 wire::RtrType wire_type(std::uint8_t bits) {
-    return bits == rtr::kSend ? wire::RtrType::kSend
-                              : (bits == rtr::kWrite ? wire::RtrType::kWrite : wire::RtrType::kRead);
+    return bits == rtr::kSend
+               ? wire::RtrType::kSend
+               : (bits == rtr::kWrite ? wire::RtrType::kWrite : wire::RtrType::kRead);
 }
 
 TEST(Handoff, CarriesTheRtrMarksOfEachTypeAndRole) {
     const MarkCase cases[] = {
-        {true, rtr::kSend, marks(2, 1, 1, 1, false)},  {true, rtr::kWrite, marks(1, 1, 1, 1, false)},
-        {true, rtr::kRead, marks(1, 1, 2, 1, true)},   {false, rtr::kSend, marks(1, 2, 1, 1, false)},
-        {false, rtr::kWrite, marks(1, 1, 1, 1, false)}, {false, rtr::kRead, marks(1, 1, 1, 2, false)},
+        {true, rtr::kSend, marks(2, 1, 1, 1, false)},
+        {true, rtr::kWrite, marks(1, 1, 1, 1, false)},
+        {true, rtr::kRead, marks(1, 1, 2, 1, true)},
+        {false, rtr::kSend, marks(1, 2, 1, 1, false)},
+        {false, rtr::kWrite, marks(1, 1, 1, 1, false)},
+        {false, rtr::kRead, marks(1, 1, 1, 2, false)},
     };
     for (const MarkCase& c : cases) {
-        SCOPED_TRACE(::testing::Message() << (c.initiator ? "initiator " : "responder ")
-                                          << static_cast<int>(c.type));
+        SCOPED_TRACE(::testing::Message()
+                     << (c.initiator ? "initiator " : "responder ") << static_cast<int>(c.type));
         Dut d;
         if (c.initiator) {
             d.to_mpareq_sent();

@@ -104,10 +104,9 @@ TEST(RtrInitiator, OrdOneFirstReadWaitsForTheRtrResponseThenIsMsnTwo) {
     EXPECT_TRUE(l.sent().empty());
     l.from_peer(rtr_read_response());
     ASSERT_EQ(l.sent().size(), 1u);
-    ByteVec want =
-        fpdu(untagged(0x41, 0x41, 1, 2, 0, read_request(sink.mr.lkey, sink.mr.addr, 64, kPeerStag,
-                                                        kPeerTo)),
-             false);
+    ByteVec want = fpdu(untagged(0x41, 0x41, 1, 2, 0,
+                                 read_request(sink.mr.lkey, sink.mr.addr, 64, kPeerStag, kPeerTo)),
+                        false);
     EXPECT_EQ(l.sent()[0], want);
     // Its response completes it, and only it.
     l.from_peer(tagged(0xC1, 0x42, sink.mr.lkey, sink.mr.addr, ByteVec(64, std::byte{0x33})));
@@ -268,13 +267,13 @@ TEST(RxTerminate, OnQueueTwoMsnOneIsThePeersError) {
 // stream (siw_proc_terminate returns -ECONNRESET before reading it). We reset the link,
 // report no peer's error (no kTerminateReceived), send nothing and flush.
 TEST(RxTerminate, BogusQueueMsnOffsetOrLastResetsTheStream) {
-    const ByteVec bogus[] = {terminate_ulpdu(0x41, 0), terminate_ulpdu(0x41, 1),
-                             terminate_ulpdu(0x41, 2, 2), terminate_ulpdu(0x41, 2, 0),
+    const ByteVec bogus[] = {terminate_ulpdu(0x41, 0),       terminate_ulpdu(0x41, 1),
+                             terminate_ulpdu(0x41, 2, 2),    terminate_ulpdu(0x41, 2, 0),
                              terminate_ulpdu(0x41, 2, 1, 4), terminate_ulpdu(0x01)};
     for (const ByteVec& u : bogus) {
-        SCOPED_TRACE(::testing::Message() << "QN " << get32(u, 6) << " MSN " << get32(u, 10)
-                                          << " MO " << get32(u, 14) << " ctrl "
-                                          << static_cast<int>(u[0]));
+        SCOPED_TRACE(::testing::Message()
+                     << "QN " << get32(u, 6) << " MSN " << get32(u, 10) << " MO " << get32(u, 14)
+                     << " ctrl " << static_cast<int>(u[0]));
         Lone l({});
         Buf dst = Pair::buf(l.e, 64, kAccessLocalWrite);
         Sge sge = dst.all();
