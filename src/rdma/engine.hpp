@@ -161,6 +161,11 @@ public:
     void on_readable(QpHandle qp);
     void on_writable(QpHandle qp);
     void on_link_down(QpHandle qp, int status);
+    // Our READ RTR's answer, when it is the first whole FPDU already waiting in the link
+    // (it came before the queue pair was made): read now, alone, so that a Read posted
+    // before the first receive need not wait for it (the Device holds every other byte
+    // of the hand-off back until then).
+    void take_early_rtr_response(QpHandle qp);
     // The link's bytes acknowledged so far (a link with an ack_mark): the
     // Sends and Writes whose bytes all are complete now, in order.
     void on_acked(QpHandle qp, std::uint64_t acked);

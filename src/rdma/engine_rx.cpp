@@ -144,6 +144,26 @@ void Engine::rx_drain(std::uint32_t qp) {
     tx_progress(qp);
 }
 
+void Engine::take_early_rtr_response(QpHandle handle) {
+    QpRecord* r = find_qp(handle);
+    if (r == nullptr || !r->rtr_read_due || !r->link_up || r->rx_held) return;
+    const wire::Bytes view = links_.peek(r->link);
+    // The DDP control byte says tagged, the RDMAP one Read Response (RFC 5041 4.2, 5040 4.2).
+    constexpr std::size_t kDdpCtrl = wire::kFpduLengthLen, kRdmapCtrl = kDdpCtrl + 1;
+    if (view.size() <= kRdmapCtrl || (std::to_integer<unsigned>(view[kDdpCtrl]) & 0x80) == 0 ||
+        (std::to_integer<unsigned>(view[kRdmapCtrl]) & 0x0F) !=
+            static_cast<unsigned>(RdmapOpcode::kReadResponse)) {
+        return;
+    }
+    std::size_t done = 0;
+    const auto fpdu = rx_in_place(handle.index, done);
+    if (!fpdu) return;  // split in the ring: the first receive's drain reads it
+    const RxVerdict v = rx_fpdu(handle.index, *fpdu);
+    rx_consume(handle.index, done);
+    after_rx(handle.index, v);
+    tx_progress(handle.index);
+}
+
 std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
     const QpRecord* r = find_qp(handle);
     if (r == nullptr || !r->link_up || r->state != QpState::kRts || r->rx_held || r->term_pending) {
