@@ -267,7 +267,7 @@ private:
                                const wire::Pieces& payload);
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
     RxVerdict rx_rtr_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
-                                   std::size_t ulpdu_len);
+                                   std::size_t ulpdu_len, std::size_t payload_len);
     bool place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
     bool place_split(std::uint32_t qp, const wire::Pieces& fpdu);

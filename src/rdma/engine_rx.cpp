@@ -554,7 +554,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
                                            std::size_t len, const wire::Pieces& payload) {
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
-    if (r.rtr_read_due) return rx_rtr_read_response(qp, seg, len);
+    if (r.rtr_read_due) return rx_rtr_read_response(qp, seg, len, payload.size());
     if (r.orq.empty()) {
         // siw_proc_rresp: nothing was asked for (ORQ empty).
         return terminate(qp,
@@ -601,13 +601,13 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
 // siw_rresp_check_ntoh checks any response against its request. It completes nothing
 // (the RTR is no request of the application's) and frees its ORD slot.
 Engine::RxVerdict Engine::rx_rtr_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
-                                               std::size_t len) {
+                                               std::size_t len, std::size_t payload_len) {
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
     IWCM_ASSERT(r.rtr_read_due && r.orq_count > 0);
     if (h.stag != wire::kRtrStag)
         return terminate(qp, ddp_tagged(wire::kDdpTaggedInvalidStag, seg, len));
-    if (h.to != 0 || !seg.payload.empty() || !h.last) {
+    if (h.to != 0 || payload_len != 0 || !h.last) {
         return terminate(qp, ddp_tagged(wire::kDdpTaggedBaseBounds, seg, len));
     }
     r.rtr_read_due = false;
