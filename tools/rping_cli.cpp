@@ -39,7 +39,34 @@ struct RpingOptions {
     double timeout_s = 10;
     std::uint32_t settle_ms = kRpingDefaultSettleMs;
     bool settle_given = false;
+    std::string rtr;  // --rtr (empty: all three)
 };
+
+// --rtr: a comma-separated set of send, write, read (RFC 6581 section 6), or none.
+void set_rtr_types(const std::string& text, WireOptions& o) {
+    std::uint8_t bits = 0;
+    bool none = false;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', at), text.size());
+        const std::string word = text.substr(at, comma - at);
+        if (word == "send") {
+            bits |= rtr::kSend;
+        } else if (word == "write") {
+            bits |= rtr::kWrite;
+        } else if (word == "read") {
+            bits |= rtr::kRead;
+        } else if (word == "none") {
+            none = true;
+        } else {
+            throw UsageError{"--rtr " + text + ": not a list of send, write, read, or none"};
+        }
+        at = comma + 1;
+    }
+    if (none && bits != 0) throw UsageError{"--rtr " + text + ": none with RTR types"};
+    o.no_p2p = none;
+    o.rtr_types = none ? rtr::kAll : bits;
+}
 
 // How long a close may take before the rest is reset.
 constexpr auto kCloseLimit = std::chrono::seconds(5);
@@ -354,6 +381,7 @@ int run_rping(RpingOptions& o) {
     if (o.server && o.settle_given)
         throw UsageError{"--settle is for -c (the server never sends first)"};
     if (o.server) o.settle_ms = 0;
+    if (!o.rtr.empty()) set_rtr_types(o.rtr, o.wire);
     const Instant start = io::TapHost::now();
     Reporter rep(o.wire.json, start);
     auto iface = parse_interface(o.wire);
@@ -406,6 +434,10 @@ void add_rping(CLI::App& app) {
                     "(a soft-iWARP server may miss an FPDU right after its MPA reply)")
         ->check(bounded(0, kRpingMaxSettleMs, true))
         ->each([opt](const std::string&) { opt->settle_given = true; });
+    cmd->add_option("--rtr", opt->rtr,
+                    "peer-to-peer RTR types, comma-separated: -c offers them, -s accepts them "
+                    "(send, write, read; none: no peer-to-peer)")
+        ->default_str("send,write,read");
     cmd->add_option("--timeout", opt->timeout_s,
                     "seconds to resolve and connect, and the longest wait for any step of an "
                     "iteration")

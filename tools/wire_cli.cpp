@@ -290,6 +290,7 @@ CoreConfig core_config(const WireOptions& o, const Interface& iface) {
     cfg.mpa.revision = static_cast<std::uint8_t>(o.mpa_rev);
     cfg.mpa.crc = o.crc;
     cfg.mpa.peer_to_peer = !o.no_p2p;
+    cfg.mpa.rtr_types = o.rtr_types;
     std::random_device rd;
     for (auto& b : cfg.isn_secret) b = static_cast<std::uint8_t>(rd());
     for (auto& b : cfg.syn_cookie_secret) b = static_cast<std::uint8_t>(rd());

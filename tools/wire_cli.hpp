@@ -40,6 +40,7 @@ struct WireOptions {
     bool json = false;
     bool crc = false;
     bool no_p2p = false;
+    std::uint8_t rtr_types = rtr::kAll;  // the RTR types offered or accepted (--rtr)
 };
 
 // --tap or --dev, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.

@@ -127,6 +127,22 @@ struct StreamInfo {
     std::uint32_t by_reference = 0;  // unacknowledged bytes sent from the caller's memory
 };
 
+// Where the data path starts after a peer-to-peer RTR (RFC 6581 section 6). The
+// RTR is the first message of its queue (RFC 5041 section 5): a SEND RTR takes MSN 1
+// of queue 0, a READ RTR MSN 1 of queue 1 (a WRITE RTR is tagged and takes none), so
+// the data path sends or expects MSN 2 there next. The peer's READ RTR was answered
+// by the CM with a zero-length Read Response as it read it; our own READ RTR's
+// response may still be on its way (the CM leaves every FPDU but a TERMINATE to the
+// data path): the data path takes it without a completion and counts it against
+// its ORD until it comes.
+struct RtrStart {
+    std::uint32_t tx_msn_send = 1;   // the MSN of our first Send
+    std::uint32_t rx_msn_send = 1;   // the MSN of the peer's first Send
+    std::uint32_t tx_msn_rreq = 1;   // the MSN of our first Read Request
+    std::uint32_t rx_msn_rreq = 1;   // the MSN of the peer's first Read Request
+    bool read_response_due = false;  // our READ RTR's Read Response has not been read
+};
+
 // What the data path needs to take an established connection over, as the
 // irdma driver fills the hardware queue pair's TCP context.
 struct HandoffContext {
@@ -147,6 +163,7 @@ struct HandoffContext {
     std::uint8_t rcv_wscale = 0;  // our shift
     std::uint16_t mss = 0;        // peer's MSS (what we may send)
     MpaInfo mpa;                  // negotiated
+    RtrStart rtr_start;           // the RTR's marks on the untagged queues
     bool initiator = false;
     // Bytes the peer sent after its MPA frame (or RTR) that the core received
     // but that belong to the data path. Valid until the next core call.

@@ -671,6 +671,7 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     c.rcv_wscale = node.rcv_wscale;
     c.mss = node.snd_mss;
     c.mpa = negotiated(node);
+    c.rtr_start = rtr_start(node);
     c.initiator = node.initiator;
     if (node.state == CmState::kEstablished) {
         NodeRef ref(&node);

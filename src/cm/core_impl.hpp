@@ -327,6 +327,7 @@ struct Core::Impl {
     // The handler is done with the first n of those bytes.
     void consume_rx(cm::Node& node, std::size_t n);
     MpaInfo negotiated(const cm::Node& node) const;
+    static RtrStart rtr_start(const cm::Node& node);
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
     bool events_full() const { return event_tail - event_head >= cfg.max_events; }

@@ -98,6 +98,26 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
     return m;
 }
 
+// RFC 6581 section 6, RFC 5041 section 5: the RTR is message 1 of its queue. The
+// initiator sent it (a SEND or READ RTR: the data path's first Send or Read Request is
+// MSN 2; a READ RTR's response is still ours to take); the responder consumed it (the
+// peer's first Send or Read Request after it is MSN 2) and answered a READ RTR itself.
+RtrStart Core::Impl::rtr_start(const Node& node) {
+    RtrStart s;
+    if (!node.peer_to_peer) return s;
+    const bool send = node.rtr == RtrType::kSend;
+    const bool read = node.rtr == RtrType::kRead;
+    if (node.initiator) {
+        if (send) s.tx_msn_send = 2;
+        if (read) s.tx_msn_rreq = 2;
+        s.read_response_due = read;
+    } else {
+        if (send) s.rx_msn_send = 2;
+        if (read) s.rx_msn_rreq = 2;
+    }
+    return s;
+}
+
 // TCP is up: the initiator sends its request (MPAREQ_SENT); the responder
 // starts waiting for one (MPAREQ_WAIT; on_syn_rcvd arms the request timer once the
 // segment that completed the handshake is read).
@@ -205,6 +225,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     node->crc = req.crc || cfg.mpa.crc;
     node->peer_ird = node->peer_ord = wire::kIrdOrdNone;
     if (req.v2 && node->mpa_rev == 2) {
+        node->peer_enhanced = true;
         node->peer_ird = req.v2->ird;
         node->peer_ord = req.v2->ord;
         node->peer_to_peer = req.v2->peer_to_peer;
@@ -238,9 +259,10 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     rep.revision = node->mpa_rev;
     rep.crc = node->crc;
     std::optional<wire::TermError> failure;
-    bool enhanced = node->peer_ird != wire::kIrdOrdNone || node->peer_ord != wire::kIrdOrdNone ||
-                    node->peer_to_peer || node->rtr_offered;
-    if (node->mpa_rev == 2 && enhanced) {
+    // The reply carries the IRD/ORD word when the request did (its 0x10 flag), whatever
+    // the values, even both "no value" (siw_accept: enhanced_rdma_conn_est, set from the
+    // request's flag; irdma_build_mpa_v2 always writes it at revision 2).
+    if (node->mpa_rev == 2 && node->peer_enhanced) {
         if (!negotiate_ird_ord(*node, cfg.mpa)) failure = wire::TermError::kInsufficientIrd;
         wire::MpaV2Params v2;
         if (node->peer_to_peer) {
@@ -416,7 +438,18 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
         start_close(now, node);
         return;
     }
-    consume_rx(*node, *len);
+    if (node->rtr == RtrType::kRead) {
+        // A READ RTR is a Read Request (MSN 1 of queue 1) that the initiator may keep in
+        // its outstanding reads until the answer comes (siw_qp_mpa_rts): it is answered
+        // here, as it is read, so that neither a slow application (its QP not yet made)
+        // nor the data path's first bytes can come before the answer.
+        std::byte resp[wire::kReadRtrResponseFpduLen];
+        const std::size_t n = wire::emit_read_rtr_response_fpdu(fpdu->ulpdu, node->crc, resp);
+        consume_rx(*node, *len);
+        send_data(now, node, std::span<const std::byte>(resp, n), false);
+    } else {
+        consume_rx(*node, *len);
+    }
     cancel_phase_timer(*node);
     set_state(*node, CmState::kEstablished);
     ++stats.established;

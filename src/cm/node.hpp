@@ -207,8 +207,9 @@ struct Node {
     RtrType rtr = RtrType::kNone;
     std::uint8_t tos = 0;  // IP TOS of our frames (the VLAN priority follows it)
     // Kept here, in what would be padding, so the node stays at 176 bytes.
-    bool app_rejected : 1 = false;  // the application answered the request with reject()
-    bool half_open : 1 = false;     // counted in the listener's half_open (passive, SYN_RCVD)
+    bool app_rejected : 1 = false;   // the application answered the request with reject()
+    bool half_open : 1 = false;      // counted in the listener's half_open (passive, SYN_RCVD)
+    bool peer_enhanced : 1 = false;  // the peer's request carried the IRD/ORD word (0x10 flag)
     // The send entry's retransmissions so far (node_timers.hpp), while kSend is armed.
     std::uint8_t send_attempt = 0;
     std::uint16_t ird = 0;  // ours (after negotiation)

@@ -200,6 +200,7 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     p.crc = ctx->mpa.crc;
     p.ird = ctx->mpa.ird;
     p.ord = ctx->mpa.ord;
+    p.rtr = ctx->rtr_start;
     p.max_fpdu = info->mss;
     auto qp = d.engine.create_qp(p);
     if (!qp) return fail(qp.error());
@@ -212,6 +213,8 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     d.slots[conn.index].unread = true;
     auto sunk = d.core.set_stream_sink(conn, &d);
     IWCM_ASSERT(sunk.has_value());
+    // Only our READ RTR's answer, if it is there, is read at once: it frees an ORD slot.
+    d.engine.take_early_rtr_response(*qp);
     return qp;
 }
 

@@ -227,6 +227,15 @@ VResult<QpHandle> Engine::create_qp(const QpParams& p) {
     r.crc = p.crc;
     r.ird = std::min(p.ird, kMaxReadDepth);
     r.ord = std::min(p.ord, kMaxReadDepth);
+    // After a peer-to-peer RTR (RFC 6581 section 6): the queues it used go on at MSN 2,
+    // and our READ RTR holds an ORD slot until its response comes.
+    r.tx_msn_send = p.rtr.tx_msn_send;
+    r.rx_msn_send = p.rtr.rx_msn_send;
+    r.tx_msn_rreq = p.rtr.tx_msn_rreq;
+    r.rx_msn_rreq = p.rtr.rx_msn_rreq;
+    r.rtr_read_due = p.rtr.read_response_due;
+    r.orq_count = r.rtr_read_due ? 1 : 0;
+    IWCM_ASSERT(r.tx_msn_send >= 1 && r.rx_msn_send >= 1 && r.tx_msn_rreq >= 1);
     r.live = true;
     r.link_up = true;
     ++scq->users;
@@ -361,6 +370,7 @@ void Engine::flush_all(std::uint32_t qp) {
     }
     r.send_count = r.recv_count = 0;
     r.orq_count = r.irq_count = 0;
+    r.rtr_read_due = false;  // no work request of the application's: nothing completes
     r.tx_active = TxActive::kNone;
     r.rx_in_send = r.rx_in_rresp = false;
 }

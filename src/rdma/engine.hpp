@@ -51,6 +51,7 @@ struct QpParams {
     std::uint16_t ird = 1;
     std::uint16_t ord = 1;
     std::uint32_t max_fpdu = 1448;
+    RtrStart rtr;  // the hand-off's: first MSNs, our READ RTR's response still due
 };
 
 // A queue of WrEntry indices chained through WrEntry::next.
@@ -120,7 +121,11 @@ struct QpRecord {
     bool link_up = false;
     bool rx_in_send = false;   // a Send's first segment was placed, its L not yet
     bool rx_in_rresp = false;  // the same for a Read Response
-    bool rx_held = false;      // rx_held_byte is an FPDU's first byte, consumed
+    // Our READ RTR's zero-length Read Response has not come: it holds one ORD slot
+    // (counted in orq_count, with no entry in orq) and comes before any other response.
+    bool rtr_read_due = false;
+    std::uint8_t rx_send_op = 0;  // the opcode of the Send in progress (rx_in_send)
+    bool rx_held = false;         // rx_held_byte is an FPDU's first byte, consumed
     std::byte rx_held_byte{};
     bool term_pending = false;  // a TERMINATE waits in Engine::pending_terms_
     bool refs_out = false;      // the link may hold bytes of registered memory by reference
@@ -156,6 +161,11 @@ public:
     void on_readable(QpHandle qp);
     void on_writable(QpHandle qp);
     void on_link_down(QpHandle qp, int status);
+    // Our READ RTR's answer, when it is the first whole FPDU already waiting in the link
+    // (it came before the queue pair was made): read now, alone, so that a Read posted
+    // before the first receive need not wait for it (the Device holds every other byte
+    // of the hand-off back until then).
+    void take_early_rtr_response(QpHandle qp);
     // The link's bytes acknowledged so far (a link with an ack_mark): the
     // Sends and Writes whose bytes all are complete now, in order.
     void on_acked(QpHandle qp, std::uint64_t acked);
@@ -204,6 +214,7 @@ private:
     struct RxVerdict {
         bool terminate = false;  // a TERMINATE was built into term_buf_
         bool peer_terminated = false;
+        bool reset = false;  // a TERMINATE that breaks RFC 5040's rules: the link is reset
         TermInfo term;
     };
 
@@ -255,6 +266,8 @@ private:
     RxVerdict rx_read_response(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
                                const wire::Pieces& payload);
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
+    RxVerdict rx_rtr_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
+                                   std::size_t ulpdu_len, std::size_t payload_len);
     bool place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
     bool place_split(std::uint32_t qp, const wire::Pieces& fpdu);

@@ -7,9 +7,11 @@
 // Which code answers which error follows Linux siw (siw_qp_rx.c):
 //   no receive posted, message too long   DDP untagged 2/2 (siw: "no buffer")
 //   Send with a wrong QN / MSN / MO       DDP untagged 2/1, 2/3, 2/4
+//   Send continued with another opcode    RDMAP remote operation 2/6 (siw drops the stream)
 //   Write: unknown STag or no rights      DDP tagged 1/0 (siw: RFC 5041 has no rights code)
 //   Write: outside the region             DDP tagged 1/1
 //   Read Response nobody asked for        DDP catastrophic 0/0
+//   our READ RTR's response, not empty    DDP tagged 1/1 (1/0 for another STag)
 //   Read Response to the wrong STag / TO  DDP tagged 1/0 / 1/1
 //   Read Request: MSN                     DDP untagged 2/3
 //   Read Request beyond IRD               RDMAP remote operation 2/7 (catastrophic stream)
@@ -17,6 +19,7 @@
 //   bad DDP version                       DDP 1/4 or 2/6, nothing quoted
 //   bad RDMAP version, unknown opcode     RDMAP 2/5, 2/6, nothing quoted
 //   bad CRC                               MPA (LLP) 0/2, nothing quoted
+//   TERMINATE not on queue 2, MSN 1, MO 0, L  none: the stream is reset (siw_proc_terminate)
 // DDP-layer and RDMAP remote errors quote the segment's length (M) and DDP
 // header (D), remote protection errors the Read Request too (R).
 #include <algorithm>
@@ -134,11 +137,31 @@ void Engine::rx_drain(std::uint32_t qp) {
         if (!fpdu) break;
         RxVerdict v = rx_fpdu(qp, *fpdu);
         // A TERMINATE ends the link in after_rx: what was read goes first.
-        if (v.peer_terminated) rx_consume(qp, done);
+        if (v.peer_terminated || v.reset) rx_consume(qp, done);
         after_rx(qp, v);
     }
     if (r.live && r.link_up) rx_consume(qp, done);
     tx_progress(qp);
+}
+
+void Engine::take_early_rtr_response(QpHandle handle) {
+    QpRecord* r = find_qp(handle);
+    if (r == nullptr || !r->rtr_read_due || !r->link_up || r->rx_held) return;
+    const wire::Bytes view = links_.peek(r->link);
+    // The DDP control byte says tagged, the RDMAP one Read Response (RFC 5041 4.2, 5040 4.2).
+    constexpr std::size_t kDdpCtrl = wire::kFpduLengthLen, kRdmapCtrl = kDdpCtrl + 1;
+    if (view.size() <= kRdmapCtrl || (std::to_integer<unsigned>(view[kDdpCtrl]) & 0x80) == 0 ||
+        (std::to_integer<unsigned>(view[kRdmapCtrl]) & 0x0F) !=
+            static_cast<unsigned>(RdmapOpcode::kReadResponse)) {
+        return;
+    }
+    std::size_t done = 0;
+    const auto fpdu = rx_in_place(handle.index, done);
+    if (!fpdu) return;  // split in the ring: the first receive's drain reads it
+    const RxVerdict v = rx_fpdu(handle.index, *fpdu);
+    rx_consume(handle.index, done);
+    after_rx(handle.index, v);
+    tx_progress(handle.index);
 }
 
 std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
@@ -263,6 +286,7 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
 bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
                             const wire::Pieces& payload) {
     if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
+    if (r.rx_in_send && h.opcode != r.rx_send_op) return false;
     const WrEntry& e = wrs_[r.rq.head];
     return h.mo == e.done && payload.size() <= e.length - e.done && place(e, e.done, payload, true);
 }
@@ -270,7 +294,7 @@ bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
 // rx_read_response's checks, each of which ends in a TERMINATE there.
 bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpHeader& h,
                                      std::size_t n) const {
-    if (r.orq.empty()) return false;
+    if (r.orq.empty() || r.rtr_read_due) return false;
     const WrEntry& e = wrs_[r.orq.head];
     const std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
     const std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
@@ -429,6 +453,18 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
     }
     std::uint32_t index = r.rq.head;
     WrEntry& e = wrs_[index];
+    if (r.rx_in_send && h.opcode != r.rx_send_op) {
+        // One message, one opcode (RFC 5040 section 4.3: the opcode is the message's).
+        // siw_get_hdr refuses the change ("packet intersection"), completes the receive
+        // in error and drops the stream; RFC 5040 section 7.2 asks for a TERMINATE: the
+        // opcode is unexpected, as siw answers an unknown one (nothing quoted).
+        pop(r.rq);
+        --r.recv_count;
+        complete_wr(qp, e, WcStatus::kGeneralErr, 0);
+        free_wr(index);
+        return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                     wire::kRdmapCodeUnexpectedOpcode));
+    }
     if (h.mo != e.done) return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidMo, seg, len));
     if (payload.size() > e.length - e.done) {
         pop(r.rq);
@@ -446,6 +482,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
     }
     e.done += static_cast<std::uint32_t>(payload.size());
     r.rx_in_send = !h.last;
+    r.rx_send_op = h.opcode;
     if (h.last) {
         pop(r.rq);
         --r.recv_count;
@@ -517,6 +554,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
                                            std::size_t len, const wire::Pieces& payload) {
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
+    if (r.rtr_read_due) return rx_rtr_read_response(qp, seg, len, payload.size());
     if (r.orq.empty()) {
         // siw_proc_rresp: nothing was asked for (ORQ empty).
         return terminate(qp,
@@ -558,9 +596,38 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
     return {};
 }
 
+// The answer to our READ RTR (RFC 6581 section 6), the first Read Response of the
+// connection: zero-length, whole, to the sink we named (wire::kRtrStag, offset 0), as
+// siw_rresp_check_ntoh checks any response against its request. It completes nothing
+// (the RTR is no request of the application's) and frees its ORD slot.
+Engine::RxVerdict Engine::rx_rtr_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
+                                               std::size_t len, std::size_t payload_len) {
+    QpRecord& r = qps_[qp];
+    const wire::DdpHeader& h = seg.header;
+    IWCM_ASSERT(r.rtr_read_due && r.orq_count > 0);
+    if (h.stag != wire::kRtrStag)
+        return terminate(qp, ddp_tagged(wire::kDdpTaggedInvalidStag, seg, len));
+    if (h.to != 0 || payload_len != 0 || !h.last) {
+        return terminate(qp, ddp_tagged(wire::kDdpTaggedBaseBounds, seg, len));
+    }
+    r.rtr_read_due = false;
+    --r.orq_count;
+    return {};
+}
+
 Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg) {
     QpRecord& r = qps_[qp];
     RxVerdict v;
+    const wire::DdpHeader& h = seg.header;
+    // RFC 5040 sections 4.8 and 5.3: a TERMINATE is one untagged, whole message on queue 2,
+    // the first there (the stream ends after it), at MO 0. siw_proc_terminate takes
+    // anything else as bogus and drops the stream without reading it: we reset it, report
+    // no peer's error, and flush the work (the reset's kDisconnected follows).
+    if (h.qn != wire::kQnTerminate || h.msn != 1 || h.mo != 0 || !h.last) {
+        v.reset = true;
+        enter_closing(qp);
+        return v;
+    }
     v.peer_terminated = true;
     // The Terminate Control word follows the untagged header.
     v.term = read_term_control(seg.payload);
@@ -633,6 +700,7 @@ void Engine::after_rx(std::uint32_t qp, const RxVerdict& verdict) {
     QpRecord& r = qps_[qp];
     // The peer ended the stream with its TERMINATE: we close our side too.
     if (verdict.peer_terminated && r.link_up) links_.close(r.link, false);
+    if (verdict.reset && r.link_up) links_.close(r.link, true);
 }
 
 }  // namespace iwcm::rdma

@@ -125,6 +125,22 @@ std::size_t emit_rtr_fpdu(const RtrParams& params, bool crc, MutBytes out) {
     return seal_fpdu_in_place(ulpdu_len, crc, out);
 }
 
+std::size_t emit_read_rtr_response_fpdu(Bytes read_rtr, bool crc, MutBytes out) {
+    IWCM_ASSERT(out.size() >= kReadRtrResponseFpduLen);
+    auto seg = parse_ddp(read_rtr);
+    IWCM_ASSERT(seg.has_value());
+    auto rr = parse_read_request(seg->payload);
+    IWCM_ASSERT(rr.has_value() && rr->size == 0);
+    DdpHeader h;
+    h.tagged = true;
+    h.opcode = op(RdmapOpcode::kReadResponse);
+    h.stag = rr->sink_stag;
+    h.to = rr->sink_to;
+    const std::size_t n = emit_ddp_header(h, out.subspan(kFpduLengthLen));
+    IWCM_ASSERT(n == kDdpTaggedHeaderLen);
+    return seal_fpdu_in_place(n, crc, out);
+}
+
 std::optional<std::size_t> fpdu_frame_len(Bytes prefix) {
     if (prefix.size() < kFpduLengthLen) return std::nullopt;
     return fpdu_len_for_ulpdu(load_be16(prefix, 0));

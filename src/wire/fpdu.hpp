@@ -39,9 +39,13 @@ constexpr std::size_t kFpduCrcLen = 4;
 
 enum class RtrType : std::uint8_t { kSend, kWrite, kRead };
 
+// The STag of the RTRs we send (the READ RTR's sink and source, the WRITE RTR's sink);
+// their tagged offsets are zero.
+constexpr std::uint32_t kRtrStag = 0x1;
+
 struct RtrParams {
     RtrType type = RtrType::kSend;
-    std::uint32_t stag = 0x1;  // never zero; used by WRITE and READ
+    std::uint32_t stag = kRtrStag;  // never zero; used by WRITE and READ
 };
 
 // The FPDU length around a ULPDU of this length: 2 + ulpdu_len + pad + 4.
@@ -77,6 +81,15 @@ bool fpdu_crc_ok(const Pieces& fpdu, std::size_t total);
 // Recognises a zero-length RTR in a ULPDU: the exact header above, a non-zero
 // STag, no payload. Anything else is an error saying why.
 ParseResult<RtrType> parse_rtr(Bytes ulpdu);
+
+// The zero-length Read Response that answers a READ RTR, as any RDMAP responder answers
+// a Read Request (RFC 5040 section 4.5; siw_init_rresp): a tagged, last segment to the
+// request's sink STag and tagged offset, whatever they are (siw's READ RTR has sink STag
+// 0). 14 bytes of ULPDU, 20 as an FPDU.
+constexpr std::size_t kReadRtrResponseFpduLen = 20;
+// Writes it for the READ RTR ULPDU `read_rtr` (one parse_rtr() accepted as kRead);
+// out.size() >= kReadRtrResponseFpduLen. Returns the length written.
+std::size_t emit_read_rtr_response_fpdu(Bytes read_rtr, bool crc, MutBytes out);
 
 // MPA-layer TERMINATE error codes (layer 2, error type 0).
 enum class TermError : std::uint8_t {

@@ -41,11 +41,13 @@ void expect_rtr_establishes(wire::RtrType type, std::uint32_t stag) {
     EXPECT_EQ(ev[0].type, EventType::kEstablished);
     EXPECT_EQ(ev[0].mpa.rtr, write ? RtrType::kWrite : RtrType::kRead);
     EXPECT_EQ(*d.core.state(e.conn), CmState::kEstablished);
-    // Only the ACK of the RTR goes out: no TERMINATE, no reset.
+    // Only the ACK of the RTR goes out (no TERMINATE, no reset); a READ RTR's ACK rides on
+    // its answer, the zero-length Read Response to the RTR's sink (rtr_data_path_test).
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);
-    EXPECT_EQ(o[0].tcp().flags, tf::kAck);
-    EXPECT_TRUE(o[0].payload.empty());
+    EXPECT_TRUE(o[0].tcp().flags & tf::kAck);
+    EXPECT_FALSE(o[0].tcp().flags & (tf::kRst | tf::kFin));
+    EXPECT_EQ(o[0].payload.size(), write ? 0u : wire::kReadRtrResponseFpduLen);
     EXPECT_EQ(d.core.stats().terminates_sent, 0u);
 }
 

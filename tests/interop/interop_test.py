@@ -1058,6 +1058,10 @@ def rtr_stag_zero_run(c, net, kind):
           and not rep["crc"], "reply: %s" % rep)
     sent = cli.wait_for("rtr_sent")
     check(sent["type"] == kind and sent["stag"] == 0 and not sent["crc"], "rtr_sent: %s" % sent)
+    if kind == "read":
+        # A READ RTR is a Read Request: the CM answers it, to the sink the RTR named.
+        resp = cli.wait_for("rtr_read_response")
+        check(resp["stag"] == 0 and resp["to"] == "0x123456789abcdef", "RTR's answer: %s" % resp)
     # Any byte from the CM before its FIN (a TERMINATE) makes peer_eof false.
     closed = cli.wait_for("closed")
     check(closed["peer_eof"] and not closed["reset_by_peer"], "client close: %s" % closed)
@@ -1078,22 +1082,27 @@ def rtr_stag_zero_run(c, net, kind):
     args = ["-Y", "iwarp_mpa.fpdu", "-T", "fields", "-e", "iwarp_rdma.opcode"]
     for f in fields:
         args += ["-e", f]
-    rtr = [l.split("\t") for l in tshark(pcap, *args).splitlines()]
+    rows = [l.split("\t") for l in tshark(pcap, *args).splitlines()]
+    rtr = [r for r in rows if int(r[0], 0) != 2]
     print("  %s RTR in the capture (opcode, STag, offset...): %s" % (kind, rtr), flush=True)
     check(len(rtr) == 1 and int(rtr[0][0], 0) == (0 if kind == "write" else 1),
           "RTR FPDU: %s" % rtr)
     stags, offsets = rtr[0][1::2], rtr[0][2::2]
     check(all(int(v, 0) == 0 for v in stags) and all(int(v, 0) == 0x0123456789abcdef for v in offsets),
           "STag / offset: %s" % rtr)
+    # The CM's payloads: its reply, and for a READ RTR the zero-length Read Response.
+    answers = [r for r in rows if int(r[0], 0) == 2]
+    check(len(answers) == (kind == "read"), "Read Responses: %s" % answers)
     ours = [r for r in tos_rows(pcap) if r["src"] == "10.99.%d.2" % net.n]
-    check(sum(1 for r in ours if r["len"] > 0) == 1 and not any(r["flags"] & 0x004 for r in ours),
-          "the CM sent more than its reply, or a reset: %s" % ours)
+    check(sum(1 for r in ours if r["len"] > 0) == 1 + (kind == "read") and not any(r["flags"] & 0x004 for r in ours),
+          "the CM sent more than its reply (and the READ RTR's answer), or a reset: %s" % ours)
 
 
 def case_rtr_stag_zero(c):
     """Lenient RTR (RFC 6581 asks no check of the STag): a kernel client's
     zero-length RDMA WRITE, then READ RTR with STag 0 and tagged offset
-    0x0123456789abcdef establishes; no TERMINATE, no reset."""
+    0x0123456789abcdef establishes; no TERMINATE, no reset. The READ RTR is
+    answered with a zero-length Read Response to that sink."""
     with Net("rtr-stag-zero", 48) as net:
         rtr_stag_zero_run(c, net, "write")
         rtr_stag_zero_run(c, net, "read")

@@ -110,6 +110,18 @@ def read_frame(sock, key):
     return out
 
 
+def read_rtr_response(sock):
+    """A READ RTR is a Read Request: the responder answers it with a zero-length Read
+    Response to its sink (RFC 5040 section 4.5): 20 bytes, ULPDU length 14, tagged and last
+    (0xC1), RDMAP Read Response (0x42), the sink STag and tagged offset, the CRC field."""
+    fpdu = recv_exact(sock, 20)
+    ulen, ddp, rdmap, stag, to = struct.unpack(">HBBIQ", fpdu[:16])
+    say(event="rtr_read_response", length=ulen, ddp="0x%02x" % ddp, rdmap="0x%02x" % rdmap, stag=stag,
+        to="0x%x" % to, raw=fpdu.hex())
+    if (ulen, ddp, rdmap) != (14, 0xC1, 0x42):
+        raise ValueError("not a zero-length Read Response: %s" % fpdu.hex())
+
+
 def rtr_ulpdu(kind, stag, to):
     """The zero-length RTR ULPDU of `kind` (RFC 5041 section 4, RFC 5040 section 4)."""
     if kind == "write":
@@ -288,6 +300,8 @@ def client(a):
     if a.p2p and rep["p2p"]:
         send_rtr(sock, a.crc or rep["crc"], a.rtr, a.rtr_stag, a.rtr_to)
         say(event="rtr_sent", type=a.rtr, stag=a.rtr_stag, to=a.rtr_to, crc=a.crc or rep["crc"])
+        if a.rtr == "read":
+            read_rtr_response(sock)
     if a.send_bytes or a.expect_bytes:
         stream(sock, a, True)
     finish(sock, a.close)

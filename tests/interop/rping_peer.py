@@ -8,6 +8,7 @@ headers), RFC 5040 section 4 (RDMAP opcodes, Read Request, Terminate).
   rping_peer.py server --bind ADDR:PORT [-C N] [-S SIZE] [-V] [--crc] [faults]
   rping_peer.py client --to ADDR:PORT   [-C N] [-S SIZE] [-V] [--crc] [faults]
   faults: [--corrupt-crc K] [--read-extra N] [--mss N]; client: [--settle SECONDS]
+  peer-to-peer: server [--p2p]; client [--rtr send|write|read]
 
 rping peer. It plays either side of rdma-core's `rping` data exchange
 without RDMA hardware: MPA revision 2 with the enhanced flag and an IRD/ORD
@@ -43,6 +44,19 @@ K-th FPDU we send (with --crc); --read-extra N (server) reads N bytes more than
 the client advertised. A received Terminate is printed ("terminate"), then we
 wait (up to --timeout) for the peer to close first, and exit 1.
 Every step prints one JSON object per line, like mpa_peer.py.
+
+Peer-to-peer (RFC 6581 section 6), as the drivers do it (docs/design.md, the RTR table):
+  server --p2p plays irdma's responder: it requires the A bit, picks READ whenever it is
+  offered (irdma_negotiate_mpa_v2_ird_ord tests the read bit first), else WRITE, else
+  SEND, and answers a READ RTR with a zero-length Read Response to the RTR's sink, as
+  any RDMAP responder answers a Read Request.
+  client --rtr TYPE plays siw's initiator (siw_connect, siw_qp_mpa_rts): it offers that
+  one type and sends it right after the reply: a zero-length Write (STag 1, TO 0), a
+  zero-length Read Request (sink STag 0 and TO 0, source STag 1), or a zero-length Send.
+  The READ RTR stays in its outstanding reads until its response comes, and with ORD 1
+  that response must come before the client starts.
+Both number MSNs as RFC 5041 section 5 says: the RTR is message 1 of its queue, and
+both check every untagged message's MSN (a SEND RTR's sender's first real Send is 2).
 """
 import argparse
 import os
@@ -52,8 +66,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mpa_peer import (F_CRC, F_ENHANCED, REP_KEY, REQ_KEY, build_frame,  # noqa: E402
-                      crc32c, endpoint, read_frame, recv_exact, say)
+from mpa_peer import (A_P2P, B_SEND, C_WRITE, D_READ, F_CRC, F_ENHANCED,  # noqa: E402
+                      REP_KEY, REQ_KEY, build_frame, crc32c, endpoint, read_frame, recv_exact,
+                      say)
 
 # RDMAP opcodes (RFC 5040 section 4.3) and DDP queue numbers (section 5).
 OP_WRITE, OP_READ_REQ, OP_READ_RESP, OP_SEND, OP_SEND_SE, OP_TERMINATE = 0, 1, 2, 3, 5, 7
@@ -179,6 +194,8 @@ class Rdma:
         self.buffers = {}  # stag -> [to, bytearray]
         self.partial = {}  # (qn, msn) -> bytearray
         self.reads_served = 0
+        self.rx_msn = None  # {qn: next expected MSN} once peer-to-peer numbering is checked
+        self.rtr_read_due = False  # our READ RTR waits for its zero-length Read Response
 
     def register(self, stag, to, size):
         self.buffers[stag] = [to, bytearray(size)]
@@ -242,6 +259,11 @@ class Rdma:
         reported when their last segment lands."""
         while True:
             seg = parse_ddp(self.fpdu.recv())
+            if seg["tagged"] and seg["op"] == OP_READ_RESP and self.rtr_read_due:
+                take_rtr_read_response(self, seg)
+                continue
+            if not seg["tagged"]:
+                check_rx_msn(self, seg)
             if seg["tagged"]:
                 self.place(seg)
                 if seg["last"] and seg["op"] == OP_READ_RESP:
@@ -270,6 +292,129 @@ class Rdma:
         if op not in (OP_SEND, OP_SEND_SE):
             raise PeerError("expected a Send (%s), got opcode %d" % (what, op))
         return body
+
+
+# ---- peer-to-peer (RFC 6581 section 6), apart from the rping exchange itself ----
+
+RTR_BITS = {"send": ("ird", B_SEND), "write": ("ord", C_WRITE), "read": ("ord", D_READ)}
+
+
+def check_rx_msn(rdma, seg):
+    """RFC 5041 section 5: each untagged queue's messages come in MSN order from 1 (the
+    RTR took 1 where there was one); siw_send_check_ntoh and siw_init_rresp check it."""
+    if rdma.rx_msn is None or seg["qn"] not in rdma.rx_msn:
+        return
+    want = rdma.rx_msn[seg["qn"]]
+    if seg["msn"] != want:
+        say(event="msn_mismatch", qn=seg["qn"], msn=seg["msn"], expected=want)
+        raise PeerError("queue %d: MSN %d, expected %d" % (seg["qn"], seg["msn"], want))
+    if seg["last"]:
+        rdma.rx_msn[seg["qn"]] = want + 1
+
+
+def take_rtr_read_response(rdma, seg):
+    """The answer to our READ RTR: zero-length, whole, to the sink we named (0, 0)."""
+    if seg["stag"] != 0 or seg["to"] != 0 or seg["data"] or not seg["last"]:
+        raise PeerError("RTR Read Response to STag 0x%08x TO 0x%x with %d bytes"
+                        % (seg["stag"], seg["to"], len(seg["data"])))
+    rdma.rtr_read_due = False
+    say(event="rtr_read_response", stag=seg["stag"], to=seg["to"])
+
+
+def p2p_accept(a, sock):
+    """irdma's responder: the request must offer peer-to-peer; READ is picked whenever it
+    is offered (irdma_negotiate_mpa_v2_ird_ord), else WRITE, else SEND. Returns (crc, type)."""
+    req = read_frame(sock, REQ_KEY)
+    say(event="mpa_request", **req)
+    if req["rev"] != 2 or not req["p2p"]:
+        raise PeerError("request without peer-to-peer (irdma refuses it: -EOPNOTSUPP)")
+    kind = "read" if req["rtr_read"] else "write" if req["rtr_write"] else \
+        "send" if req["rtr_send"] else None
+    if kind is None:
+        raise PeerError("request offers no RTR type")
+    crc = req["crc"] or a.crc
+    ird, ord_ = a.ird | A_P2P, a.ord
+    word, bit = RTR_BITS[kind]
+    if word == "ird":
+        ird |= bit
+    else:
+        ord_ |= bit
+    sock.sendall(build_frame(REP_KEY, 2, (F_CRC if crc else 0) | F_ENHANCED, b"", (ird, ord_)))
+    say(event="mpa_reply_sent", crc=crc, ird=a.ird, ord=a.ord, rtr=kind)
+    return crc, kind
+
+
+def p2p_expect_rtr(rdma, kind):
+    """The initiator's RTR, the first FPDU after our reply; a READ RTR is answered at once
+    with a zero-length Read Response to its sink. Numbering starts after it."""
+    seg = parse_ddp(rdma.fpdu.recv())
+    rdma.rx_msn = {QN_SEND: 1, QN_READ: 1}
+    if kind == "write":
+        ok = seg["tagged"] and seg["op"] == OP_WRITE and not seg["data"] and seg["last"]
+    else:
+        qn, op = (QN_READ, OP_READ_REQ) if kind == "read" else (QN_SEND, OP_SEND)
+        ok = not seg["tagged"] and seg["op"] == op and seg["qn"] == qn and seg["last"]
+        want_len = 28 if kind == "read" else 0
+        ok = ok and len(seg["data"]) == want_len and seg["mo"] == 0
+        if ok:
+            check_rx_msn(rdma, seg)
+    if not ok:
+        raise PeerError("expected a %s RTR, got %s" % (kind, {k: v for k, v in seg.items() if k != "data"}))
+    say(event="rtr_received", type=kind, **({"stag": "0x%08x" % seg["stag"], "to": seg["to"]}
+                                            if seg["tagged"] else {"qn": seg["qn"], "msn": seg["msn"]}))
+    if kind == "read":
+        sink_stag, sink_to, size, _, _ = struct.unpack(">IQIIQ", seg["data"])
+        if size != 0:
+            raise PeerError("READ RTR of %d bytes" % size)
+        rdma.send_tagged(OP_READ_RESP, sink_stag, sink_to, b"")
+        say(event="rtr_read_response_sent", sink_stag="0x%08x" % sink_stag, sink_to=sink_to)
+
+
+def p2p_connect(a, sock):
+    """siw's initiator (siw_connect): revision 2, enhanced, the A bit and the one RTR type
+    of --rtr (siw offers WRITE and READ; one at a time here). Returns the CRC in use."""
+    ird, ord_ = a.ird | A_P2P, a.ord
+    word, bit = RTR_BITS[a.rtr]
+    if word == "ird":
+        ird |= bit
+    else:
+        ord_ |= bit
+    sock.sendall(build_frame(REQ_KEY, 2, F_ENHANCED | (F_CRC if a.crc else 0), b"", (ird, ord_)))
+    rep = read_frame(sock, REP_KEY)
+    say(event="mpa_reply", **rep)
+    if rep["reject"]:
+        raise PeerError("MPA reply with R=1")
+    picked = [k for k in ("send", "write", "read") if rep.get("rtr_" + k)]
+    if not rep["p2p"] or picked != [a.rtr]:
+        raise PeerError("reply picks %s (p2p %s), we offered only %s" % (picked, rep["p2p"], a.rtr))
+    return rep["crc"] or a.crc
+
+
+def p2p_send_rtr(a, rdma):
+    """The RTR as siw_qp_mpa_rts builds it (rkey 1, raddr 0, lkey 0, laddr 0, length 0),
+    right after the reply; the READ RTR goes into the outstanding reads. With ORD 1 the
+    first real operation waits for its response (as siw's ORQ holds it)."""
+    rdma.rx_msn = {QN_SEND: 1, QN_READ: 1}
+    if a.rtr == "write":
+        rdma.send_tagged(OP_WRITE, 1, 0, b"")
+    elif a.rtr == "read":
+        rdma.send_untagged(OP_READ_REQ, QN_READ, struct.pack(">IQIIQ", 0, 0, 0, 1, 0))
+        rdma.rtr_read_due = True
+    else:
+        rdma.send_untagged(OP_SEND, QN_SEND, b"")
+    say(event="rtr_sent", type=a.rtr, next_send_msn=rdma.msn[QN_SEND], next_read_msn=rdma.msn[QN_READ])
+    if a.rtr == "read" and a.ord <= 1:
+        wait_rtr_read_response(rdma)
+
+
+def wait_rtr_read_response(rdma):
+    """Our ORD is used up by the READ RTR: nothing starts before its response."""
+    while rdma.rtr_read_due:
+        seg = parse_ddp(rdma.fpdu.recv())
+        if not (seg["tagged"] and seg["op"] == OP_READ_RESP):
+            raise PeerError("waiting for the RTR's Read Response, got %s"
+                            % {k: v for k, v in seg.items() if k != "data"})
+        take_rtr_read_response(rdma, seg)
 
 
 def mpa_connect(a, sock):
@@ -407,7 +552,14 @@ def run(a):
         sock.settimeout(a.timeout)
         say(event="accepted", remote=str(peer))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    crc = mpa_connect(a, sock) if a.mode == "client" else mpa_accept(a, sock)
+    rtr = None
+    if a.mode == "client":
+        crc = p2p_connect(a, sock) if a.rtr else mpa_connect(a, sock)
+        rtr = a.rtr
+    elif a.p2p:
+        crc, rtr = p2p_accept(a, sock)
+    else:
+        crc = mpa_accept(a, sock)
     if a.mode == "client" and a.settle:
         # siw as the responder sends its reply before it hooks its receive path to the
         # socket; an FPDU landing in between sits unread until more data comes.
@@ -415,6 +567,10 @@ def run(a):
     fpdu = Fpdu(sock, crc, max_fpdu(a, sock), a.corrupt_crc)
     say(event="established", crc=crc, max_fpdu=fpdu.max_fpdu, max_ulpdu=fpdu.max_ulpdu())
     rdma = Rdma(fpdu)
+    if rtr and a.mode == "client":
+        p2p_send_rtr(a, rdma)
+    elif rtr:
+        p2p_expect_rtr(rdma, rtr)
     try:
         closed = run_client(a, sock, rdma) if a.mode == "client" else run_server(a, sock, rdma)
     except Terminated:
@@ -422,7 +578,11 @@ def run(a):
         close_graceful(sock, False)
         raise
     say(event="done", iterations=a.count, fpdus_sent=fpdu.sent, fpdus_received=fpdu.received,
-        largest_fpdu_received=fpdu.largest_in, reads_served=rdma.reads_served)
+        largest_fpdu_received=fpdu.largest_in, reads_served=rdma.reads_served, rtr=rtr,
+        rtr_read_due=rdma.rtr_read_due)
+    if rdma.rtr_read_due:
+        say(event="error", error="the READ RTR was never answered")
+        return False
     return closed["peer_eof"] and not closed["reset_by_peer"]
 
 
@@ -445,6 +605,10 @@ def main():
                                        help="wait after the MPA reply before the first FPDU")
     sub.choices["server"].add_argument("--bind", required=True)
     sub.choices["server"].add_argument("--read-extra", type=int, default=0, metavar="N")
+    sub.choices["server"].add_argument("--p2p", action="store_true",
+                                       help="peer-to-peer as irdma's responder (READ first)")
+    sub.choices["client"].add_argument("--rtr", choices=("send", "write", "read"),
+                                       help="peer-to-peer as siw's initiator, offering this RTR")
     a = p.parse_args()
     if not MIN_SIZE <= a.size <= MAX_SIZE:
         p.error("-S must be %d..%d, as rping's" % (MIN_SIZE, MAX_SIZE))

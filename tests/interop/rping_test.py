@@ -151,6 +151,102 @@ def case_rping_kernel_server(c):
             check_summary(cm, "server", count, size)
 
 
+# ---- peer-to-peer RTRs (RFC 6581 section 6) against the drivers' behaviour ----
+
+# What each RTR adds to the FPDUs of the exchange (check_fpdus' counts).
+RTR_FPDUS = {"send": {"send": 1}, "write": {"write": 1}, "read": {"read_request": 1, "read_response": 1}}
+
+
+def check_rtr_fpdus(pcap, rtr, count, size, initiator, mss=1460):
+    """Every FPDU of the capture decoded: the exchange's plus the RTR's (the READ RTR's
+    zero-length Read Response included); the initiator's first FPDU is the RTR, and a READ
+    RTR's answer is the responder's first FPDU, before any of its data."""
+    rows = fpdu_rows(pcap)
+    kinds = {}
+    for _, op in rows:
+        kinds[op] = kinds.get(op, 0) + 1
+    segs = -(-size // (mss - 2 - 14 - 4))
+    want = {"send": 4 * count, "read_request": count, "read_response": count * segs, "write": count * segs}
+    for op, n in RTR_FPDUS[rtr].items():
+        want[op] += n
+    print("  FPDUs in the capture: %s" % kinds, flush=True)
+    check(kinds == want, "FPDUs %s, expected %s" % (kinds, want))
+    first = [op for src, op in rows if src == initiator][:1]
+    check(first == [{"send": "send", "write": "write", "read": "read_request"}[rtr]],
+          "the initiator's first FPDU: %s" % first)
+    if rtr == "read":
+        theirs = [op for src, op in rows if src != initiator][:1]
+        check(theirs == ["read_response"], "the responder's first FPDU: %s" % theirs)
+
+
+def case_rtr_irdma_responder(c):
+    """iwarp-cm rping -c (the initiator) against rping_peer.py's server playing irdma's
+    responder: offered all three types it picks READ (answering our zero-length Read
+    Request with a zero-length Read Response), offered WRITE and SEND it picks WRITE,
+    offered SEND alone SEND (READ also with CRC). Each way 5 verified iterations; the peer
+    checks our MSNs (our first Send after a SEND RTR is 2) and we take its Read Response
+    silently."""
+    count, size = 5, 4096
+    for offer, picked, crc in (("send,write,read", "read", False), ("send,write,read", "read", True),
+                               ("send,write", "write", False), ("send", "send", False)):
+        print("  we offer %s, the peer picks %s (CRC %s)" % (offer, picked, crc), flush=True)
+        flags = ["--crc"] if crc else []
+        with Net("rtr-irdma", 64) as net:
+            pcap = c.pcap("rtr-irdma-" + picked + ("-crc" if crc else ""))
+            srv = kernel_peer(net, "peer", "server", "--p2p", "--bind", "%s:%d" % (net.kernel4, PORT),
+                              "-C", str(count), "-S", str(size), "-V", *flags)
+            srv.wait_for("listening")
+            offer_flags = [] if offer == "send,write,read" else ["--rtr", offer]  # the default
+            cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "-C", str(count), "-S", str(size), "-V",
+                      "--pcap", pcap, *offer_flags, *flags)
+            expect_exit(cm, 0, timeout=120)
+            check(srv.finish(60) == 0, "the irdma-like peer failed")
+            got = srv.events("rtr_received")
+            check(len(got) == 1 and got[0]["type"] == picked, "peer's RTR: %s" % got)
+            check(len(srv.events("rtr_read_response_sent")) == (picked == "read"), "read response")
+            check(not srv.events("msn_mismatch"), "MSNs: %s" % srv.events("msn_mismatch"))
+            reads = srv.events("read_done")
+            check(len(reads) == count and all(r["verified"] for r in reads), "peer reads: %s" % reads[-1:])
+            check_summary(cm, "client", count, size)
+            est = cm.events("established")
+            check(len(est) == 1 and est[0]["p2p"] is True and est[0]["rtr"] == picked and est[0]["crc"] == crc,
+                  "established: %s" % est)
+            check(not cm.events("terminate_sent") and not cm.events("terminate_received"), "a TERMINATE passed")
+            check_capture(pcap, net)
+            check_rtr_fpdus(pcap, picked, count, size, initiator="10.99.64.2")
+
+
+def case_rtr_siw_initiator(c):
+    """iwarp-cm rping -s (the responder) against rping_peer.py's client playing siw's
+    initiator with each RTR type (siw_qp_mpa_rts: a zero-length Write, or a zero-length
+    Read Request to sink STag 0 kept in its outstanding reads, ORD 1, so the client starts
+    only once it is answered; a zero-length Send MSN 1, then the first Send is MSN 2); the
+    READ RTR also with CRC (the peer checks the answer's CRC32c)."""
+    count, size = 5, 4096
+    for rtr, crc in (("read", False), ("read", True), ("write", False), ("send", False)):
+        print("  the peer sends a %s RTR (CRC %s)" % (rtr, crc), flush=True)
+        flags = ["--crc"] if crc else []
+        with Net("rtr-siw", 65) as net:
+            pcap = c.pcap("rtr-siw-" + rtr + ("-crc" if crc else ""))
+            cm = c.cm(net, "cm", "rping", "-s", "-C", str(count), "-S", str(size), "-V", "--pcap", pcap)
+            cm.wait_for("listening")
+            net.wait_link_up()
+            cli = kernel_peer(net, "peer", "client", "--rtr", rtr, "--settle", "0", "--timeout", "20",
+                              "--to", "10.99.65.2:%d" % PORT, "-C", str(count), "-S", str(size), "-V", *flags)
+            check(cli.finish(120) == 0, "the siw-like peer failed")
+            check(len(cli.events("rtr_read_response")) == (rtr == "read"), "RTR read response")
+            check(not cli.events("msn_mismatch"), "MSNs: %s" % cli.events("msn_mismatch"))
+            pings = cli.events("ping")
+            check(len(pings) == count and all(p["verified"] for p in pings), "peer pings: %s" % pings[-1:])
+            expect_exit(cm, 0, timeout=60)
+            check_summary(cm, "server", count, size)
+            est = cm.events("established")
+            check(len(est) == 1 and est[0]["rtr"] == rtr and est[0]["crc"] == crc, "established: %s" % est)
+            check(not cm.events("terminate_sent") and not cm.events("terminate_received"), "a TERMINATE passed")
+            check_capture(pcap, net)
+            check_rtr_fpdus(pcap, rtr, count, size, initiator=net.kernel4)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -30,9 +30,10 @@ struct Side {
 };
 
 struct Net {
-    explicit Net(bool crc, std::uint16_t offload = 0, bool checksum_offload = false)
+    explicit Net(bool crc, std::uint16_t offload = 0, bool checksum_offload = false,
+                 std::uint8_t b_rtr_types = rtr::kAll)
         : a(config(0x0a, crc, offload, checksum_offload)),
-          b(config(0x0b, crc, offload, checksum_offload)),
+          b(config(0x0b, crc, offload, checksum_offload, b_rtr_types)),
           sa(a),
           sb(b) {
         EXPECT_TRUE(a.add_address(ip_a).has_value());
@@ -47,9 +48,10 @@ struct Net {
         sa.conn = *c;
     }
     static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload,
-                             bool checksum_offload) {
+                             bool checksum_offload, std::uint8_t rtr_types = rtr::kAll) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
+        c.mpa.rtr_types = rtr_types;
         c.mpa.crc = crc;
         c.checksum_offload = checksum_offload;
         c.stream.segment_offload = offload;
@@ -131,13 +133,8 @@ struct Net {
             }
             if (e->type == EventType::kEstablished) {
                 s.conn = e->conn;
-                s.cq = *s.dev.create_cq(64);
-                QpAttr attr;
-                attr.send_cq = attr.recv_cq = s.cq;
-                auto qp = s.dev.create_qp(now, e->conn, attr);
-                EXPECT_TRUE(qp.has_value());
-                s.qp = *qp;
-                s.up = true;
+                if (&s == &sa && defer_qp_a) continue;  // the test makes it later
+                make_qp(s);
             }
             if (e->type == EventType::kDisconnected) ++s.disconnected;
         }
@@ -147,6 +144,16 @@ struct Net {
         }
         while (auto q = s.dev.poll_qp_event()) s.qp_events.push_back(*q);
         return moved;
+    }
+
+    void make_qp(Side& s) {
+        s.cq = *s.dev.create_cq(64);
+        QpAttr attr;
+        attr.send_cq = attr.recv_cq = s.cq;
+        auto qp = s.dev.create_qp(now, s.conn, attr);
+        EXPECT_TRUE(qp.has_value());
+        s.qp = *qp;
+        s.up = true;
     }
 
     IpAddr ip_a = *IpAddr::parse("192.0.2.1");
@@ -159,6 +166,7 @@ struct Net {
     std::size_t cut = 0;
     std::function<void(std::vector<std::byte>&)> tamper;
     std::size_t multi_piece = 0;  // frames handed over in more than one piece
+    bool defer_qp_a = false;      // a's QP is not made at ESTABLISHED (make_qp(sa))
     Core a, b;
     Side sa, sb;
 };
@@ -350,6 +358,49 @@ TEST(DevicePlacement, ReadResponseFreesTheReadWaitingForOrd) {
     EXPECT_TRUE(dst1 == src);
     EXPECT_TRUE(dst2 == src);
     EXPECT_GT(n.sb.dev.placement().direct, 0u);
+}
+
+// Ours against ours with the READ RTR (the responder accepts only READ): the responder's
+// CM answers it with the zero-length Read Response, which reaches the initiator before its
+// application makes the QP and waits in the stream. Making the QP reads that answer (and
+// no other byte of the hand-off: those wait for the first receive), so the RTR's ORD slot
+// (ORD 1) is free at once; a Read posted before any receive goes out as MSN 2 of queue 1,
+// which the responder's engine expects, and completes with the data.
+TEST(DeviceRtr, ReadRtrAnsweredBeforeTheQpIsMadeThenTheFirstReadIsMsnTwo) {
+    Net n(false, 0, false, rtr::kRead);
+    n.defer_qp_a = true;
+    // Until a acknowledged b's answer (the bytes b's stream took over unacknowledged).
+    ASSERT_TRUE(n.run([&] {
+        if (!n.sb.up || !n.sa.conn.valid()) return false;
+        auto i = n.b.stream_info(n.sb.conn);
+        return i && i->written > 0 && i->acked == i->written;
+    }));
+    ASSERT_FALSE(n.sa.up);
+    auto info = n.a.stream_info(n.sa.conn);
+    EXPECT_FALSE(info.has_value());  // not handed off yet: the answer waits in the CM's rx
+    n.make_qp(n.sa);
+    auto q = n.sa.dev.query_qp(n.sa.qp);
+    ASSERT_TRUE(q.has_value());
+    EXPECT_EQ(q->ord, 1u);
+    EXPECT_EQ(q->reads_outstanding, 0u);  // the RTR's answer was taken
+    EXPECT_EQ(q->state, QpState::kRts);
+    std::vector<std::byte> src(64), dst(64);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::byte(i + 1);
+    auto mr_dst = *n.sa.dev.reg_mr(dst, kAccessLocalWrite);
+    auto mr_src = *n.sb.dev.reg_mr(src, kAccessRemoteRead);
+    Sge d{mr_dst.addr, 64, mr_dst.lkey};
+    SendWr read;
+    read.wr_id = 77;
+    read.opcode = WrOpcode::kRdmaRead;
+    read.sg_list = std::span(&d, 1);
+    read.remote_addr = mr_src.addr;
+    read.rkey = mr_src.rkey;
+    ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, read).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRdmaRead, 1); }));
+    EXPECT_TRUE(dst == src);
+    EXPECT_EQ(n.sa.wcs.size(), 1u);  // the Read only: nothing for the RTR
+    EXPECT_TRUE(n.sa.qp_events.empty());
+    EXPECT_TRUE(n.sb.qp_events.empty());
 }
 
 // An in-order Write the checks refuse (an STag nobody registered) is not
