@@ -171,6 +171,10 @@ enum class QpEventType : std::uint8_t {
     kDisconnected,       // the connection ended (status as Event::status); WRs flushed
     kTerminateReceived,  // the peer sent a TERMINATE (term); the connection is closing
     kTerminateSent,      // we sent one (term says why); the connection is closing
+    // We found an error (term) but our direction of the stream was closed
+    // already (the peer's FIN had come and ours followed it): no TERMINATE
+    // went out. The connection is closing.
+    kTerminateUnsent,
 };
 std::string_view to_string(QpEventType type) noexcept;
 

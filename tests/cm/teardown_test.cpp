@@ -44,6 +44,57 @@ TEST(Established, LocalGracefulClose) {
     EXPECT_EQ(d.core.pending_timers(), 0u);
 }
 
+// A data path closes after its TERMINATE and again when its queue pair goes:
+// the second graceful close, in any state past our FIN, sends nothing and
+// changes nothing (issue 37: it used to turn into a reset right after the FIN).
+TEST(Established, SecondGracefulCloseAfterOurFinIsHarmless) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_TRUE(d.evs().empty());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait1);
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    EXPECT_EQ(d.core.stats().resets_sent, 0u);
+    d.seg(tf::kFin | tf::kAck);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, 0);
+}
+
+// An abortive close still cuts a closing connection short.
+TEST(Established, AbortiveCloseInFinWait2SendsRst) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    d.out();
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
 TEST(Established, PeerCloseGoesCloseWaitThenLastAck) {
     Dut d;
     connect_active(d);
