@@ -24,7 +24,8 @@ namespace {
 // window holds back, our segments lost.
 constexpr auto kCloseLimit = std::chrono::seconds(10);
 // After a close the peer finished (or after a failure), how long the last
-// frames get (a LAST_ACK waiting for the peer's ACK) before the rest is reset.
+// frames get (a LAST_ACK waiting for the peer's ACK, TIME_WAIT) before the
+// rest is reset.
 constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 Duration seconds(double s) {
@@ -224,7 +225,8 @@ int Connector::run() {
         io::TapHost::now() + (close_overdue_ || interrupted_ ? Duration::zero() : kDrainLimit);
     const CloseEnd end = finish_close(
         s_, rep_, limit, print,
-        close_overdue_ ? "not closed within the close limit" : "not closed within the drain limit");
+        close_overdue_ ? "not closed within the close limit" : "not closed within the drain limit",
+        true);
     if (end.cut && !interrupted_)
         out_.set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     if (xfer_) follow_transfer(io::TapHost::now());

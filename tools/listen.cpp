@@ -38,8 +38,8 @@ struct ListenOptions {
 };
 
 // How long the listener waits for a closing connection's last frames
-// (LAST_ACK; TIME_WAIT needs no wait) once --count connections are done;
-// what is still open then is reset (finish_close).
+// (LAST_ACK, TIME_WAIT) once --count connections are done; what is still
+// open then is reset (finish_close).
 constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 struct Tally {
@@ -172,7 +172,7 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
     for (;;) {
         const Instant now = io::TapHost::now();
         if (o.count > 0 && tally.completed >= o.count && !done_at) done_at = now;
-        if (done_at && (s.core->open_nodes() == 0 || now >= *done_at + kDrainLimit)) return true;
+        if (done_at && (s.core->live_nodes() == 0 || now >= *done_at + kDrainLimit)) return true;
         const Instant until = done_at ? *done_at + kDrainLimit : now + std::chrono::seconds(3600);
         io::Wake w = s.host->step(streams.wake(until));
         if (w == io::Wake::kError) {
@@ -266,7 +266,8 @@ int run_listen(const ListenOptions& o) {
                          " after " + std::to_string(tally.completed) + " connections");
     } else {
         // --count done: what did not close within kDrainLimit is reset.
-        (void)finish_close(s, rep, io::TapHost::now(), print, "not closed within the drain limit");
+        (void)finish_close(s, rep, io::TapHost::now(), print, "not closed within the drain limit",
+                           true);
     }
     s.host->flush();
     const Instant end = io::TapHost::now();

@@ -298,7 +298,7 @@ int RpingRun::finish() {
                                        (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
                                        std::to_string(rping_.iterations()) + " iterations");
     } else if (finish_close(s_, rep_, io::TapHost::now() + kCloseLimit, print,
-                            "not closed within the close limit")
+                            "not closed within the close limit", false)
                    .cut) {
         if (s_.host->last_signal() != 0)
             set(interrupted_code(s_.host->last_signal()), "interrupted while closing");

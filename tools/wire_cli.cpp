@@ -481,11 +481,13 @@ std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpo
 }
 
 CloseEnd finish_close(Session& s, const Reporter& rep, Instant limit,
-                      const std::function<void(const Event&)>& on_event, const std::string& why) {
+                      const std::function<void(const Event&)>& on_event, const std::string& why,
+                      bool time_wait) {
     Core& core = *s.core;
     CloseEnd end;
+    const auto waiting = [&] { return time_wait ? core.live_nodes() : core.open_nodes(); };
     while (auto e = core.poll_event()) on_event(*e);
-    while (!end.cut && core.open_nodes() > 0 && io::TapHost::now() < limit) {
+    while (!end.cut && waiting() > 0 && io::TapHost::now() < limit) {
         const io::Wake w = s.host->step(limit);
         while (auto e = core.poll_event()) on_event(*e);
         end.cut = w != io::Wake::kOk;
@@ -519,7 +521,7 @@ std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHan
     for (ConnHandle h : open)
         if (h.valid()) (void)s.core->disconnect(io::TapHost::now(), h, DisconnectMode::kGraceful);
     return finish_close(s, rep, io::TapHost::now() + kGraceLimit, on_event,
-                        "not closed within the grace limit")
+                        "not closed within the grace limit", true)
         .reset;
 }
 

@@ -179,7 +179,8 @@ std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpo
 constexpr auto kGraceLimit = std::chrono::seconds(2);
 
 // The end of every command's connections: the loop runs until none is open
-// (Core::open_nodes(): every node closed or in TIME_WAIT), `limit` passes or a
+// (Core::open_nodes(): every node closed or in TIME_WAIT; with `time_wait`,
+// until the TIME_WAITs are over too: Core::live_nodes()), `limit` passes or a
 // signal arrives (`cut`); every connection still open is then reset (RST;
 // nodes in TIME_WAIT just go, as the process that holds them ends) and a
 // "reset_sent" line says how many and why (`why`, or "second signal"). So no
@@ -193,7 +194,8 @@ struct CloseEnd {
     bool cut = false;       // a signal (or an error of the loop) ended the wait
 };
 CloseEnd finish_close(Session& s, const Reporter& rep, Instant limit,
-                      const std::function<void(const Event&)>& on_event, const std::string& why);
+                      const std::function<void(const Event&)>& on_event, const std::string& why,
+                      bool time_wait);
 
 // After a signal: a FIN on every connection in `open` (stale handles are
 // skipped), then finish_close within kGraceLimit (a second signal cuts it

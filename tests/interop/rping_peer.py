@@ -47,7 +47,7 @@ wait (up to --timeout) for the peer to close first, and exit 1.
 
 Close faults, to see how the other side ends a connection (FaultFpdu,
 hold_open): --send-terminate K sends a Terminate (RDMAP, remote operation
-error, code 0; RFC 5040 section 4.8) in place of the K-th FPDU, then waits
+error, catastrophic to the stream; RFC 5040 section 4.8) in place of the K-th FPDU, then waits
 for the peer's FIN and closes ("terminate_sent", then "closed"); exit 1.
 --truncate K sends the first half of the K-th FPDU, then our FIN ("truncated").
 --stall-after K stops reading for good after K FPDUs received (with
@@ -204,12 +204,12 @@ class FaultFpdu(Fpdu):
     def send(self, ulpdu):
         if self.a.send_terminate and self.sent + 1 == self.a.send_terminate:
             # Untagged, last, queue 2, MSN 1, MO 0; the Terminate Control: layer 0
-            # (RDMAP) and type 2 (remote operation) in the first byte, code 0, no
-            # headers quoted (M, D, R clear).
-            ctrl = bytes([0x02, 0x00, 0x00, 0x00])
+            # (RDMAP) and type 2 (remote operation) in the first byte, code 7
+            # (catastrophic error localized to the stream), no headers quoted.
+            ctrl = bytes([0x02, 0x07, 0x00, 0x00])
             super().send(bytes([DDP_VERSION | DDP_LAST, RDMAP_VERSION | OP_TERMINATE]) +
                          struct.pack(">IIII", 0, QN_TERMINATE, 1, 0) + ctrl)
-            say(event="terminate_sent", fpdu=self.sent, layer=0, etype=2, ecode=0)
+            say(event="terminate_sent", fpdu=self.sent, layer=0, etype=2, ecode=7)
             close_graceful(self.sock, False)
             raise Held("sent a Terminate")
         if self.a.truncate and self.sent + 1 == self.a.truncate:

@@ -249,7 +249,7 @@ def case_rping_terminate_received(c):
         closed = srv.events("closed")
         check(len(closed) == 1 and closed[0]["peer_eof"] and not closed[0]["reset_by_peer"], "peer: %s" % closed)
         got = cm.events("terminate_received")
-        check(len(got) == 1 and got[0]["layer"] == 0 and got[0]["etype"] == 2 and got[0]["code"] == 0,
+        check(len(got) == 1 and got[0]["layer"] == 0 and got[0]["etype"] == 2 and got[0]["code"] == 7,
               "cm: %s" % got)
         check(st["resets_sent"] == 0, "stats: %s" % st)
         check_fin_no_rst(pcap, net)
