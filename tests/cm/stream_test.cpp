@@ -335,13 +335,20 @@ TEST(Stream, OutOfOrderBytesAreDeliveredWhenTheHoleFills) {
     EXPECT_EQ(d.core.stream_info(d.conn)->readable, 10u);
 }
 
-TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
-    Dut d(immediate_acks());
+// A stream whose peer advertises a zero window, with "abc" queued: returns
+// the peer's ACK that keeps it shut.
+wire::FrameRepr shut_window(Dut& d) {
     stream_up(d);
     auto closed = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
     closed.tcp.window = 0;
     d.feed(closed);
     EXPECT_EQ(send_text(d, "abc"), 3u);
+    return closed;
+}
+
+TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
+    Dut d(immediate_acks());
+    auto closed = shut_window(d);
     EXPECT_TRUE(d.out().empty());  // nothing into a zero window
     d.advance(seconds(1));
     auto o = d.out();
@@ -365,11 +372,7 @@ TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
 // goes at the window's right edge (here SND.UNA), as Linux's tcp_acceptable_seq.
 TEST(Stream, ResetAfterAZeroWindowProbeGoesAtTheWindowEdge) {
     Dut d(immediate_acks());
-    stream_up(d);
-    auto closed = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
-    closed.tcp.window = 0;
-    d.feed(closed);
-    EXPECT_EQ(send_text(d, "abc"), 3u);
+    auto closed = shut_window(d);
     d.advance(seconds(1));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);

@@ -7,6 +7,30 @@
 namespace iwcm::test {
 namespace {
 
+// An abortive close: one RST at SND.NXT, the application's last event, and
+// the node gone at once.
+void expect_abort(Dut& d) {
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+// Our FIN sent and acknowledged.
+void to_fin_wait2(Dut& d) {
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+}
+
 TEST(Established, LocalGracefulClose) {
     Dut d;
     connect_active(d);
@@ -79,20 +103,9 @@ TEST(Established, SecondGracefulCloseAfterOurFinIsHarmless) {
 TEST(Established, AbortiveCloseInFinWait2SendsRst) {
     Dut d;
     connect_active(d);
-    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
-    d.out();
-    d.dut_nxt += 1;
-    d.seg(tf::kAck);
-    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    to_fin_wait2(d);
     ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
-    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    EXPECT_EQ(e[0].type, EventType::kDisconnected);
-    EXPECT_EQ(d.core.live_nodes(), 0u);
+    expect_abort(d);
 }
 
 TEST(Established, PeerCloseGoesCloseWaitThenLastAck) {
@@ -166,14 +179,7 @@ TEST(Established, AbortiveCloseSendsRstAndFreesAtOnce) {
     Dut d;
     connect_active(d);
     ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
-    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    EXPECT_EQ(e[0].type, EventType::kDisconnected);
-    EXPECT_EQ(d.core.live_nodes(), 0u);
+    expect_abort(d);
     EXPECT_EQ(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).error(),
               ApiError::kStaleHandle);
 }

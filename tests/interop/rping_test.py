@@ -209,12 +209,35 @@ def check_fin_no_rst(pcap, net, after_opcode=None):
     return ours
 
 
-def case_rping_terminate_sent(c):
+def nft_drop_once(net, length):
+    """Drops, once, the first IPv4 TCP segment from the CM to the kernel whose
+    IP total length is `length` with a 20-byte TCP header, or `length` + 12
+    with timestamps (a 32-byte header)."""
+    rules = ("add table inet iwcm_term\n"
+             "add chain inet iwcm_term in { type filter hook input priority 0; policy accept; }\n")
+    for doff, extra in ((5, 0), (8, 12)):
+        rules += ("add rule inet iwcm_term in ip saddr %s tcp doff %d ip length %d quota until %d bytes "
+                  "counter drop\n" % (cm_ip(net), doff, length + extra, length + extra + 1))
+    r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
+                       capture_output=True, timeout=30)
+    check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
+
+
+def nft_dropped(net, table):
+    out = interop_test.sh("nft", "list", "table", "inet", table, ns=net.ns).stdout
+    return sum(int(l.split("packets")[1].split()[0]) for l in out.splitlines() if "counter packets" in l)
+
+
+def terminate_sent_case(c, name, subnet, lose):
     """The peer spoils the CRC of its first FPDU (the Read Request): our MPA
     TERMINATE (CRC error) reaches it, then our FIN; the peer closes after it
-    and no RST is sent; rping exits 6."""
-    with Net("rping-term-sent", 64) as net:
-        pcap = c.pcap("rping-terminate-sent")
+    and no RST is sent; rping exits 6. `lose`: nftables drops the segment with
+    our TERMINATE once (28 bytes: length, untagged header, control, CRC), and
+    TCP retransmits it (the same sequence number) before rping exits."""
+    with Net(name, subnet) as net:
+        if lose:
+            nft_drop_once(net, 20 + 20 + 28)
+        pcap = c.pcap(name)
         srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--crc",
                           "--corrupt-crc", "1", "-C", "1")
         srv.wait_for("listening")
@@ -229,9 +252,22 @@ def case_rping_terminate_sent(c):
         sent = cm.events("terminate_sent")
         check(len(sent) == 1 and sent[0]["layer"] == 2 and sent[0]["code"] == 2, "cm: %s" % sent)
         check(st["resets_sent"] == 0, "stats: %s" % st)
-        check_fin_no_rst(pcap, net, after_opcode=7)
-        check_capture(pcap, net)
+        ours = check_fin_no_rst(pcap, net, after_opcode=7)
+        if lose:
+            dropped = nft_dropped(net, "iwcm_term")
+            check(dropped == 1, "nft dropped %d segments, not 1" % dropped)
+            terms = [r for r in ours if 7 in r[4]]
+            check(len(terms) == 1 and terms[0][5] == 28, "our TERMINATE: %s" % terms)
+            again = [r for r in ours if r[1] == terms[0][1] and r[5] == 28 and r[0] > terms[0][0]]
+            check(again, "our TERMINATE not retransmitted: %s" % ours[-6:])
+        else:
+            check_capture(pcap, net)
         wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
+
+
+def case_rping_terminate_sent(c):
+    """Our TERMINATE, then our FIN, no RST (terminate_sent_case)."""
+    terminate_sent_case(c, "rping-terminate-sent", 64, False)
 
 
 def case_rping_terminate_received(c):
@@ -257,51 +293,9 @@ def case_rping_terminate_received(c):
         wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
 
 
-def nft_drop_once(net, length):
-    """Drops, once, the first IPv4 TCP segment from the CM to the kernel whose
-    IP total length is `length` with a 20-byte TCP header, or `length` + 12
-    with timestamps (a 32-byte header)."""
-    rules = ("add table inet iwcm_term\n"
-             "add chain inet iwcm_term in { type filter hook input priority 0; policy accept; }\n")
-    for doff, extra in ((5, 0), (8, 12)):
-        rules += ("add rule inet iwcm_term in ip saddr %s tcp doff %d ip length %d quota until %d bytes "
-                  "counter drop\n" % (cm_ip(net), doff, length + extra, length + extra + 1))
-    r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
-                       capture_output=True, timeout=30)
-    check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
-
-
-def nft_dropped(net, table):
-    out = interop_test.sh("nft", "list", "table", "inet", table, ns=net.ns).stdout
-    return sum(int(l.split("packets")[1].split()[0]) for l in out.splitlines() if "counter packets" in l)
-
-
 def case_rping_terminate_lost(c):
-    """The segment with our TERMINATE (28 bytes: length, untagged header,
-    control, CRC) is dropped once by nftables: TCP retransmits it (same
-    sequence number), the peer gets it, then our FIN; rping exits 6 only
-    after that, and sends no RST."""
-    with Net("rping-term-lost", 66) as net:
-        nft_drop_once(net, 20 + 20 + 28)
-        pcap = c.pcap("rping-terminate-lost")
-        srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--crc",
-                          "--corrupt-crc", "1", "-C", "1")
-        srv.wait_for("listening")
-        cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "-C", "1", "--crc", "--pcap", pcap)
-        st = expect_exit(cm, 6, timeout=30)
-        check(srv.finish(30) == 1, "the kernel peer did not see the Terminate")
-        check(nft_dropped(net, "iwcm_term") == 1, "nft dropped %d segments, not 1" % nft_dropped(net, "iwcm_term"))
-        term = srv.events("terminate")
-        check(len(term) == 1 and term[0]["layer"] == 2, "peer: %s" % term)
-        closed = srv.events("closed")
-        check(len(closed) == 1 and closed[0]["peer_eof"] and not closed[0]["reset_by_peer"], "peer: %s" % closed)
-        ours = check_fin_no_rst(pcap, net, after_opcode=7)
-        terms = [r for r in ours if 7 in r[4]]
-        check(len(terms) == 1 and terms[0][5] == 28, "our TERMINATE: %s" % terms)
-        again = [r for r in ours if r[1] == terms[0][1] and r[5] == 28 and r[0] > terms[0][0]]
-        check(again, "our TERMINATE not retransmitted: %s" % ours[-6:])
-        check(st["resets_sent"] == 0, "stats: %s" % st)
-        wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
+    """The same with the segment of our TERMINATE lost once: it is retransmitted."""
+    terminate_sent_case(c, "rping-terminate-lost", 66, True)
 
 
 def close_limit_case(c, name, subnet, peer_args, cm_args, code, on_start=None):
