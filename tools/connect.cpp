@@ -19,8 +19,14 @@ namespace iwcm::tools {
 
 namespace {
 
-// How long a graceful or abortive close may take before we give up on it.
+// How long a graceful close may take before the connection is reset
+// (finish_close): a peer that never closes, a FIN behind bytes a zero
+// window holds back, our segments lost.
 constexpr auto kCloseLimit = std::chrono::seconds(10);
+// After a close the peer finished (or after a failure), how long the last
+// frames get (a LAST_ACK waiting for the peer's ACK, TIME_WAIT) before the
+// rest is reset.
+constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 Duration seconds(double s) {
     return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
@@ -66,6 +72,7 @@ private:
     bool established_ = false;
     bool ended_ = false;  // a terminal event came
     bool interrupted_ = false;
+    bool close_overdue_ = false;  // our close ran past kCloseLimit
     std::optional<Duration> connect_time_;
     Instant connect_at_{};
     Outcome out_;
@@ -183,8 +190,10 @@ bool Connector::close() {
     const Instant limit = io::TapHost::now() + kCloseLimit;
     while (!ended_ && io::TapHost::now() < limit)
         if (!step(limit)) return false;
-    if (!ended_)
+    if (!ended_) {
+        close_overdue_ = true;  // run() resets it at once
         return out_.set(exit_codes::kTimeout, "close of " + to_.to_string() + " did not complete");
+    }
     return true;
 }
 
@@ -207,9 +216,18 @@ int Connector::run() {
                  std::string("interrupted by ") +
                      (s_.host->last_signal() == SIGTERM ? "SIGTERM" : "SIGINT"));
     }
-    // Let the last frames of the close (final ACK, TIME_WAIT) go out.
-    if (!drain(*s_.host, io::TapHost::now() + std::chrono::seconds(interrupted_ ? 2 : 5), print) &&
-        !interrupted_)
+    // Every way out: an error or a timeout before the close (a FIN now), the
+    // close's last frames (a LAST_ACK's ACK), then a reset for what is still
+    // open; a close already past kCloseLimit is reset at once.
+    if (!interrupted_ && conn_.valid() && !ended_)
+        (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kGraceful);
+    const Instant limit =
+        io::TapHost::now() + (close_overdue_ || interrupted_ ? Duration::zero() : kDrainLimit);
+    const CloseEnd end = finish_close(
+        s_, rep_, limit, print,
+        close_overdue_ ? "not closed within the close limit" : "not closed within the drain limit",
+        true);
+    if (end.cut && !interrupted_)
         out_.set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
     if (xfer_) follow_transfer(io::TapHost::now());
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host,

@@ -242,7 +242,9 @@ int Many::run() {
                                                              std::to_string(f_.completed()) +
                                                              " of " + std::to_string(o_.count));
     s_.core->set_trace({});
-    (void)drain(*s_.host, io::TapHost::now() + std::chrono::seconds(2), on_event);
+    // The closes' last frames; what is still open after 2 s is reset.
+    (void)finish_close(s_, rep_, io::TapHost::now() + std::chrono::seconds(2), on_event,
+                       "not closed within the drain limit", true);
     print_cmtime(rep_, io::TapHost::now(), o_, t_.to, f_);
     rep_.stats(io::TapHost::now(), *s_.core, *s_.host,
                f_.code() == exit_codes::kOk ? "ok" : "failed", f_.reason(), std::nullopt);

@@ -38,7 +38,8 @@ struct ListenOptions {
 };
 
 // How long the listener waits for a closing connection's last frames
-// (LAST_ACK, TIME_WAIT) once --count connections are done.
+// (LAST_ACK, TIME_WAIT) once --count connections are done; what is still
+// open then is reset (finish_close).
 constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 struct Tally {
@@ -259,11 +260,14 @@ int run_listen(const ListenOptions& o) {
         // not close within kGraceLimit.
         session_unlisten(s, io::TapHost::now(), *listener);
         close_all(s, rep, tally.open, print);
-        drain(*s.host, io::TapHost::now() + std::chrono::seconds(2), print);
         const int sig = s.host->last_signal();
         tally.failed(interrupted_code(sig),
                      std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
                          " after " + std::to_string(tally.completed) + " connections");
+    } else {
+        // --count done: what did not close within kDrainLimit is reset.
+        (void)finish_close(s, rep, io::TapHost::now(), print, "not closed within the drain limit",
+                           true);
     }
     s.host->flush();
     const Instant end = io::TapHost::now();

@@ -393,6 +393,10 @@ void Rping::on_qp_event(const rdma::QpEvent& ev) {
         case rdma::QpEventType::kTerminateSent:
             fail(exit_codes::kError, "TERMINATE sent" + at + ": " + rdma::describe(ev.term));
             return;
+        case rdma::QpEventType::kTerminateUnsent:
+            fail(exit_codes::kError,
+                 "TERMINATE not sent (the peer had closed)" + at + ": " + rdma::describe(ev.term));
+            return;
         case rdma::QpEventType::kDisconnected: break;
     }
     if (phase_ == Phase::kDone || phase_ == Phase::kFailed) return;

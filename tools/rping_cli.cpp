@@ -68,7 +68,9 @@ void set_rtr_types(const std::string& text, WireOptions& o) {
     o.rtr_types = none ? rtr::kAll : bits;
 }
 
-// How long a close may take before the rest is reset.
+// How long a close may take before the rest is reset (finish_close): our
+// TERMINATE and FIN retransmitted to a peer that loses them, a FIN behind
+// bytes a zero window holds back, a peer that never closes.
 constexpr auto kCloseLimit = std::chrono::seconds(5);
 
 Duration seconds(double s) {
@@ -100,7 +102,6 @@ private:
     bool connect(const Endpoint& to, const MacAddr& mac, Instant deadline);
     bool iterate();
     void wait_for_close();
-    bool wait_closed(Instant limit);
     int finish();
     void print_summary(Instant now);
     bool set(int code, std::string why) {
@@ -217,7 +218,8 @@ void RpingRun::on_qp_event(Instant now, const rdma::QpEvent& q) {
         ended_ = true;
     } else {
         r.event = q.type == rdma::QpEventType::kTerminateReceived ? "terminate_received"
-                                                                  : "terminate_sent";
+                  : q.type == rdma::QpEventType::kTerminateSent   ? "terminate_sent"
+                                                                  : "terminate_unsent";
         r.add("layer", std::uint64_t{q.term.layer});
         r.add("etype", std::uint64_t{q.term.etype});
         r.add("code", std::uint64_t{q.term.code});
@@ -305,29 +307,11 @@ int RpingRun::run_server(const Endpoint& local) {
     return finish();
 }
 
-// Until our connection is closed: gone, or in TIME_WAIT after the FINs
-// (which the core holds for CoreConfig's time_wait; a process that waited
-// for it would exit minutes late). False when a signal cut the wait.
-bool RpingRun::wait_closed(Instant limit) {
-    const auto closed = [this] {
-        auto st = s_.core->state(conn_);
-        return !st || *st == CmState::kTimeWait || *st == CmState::kClosed;
-    };
-    while (s_.core->live_nodes() > 0 && !closed() && io::TapHost::now() < limit) {
-        const io::Wake w = s_.host->step(limit);
-        pump(io::TapHost::now());
-        if (w == io::Wake::kSignal) return false;
-        if (w == io::Wake::kError) {
-            set(exit_codes::kError, s_.host->error());
-            break;
-        }
-    }
-    s_.host->flush();
-    return true;
-}
-
-// Closes (the QP's close is graceful), lets the last frames go, prints the
-// summary and the stats line, and returns the exit code.
+// Closes (the QP's close is graceful; after a TERMINATE the link is closing
+// already, the TERMINATE first in the stream and our FIN after it), waits
+// until the peer has finished the close (our FIN acknowledged and theirs
+// received: TIME_WAIT) or kCloseLimit passes and the connection is reset,
+// prints the summary and the stats line, and returns the exit code.
 int RpingRun::finish() {
     const Instant end = rping_.last_progress();
     rping_.stop(io::TapHost::now());
@@ -340,8 +324,13 @@ int RpingRun::finish() {
         set(interrupted_code(sig), std::string("interrupted by ") +
                                        (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
                                        std::to_string(rping_.iterations()) + " iterations");
-    } else if (!wait_closed(io::TapHost::now() + kCloseLimit)) {
-        set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
+    } else if (finish_close(s_, rep_, io::TapHost::now() + kCloseLimit, print,
+                            "not closed within the close limit", false)
+                   .cut) {
+        if (s_.host->last_signal() != 0)
+            set(interrupted_code(s_.host->last_signal()), "interrupted while closing");
+        else
+            set(exit_codes::kError, s_.host->error());
     }
     if (rping_.phase() == Rping::Phase::kRunning && code_ == exit_codes::kOk)
         set(exit_codes::kError,

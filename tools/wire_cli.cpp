@@ -481,41 +481,49 @@ std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpo
     return mac;
 }
 
-bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event) {
-    while (auto e = host.core().poll_event()) on_event(*e);
-    while (host.core().live_nodes() > 0 && io::TapHost::now() < limit) {
-        const io::Wake w = host.step(limit);
-        while (auto e = host.core().poll_event()) on_event(*e);
-        if (w != io::Wake::kOk) return false;
+CloseEnd finish_close(Session& s, const Reporter& rep, Instant limit,
+                      const std::function<void(const Event&)>& on_event, const std::string& why,
+                      bool time_wait) {
+    Core& core = *s.core;
+    CloseEnd end;
+    const auto waiting = [&] { return time_wait ? core.live_nodes() : core.open_nodes(); };
+    while (auto e = core.poll_event()) on_event(*e);
+    while (!end.cut && waiting() > 0 && io::TapHost::now() < limit) {
+        const io::Wake w = s.host->step(limit);
+        while (auto e = core.poll_event()) on_event(*e);
+        end.cut = w != io::Wake::kOk;
     }
-    host.flush();
-    return true;
+    end.reset = core.open_nodes();
+    if (end.reset > 0) {
+        // Nodes in TIME_WAIT go without a frame; the others get an RST.
+        (void)core.teardown_connections(io::TapHost::now(), s.iface.addr);
+        while (auto e = core.poll_event()) on_event(*e);
+        Report r;
+        r.event = "reset_sent";
+        r.add("connections", std::uint64_t{end.reset});
+        r.add("why", end.cut ? std::string("second signal") : why);
+        rep.print(io::TapHost::now(), r);
+        // An RST inside the peer's window but not at its RCV.NXT (our bytes or
+        // FIN it never got) draws a challenge ACK (RFC 5961 section 3.2); the
+        // core, the node gone, answers it with an RST at its ACK number, which
+        // resets the peer. So the loop runs a little longer, unless cut.
+        const Instant linger = io::TapHost::now() + kResetLinger;
+        while (!end.cut && io::TapHost::now() < linger) {
+            end.cut = s.host->step(linger) != io::Wake::kOk;
+            while (auto e = core.poll_event()) on_event(*e);
+        }
+    }
+    s.host->flush();
+    return end;
 }
 
 std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHandle>& open,
                       const std::function<void(const Event&)>& on_event) {
-    Core& core = *s.core;
     for (ConnHandle h : open)
-        if (h.valid()) (void)core.disconnect(io::TapHost::now(), h, DisconnectMode::kGraceful);
-    const Instant limit = io::TapHost::now() + kGraceLimit;
-    bool cut = false;
-    while (!cut && core.live_nodes() > 0 && io::TapHost::now() < limit) {
-        const io::Wake w = s.host->step(limit);
-        while (auto e = core.poll_event()) on_event(*e);
-        cut = w != io::Wake::kOk;
-    }
-    std::size_t reset = 0;
-    if (core.live_nodes() > 0) {
-        reset = core.teardown_connections(io::TapHost::now(), s.iface.addr);
-        while (auto e = core.poll_event()) on_event(*e);
-        Report r;
-        r.event = "reset_sent";
-        r.add("connections", std::uint64_t{reset});
-        r.add("why", std::string(cut ? "second signal" : "not closed within the grace limit"));
-        rep.print(io::TapHost::now(), r);
-    }
-    s.host->flush();
-    return reset;
+        if (h.valid()) (void)s.core->disconnect(io::TapHost::now(), h, DisconnectMode::kGraceful);
+    return finish_close(s, rep, io::TapHost::now() + kGraceLimit, on_event,
+                        "not closed within the grace limit", true)
+        .reset;
 }
 
 void Report::add(const std::string& key, const std::string& v) {

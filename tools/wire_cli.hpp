@@ -175,20 +175,32 @@ std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpo
                                     const std::function<bool(Instant)>& step,
                                     const std::function<void(int, std::string)>& fail);
 
-// Steps the loop until the core holds no node, `limit` passes or a signal
-// arrives (then returns false). Events are handed to on_event as they come
-// (a queued event holds its node alive until it is polled).
-bool drain(io::TapHost& host, Instant limit, const std::function<void(const Event&)>& on_event);
-
 // How long open connections get to close gracefully after SIGINT / SIGTERM
 // before those left are reset (README "Command line").
 constexpr auto kGraceLimit = std::chrono::seconds(2);
 
+// The end of every command's connections: the loop runs until none is open
+// (Core::open_nodes(): every node closed or in TIME_WAIT; with `time_wait`,
+// until the TIME_WAITs are over too: Core::live_nodes()), `limit` passes or a
+// signal arrives (`cut`); every connection still open is then reset (RST;
+// nodes in TIME_WAIT just go, as the process that holds them ends) and a
+// "reset_sent" line says how many and why (`why`, or "second signal"). So no
+// exit leaves a peer's connection open: a close the peer does not finish in
+// time (a zero window, lost segments, a peer that never closes) ends in an RST.
+// How long finish_close keeps answering after its resets (a peer's challenge
+// ACK, a few round trips on a LAN).
+constexpr auto kResetLinger = std::chrono::milliseconds(250);
+struct CloseEnd {
+    std::size_t reset = 0;  // connections reset
+    bool cut = false;       // a signal (or an error of the loop) ended the wait
+};
+CloseEnd finish_close(Session& s, const Reporter& rep, Instant limit,
+                      const std::function<void(const Event&)>& on_event, const std::string& why,
+                      bool time_wait);
+
 // After a signal: a FIN on every connection in `open` (stale handles are
-// skipped), then the loop runs until the core holds no node or kGraceLimit
-// passes (a second signal cuts it short); every node still there is then
-// reset (Core::teardown_connections: RST, TIME_WAIT nodes just go). Prints a
-// "reset_sent" line when it resets any. Returns how many nodes were reset.
+// skipped), then finish_close within kGraceLimit (a second signal cuts it
+// short). Returns how many connections were reset.
 std::size_t close_all(Session& s, const Reporter& rep, const std::vector<ConnHandle>& open,
                       const std::function<void(const Event&)>& on_event);
 

@@ -350,7 +350,12 @@ public:
     const Stats& stats() const;
     const CoreConfig& config() const;
     void set_trace(TraceHook hook);
-    std::size_t live_nodes() const;      // nodes not yet destroyed
+    std::size_t live_nodes() const;  // nodes not yet destroyed
+    // Live nodes other than those in TIME_WAIT: connections whose end still
+    // waits on the peer (a FIN to be acknowledged, the peer's FIN, a
+    // handshake). A program that exits waits for this to reach 0, not
+    // live_nodes() (a stream's TIME_WAIT lasts StreamConfig::time_wait). O(nodes).
+    std::size_t open_nodes() const;
     std::size_t pending_timers() const;  // timers armed, all kinds
     std::size_t queued_events() const;
 

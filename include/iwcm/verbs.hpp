@@ -168,9 +168,15 @@ struct TermInfo {
 std::string describe(const TermInfo& term);
 
 enum class QpEventType : std::uint8_t {
-    kDisconnected,       // the connection ended (status as Event::status); WRs flushed
+    // The connection ended (status as Event::status, or -EPROTO when the
+    // stream ended inside an FPDU: the peer's last message was cut); WRs flushed.
+    kDisconnected,
     kTerminateReceived,  // the peer sent a TERMINATE (term); the connection is closing
-    kTerminateSent,      // we sent one (term says why); the connection is closing
+    kTerminateSent,      // the stream took ours (term says why); the connection is closing
+    // We found an error (term) but our direction of the stream was closed
+    // already (the peer's FIN had come and ours followed it): no TERMINATE
+    // went out. The connection is closing.
+    kTerminateUnsent,
 };
 std::string_view to_string(QpEventType type) noexcept;
 

@@ -613,9 +613,14 @@ Result<void> Core::Impl::disconnect(Instant now, ConnHandle conn, DisconnectMode
     constexpr CmStateSet kFinable = CmState::kEstablished | CmState::kOffloaded |
                                     CmState::kMpaReqSent | CmState::kMpaReqRcvd |
                                     CmState::kOneSideEstablished | CmState::kAccepting;
+    // Our FIN is queued or sent already: a second graceful close has nothing
+    // to add (a data path that closes after its TERMINATE and again when its
+    // queue pair goes, say). Only an abortive close cuts a closing node short.
+    constexpr CmStateSet kFinQueued = CmState::kFinWait1 | CmState::kFinWait2 | CmState::kClosing |
+                                      CmState::kLastAck | CmState::kTimeWait;
+    if (mode == DisconnectMode::kGraceful && kFinQueued.contains(node->state)) return {};
     if (mode == DisconnectMode::kAbortive || !kFinable.contains(node->state)) {
-        // SYN_SENT and SYN_RCVD have nothing to close gracefully; a closing
-        // node asked again is cut short.
+        // SYN_SENT and SYN_RCVD have nothing to close gracefully.
         bool synchronized = node->state != CmState::kSynSent;
         const bool was_connected = cm::connected(node->state);
         EventType type = was_connected ? EventType::kDisconnected : EventType::kConnectError;
@@ -847,6 +852,12 @@ void Core::set_trace(TraceHook hook) {
 }
 std::size_t Core::live_nodes() const {
     return impl_->pool.live();
+}
+std::size_t Core::open_nodes() const {
+    std::size_t n = 0;
+    impl_->table.for_each([&](const Node& node) { n += node.state != CmState::kTimeWait; });
+    IWCM_ASSERT(n <= impl_->pool.live());
+    return n;
 }
 std::size_t Core::pending_timers() const {
     return impl_->timers.pending();

@@ -1051,7 +1051,16 @@ void Core::Impl::send_syn(Node& node) {
 void Core::Impl::send_reset(Node& node) {
     if (node.state == CmState::kSynSent) return;  // nothing synchronised to reset
     ++stats.resets_sent;
-    send_segment(node, tf::kRst | tf::kAck, node.snd_nxt, {});
+    wire::SeqNumber seq = node.snd_nxt;
+    if (node.stream) {
+        // A zero-window probe's byte may lie past the peer's window, and an RST
+        // there is dropped (RFC 9293 3.10.7.4: in the window or not at all): it
+        // goes at the window's right edge then, as Linux's tcp_acceptable_seq.
+        const tcp::Stream& t = node.stream->tcp;
+        const wire::SeqNumber edge = t.snd_una() + t.snd_wnd();
+        if (edge < seq) seq = edge;
+    }
+    send_segment(node, tf::kRst | tf::kAck, seq, {});
 }
 
 // Sends new bytes (and a FIN) after what is in flight, keeping them for

@@ -91,6 +91,12 @@ public:
                                abortive ? DisconnectMode::kAbortive : DisconnectMode::kGraceful);
     }
 
+    // Only an offloaded connection sends: in every later state our FIN is queued.
+    bool send_open(LinkId l) override {
+        auto st = core_.state(conn_of(l));
+        return st && *st == CmState::kOffloaded;
+    }
+
 private:
     Core& core_;
 };

@@ -3,6 +3,7 @@
 #include "rdma/engine.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
 #include "iwcm/assert.hpp"
 
@@ -255,7 +256,12 @@ VResult<void> Engine::destroy_qp(QpHandle qp) {
     // The link may go on sending (a graceful close) after the memory is gone.
     if (r.refs_out) links_.own_refs(r.link);
     r.refs_out = false;
-    if (r.link_up) links_.close(r.link, false);
+    // Closed once: a closing QP whose TERMINATE is not pending has closed its
+    // link already (after its TERMINATE went, or could not go with our FIN
+    // queued; or at once after the peer's), and a second close must not cut
+    // that short.
+    const bool closed = r.state == QpState::kClosing && !r.term_pending;
+    if (r.link_up && !closed) links_.close(r.link, false);
     r.link_up = false;
     pending_terms_.erase(qp.index);
     --cqs_[r.send_cq].users;
@@ -387,7 +393,19 @@ void Engine::enter_closing(std::uint32_t qp) {
 void Engine::on_link_down(QpHandle qp, int status) {
     QpRecord* r = find_qp(qp);
     if (r == nullptr || !r->link_up) return;
+    // The stream ended inside an FPDU (bytes left that are no whole one): the
+    // peer's last message was cut, which is an error even after a clean FIN.
+    // No TERMINATE can follow (our FIN went out with the peer's); the end is
+    // reported as a protocol error.
+    if (status == 0 && r->state == QpState::kRts && (r->rx_held || links_.readable(r->link) > 0))
+        status = -EPROTO;
     r->link_up = false;
+    if (r->term_pending) {
+        // Built, never taken: the link could not send it before its end.
+        auto it = pending_terms_.find(qp.index);
+        IWCM_ASSERT(it != pending_terms_.end());
+        push_term_event(qp.index, QpEventType::kTerminateUnsent, it->second.term);
+    }
     r->term_pending = false;
     pending_terms_.erase(qp.index);
     flush_all(qp.index);

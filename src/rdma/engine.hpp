@@ -290,8 +290,13 @@ private:
     std::vector<WrEntry> wrs_;
     std::uint32_t wr_free_ = kNil;
     std::deque<QpEvent> events_;
-    // TERMINATE FPDUs not yet taken by their link, by QP index.
-    std::unordered_map<std::uint32_t, std::vector<std::byte>> pending_terms_;
+    // TERMINATE FPDUs not yet taken by their link, by QP index, with what
+    // the event reports once the link takes it (or cannot).
+    struct PendingTerm {
+        std::vector<std::byte> fpdu;
+        TermInfo term;
+    };
+    std::unordered_map<std::uint32_t, PendingTerm> pending_terms_;
     // Shared by every QP: one FPDU being built, one being reassembled.
     std::vector<std::byte> tx_buf_;
     std::vector<std::byte> rx_buf_;

@@ -654,7 +654,7 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
 Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr& term) {
     QpRecord& r = qps_[qp];
     std::size_t ulpdu_len = wire::terminate_ulpdu_len(term);
-    std::vector<std::byte>& out = pending_terms_[qp];
+    std::vector<std::byte>& out = pending_terms_[qp].fpdu;
     out.assign(wire::fpdu_len_for_ulpdu(ulpdu_len), std::byte{0});
     std::size_t n = wire::emit_terminate_ulpdu(term, 1, wire::MutBytes(out).subspan(2));
     IWCM_ASSERT(n == ulpdu_len);
@@ -665,7 +665,7 @@ Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr&
 
 Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error) {
     QpRecord& r = qps_[qp];
-    std::vector<std::byte>& out = pending_terms_[qp];
+    std::vector<std::byte>& out = pending_terms_[qp].fpdu;
     out.assign(wire::terminate_fpdu_len(), std::byte{0});
     std::size_t n = wire::emit_terminate_fpdu(error, r.crc, out);
     IWCM_ASSERT(n == out.size());
@@ -674,15 +674,16 @@ Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error)
 }
 
 // Our TERMINATE waits in pending_terms_: the QP closes, and the application
-// hears kTerminateSent.
+// hears kTerminateSent when the link takes it (tx_terminate), or
+// kTerminateUnsent when it cannot.
 Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& term) {
     QpRecord& r = qps_[qp];
     RxVerdict v;
     v.terminate = true;
     v.term = term;
     r.term_pending = true;
+    pending_terms_[qp].term = term;
     enter_closing(qp);
-    push_term_event(qp, QpEventType::kTerminateSent, term);
     return v;
 }
 

@@ -260,16 +260,24 @@ void Engine::local_failure(std::uint32_t qp, std::uint32_t wr, WcStatus status) 
     terminate(qp, term);
 }
 
+// The TERMINATE is bytes of the stream like any (TCP retransmits it); the
+// event reports it once the link took it, or, when our side had closed
+// already (the peer's FIN came first and ours followed at once), that it
+// could not go.
 bool Engine::tx_terminate(std::uint32_t qp) {
     QpRecord& r = qps_[qp];
     auto it = pending_terms_.find(qp);
-    IWCM_ASSERT(it != pending_terms_.end());
-    if (!links_.send_record(r.link, it->second)) return false;
+    IWCM_ASSERT(it != pending_terms_.end() && r.term_pending);
+    const bool open = links_.send_open(r.link);
+    if (open && !links_.send_record(r.link, it->second.fpdu)) return false;
+    const TermInfo term = it->second.term;
     pending_terms_.erase(it);
     r.term_pending = false;
-    // RFC 5040 section 5.3: the stream ends after the TERMINATE.
-    links_.close(r.link, false);
-    return true;
+    push_term_event(qp, open ? QpEventType::kTerminateSent : QpEventType::kTerminateUnsent, term);
+    // RFC 5040 section 5.3: the stream ends after the TERMINATE; our FIN
+    // follows it in sequence, and the peer reads it after the TERMINATE.
+    if (open) links_.close(r.link, false);
+    return open;
 }
 
 }  // namespace iwcm::rdma

@@ -70,6 +70,9 @@ public:
     virtual void consume(LinkId link, std::size_t n) = 0;
     // Ends the connection: graceful after the bytes already sent, or abortive.
     virtual void close(LinkId link, bool abortive) = 0;
+    // Whether records may still be queued: false once our side of the link
+    // closed (our FIN is queued; a peer's FIN makes the core queue ours).
+    virtual bool send_open(LinkId) { return true; }
 
 private:
     std::vector<std::byte> joined_;

@@ -52,6 +52,7 @@ std::string_view to_string(QpEventType type) noexcept {
         case QpEventType::kDisconnected: return "disconnected";
         case QpEventType::kTerminateReceived: return "TERMINATE received";
         case QpEventType::kTerminateSent: return "TERMINATE sent";
+        case QpEventType::kTerminateUnsent: return "TERMINATE not sent";
     }
     return "?";
 }

@@ -390,8 +390,11 @@ void Stream::tell_acked(SinkRef sink, const Arrival& out) const {
 void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
     const std::uint32_t seg_wnd = std::uint32_t{seg.window} << snd_wscale_;
     // RFC 9293 3.8.6.1: the answer to a zero-window probe "resets" the probe
-    // count; any acceptable ACK shows the peer is there.
-    probes_out_ = 0;
+    // count; any acceptable ACK shows the peer is there. Once we closed, only
+    // progress does: a peer that answers with a zero window for ever would
+    // hold our FIN back for ever (Linux bounds an orphaned socket's probes the
+    // same way, tcp_probe_timer), so max_retransmits probes end it.
+    if (!fin_queued_ || seg.ack > snd_una_) probes_out_ = 0;
     if (seg.ack > snd_una_) {
         on_new_ack(now, seg.ack, out);
     } else if (seg.ack == snd_una_ && snd_nxt_ > snd_una_ && seg.payload_len() == 0 &&

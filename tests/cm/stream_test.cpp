@@ -338,13 +338,20 @@ TEST(Stream, OutOfOrderBytesAreDeliveredWhenTheHoleFills) {
     EXPECT_EQ(d.core.stream_info(d.conn)->readable, 10u);
 }
 
-TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
-    Dut d(immediate_acks());
+// A stream whose peer advertises a zero window, with "abc" queued: returns
+// the peer's ACK that keeps it shut.
+wire::FrameRepr shut_window(Dut& d) {
     stream_up(d);
     auto closed = d.frame(tf::kAck, d.peer_nxt, d.dut_nxt);
     closed.tcp.window = 0;
     d.feed(closed);
     EXPECT_EQ(send_text(d, "abc"), 3u);
+    return closed;
+}
+
+TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
+    Dut d(immediate_acks());
+    auto closed = shut_window(d);
     EXPECT_TRUE(d.out().empty());  // nothing into a zero window
     d.advance(seconds(1));
     auto o = d.out();
@@ -361,6 +368,26 @@ TEST(Stream, ZeroWindowIsProbedUntilItOpens) {
     ASSERT_EQ(o.size(), 1u);
     EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
     EXPECT_EQ(text(o[0].payload), "abc");
+}
+
+// An abort while a zero-window probe's byte is out: SND.NXT lies past the
+// peer's window, where its RST would be dropped (RFC 9293 3.10.7.4); the RST
+// goes at the window's right edge (here SND.UNA), as Linux's tcp_acceptable_seq.
+TEST(Stream, ResetAfterAZeroWindowProbeGoesAtTheWindowEdge) {
+    Dut d(immediate_acks());
+    auto closed = shut_window(d);
+    d.advance(seconds(1));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    ASSERT_EQ(o[0].payload.size(), 1u);  // the probe, at SND.UNA
+    d.feed(closed);                      // not taken: the window stays shut, SND.UNA stays
+    EXPECT_TRUE(d.out().empty());
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
 }
 
 TEST(Stream, KeepaliveProbesAndGivesUp) {

@@ -7,6 +7,30 @@
 namespace iwcm::test {
 namespace {
 
+// An abortive close: one RST at SND.NXT, the application's last event, and
+// the node gone at once.
+void expect_abort(Dut& d) {
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+}
+
+// Our FIN sent and acknowledged.
+void to_fin_wait2(Dut& d) {
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+}
+
 TEST(Established, LocalGracefulClose) {
     Dut d;
     connect_active(d);
@@ -42,6 +66,46 @@ TEST(Established, LocalGracefulClose) {
     d.advance(std::chrono::milliseconds(1));
     EXPECT_EQ(d.core.live_nodes(), 0u);
     EXPECT_EQ(d.core.pending_timers(), 0u);
+}
+
+// A data path closes after its TERMINATE and again when its queue pair goes:
+// the second graceful close, in any state past our FIN, sends nothing and
+// changes nothing (issue 37: it used to turn into a reset right after the FIN).
+TEST(Established, SecondGracefulCloseAfterOurFinIsHarmless) {
+    Dut d;
+    connect_active(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_TRUE(d.evs().empty());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait1);
+    d.dut_nxt += 1;
+    d.seg(tf::kAck);
+    ASSERT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait2);
+    EXPECT_EQ(d.core.stats().resets_sent, 0u);
+    d.seg(tf::kFin | tf::kAck);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kAck));
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, 0);
+}
+
+// An abortive close still cuts a closing connection short.
+TEST(Established, AbortiveCloseInFinWait2SendsRst) {
+    Dut d;
+    connect_active(d);
+    to_fin_wait2(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    expect_abort(d);
 }
 
 TEST(Established, PeerCloseGoesCloseWaitThenLastAck) {
@@ -115,14 +179,7 @@ TEST(Established, AbortiveCloseSendsRstAndFreesAtOnce) {
     Dut d;
     connect_active(d);
     ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
-    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    EXPECT_EQ(e[0].type, EventType::kDisconnected);
-    EXPECT_EQ(d.core.live_nodes(), 0u);
+    expect_abort(d);
     EXPECT_EQ(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).error(),
               ApiError::kStaleHandle);
 }

@@ -347,6 +347,20 @@ def case_connect_rst_by_kernel(c):
     check("reset by peer" in cm.stderr, "reason line: %r" % cm.stderr)
 
 
+def case_connect_close_never(c):
+    """The kernel reads our FIN and never closes its side (issue 37): our
+    close runs out after its 10 s limit (exit 5), and the connection is
+    reset (reset_sent), which the kernel sees; nothing is left open."""
+    start = time.monotonic()
+    cm, st = connect_case(c, "close-never", 39, "linger", ["--hold", "0.2"], 5,
+                          lambda s: check(s["peer_eof"] and s["reset_by_peer"], "server saw no reset: %s" % s))
+    took = time.monotonic() - start
+    check(took < 0.2 + 10 + 8, "connect took %.1f s" % took)
+    resets = cm.events("reset_sent")
+    check(len(resets) == 1 and resets[0]["why"] == "not closed within the close limit", "reset_sent: %s" % resets)
+    check(st["resets_sent"] >= 1 and "did not complete" in cm.stderr, "stats: %s" % st)
+
+
 def connect_signal_case(c, name, subnet, sig, code, close="wait"):
     """A signal while `connect` holds a connection: the kernel server sees the
     CM's FIN (or, with close=linger, the reset after the grace limit) and the

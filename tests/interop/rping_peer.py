@@ -9,6 +9,8 @@ headers), RFC 5040 section 4 (RDMAP opcodes, Read Request, Terminate).
   rping_peer.py client --to ADDR:PORT   [-C N] [-S SIZE] [-V] [--crc] [faults]
   faults: [--corrupt-crc K] [--read-extra N] [--mss N]; client: [--settle SECONDS]
   peer-to-peer: server [--p2p]; client [--rtr send|write|read]
+  close faults: [--send-terminate K] [--truncate K] [--stall-after K] [--rcvbuf BYTES] [--no-close]
+                [--hold SECONDS]
 
 rping peer. It plays either side of rdma-core's `rping` data exchange
 without RDMA hardware: MPA revision 2 with the enhanced flag and an IRD/ORD
@@ -43,6 +45,19 @@ Faults, to see what the other side does: --corrupt-crc K spoils the CRC of the
 K-th FPDU we send (with --crc); --read-extra N (server) reads N bytes more than
 the client advertised. A received Terminate is printed ("terminate"), then we
 wait (up to --timeout) for the peer to close first, and exit 1.
+
+Close faults, to see how the other side ends a connection (FaultFpdu,
+hold_open): --send-terminate K sends a Terminate (RDMAP, remote operation
+error, catastrophic to the stream; RFC 5040 section 4.8) in place of the K-th FPDU, then waits
+for the peer's FIN and closes ("terminate_sent", then "closed"); exit 1.
+--truncate K sends the first half of the K-th FPDU, then our FIN ("truncated").
+--stall-after K stops reading for good after K FPDUs received (with
+--rcvbuf, a small SO_RCVBUF set before the handshake, the window closes
+soon); --no-close (server) reads the peer's FIN after the iterations and
+never closes or shuts down. Both then hold the socket up to --hold seconds
+(20), watching the kernel's state of it (TCP_INFO) until it leaves
+ESTABLISHED / CLOSE_WAIT, print "held" (tcp_state, reset) and exit 1 (the
+peer had to end the connection).
 Every step prints one JSON object per line, like mpa_peer.py.
 
 Peer-to-peer (RFC 6581 section 6), as the drivers do it (docs/design.md, the RTR table):
@@ -59,6 +74,7 @@ Both number MSNs as RFC 5041 section 5 says: the RTR is message 1 of its queue, 
 both check every untagged message's MSN (a SEND RTR's sender's first real Send is 2).
 """
 import argparse
+import errno
 import os
 import socket
 import struct
@@ -93,6 +109,10 @@ class Terminated(PeerError):
     """The peer sent a Terminate message."""
 
 
+class Held(PeerError):
+    """A close fault held the socket until the peer ended the connection (or --hold passed)."""
+
+
 def ping_pattern(ping, size):
     """The bytes rping's client puts in its start buffer for iteration `ping`."""
     head = (MSG_FMT % ping).encode()[:size]
@@ -119,7 +139,8 @@ class Fpdu:
         """The largest ULPDU whose FPDU (length, ULPDU, pad, CRC) fits max_fpdu."""
         return ((self.max_fpdu - 4) & ~3) - 2
 
-    def send(self, ulpdu):
+    def frame(self, ulpdu):
+        """The FPDU of one ULPDU (counted as sent): length, ULPDU, pad, CRC."""
         fpdu = struct.pack(">H", len(ulpdu)) + ulpdu
         fpdu += b"\0" * (-len(fpdu) % 4)
         crc = crc32c(fpdu) if self.crc else 0
@@ -127,7 +148,10 @@ class Fpdu:
         if self.sent == self.corrupt_at:
             crc ^= 0x1
             say(event="corrupted_crc", fpdu=self.sent, length=len(fpdu) + 4)
-        self.sock.sendall(fpdu + struct.pack("<I", crc))
+        return fpdu + struct.pack("<I", crc)
+
+    def send(self, ulpdu):
+        self.sock.sendall(self.frame(ulpdu))
 
     def _fill(self, n):
         while len(self.rx) < n:
@@ -155,6 +179,81 @@ class Fpdu:
         if got != want:
             raise PeerError("FPDU %d: CRC 0x%08x, expected 0x%08x" % (self.received, got, want))
         return fpdu[2:2 + ulen]
+
+
+# The kernel's TCP states (include/net/tcp_states.h) as TCP_INFO's first byte gives them.
+TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
+              6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN", 11: "CLOSING"}
+
+
+def tcp_state(sock):
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+def hold_open(sock, hold, why):
+    """Keeps the socket, never closing it and reading nothing, until the kernel's
+    state of it leaves ESTABLISHED and CLOSE_WAIT (the peer reset it) or `hold`
+    seconds pass; reports what the kernel says and raises Held."""
+    say(event="holding", why=why, tcp_state=TCP_STATES.get(tcp_state(sock), "?"))
+    end = time.monotonic() + hold
+    state = tcp_state(sock)
+    while state in (1, 8) and time.monotonic() < end:
+        time.sleep(0.05)
+        state = tcp_state(sock)
+    # An RST sets ECONNRESET, or EPIPE in CLOSE_WAIT (Linux's tcp_reset).
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    say(event="held", why=why, tcp_state=TCP_STATES.get(state, str(state)),
+        reset=err in (errno.ECONNRESET, errno.EPIPE), so_error=os.strerror(err) if err else None)
+    raise Held("held the socket (%s) until %s" % (why, TCP_STATES.get(state, str(state))))
+
+
+class FaultFpdu(Fpdu):
+    """Fpdu with the close faults: a Terminate in place of the K-th FPDU sent
+    (--send-terminate), the stream ended inside the K-th (--truncate), reading
+    stopped after K FPDUs (--stall-after)."""
+
+    def __init__(self, sock, crc, max_fpdu, a):
+        super().__init__(sock, crc, max_fpdu, a.corrupt_crc)
+        self.a = a
+
+    def send(self, ulpdu):
+        if self.a.send_terminate and self.sent + 1 == self.a.send_terminate:
+            # Untagged, last, queue 2, MSN 1, MO 0; the Terminate Control: layer 0
+            # (RDMAP) and type 2 (remote operation) in the first byte, code 7
+            # (catastrophic error localized to the stream), no headers quoted.
+            ctrl = bytes([0x02, 0x07, 0x00, 0x00])
+            super().send(bytes([DDP_VERSION | DDP_LAST, RDMAP_VERSION | OP_TERMINATE]) +
+                         struct.pack(">IIII", 0, QN_TERMINATE, 1, 0) + ctrl)
+            say(event="terminate_sent", fpdu=self.sent, layer=0, etype=2, ecode=7)
+            close_graceful(self.sock, False)
+            raise Held("sent a Terminate")
+        if self.a.truncate and self.sent + 1 == self.a.truncate:
+            # Half of the FPDU, then our FIN: the stream ends inside it.
+            whole = self.frame(ulpdu)
+            self.sock.sendall(whole[:len(whole) // 2])
+            self.sock.shutdown(socket.SHUT_WR)
+            say(event="truncated", fpdu=self.sent, sent=len(whole) // 2, length=len(whole))
+            close_graceful(self.sock, False)
+            raise Held("ended the stream inside an FPDU")
+        super().send(ulpdu)
+
+    def recv(self):
+        if self.a.stall_after and self.received >= self.a.stall_after:
+            hold_open(self.sock, self.a.hold, "stalled after %d FPDUs" % self.received)
+        return super().recv()
+
+
+def set_rcvbuf(a, sock):
+    """--rcvbuf before the handshake (an accepted socket inherits it): the window
+    scale and the window follow it, so a peer that stops reading closes it soon."""
+    if a.rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+
+
+def make_fpdu(a, sock, crc):
+    if a.send_terminate or a.stall_after or a.truncate:
+        return FaultFpdu(sock, crc, max_fpdu(a, sock), a)
+    return Fpdu(sock, crc, max_fpdu(a, sock), a.corrupt_crc)
 
 
 def parse_ddp(ulpdu):
@@ -530,6 +629,8 @@ def run_server(a, sock, rdma):
         ping += 1
     if not ping:
         raise PeerError("no iteration")
+    if a.no_close:
+        hold_open(sock, a.hold, "never closing after %d iterations" % ping)
     return close_graceful(sock, False)
 
 
@@ -537,6 +638,7 @@ def run(a):
     family, addr = endpoint(a.to if a.mode == "client" else a.bind)
     if a.mode == "client":
         sock = socket.socket(family, socket.SOCK_STREAM)
+        set_rcvbuf(a, sock)
         sock.settimeout(a.timeout)
         sock.connect(addr)
         say(event="connected", local=str(sock.getsockname()), remote=a.to)
@@ -544,6 +646,7 @@ def run(a):
         lsock = socket.socket(family, socket.SOCK_STREAM)
         lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         lsock.bind(addr)
+        set_rcvbuf(a, lsock)
         lsock.listen(1)
         lsock.settimeout(a.timeout)
         say(event="listening", bind=a.bind)
@@ -564,7 +667,7 @@ def run(a):
         # siw as the responder sends its reply before it hooks its receive path to the
         # socket; an FPDU landing in between sits unread until more data comes.
         time.sleep(a.settle)
-    fpdu = Fpdu(sock, crc, max_fpdu(a, sock), a.corrupt_crc)
+    fpdu = make_fpdu(a, sock, crc)
     say(event="established", crc=crc, max_fpdu=fpdu.max_fpdu, max_ulpdu=fpdu.max_ulpdu())
     rdma = Rdma(fpdu)
     if rtr and a.mode == "client":
@@ -600,6 +703,11 @@ def main():
         s.add_argument("--mss", type=int, default=0, help="largest FPDU (default: TCP_MAXSEG, <= 1460)")
         s.add_argument("--corrupt-crc", type=int, default=0, metavar="K")
         s.add_argument("--timeout", type=float, default=30)
+        s.add_argument("--send-terminate", type=int, default=0, metavar="K")
+        s.add_argument("--stall-after", type=int, default=0, metavar="K")
+        s.add_argument("--truncate", type=int, default=0, metavar="K")
+        s.add_argument("--rcvbuf", type=int, default=0, metavar="BYTES")
+        s.add_argument("--hold", type=float, default=20, metavar="SECONDS")
     sub.choices["client"].add_argument("--to", required=True)
     sub.choices["client"].add_argument("--settle", type=float, default=0.5, metavar="SECONDS",
                                        help="wait after the MPA reply before the first FPDU")
@@ -609,6 +717,7 @@ def main():
                                        help="peer-to-peer as irdma's responder (READ first)")
     sub.choices["client"].add_argument("--rtr", choices=("send", "write", "read"),
                                        help="peer-to-peer as siw's initiator, offering this RTR")
+    sub.choices["server"].add_argument("--no-close", action="store_true")
     a = p.parse_args()
     if not MIN_SIZE <= a.size <= MAX_SIZE:
         p.error("-S must be %d..%d, as rping's" % (MIN_SIZE, MAX_SIZE))

@@ -9,7 +9,9 @@ Read first: interop_test.py (Net, Case, Proc), rping_peer.py, tools/rping.hpp.
   rping_test.py --bin build/bin/iwarp-cm [--tmp DIR] CASE
 """
 import os
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -245,6 +247,250 @@ def case_rtr_siw_initiator(c):
             check(not cm.events("terminate_sent") and not cm.events("terminate_received"), "a TERMINATE passed")
             check_capture(pcap, net)
             check_rtr_fpdus(pcap, rtr, count, size, initiator=net.kernel4)
+# ---------------------------------------------------------------- the close after an error
+# (issue 37): a TERMINATE reaches the peer, then our FIN, and no RST while the
+# peer closes normally; a close the peer does not finish ends in an RST when
+# rping's close limit (5 s) runs out. Against rping_peer.py's close faults.
+
+CLOSE_LIMIT = 5
+
+
+def frames_from(pcap, src):
+    """Our TCP frames in a capture: (frame number, raw seq, FIN, RST, RDMAP opcodes, payload
+    length). tshark decodes no FPDU in a retransmission: its opcodes are empty."""
+    out = tshark(pcap, "-Y", "ip.src == %s && tcp" % src, "-T", "fields", "-e", "frame.number",
+                 "-e", "tcp.seq_raw", "-e", "tcp.flags.fin", "-e", "tcp.flags.reset", "-e", "iwarp_rdma.opcode",
+                 "-e", "tcp.len", "-E", "occurrence=a", "-E", "aggregator=,")
+    rows = []
+    for line in out.splitlines():
+        num, seq, fin, rst, ops, length = (line.split("\t") + [""] * 6)[:6]
+        on = lambda v: v in ("1", "True")  # noqa: E731 (tshark prints either)
+        rows.append((int(num), int(seq), on(fin), on(rst), [int(o, 16) for o in ops.split(",") if o],
+                     int(length or 0)))
+    return rows
+
+
+def kernel_states(net, port=PORT):
+    """The kernel's TCP states of its sockets on `port` (ss -tan in the namespace)."""
+    out = interop_test.sh("ss", "-tanH", ns=net.ns).stdout
+    return [l.split()[0] for l in out.splitlines() if (":%d " % port) in l and "LISTEN" not in l]
+
+
+def wait_kernel_not(net, states, timeout=10):
+    """A bounded poll until none of the kernel's sockets on the port is in `states`."""
+    end = time.monotonic() + timeout
+    while True:
+        now = kernel_states(net)
+        if not set(now) & set(states):
+            return now
+        check(time.monotonic() < end, "kernel sockets still %s after %.0f s" % (now, timeout))
+        time.sleep(0.05)
+
+
+def cm_ip(net):
+    return "10.99.%d.2" % net.n
+
+
+def check_fin_no_rst(pcap, net, after_opcode=None):
+    """Our frames: a FIN (after the first FPDU with `after_opcode`, when given) and no RST."""
+    ours = frames_from(pcap, cm_ip(net))
+    fins = [r for r in ours if r[2]]
+    check(fins, "no FIN from us: %s" % ours[-5:])
+    check(not [r for r in ours if r[3]], "an RST from us: %s" % [r for r in ours if r[3]])
+    if after_opcode is not None:
+        first = [r for r in ours if after_opcode in r[4]]
+        check(first and fins[0][0] >= first[0][0], "our FIN %s before the FPDU %s" % (fins[0], first[:1]))
+    return ours
+
+
+def nft_drop_once(net, length):
+    """Drops, once, the first IPv4 TCP segment from the CM to the kernel whose
+    IP total length is `length` with a 20-byte TCP header, or `length` + 12
+    with timestamps (a 32-byte header)."""
+    rules = ("add table inet iwcm_term\n"
+             "add chain inet iwcm_term in { type filter hook input priority 0; policy accept; }\n")
+    for doff, extra in ((5, 0), (8, 12)):
+        rules += ("add rule inet iwcm_term in ip saddr %s tcp doff %d ip length %d quota until %d bytes "
+                  "counter drop\n" % (cm_ip(net), doff, length + extra, length + extra + 1))
+    r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
+                       capture_output=True, timeout=30)
+    check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
+
+
+def nft_dropped(net, table):
+    out = interop_test.sh("nft", "list", "table", "inet", table, ns=net.ns).stdout
+    return sum(int(l.split("packets")[1].split()[0]) for l in out.splitlines() if "counter packets" in l)
+
+
+def terminate_sent_case(c, name, subnet, lose):
+    """The peer spoils the CRC of its first FPDU (the Read Request): our MPA
+    TERMINATE (CRC error) reaches it, then our FIN; the peer closes after it
+    and no RST is sent; rping exits 6. `lose`: nftables drops the segment with
+    our TERMINATE once (28 bytes: length, untagged header, control, CRC), and
+    TCP retransmits it (the same sequence number) before rping exits."""
+    with Net(name, subnet) as net:
+        if lose:
+            nft_drop_once(net, 20 + 20 + 28)
+        pcap = c.pcap(name)
+        srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--crc",
+                          "--corrupt-crc", "1", "-C", "1")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "-C", "1", "--crc", "--pcap", pcap)
+        st = expect_exit(cm, 6, timeout=30)
+        check(srv.finish(30) == 1, "the kernel peer did not see the Terminate")
+        term = srv.events("terminate")
+        check(len(term) == 1 and term[0]["layer"] == 2 and term[0]["etype"] == 0 and term[0]["ecode"] == 2,
+              "peer: %s" % term)
+        closed = srv.events("closed")
+        check(len(closed) == 1 and closed[0]["peer_eof"] and not closed[0]["reset_by_peer"], "peer: %s" % closed)
+        sent = cm.events("terminate_sent")
+        check(len(sent) == 1 and sent[0]["layer"] == 2 and sent[0]["code"] == 2, "cm: %s" % sent)
+        check(st["resets_sent"] == 0, "stats: %s" % st)
+        ours = check_fin_no_rst(pcap, net, after_opcode=7)
+        if lose:
+            dropped = nft_dropped(net, "iwcm_term")
+            check(dropped == 1, "nft dropped %d segments, not 1" % dropped)
+            terms = [r for r in ours if 7 in r[4]]
+            check(len(terms) == 1 and terms[0][5] == 28, "our TERMINATE: %s" % terms)
+            again = [r for r in ours if r[1] == terms[0][1] and r[5] == 28 and r[0] > terms[0][0]]
+            check(again, "our TERMINATE not retransmitted: %s" % ours[-6:])
+        else:
+            check_capture(pcap, net)
+        wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
+
+
+def case_rping_terminate_sent(c):
+    """Our TERMINATE, then our FIN, no RST (terminate_sent_case)."""
+    terminate_sent_case(c, "rping-terminate-sent", 64, False)
+
+
+def case_rping_terminate_received(c):
+    """The peer sends a TERMINATE in place of its first FPDU: we report it,
+    close with a FIN, no RST; the peer reads our FIN and closes; exit 6."""
+    with Net("rping-term-recv", 65) as net:
+        pcap = c.pcap("rping-terminate-received")
+        srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--send-terminate",
+                          "1", "-C", "1")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "-C", "1", "--pcap", pcap)
+        st = expect_exit(cm, 6, timeout=30)
+        check(srv.finish(30) == 1, "the kernel peer failed otherwise")
+        check(len(srv.events("terminate_sent")) == 1, "peer sent no Terminate")
+        closed = srv.events("closed")
+        check(len(closed) == 1 and closed[0]["peer_eof"] and not closed[0]["reset_by_peer"], "peer: %s" % closed)
+        got = cm.events("terminate_received")
+        check(len(got) == 1 and got[0]["layer"] == 0 and got[0]["etype"] == 2 and got[0]["code"] == 7,
+              "cm: %s" % got)
+        check(st["resets_sent"] == 0, "stats: %s" % st)
+        check_fin_no_rst(pcap, net)
+        check_capture(pcap, net)
+        wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
+
+
+def case_rping_terminate_lost(c):
+    """The same with the segment of our TERMINATE lost once: it is retransmitted."""
+    terminate_sent_case(c, "rping-terminate-lost", 66, True)
+
+
+def close_limit_case(c, name, subnet, peer_args, cm_args, code, on_start=None):
+    """rping -c against a peer that does not let the close finish: it exits
+    with `code` within --timeout + the close limit (and slack), a reset_sent
+    line saying the close limit ran out, an RST in the capture, and the
+    kernel's socket is not left ESTABLISHED or CLOSE_WAIT. Returns (cm, peer,
+    our frames)."""
+    with Net(name, subnet) as net:
+        pcap = c.pcap(name)
+        srv = kernel_peer(net, "peer", "server", "--bind", "%s:%d" % (net.kernel4, PORT), *peer_args)
+        srv.wait_for("listening")
+        start = time.monotonic()
+        cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "--timeout", "2", "--pcap", pcap, *cm_args)
+        if on_start:
+            on_start(net, srv)
+        st = expect_exit(cm, code, timeout=40)
+        took = time.monotonic() - start
+        check(took < 2 + CLOSE_LIMIT + 8, "rping took %.1f s" % took)
+        resets = cm.events("reset_sent")
+        check(len(resets) == 1 and resets[0]["connections"] == 1
+              and resets[0]["why"] == "not closed within the close limit", "reset_sent: %s" % resets)
+        # One RST; a second answers the challenge ACK (RFC 5961) an RST in the
+        # peer's window but past its RCV.NXT draws (our lost FIN's sequence).
+        check(st["resets_sent"] in (1, 2), "stats: %s" % st)
+        ours = frames_from(pcap, cm_ip(net))
+        check([r for r in ours if r[3]], "no RST from us: %s" % ours[-5:])
+        left = wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
+        print("  rping exited after %.1f s; kernel sockets now %s" % (took, left), flush=True)
+        srv.finish(30)
+        return cm, srv, ours
+
+
+def check_held_reset(srv):
+    held = srv.events("held")
+    check(len(held) == 1 and held[0]["reset"] and held[0]["tcp_state"] == "CLOSE", "peer: %s" % held)
+
+
+def case_rping_close_zero_window(c):
+    """The peer (SO_RCVBUF 4096) stops reading after our first Send: our Read
+    Response of 65535 bytes fills its window (zero window). The stall timer
+    (--timeout 2) fires; our FIN waits behind the bytes the window holds back,
+    and the close limit ends it with an RST at the window's edge, which the
+    kernel takes (its socket goes to CLOSE)."""
+    _, srv, ours = close_limit_case(c, "rping-close-zwin", 67, ["--rcvbuf", "4096", "--stall-after", "1",
+                                                               "-S", "65535"], ["-S", "65535", "-C", "1"], 5)
+    check_held_reset(srv)
+
+
+def case_rping_close_lost(c):
+    """After three iterations nftables drops every segment from us to the
+    peer but RSTs: the stall timer fires, our FIN is retransmitted and lost,
+    and the close limit ends it with an RST the peer gets."""
+    def cut(net, srv):
+        while srv.wait_for("read_done", timeout=30)["iteration"] < 2:
+            pass
+        rules = ("add table inet iwcm_cut\n"
+                 "add chain inet iwcm_cut in { type filter hook input priority 0; policy accept; }\n"
+                 "add rule inet iwcm_cut in ip saddr %s tcp flags & rst == 0 counter drop\n" % cm_ip(net))
+        r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
+                           capture_output=True, timeout=30)
+        check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
+
+    _, srv, ours = close_limit_case(c, "rping-close-lost", 68, ["--timeout", "20"], ["-C", "0"], 5, cut)
+    fins = [r for r in ours if r[2]]
+    rsts = [r for r in ours if r[3]]
+    check(len(fins) >= 2 and rsts[0][0] > fins[-1][0], "FINs %s then RST %s" % (fins, rsts))
+    err = srv.events("error")
+    check(len(err) == 1 and "ConnectionResetError" in err[0]["error"], "peer: %s" % err)
+
+
+def case_rping_close_never(c):
+    """The peer reads our FIN after three iterations and never closes: our
+    FIN_WAIT_2 ends with an RST when the close limit runs out; the pings
+    succeeded, so rping exits 0."""
+    _, srv, ours = close_limit_case(c, "rping-close-never", 69, ["-C", "3", "--no-close"], ["-C", "3"], 0)
+    fins = [r for r in ours if r[2]]
+    rsts = [r for r in ours if r[3]]
+    check(fins and rsts[0][0] > fins[0][0], "FIN %s then RST %s" % (fins, rsts))
+    check_held_reset(srv)
+
+
+def case_rping_truncated_fpdu(c):
+    """The client (rping_peer.py) ends its stream in the middle of its 7th
+    FPDU (the start Send of its third iteration): our server without -C does
+    not take that as the client's clean close between iterations: it exits
+    6, a protocol error, after two iterations."""
+    with Net("rping-truncated", 70) as net:
+        cm = c.cm(net, "cm", "rping", "-s")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        cli = kernel_peer(net, "peer", "client", "--to", "%s:%d" % (cm_ip(net), PORT), "-C", "3", "--truncate",
+                          "7")
+        cli.finish(60)
+        check(len(cli.events("truncated")) == 1 and len(cli.events("ping")) == 2, "peer: %s" % cli.lines)
+        expect_exit(cm, 6, timeout=30)
+        disc = cm.events("disconnected")
+        check(len(disc) == 1 and disc[0]["status"] == -71, "disconnected: %s" % disc)  # -EPROTO
+        s = cm.events("rping")
+        check(len(s) == 1 and s[0]["iterations"] == 2 and "Protocol error" in (s[0]["error"] or ""),
+              "summary: %s" % s)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iwcm/verbs.hpp"
+#include "wire/frame.hpp"
 
 namespace iwcm::rdma::test {
 namespace {
@@ -74,6 +75,7 @@ struct Net {
                 for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
                     longest = std::max(longest, f->size());
                     if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
+                    if (on_wire && on_wire(i, *f)) continue;
                     sides[1 - i]->core.receive(now, *f);
                 }
             }
@@ -162,6 +164,8 @@ struct Net {
     std::size_t longest = 0;  // the longest frame moved
     // Frames from b to a (by length) this returns true for are lost.
     std::function<bool(std::size_t)> drop_b_to_a;
+    // Sees every frame (from 0: a, 1: b) and drops those it returns true for.
+    std::function<bool(int, std::span<const std::byte>)> on_wire;
     bool in_parts = false;
     std::size_t cut = 0;
     std::function<void(std::vector<std::byte>&)> tamper;
@@ -425,6 +429,171 @@ TEST(DevicePlacement, RefusedWriteStillDrawsTheTerminate) {
     EXPECT_EQ(n.sa.dev.placement().placed, 0u);
     EXPECT_TRUE(
         std::all_of(sink.begin(), sink.end(), [](std::byte b) { return b == std::byte{0}; }));
+}
+
+// ---- the close after a TERMINATE (RFC 5040 section 7.2, RFC 5044 section 8)
+
+// One frame on the wire: who sent it, its TCP header, its payload, whether
+// the test dropped it.
+struct Seen {
+    int from = 0;
+    wire::TcpRepr tcp;
+    std::vector<std::byte> payload;
+    bool dropped = false;
+};
+
+// b Writes to an STag a does not have: a answers with a TERMINATE (DDP
+// tagged, invalid STag). Every frame is recorded; `drop` picks the lost ones.
+struct TermRun {
+    explicit TermRun(std::function<bool(const Seen&)> drop_if = {}) : drop(std::move(drop_if)) {
+        EXPECT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        n.on_wire = [this](int from, std::span<const std::byte> f) {
+            auto p = wire::parse_tcp_frame(f);
+            EXPECT_TRUE(p.has_value());
+            if (!p) return false;
+            Seen s{from, p->repr.tcp, {p->payload.begin(), p->payload.end()}, false};
+            s.dropped = drop && drop(s);
+            seen.push_back(s);
+            return s.dropped;
+        };
+        mr_sink = *n.sa.dev.reg_mr(sink, kAccessRemoteWrite);
+        mr_src = *n.sb.dev.reg_mr(src, 0);
+        sge = {mr_src.addr, 4096, mr_src.lkey};
+        write.opcode = WrOpcode::kRdmaWrite;
+        write.sg_list = std::span(&sge, 1);
+        write.remote_addr = mr_sink.addr;
+        write.rkey = mr_sink.rkey ^ 0x100;  // no such STag
+    }
+    // Each application destroys its QP on its TERMINATE event, as rping does;
+    // then until both cores are empty (TIME_WAIT included).
+    bool close_on_terminate() {
+        bool gone_a = false, gone_b = false;
+        return n.run([&] {
+            if (!gone_a && !n.sa.qp_events.empty()) {
+                gone_a = true;
+                EXPECT_TRUE(n.sa.dev.destroy_qp(n.now, n.sa.qp).has_value());
+            }
+            if (!gone_b && !n.sb.qp_events.empty()) {
+                gone_b = true;
+                EXPECT_TRUE(n.sb.dev.destroy_qp(n.now, n.sb.qp).has_value());
+            }
+            return gone_a && gone_b && n.a.live_nodes() == 0 && n.b.live_nodes() == 0;
+        });
+    }
+    std::vector<const Seen*> from(int side) const {
+        std::vector<const Seen*> out;
+        for (const Seen& s : seen)
+            if (s.from == side) out.push_back(&s);
+        return out;
+    }
+
+    Net n{false};
+    std::function<bool(const Seen&)> drop;
+    std::vector<Seen> seen;
+    std::vector<std::byte> src = std::vector<std::byte>(4096, std::byte{7});
+    std::vector<std::byte> sink = std::vector<std::byte>(4096, std::byte{0});
+    MemoryRegion mr_sink, mr_src;
+    Sge sge{};
+    SendWr write;
+};
+
+bool is_terminate(const Seen& s) {
+    // FPDU length, then DDP untagged last (0x41) and RDMAP Terminate (0x47).
+    return s.payload.size() > 4 && s.payload[2] == std::byte{0x41} &&
+           s.payload[3] == std::byte{0x47};
+}
+
+// Each side's frames after the TERMINATE are the FIN handshake: no RST from
+// either (issue 37: destroy_qp's second close used to reset ~10 us after the FIN).
+void expect_clean_close(const TermRun& t) {
+    for (const Seen& s : t.seen) EXPECT_FALSE(s.tcp.has(wire::tcp_flags::kRst)) << s.from;
+    EXPECT_EQ(t.n.a.stats().resets_sent, 0u);
+    EXPECT_EQ(t.n.b.stats().resets_sent, 0u);
+    for (int side : {0, 1}) {
+        auto frames = t.from(side);
+        EXPECT_TRUE(std::any_of(frames.begin(), frames.end(),
+                                [](const Seen* s) { return s->tcp.has(wire::tcp_flags::kFin); }))
+            << "side " << side << " sent no FIN";
+    }
+}
+
+// b hears a's TERMINATE, then (when a's FIN came in the same round) the
+// clean end of the connection.
+void expect_terminate_received(const TermRun& t) {
+    const auto& q = t.n.sb.qp_events;
+    ASSERT_GE(q.size(), 1u);
+    ASSERT_LE(q.size(), 2u);
+    EXPECT_EQ(q[0].type, QpEventType::kTerminateReceived);
+    if (q.size() == 2) {
+        EXPECT_EQ(q[1].type, QpEventType::kDisconnected);
+        EXPECT_EQ(q[1].status, 0);
+    }
+}
+
+TEST(DeviceTerminate, SentThenFinAndNoResetEitherSide) {
+    TermRun t;
+    ASSERT_TRUE(t.n.sb.dev.post_send(t.n.now, t.n.sb.qp, t.write).has_value());
+    ASSERT_TRUE(t.close_on_terminate());
+    ASSERT_EQ(t.n.sa.qp_events.size(), 1u);
+    EXPECT_EQ(t.n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+    expect_terminate_received(t);
+    EXPECT_EQ(t.n.sb.qp_events[0].term.layer, 1);  // DDP, tagged, invalid STag
+    EXPECT_EQ(t.n.sb.qp_events[0].term.etype, 1);
+    EXPECT_EQ(t.n.sb.qp_events[0].term.code, 0);
+    // a's data: the TERMINATE alone, then its FIN right behind it in sequence.
+    auto a = t.from(0);
+    auto term = std::find_if(a.begin(), a.end(), [](const Seen* s) { return is_terminate(*s); });
+    ASSERT_NE(term, a.end());
+    const wire::SeqNumber fin_seq = (*term)->tcp.seq + (*term)->payload.size();
+    auto fin = std::find_if(term, a.end(),
+                            [](const Seen* s) { return s->tcp.has(wire::tcp_flags::kFin); });
+    ASSERT_NE(fin, a.end());
+    EXPECT_EQ((*fin)->tcp.seq + (*fin)->payload.size(), fin_seq);
+    EXPECT_EQ(std::count_if(a.begin(), a.end(), [](const Seen* s) { return is_terminate(*s); }), 1);
+    expect_clean_close(t);
+}
+
+// The segment carrying the TERMINATE is lost once: the stream retransmits
+// it (the same bytes at the same sequence number), the peer gets it, and
+// both close with FINs; nothing is reset.
+TEST(DeviceTerminate, LostTerminateIsRetransmittedAndReachesThePeer) {
+    bool lost = false;
+    TermRun t([&](const Seen& s) {
+        if (s.from != 0 || lost || !is_terminate(s)) return false;
+        lost = true;
+        return true;
+    });
+    ASSERT_TRUE(t.n.sb.dev.post_send(t.n.now, t.n.sb.qp, t.write).has_value());
+    ASSERT_TRUE(t.close_on_terminate());
+    ASSERT_TRUE(lost);
+    std::vector<const Seen*> terms;
+    for (const Seen* s : t.from(0))
+        if (is_terminate(*s)) terms.push_back(s);
+    ASSERT_GE(terms.size(), 2u);
+    EXPECT_TRUE(terms[0]->dropped);
+    EXPECT_FALSE(terms[1]->dropped);
+    EXPECT_EQ(terms[1]->tcp.seq, terms[0]->tcp.seq);
+    EXPECT_EQ(terms[1]->payload, terms[0]->payload);
+    expect_terminate_received(t);
+    expect_clean_close(t);
+}
+
+// b's bad Write and its FIN arrive before a's application reads: a's core
+// has queued a's FIN at the peer's, so a's TERMINATE cannot go. The event
+// says it was not sent, and nothing is sent but the FIN handshake.
+TEST(DeviceTerminate, AfterThePeersFinIsReportedUnsent) {
+    TermRun t;
+    ASSERT_TRUE(t.n.sb.dev.post_send(t.n.now, t.n.sb.qp, t.write).has_value());
+    ASSERT_TRUE(t.n.sb.dev.destroy_qp(t.n.now, t.n.sb.qp).has_value());  // FIN after the Write
+    ASSERT_TRUE(t.n.run([&] { return t.n.sa.qp_events.size() >= 2; }));
+    EXPECT_EQ(t.n.sa.qp_events[0].type, QpEventType::kTerminateUnsent);
+    EXPECT_EQ(t.n.sa.qp_events[0].term.layer, 1);
+    EXPECT_EQ(t.n.sa.qp_events[1].type, QpEventType::kDisconnected);
+    EXPECT_EQ(t.n.sa.qp_events[1].status, 0);
+    for (const Seen* s : t.from(0)) EXPECT_TRUE(s->payload.empty());
+    ASSERT_TRUE(t.n.run([&] { return t.n.a.live_nodes() == 0 && t.n.b.live_nodes() == 0; }));
+    EXPECT_EQ(t.n.a.stats().resets_sent, 0u);
+    EXPECT_EQ(t.n.b.stats().resets_sent, 0u);
 }
 
 // A receive buffer that cannot hold the largest FPDU is refused up front:

@@ -1,6 +1,8 @@
 // Every DDP/RDMAP/MPA error a peer can cause is answered with a TERMINATE
 // carrying siw's layer/type/code and the quoted header; the QP closes and
 // its work flushes. Misuse of the API returns a VerbsError.
+#include <cerrno>
+
 #include "fixture.hpp"
 
 namespace iwcm::rdma::test {
@@ -331,6 +333,93 @@ TEST(Terminate, NothingIsReadAfterIt) {
     EXPECT_EQ(v.p.links.end(1).sent.size(), 1u);
     EXPECT_NE(v.dst.mem[0], std::byte{0x5A});
     EXPECT_EQ(v.p.links.end(1).rx.size(), 0u);  // drained and dropped
+}
+
+// An error found once our side of the link is closed (the core queues our FIN
+// at once when the peer's FIN comes): the TERMINATE cannot go, and the event
+// says so instead of claiming it was sent.
+TEST(Terminate, AfterOurSideClosedIsReportedUnsent) {
+    Victim v;
+    v.post_recv(64);
+    v.p.links.end(1).closed = true;
+    v.p.links.inject(1, fpdu(untagged(0x41, 0x43, 0, 9, 0, kEight), false));  // MSN 9
+    v.p.links.deliver(1, SIZE_MAX);
+    v.p.b.on_readable(v.p.qb);
+    EXPECT_TRUE(v.p.links.end(1).sent.empty());
+    auto e = v.p.b.poll_qp_event();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, QpEventType::kTerminateUnsent);
+    EXPECT_EQ(e->term.layer, 1);  // DDP, untagged, MSN out of range
+    EXPECT_EQ(e->term.etype, 2);
+    EXPECT_EQ(e->term.code, 3);
+    EXPECT_FALSE(v.p.b.poll_qp_event().has_value());
+    EXPECT_EQ(v.p.b.query_qp(v.p.qb)->state, QpState::kClosing);
+    v.p.b.on_link_down(v.p.qb, 0);
+    e = v.p.b.poll_qp_event();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, QpEventType::kDisconnected);
+    EXPECT_EQ(e->status, 0);
+}
+
+// A TERMINATE the link refuses for want of room waits, and is reported only
+// once the link takes it; the link is closed once, gracefully, after it, and
+// destroy_qp closes nothing again.
+TEST(Terminate, ReportedWhenTheLinkTakesItAndClosedOnce) {
+    Victim v;
+    v.post_recv(64);
+    v.p.links.end(1).send_cap = 0;
+    v.p.links.inject(1, fpdu(untagged(0x41, 0x43, 0, 9, 0, kEight), false));
+    v.p.links.deliver(1, SIZE_MAX);
+    v.p.b.on_readable(v.p.qb);
+    EXPECT_TRUE(v.p.links.end(1).sent.empty());
+    EXPECT_FALSE(v.p.b.poll_qp_event().has_value());
+    EXPECT_FALSE(v.p.links.end(1).closed);
+    v.p.links.end(1).send_cap = 4096;
+    v.p.b.on_writable(v.p.qb);
+    ASSERT_EQ(v.p.links.end(1).sent.size(), 1u);
+    TermSeen t = read_terminate(v.p.links.end(1).sent[0]);
+    EXPECT_EQ(t.layer, 1);
+    auto e = v.p.b.poll_qp_event();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, QpEventType::kTerminateSent);
+    EXPECT_TRUE(v.p.links.end(1).closed);
+    EXPECT_FALSE(v.p.links.end(1).abortive);
+    v.p.links.end(1).closed = false;  // what a second close would set again
+    ASSERT_TRUE(v.p.b.destroy_qp(v.p.qb).has_value());
+    EXPECT_FALSE(v.p.links.end(1).closed);
+}
+
+// The stream ends inside an FPDU (its first 10 bytes, then a clean FIN): the
+// peer's bytes were cut, which is not a clean end.
+TEST(Flush, StreamEndingInsideAnFpduIsAProtocolError) {
+    Victim v;
+    v.post_recv(64);
+    ByteVec f = fpdu(untagged(0x41, 0x43, 0, 1, 0, kEight), false);
+    f.resize(10);
+    v.p.links.inject(1, f);
+    v.p.links.deliver(1, SIZE_MAX);
+    v.p.b.on_readable(v.p.qb);
+    EXPECT_FALSE(v.p.b.poll_qp_event().has_value());
+    v.p.b.on_link_down(v.p.qb, 0);
+    auto e = v.p.b.poll_qp_event();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, QpEventType::kDisconnected);
+    EXPECT_EQ(e->status, -EPROTO);
+    EXPECT_TRUE(v.p.links.end(1).sent.empty());  // no TERMINATE after the peer's FIN
+}
+
+// Between FPDUs a clean FIN stays a clean end.
+TEST(Flush, StreamEndingBetweenFpdusIsClean) {
+    Victim v;
+    v.post_recv(64);
+    v.p.links.inject(1, fpdu(untagged(0x41, 0x43, 0, 1, 0, kEight), false));
+    v.p.links.deliver(1, SIZE_MAX);
+    v.p.b.on_readable(v.p.qb);
+    v.p.b.on_link_down(v.p.qb, 0);
+    auto e = v.p.b.poll_qp_event();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, QpEventType::kDisconnected);
+    EXPECT_EQ(e->status, 0);
 }
 
 TEST(Flush, LinkDownFlushesEverythingAndReports) {

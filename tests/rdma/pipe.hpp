@@ -73,6 +73,7 @@ public:
     std::size_t readable(LinkId l) override { return ends_[l.value].rx.size(); }
     wire::Bytes peek(LinkId l) override { return ends_[l.value].rx.peek(); }
     void consume(LinkId l, std::size_t n) override { ends_[l.value].rx.consume(n); }
+    bool send_open(LinkId l) override { return !ends_[l.value].closed; }
     void close(LinkId l, bool abortive) override {
         ends_[l.value].closed = true;
         ends_[l.value].abortive = abortive;

@@ -583,6 +583,27 @@ TEST(StreamPersist, UnansweredProbesGiveUpAnsweredOnesDoNot) {
     EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
 }
 
+// After our close a zero window answered for ever would hold the FIN back
+// for ever: answered probes count then, and max_retransmits of them give up
+// (the core resets the connection).
+TEST(StreamPersist, AfterOurCloseAnsweredProbesGiveUpToo) {
+    StreamConfig c = config();
+    c.max_retransmits = 3;
+    c.rto_max = seconds(4);
+    Stream s(c, init(0), at_ms(0));
+    const auto data = pattern(100);
+    s.write(data);
+    s.close();
+    expect_nothing_sent(s, at_ms(0));
+    for (int i = 0; i < 3; ++i) {
+        const Instant t = deadline(s);
+        ASSERT_EQ(s.on_timer(t), Stream::Timeout::kNone) << i;
+        expect_sent(s, t, {data_seg(0, 1, kIrs, kWin16k)});
+        s.on_segment(t + milliseconds(1), from_peer(kIrs, kIss, 0));  // still zero
+    }
+    EXPECT_EQ(s.on_timer(deadline(s)), Stream::Timeout::kGiveUp);
+}
+
 TEST(StreamPersist, ProbeAcceptedByThePeerAdvancesSndUna) {
     Stream s(config(), init(0), at_ms(0));
     const auto data = pattern(3000);
