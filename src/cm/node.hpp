@@ -209,6 +209,9 @@ struct Node {
     // Kept here, in what would be padding, so the node stays at 176 bytes.
     bool app_rejected : 1 = false;  // the application answered the request with reject()
     bool half_open : 1 = false;     // counted in the listener's half_open (passive, SYN_RCVD)
+    // Counted in the listener's silent ones: past the handshake, its MPA request not yet in
+    // (MPAREQ_WAIT; Core::Impl::enter_silence).
+    bool silent : 1 = false;
     // The send entry's retransmissions so far (node_timers.hpp), while kSend is armed.
     std::uint8_t send_attempt = 0;
     std::uint16_t ird = 0;  // ours (after negotiation)
