@@ -32,14 +32,6 @@ bool phase_fits_state(const Node& node, NodeTimer kind) {
 
 }  // namespace
 
-// The listener that counts the node in its backlog (find_listener without changing anything).
-const cm::Listener* Core::Impl::listener_of(const Node& node) const {
-    const ListenHandle h = node.listener;
-    if (!h.valid() || h.index >= listeners.size()) return nullptr;
-    const cm::Listener& l = listeners[h.index];
-    return (l.in_use && l.generation == h.generation) ? &l : nullptr;
-}
-
 void Core::Impl::check_node(const Node& node) const {
     // Sequence order (RFC 9293 section 3.3.1): nothing is acknowledged before it is sent.
     IWCM_ASSERT(node.snd_una <= node.snd_nxt);
@@ -59,7 +51,7 @@ void Core::Impl::check_node(const Node& node) const {
     // Its listener's counts: half-open and silent nodes are among the pending ones, the silent
     // ones within their limit, each with its handle in the order.
     if (node.counted_in_backlog) {
-        const cm::Listener* l = listener_of(node);
+        const cm::Listener* l = find_listener(node.listener);
         IWCM_ASSERT(l != nullptr);
         IWCM_ASSERT(std::uint64_t{l->half_open} + l->silent <= l->pending);
         IWCM_ASSERT(l->silent <= l->silent_limit);

@@ -395,9 +395,9 @@ Result<Node*> Core::Impl::app_node(ConnHandle conn) const {
     return n;
 }
 
-cm::Listener* Core::Impl::find_listener(ListenHandle h) {
+const cm::Listener* Core::Impl::find_listener(ListenHandle h) const {
     if (!h.valid() || h.index >= listeners.size()) return nullptr;
-    cm::Listener& l = listeners[h.index];
+    const cm::Listener& l = listeners[h.index];
     return (l.in_use && l.generation == h.generation) ? &l : nullptr;
 }
 

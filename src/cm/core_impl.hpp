@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cm/conn_table.hpp"
@@ -212,7 +213,10 @@ struct Core::Impl {
     Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params);
     Result<cm::Node*> app_node(ConnHandle conn) const;
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
-    cm::Listener* find_listener(ListenHandle handle);
+    const cm::Listener* find_listener(ListenHandle handle) const;
+    cm::Listener* find_listener(ListenHandle handle) {
+        return const_cast<cm::Listener*>(std::as_const(*this).find_listener(handle));
+    }
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
     // slot_hash, flow: the connection table's hash and the flow hash of the 4-tuple with the
     // port picked.
@@ -268,8 +272,13 @@ struct Core::Impl {
     // A node in MPAREQ_WAIT after the segment that completed its handshake: counted among
     // its listener's silent ones, the oldest of them shed first when they are at the limit.
     void enter_silence(const cm::NodeRef& node);
-    // Its MPA request came, or it ends (on_mpa_request, release_backlog).
-    void end_silence(cm::Node& node);
+    // Its MPA request came, or it ends (on_mpa_request, release_backlog). Inline: a node is
+    // seldom silent (never one whose request came with the handshake's ACK).
+    void end_silence(cm::Node& node) {
+        if (node.silent) [[unlikely]]
+            end_silence_of(node);
+    }
+    void end_silence_of(cm::Node& node);
     void shed_oldest_silent(cm::Listener& l);
     bool still_silent(ConnHandle h) const {
         const cm::Node* n = pool.find(h.index, h.generation);
@@ -437,7 +446,6 @@ struct Core::Impl {
     // bounds, timers); asserted in debug and sanitizer builds, nothing in release ones.
 #if IWCM_CHECK_INVARIANTS
     void check_node(const cm::Node& node) const;
-    const cm::Listener* listener_of(const cm::Node& node) const;
 #else
     void check_node(const cm::Node&) const {}
 #endif

@@ -347,8 +347,8 @@ void Core::Impl::enter_silence(const NodeRef& node) {
     order.push_back(node->handle());
 }
 
-void Core::Impl::end_silence(Node& node) {
-    if (!node.silent) return;
+void Core::Impl::end_silence_of(Node& node) {
+    IWCM_ASSERT(node.silent);
     node.silent = false;
     if (cm::Listener* l = find_listener(node.listener)) {
         IWCM_ASSERT(l->silent > 0);

@@ -4,7 +4,7 @@
 //
 // Read first: docs/design.md "Backlog", src/cm/tcp.cpp (on_listen_syn, enter_silence,
 // shed_oldest_silent), tests/cm/syncookie_test.cpp (the cookies beside it).
-#include <cerrno>
+#include <algorithm>
 #include <deque>
 
 #include "cm/dut.hpp"
@@ -244,10 +244,45 @@ TEST(Backlog, SilentOnesDoNotCountInIt) {
     d.peer.port = 30005;
     const std::size_t live = d.core.live_nodes();
     d.feed(d.frame(tf::kSyn, wire::SeqNumber(55), wire::SeqNumber(0)));
-    EXPECT_EQ(d.out().size(), 1u);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
     EXPECT_EQ(d.core.live_nodes(), live);
     EXPECT_EQ(d.core.stats().syn_cookies_sent, 1u);
     EXPECT_EQ(d.core.stats().silent_shed, 0u);
+    // Its ACK returns the cookie: the node it makes falls silent like any other, and at the
+    // limit sheds the oldest silent one.
+    PeerConn cookie{30005, 55, o[0].tcp().seq};
+    ack_handshake(d, cookie);
+    expect_sent(d, {reset_of(d, silent.front())});
+    EXPECT_EQ(d.core.stats().syn_cookies_accepted, 1u);
+    EXPECT_EQ(d.core.stats().silent_shed, 1u);
+    EXPECT_EQ(d.core.live_nodes(), live);  // one made, one shed
+}
+
+// A listener destroyed with silent connections resets them all; its slot, listened on
+// again, starts with none: the next ones fill the new limit before any is shed.
+TEST(Backlog, DestroyedListenerTakesItsSilentOnes) {
+    Dut d;
+    auto l = d.core.listen({d.self, 2});
+    ASSERT_TRUE(l.has_value());
+    std::deque<PeerConn> silent;
+    for (std::uint16_t p = 40001; p <= 40004; ++p) open_silent(d, {p, 100u * p, {}}, silent, 2);
+    EXPECT_EQ(d.core.stats().silent_shed, 2u);
+    ASSERT_TRUE(d.core.destroy_listen(d.now, *l).has_value());
+    // In the table's order, not the silent ones' (destroy_listen walks the table).
+    std::vector<Sent> resets = d.out();
+    ASSERT_EQ(resets.size(), 2u);
+    std::sort(resets.begin(), resets.end(),
+              [](const Sent& a, const Sent& b) { return a.tcp().dst_port < b.tcp().dst_port; });
+    for (std::size_t i = 0; i < 2; ++i)
+        EXPECT_EQ(detail::frame_diff(reset_of(d, silent[i]), resets[i]), "") << i;
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_TRUE(d.evs().empty());
+    silent.clear();
+    ASSERT_TRUE(d.core.listen({d.self, 3}).has_value());
+    for (std::uint16_t p = 40011; p <= 40014; ++p) open_silent(d, {p, 100u * p, {}}, silent, 3);
+    EXPECT_EQ(d.core.stats().silent_shed, 3u);
+    EXPECT_EQ(d.core.live_nodes(), 3u);
 }
 
 }  // namespace
