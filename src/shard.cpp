@@ -153,7 +153,7 @@ std::function<bool(const Endpoint&, const Endpoint&)> shard_port_filter(std::uin
 
 void add_stats(Stats& total, const Stats& shard) {
     // A counter added to Stats must be added here too: this size changes then.
-    static_assert(sizeof(Stats) == 24 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
+    static_assert(sizeof(Stats) == 25 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
     total.nodes_created += shard.nodes_created;
     total.nodes_destroyed += shard.nodes_destroyed;
     total.listeners_created += shard.listeners_created;
@@ -165,6 +165,7 @@ void add_stats(Stats& total, const Stats& shard) {
     total.passive_errors += shard.passive_errors;
     total.retransmissions += shard.retransmissions;
     total.backlog_drops += shard.backlog_drops;
+    total.silent_shed += shard.silent_shed;
     total.syns_received += shard.syns_received;
     total.resets_sent += shard.resets_sent;
     total.resets_received += shard.resets_received;

@@ -657,6 +657,7 @@ void Reporter::stats(Instant now, const Counters& c, const std::string& result,
     r.add("live_nodes", std::uint64_t{c.live_nodes});
     r.add("syn_cookies_sent", s.syn_cookies_sent);
     r.add("syn_cookies_accepted", s.syn_cookies_accepted);
+    r.add("silent_shed", s.silent_shed);
     if (connect_time) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.3f", seconds(*connect_time) * 1000);

@@ -141,7 +141,19 @@ struct CoreConfig {
     // TIME_WAIT and delayed close (irdma: a CLOSE entry is due HZ / 10 later, 100 ms).
     Duration close_delay = std::chrono::milliseconds(100);
     Duration timer_granularity = std::chrono::milliseconds(1);
+    // A listener's backlog (ListenParams::backlog, 0: this) bounds what listen(2)'s does:
+    // connect requests the application has not answered (kConnectRequest polled or not,
+    // accept() or reject() not yet called), and beside them half-open connections. Over it
+    // a SYN gets a cookie (syn_cookies); with as many requests unanswered, none.
     std::uint32_t default_backlog = 256;
+    // Silent connections of one listener at most: TCP up, no whole MPA request yet
+    // (MPAREQ_WAIT). They do not count in the backlog, so that a peer holding connections
+    // open without speaking keeps no SYN from being answered; at this limit a new one sheds
+    // the one silent longest with a reset (Stats::silent_shed). Every client sends its
+    // request within a round trip of the handshake (ours with the handshake's ACK), so only
+    // connections that outlive this many newer ones are shed; the rest are bounded as ever
+    // by mpa.request_timeout. 0: the listener's backlog.
+    std::uint32_t silent_limit = 0;
     std::uint32_t max_connections = 1u << 22;
     // Events waiting to be polled before new connections are refused: a SYN
     // to a listener is dropped (DropReason::kEventQueueFull) and connect()

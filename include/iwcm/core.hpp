@@ -42,7 +42,10 @@ struct ListenParams {
     // An unspecified address (0.0.0.0 or ::) listens on every local address
     // of that family.
     Endpoint local;
-    std::uint32_t backlog = 0;  // 0: CoreConfig::default_backlog
+    // As listen(2)'s: connect requests the application has not answered, with half-open
+    // connections beside them; silent ones (TCP up, no MPA request) are bounded apart
+    // (CoreConfig::silent_limit). 0: CoreConfig::default_backlog.
+    std::uint32_t backlog = 0;
     // kNoVlan: as irdma_find_listener, a specific address's listener serves
     // that address's VLAN and a wildcard one every local address, each on its
     // own VLAN. Another id narrows the listener to that VLAN (for a specific

@@ -45,6 +45,9 @@ struct Stats {
     std::uint64_t passive_errors = 0;
     std::uint64_t retransmissions = 0;  // TCP segments sent again, before and after hand-off
     std::uint64_t backlog_drops = 0;
+    // Connections past the handshake that had sent no MPA request, reset to make room for
+    // a newer one at the listener's silent_limit (CoreConfig::silent_limit).
+    std::uint64_t silent_shed = 0;
     std::uint64_t syns_received = 0;
     std::uint64_t resets_sent = 0;
     std::uint64_t resets_received = 0;

@@ -43,6 +43,22 @@ void Core::Impl::check_node(const Node& node) const {
     // handshake's ACK.
     IWCM_ASSERT(!node.half_open || node.state == CmState::kSynRcvd);
     IWCM_ASSERT(!node.half_open || node.counted_in_backlog);
+    // A silent node (counted in its listener's silent) is exactly one in MPAREQ_WAIT: past
+    // the handshake, no MPA request yet (enter_silence follows the handshake's segment, and
+    // the request or the node's end comes before any other state).
+    IWCM_ASSERT(node.silent == (node.state == CmState::kMpaReqWait));
+    IWCM_ASSERT(!node.silent || (node.counted_in_backlog && !node.half_open));
+    // Its listener's counts: half-open and silent nodes are among the pending ones, the silent
+    // ones within their limit, each with its handle in the order.
+    if (node.counted_in_backlog) {
+        const cm::Listener* l = find_listener(node.listener);
+        IWCM_ASSERT(l != nullptr);
+        IWCM_ASSERT(std::uint64_t{l->half_open} + l->silent <= l->pending);
+        IWCM_ASSERT(l->silent <= l->silent_limit);
+        IWCM_ASSERT(l->silent_front <= l->silent_order.size());
+        IWCM_ASSERT(l->silent_order.size() - l->silent_front >= l->silent);
+        IWCM_ASSERT(!node.silent || still_silent(node.handle()));
+    }
     // MPAREQ_WAIT is the responder's, and nobody above knows the node before its request.
     IWCM_ASSERT(node.state != CmState::kMpaReqWait || (!node.initiator && !node.app_owned));
     // The application's handle and its reference go together.

@@ -268,6 +268,7 @@ void Core::Impl::trace_state(const Node& node, CmState from, CmState to) {
 
 void Core::Impl::release_backlog(Node& node) {
     end_half_open(node);
+    end_silence(node);
     if (!node.counted_in_backlog) return;
     node.counted_in_backlog = false;
     if (cm::Listener* l = find_listener(node.listener)) {
@@ -394,9 +395,9 @@ Result<Node*> Core::Impl::app_node(ConnHandle conn) const {
     return n;
 }
 
-cm::Listener* Core::Impl::find_listener(ListenHandle h) {
+const cm::Listener* Core::Impl::find_listener(ListenHandle h) const {
     if (!h.valid() || h.index >= listeners.size()) return nullptr;
-    cm::Listener& l = listeners[h.index];
+    const cm::Listener& l = listeners[h.index];
     return (l.in_use && l.generation == h.generation) ? &l : nullptr;
 }
 
@@ -436,8 +437,13 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     l.vlan = p.vlan;
     l.tos = p.tos.value_or(cfg.tos);
     l.backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
+    l.silent_limit =
+        std::max<std::uint32_t>(1, cfg.silent_limit == 0 ? l.backlog : cfg.silent_limit);
     l.pending = 0;
     l.half_open = 0;
+    l.silent = 0;
+    l.silent_order.clear();
+    l.silent_front = 0;
     l.last_cookie.reset();
     ++stats.listeners_created;
     return ListenHandle{static_cast<std::uint32_t>(i), l.generation};

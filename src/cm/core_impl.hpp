@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cm/conn_table.hpp"
@@ -65,14 +66,25 @@ struct Listener {
     Endpoint local;
     std::uint16_t vlan = kNoVlan;  // kNoVlan: the address's (every address's for a wildcard)
     std::uint8_t tos = 0;
+    // docs/design.md "Backlog": half-open and answer-waiting connections together are held
+    // to `backlog`, silent ones apart to `silent_limit`.
     std::uint32_t backlog = 0;
-    std::uint32_t pending = 0;    // connections not yet accepted or rejected
-    std::uint32_t half_open = 0;  // of those, the ones still in SYN_RCVD
+    std::uint32_t silent_limit = 0;  // CoreConfig::silent_limit, or the backlog
+    std::uint32_t pending = 0;       // connections not yet accepted or rejected
+    std::uint32_t half_open = 0;     // of those, the ones still in SYN_RCVD
+    std::uint32_t silent = 0;        // of those, the ones in MPAREQ_WAIT (Node::silent)
+    // The silent ones by age, oldest first from silent_front on: each silent node's handle
+    // once, among stale ones of nodes that have spoken or ended since (a node falls silent
+    // only once, so a handle is stale exactly when its node is gone or no longer silent).
+    // Shedding skips stale handles at the front; enter_silence squeezes them out when they
+    // are as many as the live ones, and the whole is emptied whenever no node is silent.
+    std::vector<ConnHandle> silent_order;
+    std::size_t silent_front = 0;
     // The last SYN cookie sent: ACKs for no node are checked as cookies only
     // while one sent may still be valid (two cookie periods).
     std::optional<Instant> last_cookie;
-    // Past the handshake, not yet answered by the application.
-    std::uint32_t queued() const { return pending - half_open; }
+    // Past the MPA request, not yet answered by the application (listen(2)'s accept queue).
+    std::uint32_t queued() const { return pending - half_open - silent; }
 };
 
 // A segment as the handlers see it.
@@ -201,7 +213,10 @@ struct Core::Impl {
     Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params);
     Result<cm::Node*> app_node(ConnHandle conn) const;
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
-    cm::Listener* find_listener(ListenHandle handle);
+    const cm::Listener* find_listener(ListenHandle handle) const;
+    cm::Listener* find_listener(ListenHandle handle) {
+        return const_cast<cm::Listener*>(std::as_const(*this).find_listener(handle));
+    }
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
     // slot_hash, flow: the connection table's hash and the flow hash of the 4-tuple with the
     // port picked.
@@ -254,6 +269,21 @@ struct Core::Impl {
     bool on_listen_ack(Instant now, const cm::Segment& seg);
     const std::array<std::uint8_t, 16>& cookie_key_of(std::uint64_t period);
     void end_half_open(cm::Node& node);
+    // A node in MPAREQ_WAIT after the segment that completed its handshake: counted among
+    // its listener's silent ones, the oldest of them shed first when they are at the limit.
+    void enter_silence(const cm::NodeRef& node);
+    // Its MPA request came, or it ends (on_mpa_request, release_backlog). Inline: a node is
+    // seldom silent (never one whose request came with the handshake's ACK).
+    void end_silence(cm::Node& node) {
+        if (node.silent) [[unlikely]]
+            end_silence_of(node);
+    }
+    void end_silence_of(cm::Node& node);
+    void shed_oldest_silent(cm::Listener& l);
+    bool still_silent(ConnHandle h) const {
+        const cm::Node* n = pool.find(h.index, h.generation);
+        return n != nullptr && n->silent;
+    }
     wire::FrameRepr reply_frame(const cm::Segment& seg) const;
     void reply_no_connection(const cm::Segment& seg);
     // RFC 5961 section 7: a challenge ACK, unless this second's budget is spent.

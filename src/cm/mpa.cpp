@@ -239,6 +239,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
         reject_request(now, node, {});
         return;
     }
+    end_silence(*node);  // it spoke: counted as waiting for the application now
     set_state(*node, CmState::kMpaReqRcvd);
     node->app_owned = true;
     app_refs[node->index] = node;

@@ -210,6 +210,9 @@ struct Node {
     bool app_rejected : 1 = false;   // the application answered the request with reject()
     bool half_open : 1 = false;      // counted in the listener's half_open (passive, SYN_RCVD)
     bool peer_enhanced : 1 = false;  // the peer's request carried the IRD/ORD word (0x10 flag)
+    // Counted in the listener's silent ones: past the handshake, its MPA request not yet in
+    // (MPAREQ_WAIT; Core::Impl::enter_silence).
+    bool silent : 1 = false;
     // The send entry's retransmissions so far (node_timers.hpp), while kSend is armed.
     std::uint8_t send_attempt = 0;
     std::uint16_t ird = 0;  // ours (after negotiation)

@@ -245,13 +245,15 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         drop(now, DropReason::kEventQueueFull, nullptr, {});
         return;
     }
-    // Backlog: connections not yet accepted, half-open ones included. Over
-    // it, the SYN is answered with a SYN cookie and no node (RFC 4987, as
-    // Linux does when its SYN queue is full). When connections past the
-    // handshake alone fill the backlog, or cookies are off, the SYN is
-    // dropped without an answer, as the driver does (the peer's SYN
-    // retransmission retries later).
-    if (l->pending >= l->backlog) {
+    // Backlog (docs/design.md "Backlog"): connections the application has not answered,
+    // half-open ones included; silent ones (past the handshake, no MPA request) are held
+    // apart (enter_silence), so that no number of them keeps a SYN from being answered.
+    // Over the backlog the SYN is answered with a SYN cookie and no node (RFC 4987, as
+    // Linux does when its SYN queue is full). When requests the application has not
+    // answered alone fill the backlog (Linux: a full accept queue), or cookies are off, the
+    // SYN is dropped without an answer, as the driver does (the peer's SYN retransmission
+    // retries later).
+    if (l->half_open + l->queued() >= l->backlog) {
         if (cfg.syn_cookies && l->queued() < l->backlog) {
             send_cookie_syn_ack(now, *l, seg);
             return;
@@ -316,6 +318,65 @@ void Core::Impl::end_half_open(Node& node) {
     }
 }
 
+// The handshake is done and the MPA request is not in: the node is silent. Silent nodes are
+// counted apart from the backlog and held to the listener's silent_limit; at the limit the
+// one silent longest is reset to make room (counted in silent_shed). A client of ours sends
+// its request with the handshake's ACK and is never silent; a kernel or RNIC client sends
+// it within a round trip; a peer that holds connections open without speaking loses the
+// oldest first, so it cannot keep others out however many it opens.
+void Core::Impl::enter_silence(const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kMpaReqWait && node->counted_in_backlog);
+    IWCM_ASSERT(!node->silent && !node->half_open);
+    cm::Listener* l = find_listener(node->listener);
+    IWCM_ASSERT(l != nullptr);  // destroy_listen ends every node it counts
+    if (l->silent >= l->silent_limit) shed_oldest_silent(*l);
+    IWCM_ASSERT(l->silent < l->silent_limit);
+    std::vector<ConnHandle>& order = l->silent_order;
+    // Stale handles as many as live ones (and a few): squeezed out, each stale one once,
+    // so that every handle pushed costs O(1) here and in shed_oldest_silent in all.
+    if (order.size() >= 2 * std::size_t{l->silent} + 16) {
+        std::size_t kept = 0;
+        for (std::size_t i = l->silent_front; i < order.size(); ++i)
+            if (still_silent(order[i])) order[kept++] = order[i];
+        IWCM_ASSERT(kept == l->silent);
+        order.resize(kept);
+        l->silent_front = 0;
+    }
+    node->silent = true;
+    ++l->silent;
+    order.push_back(node->handle());
+}
+
+void Core::Impl::end_silence_of(Node& node) {
+    IWCM_ASSERT(node.silent);
+    node.silent = false;
+    if (cm::Listener* l = find_listener(node.listener)) {
+        IWCM_ASSERT(l->silent > 0);
+        if (--l->silent == 0) {
+            // Every handle left is stale: the usual case (each client silent for a round
+            // trip at most) keeps the order empty.
+            l->silent_order.clear();
+            l->silent_front = 0;
+        }
+    }
+}
+
+// The oldest live handle: stale ones before it are passed for good (amortised O(1)).
+void Core::Impl::shed_oldest_silent(cm::Listener& l) {
+    IWCM_ASSERT(l.silent > 0);
+    while (l.silent_front < l.silent_order.size()) {
+        const ConnHandle h = l.silent_order[l.silent_front++];
+        if (!still_silent(h)) continue;
+        NodeRef victim(pool.find(h.index, h.generation));
+        // Nobody above knows it (MPAREQ_WAIT): reset and closed as its request timer would.
+        ++stats.silent_shed;
+        send_reset(*victim);
+        close_node(victim);
+        return;
+    }
+    IWCM_ASSERT(false);  // l.silent counts live handles in the order
+}
+
 const std::array<std::uint8_t, 16>& Core::Impl::cookie_key_of(std::uint64_t period) {
     std::size_t i = period & 1;
     if (cookie_periods[i] != period) {
@@ -375,8 +436,9 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
         return true;
     }
     if (l->queued() >= l->backlog || table.size() >= cfg.max_connections) {
-        // No room even past the handshake: as Linux, drop; the peer
-        // retransmits what it sent (its MPA request) and the cookie again.
+        // Requests the application has not answered fill the backlog: as Linux with a full
+        // accept queue, drop; the peer retransmits what it sent (its MPA request) and the
+        // cookie again. (Silent connections never stand in its way: enter_silence.)
         bool backlog = l->queued() >= l->backlog;
         if (backlog) ++stats.backlog_drops;
         drop(now, backlog ? DropReason::kBacklogFull : DropReason::kTooManyConnections, nullptr,
@@ -539,8 +601,10 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     // The request timer is armed only if the request is still awaited after it, rather than
     // armed and at once replaced by the accept timer.
     on_text_segment(now, node, seg);
-    if (node->state == CmState::kMpaReqWait)
+    if (node->state == CmState::kMpaReqWait) {
         arm_phase_timer(now, node, cm::NodeTimer::kMpaRequest, cfg.mpa.request_timeout);
+        enter_silence(node);
+    }
 }
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window?

@@ -831,6 +831,55 @@ def case_syn_flood(c):
         check(st["live_nodes"] <= 4, "more than the backlog held: %s" % st)
 
 
+def case_silent_flood(c):
+    """1,000 kernel connections that complete the TCP handshake and never send an MPA
+    request, then 100 more started each second (silent_flood.py), against `listen` (its
+    default backlog of 256, the silent limit with it): three kernel clients connecting one
+    after another from the flood's third second on each complete their MPA exchange
+    within 1 s, and so does one after the flood. The CM resets the oldest silent
+    connections to make room (silent_shed), each reset seen by the flood."""
+    subnet = 83
+    to = "10.99.%d.2:%d" % (subnet, PORT)
+    with Net("silent-flood", subnet) as net:
+        cm = c.cm(net, "cm", "listen", "--port", str(PORT), "--count", "4", "--pdata", "past the silent")
+        cm.wait_for("listening")
+        net.wait_link_up()
+        flood = net.start("flood", ["python3", os.path.join(HERE, "silent_flood.py"), "--to", to,
+                                    "--hold", "1000", "--rate", "100", "--seconds", "4"])
+        held = flood.wait_for("holding", timeout=60)
+        flood.wait_for("flooding", timeout=10)
+        done = None
+        for name in ("client-mid-1", "client-mid-2", "client-mid-3", "client-after"):
+            if name == "client-after":
+                done = flood.wait_for("silent_done", timeout=60)
+                check(flood.finish() == 0, "flood failed")
+            start = time.monotonic()
+            cli = c.peer(net, name, "client", "--to", to, "--rev", "2", "--pdata", name, "--timeout", "10")
+            rep = cli.wait_for("reply", timeout=10)
+            took = time.monotonic() - start
+            print("  %s: answered %.3f s after starting" % (name, took), flush=True)
+            check(not rep["reject"] and rep["pdata"] == "past the silent", "reply: %s" % rep)
+            check(took < 1.0, "%s: the MPA reply took %.2f s (a dropped SYN costs the kernel 1 s)" % (name, took))
+            check(cli.wait_for("closed")["peer_eof"], "%s close" % name)
+            check(cli.finish() == 0, "%s failed" % name)
+        st = expect_exit(cm, 0)
+        print("  flood: %d opened, %d reset by the CM, %d still open at its end, %d failed; CM: %d shed, "
+              "%d cookies, %d live nodes at exit" % (done["opened"], done["reset"], done["open"], done["failed"],
+                                                     st["silent_shed"], st["syn_cookies_sent"],
+                                                     st["live_nodes"]), flush=True)
+        # Every connect got through at once; the CM kept no more silent ones than its limit.
+        check(held["started"] == held["opened"] == 1000 and held["failed"] == 0 and held["open"] <= 256 + 8,
+              "the flood's first 1,000: %s" % held)
+        check(done["opened"] == 1400 and done["failed"] == 0 and done["closed"] == 0, "flood: %s" % done)
+        # Every connection beyond the limit was shed with a reset, and the flood saw each.
+        check(st["silent_shed"] >= 1400 - 256 and done["reset"] == st["silent_shed"],
+              "shed %d, resets seen %d" % (st["silent_shed"], done["reset"]))
+        check(done["open"] + done["reset"] == done["opened"], "flood: %s" % done)
+        # Each SYN was answered from a node: silent connections never filled the backlog.
+        check(st["syn_cookies_sent"] == 0 and st["established"] == 4 and st["accepts"] == 4,
+              "stats: %s" % st)
+
+
 def kernel_neigh(net, addr):
     """The kernel's neighbour entry for addr on br0: (MAC or None, state line)."""
     out = sh("ip", "-o", "neigh", "show", "to", addr, "dev", "br0", ns=net.ns).stdout.strip()
