@@ -286,6 +286,7 @@ def client(a):
     sock.settimeout(a.timeout)
     if a.from_port:
         sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", a.from_port))
+    start = time.monotonic()  # the reply's "seconds": from our SYN on
     sock.connect(addr)
     say(event="connected", local=str(sock.getsockname()), remote=a.to)
     flags = (F_CRC if a.crc else 0) | (F_ENHANCED if a.rev == 2 else 0)
@@ -293,7 +294,7 @@ def client(a):
     word = (a.ird | ird_bits, a.ord | ord_bits) if a.rev == 2 else None
     sock.sendall(build_frame(REQ_KEY, a.rev, flags, a.pdata.encode(), word))
     rep = read_frame(sock, REP_KEY)
-    say(event="reply", **rep)
+    say(event="reply", seconds=round(time.monotonic() - start, 6), **rep)
     if rep["reject"]:
         finish(sock, "wait")
         return
