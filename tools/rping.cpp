@@ -370,7 +370,18 @@ void Rping::iteration_done(Instant now, const std::string& data) {
     last_progress_ = now;
     if (cfg_.verbose) lines_.push_back({done_, data});
     ++done_;
-    if (cfg_.count != 0 && done_ >= cfg_.count) phase_ = Phase::kDone;
+    if (last_ || (cfg_.count != 0 && done_ >= cfg_.count)) phase_ = Phase::kDone;
+}
+
+void Rping::finish_iteration() {
+    IWCM_ASSERT(!cfg_.server);
+    if (!running()) return;
+    last_ = true;
+    // Still settling: no Send has gone out, so no iteration is in flight.
+    if (step_ == Step::kSettle) {
+        first_send_at_.reset();
+        phase_ = Phase::kDone;
+    }
 }
 
 std::optional<RpingLine> Rping::take_line() {

@@ -101,6 +101,10 @@ public:
     // client's settle time.
     std::optional<Instant> next_wake() const { return first_send_at_; }
     void on_qp_event(const rdma::QpEvent& ev);
+    // The client, on the first SIGINT / SIGTERM: no iteration after the one
+    // in flight (done at once if none has begun), so the server sees the
+    // close between two iterations, the clean end of its -C 0 run.
+    void finish_iteration();
     // The client, after its iterations: frees the QP (which closes the
     // connection gracefully). Also used on failure.
     void stop(Instant now);
@@ -152,6 +156,7 @@ private:
 
     rdma::Device& dev_;
     RpingConfig cfg_;
+    bool last_ = false;  // finish_iteration(): the iteration in flight is the last
     Phase phase_ = Phase::kIdle;
     Step step_ = Step::kWaitStartInfo;
     std::unique_ptr<Buffer> recv_;

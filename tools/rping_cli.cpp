@@ -251,20 +251,29 @@ bool RpingRun::connect(const Endpoint& to, const MacAddr& mac, Instant deadline)
 }
 
 // Until the iterations are done, one failed, the connection ended, or a
-// step of an iteration waited longer than --timeout.
+// step of an iteration waited longer than --timeout. The client's first
+// signal lets the iteration in flight finish, within kGraceLimit (a second
+// signal, or the limit, closes at once), so the server sees the close
+// between iterations; the run still ends as interrupted (finish).
 bool RpingRun::iterate() {
+    std::optional<Instant> grace;
     while (rping_.running() && !ended_) {
         const Instant limit = rping_.last_progress() + seconds(o_.timeout_s);
-        const Instant wake = std::min(limit, rping_.next_wake().value_or(limit));
+        const Instant wake =
+            std::min({limit, rping_.next_wake().value_or(limit), grace.value_or(limit)});
+        if (grace && io::TapHost::now() >= *grace) return false;
         if (io::TapHost::now() >= limit) {
             return set(exit_codes::kTimeout, "no progress for " + std::to_string(o_.timeout_s) +
                                                  " s in iteration " +
                                                  std::to_string(rping_.iterations()) + " (peer " +
                                                  peer_.to_string() + ")");
         }
-        if (!step(wake)) return false;
+        if (step(wake)) continue;
+        if (!interrupted_ || o_.server || grace) return false;
+        grace = io::TapHost::now() + kGraceLimit;
+        rping_.finish_iteration();
     }
-    return rping_.phase() == Rping::Phase::kDone;
+    return rping_.phase() == Rping::Phase::kDone && !interrupted_;
 }
 
 // The server after -C iterations: the client closes first, as rping does;
@@ -318,7 +327,10 @@ int RpingRun::finish() {
     if (listener_) session_unlisten(s_, io::TapHost::now(), *listener_);
     const auto print = [this](const Event& e) { on_event(io::TapHost::now(), e); };
     if (interrupted_) {
-        close_all(s_, rep_, {}, print);
+        // The QP's close is under way; TIME_WAIT ends with the process (the
+        // close is finished), so open_nodes(), not live_nodes(), is waited on.
+        (void)finish_close(s_, rep_, io::TapHost::now() + kGraceLimit, print,
+                           "not closed within the grace limit", false);
         const int sig = s_.host->last_signal();
         code_ = exit_codes::kOk;
         set(interrupted_code(sig), std::string("interrupted by ") +

@@ -9,6 +9,7 @@ Read first: interop_test.py (Net, Case, Proc), rping_peer.py, tools/rping.hpp.
   rping_test.py --bin build/bin/iwarp-cm [--tmp DIR] CASE
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -491,6 +492,37 @@ def case_rping_truncated_fpdu(c):
         s = cm.events("rping")
         check(len(s) == 1 and s[0]["iterations"] == 2 and "Protocol error" in (s[0]["error"] or ""),
               "summary: %s" % s)
+
+
+def case_rping_sigint(c):
+    """Ctrl-C on an endless `rping -c` against an endless `rping -s`, both
+    ours: the client closes gracefully and sees the close finish (no reset,
+    exit 130 as connect and listen on SIGINT), and the server takes the
+    client's close as the end of its -C 0 run (exit 0)."""
+    with Net("rping-sigint", 76, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap("rping-sigint")
+        srv = c.cm(net, "cm-server", "rping", "-s", "-C", "0", "-V", ip="10.99.76.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        cli = c.cm(net, "cm-client", "rping", "-c", "-a", "10.99.76.3", "-C", "0", "-V", "-v", "--pcap", pcap)
+        for _ in range(5):
+            cli.wait_for("ping_data", timeout=30)
+        cli.p.send_signal(signal.SIGINT)
+        st_cli = expect_exit(cli, 130, timeout=30)
+        st_srv = expect_exit(srv, 0, timeout=30)
+        check("SIGINT" in cli.stderr, "client's reason: %r" % cli.stderr)
+        for proc, st in ((cli, st_cli), (srv, st_srv)):
+            check(not proc.events("reset_sent"), "%s: %s" % (proc.name, proc.events("reset_sent")))
+            check(st["resets_sent"] == 0, "%s stats: %s" % (proc.name, st))
+            s = proc.events("rping")
+            check(len(s) == 1 and s[0]["iterations"] >= 5, "%s summary: %s" % (proc.name, s))
+        check(srv.events("rping")[0]["error"] is None, "server: %s" % srv.events("rping"))
+        # The close finished in a round trip: no wait for the grace limit (2 s).
+        took = cli.events("rping")[0]["time"] - cli.events("ping_data")[-1]["time"]
+        check(took < 1.0, "the client ended %.3f s after its last iteration" % took)
+        rows = frames_from(pcap, "10.99.76.2") + frames_from(pcap, "10.99.76.3")
+        check(not [r for r in rows if r[3]], "an RST in the capture")
+        check(len([r for r in rows if r[2]]) == 2, "not one FIN each way: %s" % [r for r in rows if r[2]])
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
