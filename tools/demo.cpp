@@ -54,13 +54,31 @@ double ms(Instant t) {
     return static_cast<double>(t.time_since_epoch().count()) / 1e6;
 }
 
+// A set of rtr::k* as the JSON names them, comma-separated ("none": empty).
+std::string rtr_names(std::uint8_t types) {
+    std::string s;
+    const std::pair<std::uint8_t, RtrType> kinds[] = {
+        {rtr::kSend, RtrType::kSend}, {rtr::kWrite, RtrType::kWrite}, {rtr::kRead, RtrType::kRead}};
+    for (const auto& [bit, type] : kinds) {
+        if ((types & bit) == 0) continue;
+        if (!s.empty()) s += ',';
+        s += to_string(type);
+    }
+    return s.empty() ? "none" : s;
+}
+
+// A request carries the RTR types offered (the ladder's rtr=SWR), an
+// established connection the one chosen, as the JSON lines say.
 void print_event(const char* side, Instant now, const Event& e) {
     std::printf("  %9.3f ms  %s  %-15s %s -> %s  status=%d state=%s", ms(now), side,
                 std::string(to_string(e.type)).c_str(), e.local.to_string().c_str(),
                 e.remote.to_string().c_str(), e.status, std::string(to_string(e.state)).c_str());
     if (e.type == EventType::kConnectRequest || e.type == EventType::kEstablished) {
-        std::printf(" rev=%u ird=%u ord=%u p2p=%d rtr=%s", e.mpa.revision, e.mpa.ird, e.mpa.ord,
-                    e.mpa.peer_to_peer, std::string(to_string(e.mpa.rtr)).c_str());
+        const bool req = e.type == EventType::kConnectRequest;
+        std::printf(
+            " rev=%u ird=%u ord=%u p2p=%d %s=%s", e.mpa.revision, e.mpa.ird, e.mpa.ord,
+            e.mpa.peer_to_peer, req ? "rtr_offered" : "rtr",
+            req ? rtr_names(e.mpa.rtr_offered).c_str() : std::string(to_string(e.mpa.rtr)).c_str());
     }
     if (!e.private_data.empty()) std::printf(" pdata=\"%s\"", printable(e.private_data).c_str());
     std::printf("\n");

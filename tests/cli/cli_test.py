@@ -112,6 +112,31 @@ def case_demo_json(c):
           "demo without --json printed JSON")
 
 
+def case_demo_text(c):
+    """demo's event lines say what its JSON lines say: the request the RTR
+    types offered (the ladder's rtr=SWR), an established connection the one
+    chosen (the reply's rtr=S); revision 1 offers none."""
+    for rev in ("2", "1"):
+        code, out, err = run_plain([c.bin, "demo", "--mpa-rev", rev])
+        check(code == 0, "demo --mpa-rev %s exit %d: %s" % (rev, code, err))
+        code, js, err = run_plain([c.bin, "demo", "--json", "--mpa-rev", rev])
+        objs = check_lines(js, "demo --json --mpa-rev %s" % rev)
+        req = [o for o in objs if o["event"] == "connect_request"][0]
+        est = [o for o in objs if o["event"] == "established"]
+        offered = ",".join(req["rtr_offered"]) or "none"
+        lines = [l for l in out.splitlines() if " connect_request " in l]
+        check(len(lines) == 1 and (" rtr_offered=%s " % offered) in lines[0] and " rtr=" not in lines[0],
+              "request line %r, JSON offers %r" % (lines, offered))
+        lines = [l for l in out.splitlines() if " established " in l and "state=" in l]
+        chosen = sorted(" rtr=%s" % e["rtr"] for e in est)
+        check(len(lines) == 2 and sorted(re.search(r" rtr=\w+", l).group(0) for l in lines) == chosen,
+              "established lines %r, JSON chose %r" % (lines, chosen))
+        if rev == "2":
+            ladder = [l for l in out.splitlines() if "| MPA request" in l]
+            check(len(ladder) == 1 and ladder[0].endswith(" rtr=SWR") and offered == "send,write,read",
+                  "ladder %r, offered %r" % (ladder, offered))
+
+
 def case_sim_progress(c):
     """sim on a terminal: a progress line on stderr, redrawn with '\\r', at most
     ten times a second, ended with a newline; on a pipe: nothing."""
