@@ -84,6 +84,7 @@ struct BenchOptions {
     bool skip_rdma = false;
     bool skip_shards = false;
     bool scale_given = false;
+    bool check = false;  // exit 1 when a target is missed
 };
 
 double median(std::vector<double> v) {
@@ -1130,7 +1131,14 @@ int run_bench(BenchOptions o) {
             return 1;
         }
     }
-    return r.errors() == 0 ? 0 : 1;
+    if (r.errors() != 0) return 1;
+    if (!o.check) return 0;
+    const auto ts = targets(r);
+    const auto missed = std::count_if(ts.begin(), ts.end(), [](const Target& t) { return !t.met; });
+    if (missed == 0) return 0;
+    std::fprintf(stderr, "iwarp-cm: bench --check: %lld of %zu targets missed\n",
+                 static_cast<long long>(missed), ts.size());
+    return 1;
 }
 
 }  // namespace
@@ -1142,6 +1150,8 @@ void add_bench(CLI::App& app) {
     cmd->add_flag("--json", opt->json, "print the results as one JSON object");
     cmd->add_option("--json-out", opt->json_out,
                     "also write the JSON to this file (opened before the run)");
+    cmd->add_flag("--check", opt->check,
+                  "exit 1 when a target is missed (without it, only errors fail the run)");
     cmd->add_flag("--quick", opt->quick, "a short run: 3 repetitions of 0.15 s, N up to 100000");
     CLI::Option* scale = cmd->add_option("--scale", opt->scale,
                                          "N connections held, comma-separated "

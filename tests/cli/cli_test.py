@@ -212,6 +212,31 @@ def case_bench_progress(c):
           "stderr is not a terminal, yet bench drew progress: %r" % err[:300])
 
 
+def case_bench_check(c):
+    """bench --check exits 1 when a target is missed, and says how many on
+    stderr; without it a missed target fails nothing. At N=1 the bytes per
+    idle connection carry the whole fixed cost of the core (about a MiB), so
+    the 256-byte target is missed, honestly, in a run of a fraction of a second."""
+    argv = [c.bin, "bench", "--json", "--reps", "1", "--seconds", "0.01", "--scale", "1", "--skip-kernel",
+            "--skip-rdma", "--skip-stream", "--skip-timer", "--skip-shards"]
+    code, out, err = run_plain(argv)
+    check(code == 0, "bench without --check: exit %d: %s" % (code, err[-300:]))
+    targets = json.loads(out)["targets"]
+    missed = [t for t in targets if not t["met"]]
+    check(any(t["name"].startswith("bytes per idle established connection") for t in missed),
+          "the N=1 memory target met: %r" % targets)
+    code, out, err = run_plain(argv + ["--check"])
+    check(code == 1, "bench --check with %d missed: exit %d" % (len(missed), code))
+    targets = json.loads(out)["targets"]
+    want = "iwarp-cm: bench --check: %d of %d targets missed" % (len([t for t in targets if not t["met"]]),
+                                                                 len(targets))
+    check(want in err, "stderr %r, wanted %r" % (err[-300:], want))
+    code, out, err = run_plain([a for a in argv if a != "--json"] + ["--check"])
+    check(code == 1 and "MISSED" in out, "the table with --check: exit %d: %r" % (code, out[-300:]))
+    code, out, _ = run_plain([c.bin, "bench", "--help"])
+    check(code == 0 and "--check" in out, "--check not in bench --help")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
