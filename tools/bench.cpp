@@ -1156,28 +1156,30 @@ void add_bench(CLI::App& app) {
     CLI::Option* scale = cmd->add_option("--scale", opt->scale,
                                          "N connections held, comma-separated "
                                          "(with --quick 10000,100000)");
-    scale->delimiter(',')->check(bounded(1, 10'000'000, true));
+    scale->delimiter(',')->transform(bounded(1, 10'000'000, true));
     cmd->add_option("--batch", opt->batch, "setups in flight per round")
-        ->check(bounded(1, 65536, true));
+        ->transform(bounded(1, 65536, true));
     cmd->add_option("--pdata", opt->pdata, "private data bytes, request and reply")
-        ->check(bounded(0, 508, true));
+        ->transform(bounded(0, 508, true));
     cmd->add_option("--reps", opt->reps,
                     "repetitions of the rate measurements (the scaling over threads: four "
                     "times as many, each a quarter of --seconds)")
-        ->check(bounded(1, 100, true));
+        ->transform(bounded(1, 100, true));
     cmd->add_option("--seconds", opt->seconds, "seconds per repetition")
-        ->check(bounded(0.01, 60, false));
+        ->transform(bounded(0.01, 60, false));
     cmd->add_option("--concurrency", opt->concurrency, "kernel baseline: connections in flight")
-        ->check(bounded(1, 4096, true));
+        ->transform(bounded(1, 4096, true));
     cmd->add_option("--cpu", opt->cpu,
                     "pin to this CPU, one this process may run on (-1: the current one)")
-        ->check(bounded(-1, CPU_SETSIZE - 1, true));
+        ->transform(bounded(-1, CPU_SETSIZE - 1, true));
     cmd->add_option("--profile-setups", opt->profile_setups,
                     "callgrind mode: collect only this many setups (run with --collect-atstart=no)")
-        ->check(bounded(0, 1e12, true));
+        ->transform(bounded(0, 1e12, true));
     cmd->add_option("--profile-shards", opt->profile_shards,
-                    "with --profile-setups: profile shard 0 of a network of this many shards")
-        ->check(bounded(1, 1024, true));
+                    "with --profile-setups: profile shard 0 of a network of this many shards "
+                    "(default: one core, no shards)")
+        ->transform(bounded(1, 1024, true))
+        ->default_str("");
     cmd->add_flag("--profile-checksum-offload", opt->profile_offload,
                   "with --profile-setups: both cores with checksum offload (as loopback)");
     cmd->add_flag("--skip-kernel", opt->skip_kernel, "no kernel-socket baseline");

@@ -39,7 +39,10 @@ std::string exit_code_table();
 
 // A number option's check: a finite value in [lo, hi]; rejects NaN, infinity,
 // a sign on an unsigned range, and text that is not a whole number when
-// `integer` is set. Its description shows the limits in --help.
+// `integer` is set. A whole number may be written as the limits are printed
+// ("1e6", "2.5e3"): it is rewritten as plain digits, so the option takes it
+// with ->transform(bounded(...)) (->check would drop the rewrite). Its
+// description shows the limits in --help.
 CLI::Validator bounded(double lo, double hi, bool integer);
 // A byte option's check (e.g. --tos): 0 to 255, decimal or 0x hex; a hex
 // value is rewritten in decimal for the option's integer parse.

@@ -326,35 +326,43 @@ void add_connect(CLI::App& app) {
                     "--gateway)")
         ->required();
     cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")
-        ->check(bounded(0.1, 3600, false));
+        ->transform(bounded(0.1, 3600, false));
     auto* hold =
         cmd->add_option("--hold", opt->hold_s,
                         "seconds to hold the connection before closing (after the bytes, if any)")
-            ->check(bounded(0, 86400, false));
+            ->transform(bounded(0, 86400, false));
     auto* abort = cmd->add_flag("--abort", opt->abort, "close with a reset instead of a FIN");
     auto* count =
         cmd->add_option("--count", opt->count,
                         "open N connections, close each once established, print the setup time "
                         "per phase (min, median, p99, max); 0: one connection, held for --hold")
-            ->check(bounded(0, 100000, true));
-    cmd->add_option("--parallel", opt->parallel, "with --count: connections in flight at most")
-        ->check(bounded(1, 1024, true))
-        ->needs(count);
-    cmd->add_option("--threads", opt->threads,
-                    "with --count: threads, each with a queue of a multi-queue TAP (or with "
-                    "--dev an AF_XDP socket on a receive queue) and its own core, sharing the "
-                    "connections and --parallel (more than 1 needs a TAP made with multi_queue, "
-                    "or a new one, or an interface with that many queues; default: one per CPU "
-                    "where the TAP allows, else 1; 1 with --dev)")
-        ->check(bounded(1, 256, true))
-        ->needs(count)
-        ->excludes(cmd->get_option("--pcap"));
+            ->transform(bounded(0, 100000, true));
+    auto* parallel =
+        cmd->add_option("--parallel", opt->parallel, "with --count: connections in flight at most")
+            ->transform(bounded(1, 1024, true))
+            ->needs(count);
+    auto* threads =
+        cmd->add_option(
+               "--threads", opt->threads,
+               "with --count: threads, each with a queue of a multi-queue TAP (or with "
+               "--dev an AF_XDP socket on a receive queue) and its own core, sharing the "
+               "connections and --parallel (more than 1 needs a TAP made with multi_queue, "
+               "or a new one, or an interface with that many queues; default: one per CPU "
+               "where the TAP allows, else 1; 1 with --dev)")
+            ->transform(bounded(1, 256, true))
+            ->default_str("")  // the default is chosen at run time (the text says how)
+            ->needs(count)
+            ->excludes(cmd->get_option("--pcap"));
     const StreamFlags data = add_stream_options(cmd, opt->data, false);
     count->excludes(hold)->excludes(abort)->excludes(data.send)->excludes(data.expect);
     cmd->footer(
         help_footer("iwarp-cm connect --tap tap0 --ip 10.99.1.2/24 --to 10.99.1.1:4791 "
                     "--pdata-hex 00ff --send-bytes 1000000 --expect-bytes 1000000"));
-    cmd->callback([opt, data] {
+    cmd->callback([opt, data, parallel, threads] {
+        // --count 0 is the one held connection, which neither option shapes.
+        for (const CLI::Option* o : {parallel, threads})
+            if (o->count() > 0 && opt->count == 0)
+                throw UsageError{o->get_name() + " requires --count of 1 or more"};
         check_stream_args(opt->data, data);
         set_exit_code(run_connect(*opt));
     });

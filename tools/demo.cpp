@@ -284,9 +284,10 @@ void add_demo(CLI::App& app) {
     auto opt = std::make_shared<DemoOptions>();
     CLI::App* cmd =
         app.add_subcommand("demo", "two connection managers connect over the simulated network");
-    cmd->add_option("--loss", opt->loss, "frame loss probability")->check(bounded(0, 0.9, false));
+    cmd->add_option("--loss", opt->loss, "frame loss probability")
+        ->transform(bounded(0, 0.9, false));
     cmd->add_option("--seed", opt->seed, "seed of the simulated network")
-        ->check(bounded(0, 1e18, true));
+        ->transform(bounded(0, 1e18, true));
     cmd->add_option("--mpa-rev", opt->mpa_rev, "MPA revision of the initiator")
         ->check(CLI::IsMember({1, 2}));
     cmd->add_flag("--json", opt->json,

@@ -439,15 +439,16 @@ void add_listen(CLI::App& app) {
     add_wire_options(cmd, opt->wire);
     cmd->add_option("--port", opt->port, "TCP port to listen on")
         ->required()
-        ->check(bounded(1, 65535, true));
+        ->transform(bounded(1, 65535, true))
+        ->default_str("");  // required: no default to show
     cmd->add_option("--backlog", opt->backlog,
                     "connections not yet accepted (0: the core's default)")
-        ->check(bounded(0, 65535, true));
+        ->transform(bounded(0, 65535, true));
     auto* reject = cmd->add_flag("--reject", opt->reject,
                                  "answer every request with an MPA reject (and its private data)");
     cmd->add_option("--count", opt->count,
                     "exit after this many connections completed and closed (0: never)")
-        ->check(bounded(0, 1000000, true));
+        ->transform(bounded(0, 1000000, true));
     const StreamFlags data = add_stream_options(cmd, opt->data, true);
     reject->excludes(data.send)->excludes(data.expect);
     cmd->add_option("--threads", opt->threads,
@@ -455,7 +456,8 @@ void add_listen(CLI::App& app) {
                     "socket on a receive queue) and its own core (more than 1 needs a TAP made "
                     "with multi_queue, or a new one, or an interface with that many queues; "
                     "default: one per CPU where the TAP allows, else 1; 1 with --dev)")
-        ->check(bounded(1, 256, true))
+        ->transform(bounded(1, 256, true))
+        ->default_str("")  // the default is chosen at run time (the text says how)
         ->excludes(data.send)
         ->excludes(data.expect)
         ->excludes(cmd->get_option("--pcap"));

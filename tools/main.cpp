@@ -82,6 +82,13 @@ int main(int argc, char** argv) {
         return usage(
             "unknown command '" + std::string(argv[1]) + "' (commands: " + command_names(app) + ")",
             "");
+    // Before a command only --help and --version are known; CLI11 would name
+    // the missing command instead of the option it does not know.
+    if (argc > 1 && argv[1][0] == '-' && app.get_option_no_throw(argv[1]) == nullptr)
+        return usage("unknown option '" + std::string(argv[1]) +
+                         "' (before a command: --help, --version; commands: " + command_names(app) +
+                         ")",
+                     "");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -420,20 +420,20 @@ void add_rping(CLI::App& app) {
     cmd->add_flag("-s", opt->server, "serve: accept one client and answer its pings");
     cmd->add_flag("-c", opt->client, "connect to -a:-p and ping");
     cmd->add_option("-a", opt->addr, "-c: the server's address; -s: our own (--ip's) address");
-    cmd->add_option("-p", opt->port, "TCP port")->check(bounded(1, 65535, true));
+    cmd->add_option("-p", opt->port, "TCP port")->transform(bounded(1, 65535, true));
     cmd->add_option("-C", opt->count,
                     "iterations; 0: -c pings until interrupted, -s serves until the client "
                     "closes")
-        ->check(bounded(0, 1e9, true));
+        ->transform(bounded(0, 1e9, true));
     cmd->add_option("-S", opt->size, "ping data size in bytes (rping's limits)")
-        ->check(bounded(kRpingMinSize, kRpingMaxSize, true));
+        ->transform(bounded(kRpingMinSize, kRpingMaxSize, true));
     cmd->add_flag("-v", opt->verbose, "print each iteration's ping data");
     cmd->add_flag("-V", opt->verify,
                   "verify the ping data: -c the data written back, -s the data read");
     cmd->add_option("--settle", opt->settle_ms,
                     "-c: milliseconds to wait after ESTABLISHED before the first Send "
                     "(a soft-iWARP server may miss an FPDU right after its MPA reply)")
-        ->check(bounded(0, kRpingMaxSettleMs, true))
+        ->transform(bounded(0, kRpingMaxSettleMs, true))
         ->each([opt](const std::string&) { opt->settle_given = true; });
     cmd->add_option("--rtr", opt->rtr,
                     "peer-to-peer RTR types, comma-separated: -c offers them, -s accepts them "
@@ -442,7 +442,7 @@ void add_rping(CLI::App& app) {
     cmd->add_option("--timeout", opt->timeout_s,
                     "seconds to resolve and connect, and the longest wait for any step of an "
                     "iteration")
-        ->check(bounded(0.1, 3600, false));
+        ->transform(bounded(0.1, 3600, false));
     add_output_options(cmd, opt->wire);
     cmd->footer(help_footer(
         "iwarp-cm rping -c --tap tap0 --ip 10.99.1.2/24 -a 10.99.1.1 -C 100 -S 4096 -V"));

@@ -102,19 +102,24 @@ void add_sim(CLI::App& app) {
     auto opt = std::make_shared<SimOptions>();
     CLI::App* cmd = app.add_subcommand(
         "sim", "seeded fault simulation: many cores, connections, faults, invariants");
-    cmd->add_option("--seeds", opt->seeds, "how many seeds to run")->check(bounded(1, 1e9, true));
-    cmd->add_option("--start-seed", opt->start_seed, "first seed")->check(bounded(0, 1e18, true));
-    cmd->add_option("--seed", opt->seed, "replay this one seed (deterministic)")
-        ->check(bounded(0, 1e18, true))
-        ->each([opt](const std::string&) { opt->replay = true; });
+    auto* seeds = cmd->add_option("--seeds", opt->seeds, "how many seeds to run")
+                      ->transform(bounded(1, 1e9, true));
+    auto* start = cmd->add_option("--start-seed", opt->start_seed, "first seed")
+                      ->transform(bounded(0, 1e18, true));
+    // One seed replayed, or a run of many: not both.
+    auto* seed = cmd->add_option("--seed", opt->seed, "replay this one seed (deterministic)")
+                     ->transform(bounded(0, 1e18, true))
+                     ->excludes(seeds)
+                     ->excludes(start)
+                     ->each([opt](const std::string&) { opt->replay = true; });
     cmd->add_option("--conns", opt->conns, "connection attempts per seed (K)")
-        ->check(bounded(1, 10000, true));
-    cmd->add_option("--cores", opt->cores, "cores on the segment")->check(bounded(2, 4, true));
+        ->transform(bounded(1, 10000, true));
+    cmd->add_option("--cores", opt->cores, "cores on the segment")->transform(bounded(2, 4, true));
     cmd->add_option("--loss", opt->loss, "highest loss probability of a link")
-        ->check(bounded(0, 0.9, false));
+        ->transform(bounded(0, 0.9, false));
     cmd->add_flag("--no-faults", opt->no_faults, "no loss, duplication, reordering or corruption");
     cmd->add_flag("--no-disruptions", opt->no_disruptions, "no destroy_listen or address down");
-    cmd->add_flag("--log", opt->log, "with --seed: print every event and command");
+    cmd->add_flag("--log", opt->log, "with --seed: print every event and command")->needs(seed);
     cmd->add_flag("-v,--verbose", opt->verbose, "one line per seed");
     cmd->footer(help_footer("iwarp-cm sim --seeds 200 --conns 12 --loss 0.3"));
     cmd->callback([opt] { set_exit_code(run_sim(*opt)); });

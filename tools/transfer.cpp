@@ -39,18 +39,18 @@ StreamFlags add_stream_options(CLI::App* cmd, StreamOptions& o, bool listen) {
     f.send = cmd->add_option("--send-bytes", o.send_bytes,
                              "once established, hand the connection off as a byte stream and "
                              "send N bytes of the pattern (README \"Byte streams\")")
-                 ->check(bounded(0, 1e12, true));
+                 ->transform(bounded(0, 1e12, true));
     f.expect = cmd->add_option("--expect-bytes", o.expect_bytes,
                                "hand off as a byte stream and read N bytes: SHA-256 and a check "
                                "against the peer's pattern; fewer, more or other bytes fail")
-                   ->check(bounded(0, 1e12, true));
+                   ->transform(bounded(0, 1e12, true));
     f.no_verify = cmd->add_flag("--no-verify", o.no_verify,
                                 "with --expect-bytes: hash and count the bytes, do not compare "
                                 "them with the pattern")
                       ->needs(f.expect);
     f.data_timeout = cmd->add_option("--data-timeout", o.data_timeout_s,
                                      "seconds the byte exchange may take from the hand-off")
-                         ->check(bounded(0.1, 86400, false));
+                         ->transform(bounded(0.1, 86400, false));
     if (listen)
         f.close_after_data = cmd->add_flag(
             "--close-after-data", o.close_after_data,

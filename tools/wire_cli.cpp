@@ -76,7 +76,7 @@ void add_interface_options(CLI::App* cmd, WireOptions& o) {
         "unicast, not --ip)");
     auto* vlan =
         cmd->add_option("--vlan", o.vlan, "802.1Q VLAN id: frames are tagged both ways (-1: none)")
-            ->check(bounded(-1, 4094, true));
+            ->transform(bounded(-1, 4094, true));
     // With --dev the interface's MAC, the kernel's routes; a VLAN is its own interface.
     dev->excludes(mac)->excludes(gw)->excludes(vlan);
     cmd->add_option("--tos", o.tos,
@@ -103,8 +103,9 @@ void add_wire_options(CLI::App* cmd, WireOptions& o) {
     text->excludes(hex)->excludes(file);
     hex->excludes(text)->excludes(file);
     file->excludes(text)->excludes(hex);
-    cmd->add_option("--ird", o.ird, "responder resources (IRD)")->check(bounded(0, 0x3FFE, true));
-    cmd->add_option("--ord", o.ord, "initiator depth (ORD)")->check(bounded(0, 0x3FFE, true));
+    cmd->add_option("--ird", o.ird, "responder resources (IRD)")
+        ->transform(bounded(0, 0x3FFE, true));
+    cmd->add_option("--ord", o.ord, "initiator depth (ORD)")->transform(bounded(0, 0x3FFE, true));
     cmd->add_option("--mpa-rev", o.mpa_rev,
                     "MPA revision: connect sends this revision; listen rejects requests above it. "
                     "Private data at most 512 bytes at 1, 508 at 2")

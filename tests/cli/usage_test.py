@@ -7,6 +7,7 @@ Read first: README.md "Command line", bad_inputs.txt (the rows, one ctest each).
   usage_test.py --bin BIN help COMMAND    COMMAND --help == help COMMAND; example and exit codes at the end
   usage_test.py --bin BIN version VER     --version prints the project version
   usage_test.py --bin BIN readme README   the README's tables agree with bad_inputs.txt and --help
+  usage_test.py --bin BIN notation -      whole numbers written as 1e3, 1.5e1 are taken, exactly
 
 Every run has a timeout: an input that hangs fails. As root each bad input
 runs in a new, empty network namespace (unshare -n), so a check that slipped
@@ -83,11 +84,23 @@ def case_help(binary, command):
         fail("no example of %s at the end:\n%s" % (command, a[-600:]))
     if not a.rstrip().endswith("(open connections closed first)") or "  2  usage error" not in tail:
         fail("the exit-code table does not end the help:\n%s" % a[-600:])
-    # Every option that takes a value shows its default or says it has none.
-    for line in a.splitlines():
-        m = re.match(r"\s+(--[a-z-]+) (UINT|INT|FLOAT)\b(.*)", line)
-        if m and "=" not in m.group(3):
-            fail("%s shows no default: %r" % (m.group(1), line))
+    # Every option that takes a value shows a default it would take (within
+    # the limits it prints), or, required or with a default chosen at run
+    # time, none: its text says so.
+    lines = a.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+(-[-a-zA-Z]+) (UINT|INT|FLOAT)\b(.*)", line)
+        if not m:
+            continue
+        rest = m.group(3)
+        text = " ".join([rest] + [l for l in lines[i + 1:i + 4] if l.startswith(" " * 20)])
+        d = re.search(r"in \[(-?[0-9.e+]+) - (-?[0-9.e+]+)\]=(-?[0-9.e+]+)\b", rest)
+        if d and not float(d.group(1)) <= float(d.group(3)) <= float(d.group(2)):
+            fail("%s shows a default its limits refuse: %r" % (m.group(1), line))
+        if "REQUIRED" in rest and "=" in rest:
+            fail("%s is required yet shows a default: %r" % (m.group(1), line))
+        if "=" not in rest and "REQUIRED" not in rest and "default:" not in text:
+            fail("%s shows no default and does not say why: %r" % (m.group(1), line))
     print("help of %s: %d lines, example and exit codes at the end" % (command, len(a.splitlines())))
 
 
@@ -128,13 +141,30 @@ def case_readme(binary, readme):
     print("README: %d bad-input rows and %d exit codes agree" % (len(table), len(codes)))
 
 
+def case_notation(binary, _):
+    """A whole number is taken in the notation its limits are printed in
+    ("1e+09"), exactly; a fraction in any notation is refused (bad_inputs.txt)."""
+    for argv, want in ((["demo", "--seed", "1e3"], "seed 1000,"),
+                       (["demo", "--seed", "1.5e3"], "seed 1500,"),
+                       (["demo", "--seed", "1e+18"], "seed 1000000000000000000,"),
+                       (["demo", "--seed", "123456789012345678"], "seed 123456789012345678,"),
+                       (["sim", "--seeds", "1.5e1", "--conns", "2"], "sim: 15 seeds (1..15,"),
+                       (["sim", "--seeds", "20e-1", "--conns", "2"], "sim: 2 seeds (1..2,")):
+        r = run(binary, argv)
+        if r.returncode != 0 or want not in r.stdout:
+            fail("%s: exit %d, %r (stderr %r); expected %r" % (" ".join(argv), r.returncode, r.stdout[:300],
+                                                             r.stderr.strip(), want))
+        print("%s: %s" % (" ".join(argv), want))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True)
-    p.add_argument("mode", choices=("bad", "help", "version", "readme"))
+    p.add_argument("mode", choices=("bad", "help", "version", "readme", "notation"))
     p.add_argument("arg")
     a = p.parse_args()
-    {"bad": case_bad, "help": case_help, "version": case_version, "readme": case_readme}[a.mode](a.bin, a.arg)
+    {"bad": case_bad, "help": case_help, "version": case_version, "readme": case_readme,
+     "notation": case_notation}[a.mode](a.bin, a.arg)
     print("PASS")
 
 
