@@ -140,7 +140,7 @@ bool Connector::establish(Instant deadline) {
             ended_ = true;
             return out_.set(exit_codes::kTimeout, "connection to " + to_.to_string() +
                                                       " timed out after " +
-                                                      std::to_string(o_.timeout_s) + " s");
+                                                      seconds_text(o_.timeout_s));
         }
         if (!step(deadline)) return false;
     }

@@ -53,6 +53,11 @@ struct Tally {
     }
 };
 
+// "after 1 connection", "after 3 connections": the reason of an interrupted run.
+std::string after_connections(unsigned n) {
+    return " after " + std::to_string(n) + (n == 1 ? " connection" : " connections");
+}
+
 // A connection's terminal event: counts it and records a failure.
 void on_terminal(const Event& e, Tally& t) {
     ++t.completed;
@@ -252,7 +257,8 @@ int run_listen(const ListenOptions& o) {
     const auto print = [&](const Event& e) {
         if (is_stream_event(e)) return;
         rep.print(io::TapHost::now(), Reporter::from_event(e));
-        if (e.terminal()) std::erase(tally.open, e.conn);
+        // One served when the signal came counts once its close is done.
+        if (e.terminal() && std::erase(tally.open, e.conn) > 0) ++tally.completed;
     };
     if (interrupted) {
         // Stop cleanly: the listener goes (resetting requests not yet
@@ -261,9 +267,9 @@ int run_listen(const ListenOptions& o) {
         session_unlisten(s, io::TapHost::now(), *listener);
         close_all(s, rep, tally.open, print);
         const int sig = s.host->last_signal();
-        tally.failed(interrupted_code(sig),
-                     std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
-                         " after " + std::to_string(tally.completed) + " connections");
+        tally.failed(interrupted_code(sig), std::string("interrupted by ") +
+                                                (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                                                after_connections(tally.completed));
     } else {
         // --count done: what did not close within kDrainLimit is reset.
         (void)finish_close(s, rep, io::TapHost::now(), print, "not closed within the drain limit",
@@ -368,8 +374,8 @@ int finish_threads(io::TapShards& net, const Reporter& rep, const SharedTally& s
     if (interrupted) {
         const int sig = shared.signal.load();
         all.failed(interrupted_code(sig), std::string("interrupted by ") +
-                                              (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after " +
-                                              std::to_string(all.completed) + " connections");
+                                              (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                                              after_connections(all.completed));
     }
     std::string result = all.code == exit_codes::kOk ? "ok" : "failed";
     if (interrupted) result = "interrupted";

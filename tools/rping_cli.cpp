@@ -242,8 +242,7 @@ bool RpingRun::connect(const Endpoint& to, const MacAddr& mac, Instant deadline)
             (void)s_.core->disconnect(io::TapHost::now(), conn_, DisconnectMode::kAbortive);
             ended_ = true;
             return set(exit_codes::kTimeout, "connection to " + to.to_string() +
-                                                 " timed out after " +
-                                                 std::to_string(o_.timeout_s) + " s");
+                                                 " timed out after " + seconds_text(o_.timeout_s));
         }
         if (!step(deadline)) return false;
     }
@@ -263,8 +262,8 @@ bool RpingRun::iterate() {
             std::min({limit, rping_.next_wake().value_or(limit), grace.value_or(limit)});
         if (grace && io::TapHost::now() >= *grace) return false;
         if (io::TapHost::now() >= limit) {
-            return set(exit_codes::kTimeout, "no progress for " + std::to_string(o_.timeout_s) +
-                                                 " s in iteration " +
+            return set(exit_codes::kTimeout, "no progress for " + seconds_text(o_.timeout_s) +
+                                                 " in iteration " +
                                                  std::to_string(rping_.iterations()) + " (peer " +
                                                  peer_.to_string() + ")");
         }

@@ -1,6 +1,8 @@
 // Shared parts of `iwarp-cm listen` and `iwarp-cm connect`. Read first: wire_cli.hpp.
 #include "tools/wire_cli.hpp"
 
+#include <net/if.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -246,9 +248,20 @@ Expected<Interface, std::string> parse_shared(const WireOptions& o) {
 
 }  // namespace
 
+std::string seconds_text(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", s);
+    return buf;
+}
+
 Expected<Interface, std::string> parse_interface(const WireOptions& o) {
     if (!o.dev.empty()) return parse_shared(o);
     if (o.tap.empty()) return fail(std::string("--tap or --dev is required"));
+    // An interface name is at most IFNAMSIZ - 1 bytes: a usage error, found
+    // before the device is touched (TUNSETIFF would refuse it).
+    if (o.tap.size() >= IFNAMSIZ)
+        return fail("--tap " + o.tap + ": a TAP name is 1 to " + std::to_string(IFNAMSIZ - 1) +
+                    " characters");
     if (o.ip.empty()) return fail(std::string("--ip is required with --tap"));
     Interface i;
     auto slash = o.ip.find('/');

@@ -69,6 +69,9 @@ struct Interface {
     std::optional<IpAddr> next_hop(const IpAddr& dest) const;
 };
 
+// A number of seconds as a message says it: "3 s", "0.25 s" (not "3.000000 s").
+std::string seconds_text(double s);
+
 // Parses --ip, --mac, --vlan, --gateway (in our subnet, unicast, not --ip);
 // with --dev, reads the interface's MAC and addresses from the kernel (--ip
 // must be one of them; default its first). The error is the one-line reason.

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -415,6 +416,8 @@ def listen_signal_case(c, name, subnet, sig, code):
         st = expect_exit(cm, code, timeout=10)
         check(st["live_nodes"] == 0 and st["result"] == "interrupted", "stats: %s" % st)
         check(cm.events("disconnected")[0]["status"] == 0 and not cm.events("reset_sent"), "not graceful")
+        # The connection it served counts, closed after the signal.
+        check(re.search(r"after 1 connection\b", cm.stderr), "reason: %r" % cm.stderr)
 
 
 def case_listen_sigint(c):
@@ -489,6 +492,27 @@ def case_connect_refused(c):
         st = expect_exit(cm, 3)
         check("refused (reset by peer)" in cm.stderr and "MPA reject" not in cm.stderr, "reason: %r" % cm.stderr)
         check(st["resets_received"] == 1, "stats: %s" % st)
+
+
+def case_connect_timeout(c):
+    """The kernel completes the handshake (its listen queue) but nobody
+    answers the MPA request: connect exits 5, and the reason gives --timeout
+    as it was written ("1.5 s", not "1.500000 s")."""
+    with Net("connect-timeout", 77) as net:
+        listener = ("import signal, socket\n"
+                    "s = socket.socket()\n"
+                    "s.bind(('%s', %d))\n"
+                    "s.listen(4)\n"
+                    "print('{\"event\": \"listening\"}', flush=True)\n"
+                    "signal.pause()\n" % (net.kernel4, PORT))
+        srv = net.start("server", ["python3", "-c", listener])
+        srv.wait_for("listening")
+        try:
+            cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--timeout", "1.5")
+            expect_exit(cm, 5, timeout=20)
+            check("timed out after 1.5 s" in cm.stderr, "reason: %r" % cm.stderr)
+        finally:
+            srv.kill()
 
 
 def case_connect_mpa_reject(c):
