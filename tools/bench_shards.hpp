@@ -50,7 +50,7 @@ struct ShardScaling {
     // made by `stat`. The target is the mean over many short repetitions,
     // interleaved: on a VM whose vCPUs speed up and slow down each on its own, a
     // best repetition of one thread needs one vCPU fast and one of two threads
-    // needs both at once, so best over best leans low (docs/perf.md, "Session 12").
+    // needs both at once, so best over best leans low (docs/perf.md, "Every core").
     double speedup(std::uint32_t threads, ShardStat stat = ShardStat::kMean) const;
     // The lowest and highest ratio of a repetition at `threads` to the one-thread
     // repetition run just before it; {0, 0} without such pairs.
