@@ -150,7 +150,8 @@ void Engine::take_early_rtr_response(QpHandle handle) {
     const wire::Bytes view = links_.peek(r->link);
     // The DDP control byte says tagged, the RDMAP one Read Response (RFC 5041 4.2, 5040 4.2).
     constexpr std::size_t kDdpCtrl = wire::kFpduLengthLen, kRdmapCtrl = kDdpCtrl + 1;
-    if (view.size() <= kRdmapCtrl || (std::to_integer<unsigned>(view[kDdpCtrl]) & 0x80) == 0 ||
+    if (view.size() <= kRdmapCtrl ||
+        (std::to_integer<unsigned>(view[kDdpCtrl]) & wire::kDdpFlagTagged) == 0 ||
         (std::to_integer<unsigned>(view[kRdmapCtrl]) & 0x0F) !=
             static_cast<unsigned>(RdmapOpcode::kReadResponse)) {
         return;
