@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -258,6 +259,10 @@ public:
     // connection, which becomes a QpEvent).
     bool on_event(Instant now, const Event& event);
     std::optional<QpEvent> poll_qp_event();
+    // Called as each work completion enters a CQ (solicited: a receive of a
+    // Send with Solicited Event), from inside the call that produced it. It
+    // must not call into the device or the core. For ibv_req_notify_cq.
+    void set_completion_hook(std::function<void(CqHandle, bool solicited)> hook);
 
     // Message bytes placed into memory (Sends, RDMA Writes, Read Responses),
     // and how many of them straight from the arriving segment, without the
