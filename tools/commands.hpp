@@ -54,6 +54,7 @@ void add_sim(CLI::App& app);    // tools/sim.cpp
 void add_listen(CLI::App& app);
 void add_connect(CLI::App& app);  // tools/listen.cpp, tools/connect.cpp
 void add_rping(CLI::App& app);    // tools/rping_cli.cpp
+void add_switch(CLI::App& app);   // tools/switch.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();
 void set_exit_code(int code);

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     add_listen(app);
     add_connect(app);
     add_rping(app);
+    add_switch(app);
     add_bench(app);
     add_help(app);
     if (argc > 1 && argv[1][0] != '-' && find_command(app, argv[1]) == nullptr)
