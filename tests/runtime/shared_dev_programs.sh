@@ -9,6 +9,8 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 lib=$build/lib/libiwcm_rdma.so
+# A sanitizer's runtime that must come before the library (an ASan build).
+preload=${IWCM_TEST_PRELOAD:+$IWCM_TEST_PRELOAD:}$lib
 sw=$build/bin/iwarp-cm
 [ "$(id -u)" -eq 0 ] || { echo "needs root: network namespaces, veth, XDP" >&2; exit 1; }
 command -v rping >/dev/null || { echo "rping missing (scripts/deps.sh installs rdmacm-utils)" >&2; exit 1; }
@@ -43,7 +45,7 @@ done
 # One program: its output in $work/NAME, its exit status in $work/NAME.rc.
 start() {
   local name=$1 ns=$2 dev=$3; shift 3
-  ( ip netns exec "$ns" env LD_PRELOAD="$lib" IWCM_DEV="$dev" IWCM_SWITCH="$sw" "$@" \
+  ( ip netns exec "$ns" env LD_PRELOAD="$preload" IWCM_DEV="$dev" IWCM_SWITCH="$sw" "$@" \
       >"$work/$name" 2>&1; echo $? >"$work/$name.rc" ) &
   pids+=($!)
 }
@@ -70,9 +72,9 @@ client() {
 }
 start a-server "$na" va rping -s -a 10.79.0.1 -p 7174 -C 5
 start b-server "$nb" vb rping -s -a 10.79.0.2 -p 7175 -C 5
-client a-client "$na" env LD_PRELOAD="$lib" IWCM_DEV=va IWCM_SWITCH="$sw" \
+client a-client "$na" env LD_PRELOAD="$preload" IWCM_DEV=va IWCM_SWITCH="$sw" \
   rping -c -a 10.79.0.2 -p 7175 -C 5 -v
-client b-client "$nb" env LD_PRELOAD="$lib" IWCM_DEV=vb IWCM_SWITCH="$sw" \
+client b-client "$nb" env LD_PRELOAD="$preload" IWCM_DEV=vb IWCM_SWITCH="$sw" \
   rping -c -a 10.79.0.1 -p 7174 -C 5 -v
 
 all_done() { for n in a-server b-server a-client b-client; do [ -f "$work/$n.rc" ] || return 1; done; }
