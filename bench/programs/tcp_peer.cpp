@@ -234,7 +234,8 @@ int main(int argc, char** argv) {
     if (mode == "serve" && argc == 3) return serve(static_cast<std::uint16_t>(number(argv[2])));
     const auto port = argc > 3 ? static_cast<std::uint16_t>(number(argv[3])) : 0;
     if (mode == "connect" && argc == 5) return connects(argv[2], port, number(argv[4]));
-    if (mode == "stream" && argc == 6) return stream(argv[2], port, number(argv[4]), number(argv[5]));
+    if (mode == "stream" && argc == 6)
+        return stream(argv[2], port, number(argv[4]), number(argv[5]));
     if (mode == "pingpong" && argc == 6)
         return pingpong(argv[2], port, number(argv[4]), number(argv[5]));
     std::fprintf(stderr,
