@@ -6,6 +6,8 @@ packages=(
   build-essential cmake make pkg-config
   libexpected-dev libgtest-dev libgmock-dev googletest libbenchmark-dev libcli11-dev
   libpcap-dev tshark iproute2 nftables python3
+  # The RDMA ABI (src/abi): rdma-core's headers; its tests run Debian's own rdmacm-utils and perftest.
+  libibverbs-dev librdmacm-dev rdmacm-utils perftest ibverbs-utils
   clang-14 libclang-rt-14-dev llvm-14 clang-format-14
   # Shared-address mode (--dev): the XDP program is built with clang, loaded with libbpf, its
   # AF_XDP socket made with libxdp; tcpdump for its tests' captures, ethtool for the README's veth.

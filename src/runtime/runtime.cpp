@@ -1,0 +1,2 @@
+// iwcm::Runtime (include/iwcm/runtime.hpp).
+#include "iwcm/runtime.hpp"
