@@ -52,8 +52,12 @@ ibv_mw* op_alloc_mw(ibv_pd*, ibv_mw_type) {
     errno = EOPNOTSUPP;
     return nullptr;
 }
-int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-int op_dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
+int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
+    return EOPNOTSUPP;
+}
+int op_dealloc_mw(ibv_mw*) {
+    return EOPNOTSUPP;
+}
 int op_post_srq_recv(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     *bad_wr = wr;
     return EOPNOTSUPP;
@@ -82,11 +86,6 @@ std::unique_ptr<Context> make_context(bool shared) {
     ::pthread_mutex_init(&a.mutex, nullptr);
     a.abi_compat = nullptr;  // not a verbs_context (see the file comment)
     return c;
-}
-
-void free_context(std::unique_ptr<Context> c) {
-    ::close(c->api.async_fd);
-    ::pthread_mutex_destroy(&c->api.mutex);
 }
 
 Context* g_default = nullptr;
@@ -143,18 +142,14 @@ Context* find_context(const ibv_context* ctx) {
 
 int errno_of(rdma::VerbsError e) {
     switch (e) {
-    case rdma::VerbsError::kStaleHandle:
-    case rdma::VerbsError::kInvalidHandle:
-    case rdma::VerbsError::kInvalidArgument:
-    case rdma::VerbsError::kTooManySge:
-    case rdma::VerbsError::kLocalProtection:
-        return EINVAL;
-    case rdma::VerbsError::kWrongState:
-        return ENOTCONN;
-    case rdma::VerbsError::kQueueFull:
-        return ENOMEM;
-    case rdma::VerbsError::kCoreError:
-        return EIO;
+        case rdma::VerbsError::kStaleHandle:
+        case rdma::VerbsError::kInvalidHandle:
+        case rdma::VerbsError::kInvalidArgument:
+        case rdma::VerbsError::kTooManySge:
+        case rdma::VerbsError::kLocalProtection: return EINVAL;
+        case rdma::VerbsError::kWrongState: return ENOTCONN;
+        case rdma::VerbsError::kQueueFull: return ENOMEM;
+        case rdma::VerbsError::kCoreError: return EIO;
     }
     return EINVAL;
 }
@@ -226,7 +221,7 @@ IWCM_VERBS_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
         return 0;
     });
     if (err != 0) {
-        free_context(std::move(c));
+        ::close(raw->api.async_fd);
         errno = err;
         return nullptr;
     }
@@ -237,21 +232,21 @@ IWCM_VERBS_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 // library refuses with EBUSY instead, so that no object outlives the context
 // it points to. The shared context of rdma_cm ids is never closed.
 IWCM_VERBS_EXPORT int ibv_close_device(ibv_context* context) {
-    std::unique_ptr<Context> gone;
     int err = locked([&](Session&) {
         if (g_default != nullptr && context == &g_default->api) return EBUSY;
         Registry& r = registry();
         Context* c = r.contexts.find(context);
         if (c == nullptr) return EINVAL;
         if (c->objects > 0) return EBUSY;
-        gone = r.contexts.release(c);
+        ::close(c->api.async_fd);
+        c->api.async_fd = -1;
+        r.contexts.retire(c);
         return 0;
     });
     if (err != 0) {
         errno = err;
         return -1;
     }
-    free_context(std::move(gone));
     return 0;
 }
 
@@ -379,7 +374,7 @@ IWCM_VERBS_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
         if (p == nullptr) return EINVAL;
         if (p->users > 0) return EBUSY;
         --p->ctx->objects;
-        registry().pds.erase(p);
+        registry().pds.retire(p);
         return 0;
     });
 }
@@ -476,7 +471,7 @@ IWCM_VERBS_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
         IWCM_ASSERT(done.has_value());
         r.mr_by_lkey.erase(m->api.lkey);
         --m->pd->users;
-        r.mrs.erase(m);
+        r.mrs.retire(m);
         return 0;
     });
 }
