@@ -13,6 +13,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 
 #include <array>
 #include <cstdint>
@@ -210,12 +211,18 @@ int errno_of(rdma::VerbsError e);
 
 // Runs f(Session&) -> int (0 or an errno value) under the runtime's lock; errno
 // is set after the lock is released (the runtime's sends would clobber it).
-// ENODEV without a runtime.
+// ENODEV without a runtime. Thread cancellation is held off meanwhile: the
+// runtime writes frames (write(2) is a cancellation point) with its lock held,
+// and programs such as rping cancel the threads that call into verbs.
 template <class F>
 int locked(F&& f) {
     Runtime* rt = runtime();
     if (rt == nullptr) return ENODEV;
-    return rt->call([&](Session& s) -> int { return f(s); });
+    int old_state = 0;
+    ::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
+    int err = rt->call([&](Session& s) -> int { return f(s); });
+    ::pthread_setcancelstate(old_state, nullptr);
+    return err;
 }
 
 }  // namespace iwcm::abi::verbs
