@@ -117,9 +117,11 @@ ibv_mtu mtu_enum(std::uint32_t mtu) {
 
 }  // namespace
 
+// Never destroyed: the progress thread may deliver a completion while the
+// process exits (src/abi/abi.cpp "Process exit").
 Registry& registry() {
-    static Registry r;
-    return r;
+    static auto* r = new Registry;
+    return *r;
 }
 
 ibv_device* the_device() {
