@@ -77,6 +77,15 @@ std::optional<Endpoint> to_endpoint(const sockaddr* sa) {
         std::memcpy(&in6, sa, sizeof in6);
         Ipv6Addr a{};
         std::memcpy(a.bytes.data(), &in6.sin6_addr, 16);
+        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+            // ::ffff:a.b.c.d is the IPv4 address (as the kernel's cma takes
+            // it). getaddrinfo(3) gives these for IPv4 names when the host has
+            // no IPv4 address of its own (AI_ADDRCONFIG with AI_V4MAPPED, its
+            // default): the case of a namespace whose addresses are ours.
+            Ipv4Addr v4{};
+            std::memcpy(v4.bytes.data(), a.bytes.data() + 12, 4);
+            return Endpoint{v4, ntohs(in6.sin6_port)};
+        }
         return Endpoint{a, ntohs(in6.sin6_port)};
     }
     return std::nullopt;

@@ -371,6 +371,25 @@ TEST(BindAddr, OursOnlyAndOnce) {
     rdma_destroy_event_channel(ch);
 }
 
+// getaddrinfo(3) answers ::ffff:a.b.c.d for an IPv4 name on a host without
+// an IPv4 address of its own (rping's rdma_getaddrinfo without hints does so
+// in a namespace whose addresses are ours).
+TEST(BindAddr, V4MappedIsTheV4Address) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in6 mapped{};
+    mapped.sin6_family = AF_INET6;
+    mapped.sin6_port = htons(7001);
+    ASSERT_EQ(inet_pton(AF_INET6, (std::string("::ffff:") + kOurIp).c_str(), &mapped.sin6_addr), 1);
+    ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&mapped)), 0);
+    EXPECT_EQ(ip_of(rdma_get_local_addr(id)), kOurIp);
+    EXPECT_EQ(ntohs(rdma_get_src_port(id)), 7001);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
 TEST(Listen, PortZeroTakesAPortAndListenTwiceIsFine) {
     NEED_RUNTIME();
     rdma_event_channel* ch = rdma_create_event_channel();
