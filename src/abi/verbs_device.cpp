@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -88,7 +89,8 @@ std::unique_ptr<Context> make_context(bool shared) {
     return c;
 }
 
-Context* g_default = nullptr;
+// The shared context; read by threads that never called default_context().
+std::atomic<Context*> g_default{nullptr};
 std::once_flag g_default_once;
 
 // The node GUID: the interface's MAC as a modified EUI-64, as an Ethernet
@@ -138,7 +140,8 @@ ibv_device* the_device() {
 
 Context* find_context(const ibv_context* ctx) {
     if (ctx == nullptr) return nullptr;
-    if (g_default != nullptr && ctx == &g_default->api) return g_default;
+    Context* shared = g_default.load(std::memory_order_acquire);
+    if (shared != nullptr && ctx == &shared->api) return shared;
     return registry().contexts.find(ctx);
 }
 
@@ -158,8 +161,11 @@ int errno_of(rdma::VerbsError e) {
 
 ibv_context* default_context() {
     if (runtime() == nullptr) return nullptr;
-    std::call_once(g_default_once, [] { g_default = make_context(true).release(); });
-    return g_default == nullptr ? nullptr : &g_default->api;
+    std::call_once(g_default_once, [] {
+        g_default.store(make_context(true).release(), std::memory_order_release);
+    });
+    Context* shared = g_default.load(std::memory_order_acquire);
+    return shared == nullptr ? nullptr : &shared->api;
 }
 
 }  // namespace iwcm::abi::verbs
@@ -235,7 +241,8 @@ IWCM_VERBS_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 // it points to. The shared context of rdma_cm ids is never closed.
 IWCM_VERBS_EXPORT int ibv_close_device(ibv_context* context) {
     int err = locked([&](Session&) {
-        if (g_default != nullptr && context == &g_default->api) return EBUSY;
+        Context* shared = g_default.load(std::memory_order_acquire);
+        if (shared != nullptr && context == &shared->api) return EBUSY;
         Registry& r = registry();
         Context* c = r.contexts.find(context);
         if (c == nullptr) return EINVAL;
