@@ -126,6 +126,12 @@ void to_error(Session& s, Qp& q) {
 
 int transition(Session& s, Qp& q, ibv_qp_state to) {
     const ibv_qp_state from = current_state(s, q);
+    // On a connected QP the connection owns the state: INIT, RTR and RTS, which
+    // an InfiniBand-minded program may ask for after rdma_init_qp_attr, change
+    // nothing (siw's modify from RTS ignores them too).
+    if (from == IBV_QPS_RTS && (to == IBV_QPS_INIT || to == IBV_QPS_RTR || to == IBV_QPS_RTS)) {
+        return 0;
+    }
     switch (to) {
         case IBV_QPS_RESET:
             detach(s, q);
