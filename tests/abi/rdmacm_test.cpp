@@ -543,12 +543,11 @@ TEST(DestroyId, DropsItsQueuedEvents) {
 
 // ---- connections with the kernel's TCP and tests/interop/mpa_peer.py ----
 
-struct Client {
-    rdma_event_channel* ch = nullptr;
+// Resolves the kernel's side (no connection) on a channel of its own.
+struct Resolved {
+    rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
-    // Resolves the kernel's side at `port` and connects with `pdata`.
-    void connect(std::uint16_t port, const std::string& pdata) {
-        ch = rdma_create_event_channel();
+    void resolve(std::uint16_t port) {
         ASSERT_NE(ch, nullptr);
         ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
         sockaddr_in to = sin(kKernelIp, port);
@@ -556,16 +555,23 @@ struct Client {
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
         ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
+    }
+    ~Resolved() {
+        if (id != nullptr) rdma_destroy_id(id);
+        if (ch != nullptr) rdma_destroy_event_channel(ch);
+    }
+};
+
+struct Client : Resolved {
+    // Resolves the kernel's side at `port` and connects with `pdata`.
+    void connect(std::uint16_t port, const std::string& pdata) {
+        resolve(port);
         rdma_conn_param p{};
         p.private_data = pdata.data();
         p.private_data_len = static_cast<std::uint8_t>(pdata.size());
         p.responder_resources = 1;
         p.initiator_depth = 1;
         ASSERT_EQ(rdma_connect(id, &p), 0);
-    }
-    ~Client() {
-        if (id != nullptr) rdma_destroy_id(id);
-        if (ch != nullptr) rdma_destroy_event_channel(ch);
     }
 };
 
@@ -743,25 +749,6 @@ ibv_qp_state qp_state(ibv_qp* qp) {
     EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
     return attr.qp_state;
 }
-
-// Resolves the kernel's side (no connection) on a channel of its own.
-struct Resolved {
-    rdma_event_channel* ch = rdma_create_event_channel();
-    rdma_cm_id* id = nullptr;
-    void resolve(std::uint16_t port) {
-        ASSERT_NE(ch, nullptr);
-        ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-        sockaddr_in to = sin(kKernelIp, port);
-        ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000), 0);
-        ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
-        ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
-        ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
-    }
-    ~Resolved() {
-        if (id != nullptr) rdma_destroy_id(id);
-        if (ch != nullptr) rdma_destroy_event_channel(ch);
-    }
-};
 
 TEST(CreateQp, DefaultPdAndCqsWithChannels) {
     NEED_RUNTIME();
