@@ -297,9 +297,9 @@ TEST(EventChannel, OneTokenPerEvent) {
     rdma_cm_id* b = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* e1 = next_event(ch);
     rdma_cm_event* e2 = next_event(ch);
     ASSERT_NE(e1, nullptr);
@@ -447,6 +447,20 @@ TEST(ResolveAddr, OffSubnetWithoutGatewayFailsAtOnce) {
     rdma_destroy_event_channel(ch);
 }
 
+TEST(ResolveAddr, OwnAddressIsNotSupported) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in self = sin(kOurIp, 7000);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    pollfd p{ch->fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "an event after a failed call";
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
 TEST(ResolveAddr, NeighbourThenRoute) {
     NEED_RUNTIME();
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -508,8 +522,8 @@ TEST(DestroyId, WaitsForItsEventsToBeAcknowledged) {
     rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
     auto destroyed = std::async(std::launch::async, [id] { return rdma_destroy_id(id); });
@@ -529,9 +543,9 @@ TEST(DestroyId, DropsItsQueuedEvents) {
     rdma_cm_id* keep = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &keep, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     EXPECT_EQ(rdma_destroy_id(id), 0) << "returns: nothing of it was reported";
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
@@ -911,8 +925,8 @@ TEST(MigrateId, WaitingEventsFollowTheId) {
     rdma_event_channel* to = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
     ASSERT_EQ(rdma_create_id(from, &id, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     ASSERT_EQ(rdma_migrate_id(id, to), 0);
     EXPECT_EQ(id->channel, to);
     EXPECT_EQ(expect_event(to, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
