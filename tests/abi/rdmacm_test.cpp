@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -979,6 +980,59 @@ TEST(InitQpAttr, IwarpStatesEstablishAndDevices) {
     EXPECT_EQ(devs[0], r.id->verbs);
     EXPECT_EQ(devs[1], nullptr);
     rdma_free_devices(devs);
+}
+
+// Ids made, resolved and destroyed on four threads while a fifth takes and
+// acknowledges their events from the shared channel: every call succeeds,
+// every event taken names an id of the run, nothing is left behind.
+TEST(Threads, IdsComeAndGoWhileAnotherThreadTakesTheirEvents) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+    constexpr int kThreads = 4;
+    constexpr int kIds = 25;
+    std::atomic<int> failures{0};
+    std::atomic<int> running{kThreads};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < kIds; ++i) {
+                rdma_cm_id* id = nullptr;
+                if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
+                    ++failures;
+                    continue;
+                }
+                sockaddr_in kernel = sin(kKernelIp, 7600);
+                if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000) != 0)
+                    ++failures;
+                if (rdma_destroy_id(id) != 0) ++failures;
+            }
+            --running;
+        });
+    }
+    int taken = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{ch->fd, POLLIN, 0};
+        const bool done = running.load() == 0;
+        if (poll(&p, 1, done ? 0 : 20) == 0 && done) break;
+        rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(ch, &ev) != 0) {
+            EXPECT_EQ(errno, EAGAIN);
+            continue;
+        }
+        ++taken;
+        EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+        EXPECT_EQ(ev->status, 0);
+        EXPECT_EQ(rdma_ack_cm_event(ev), 0);
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_LE(taken, kThreads * kIds);
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1) << "an event of a destroyed id was left";
+    rdma_destroy_event_channel(ch);
 }
 
 // The child of ProcessExit (this binary run again): connects on the second TAP
