@@ -18,6 +18,13 @@
 // outside the runtime's lock and take the queued item under it. A read whose
 // item was withdrawn meanwhile (its CQ or QP destroyed) reads again.
 //
+// Polling. Programs poll in a tight loop (perftest does between every
+// message); taking the runtime's lock for each empty poll would keep the
+// progress thread from the lock it needs to receive the very frames that
+// complete the work. Each CQ carries a flag set as a completion enters it: a
+// poll of a CQ without one returns 0 after a shared look-up, without the
+// runtime's lock.
+//
 // Acknowledgement, as libibverbs: ibv_destroy_cq waits until every event
 // ibv_get_cq_event returned for the CQ is acknowledged, and ibv_destroy_qp
 // (verbs_qp.cpp) the same for async events; destroying with events not
@@ -28,6 +35,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <mutex>
+#include <shared_mutex>
 
 #include "abi/verbs_objects.hpp"
 #include "iwcm/assert.hpp"
@@ -53,26 +62,26 @@ void notify(Cq& cq, bool solicited) {
 
 ibv_wc_status status_of(rdma::WcStatus s) {
     switch (s) {
-    case rdma::WcStatus::kSuccess: return IBV_WC_SUCCESS;
-    case rdma::WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
-    case rdma::WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
-    case rdma::WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
-    case rdma::WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
-    case rdma::WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
-    case rdma::WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
-    case rdma::WcStatus::kRemInvReqErr: return IBV_WC_REM_INV_REQ_ERR;
-    case rdma::WcStatus::kFatalErr: return IBV_WC_FATAL_ERR;
-    case rdma::WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
+        case rdma::WcStatus::kSuccess: return IBV_WC_SUCCESS;
+        case rdma::WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
+        case rdma::WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
+        case rdma::WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
+        case rdma::WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
+        case rdma::WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
+        case rdma::WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
+        case rdma::WcStatus::kRemInvReqErr: return IBV_WC_REM_INV_REQ_ERR;
+        case rdma::WcStatus::kFatalErr: return IBV_WC_FATAL_ERR;
+        case rdma::WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
     }
     return IBV_WC_GENERAL_ERR;
 }
 
 ibv_wc_opcode opcode_of(rdma::WcOpcode o) {
     switch (o) {
-    case rdma::WcOpcode::kSend: return IBV_WC_SEND;
-    case rdma::WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
-    case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
-    case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
+        case rdma::WcOpcode::kSend: return IBV_WC_SEND;
+        case rdma::WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
+        case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
+        case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
     }
     return IBV_WC_SEND;
 }
@@ -117,12 +126,13 @@ int wait_fd(int fd) {
 
 void push_local_completion(Cq& cq, const ibv_wc& wc) {
     cq.local.push_back(wc);
+    cq.ready.store(true, std::memory_order_release);
     // A completion in error wakes a solicited-only arm too (IB spec 11.4.2.2).
     notify(cq, wc.status != IBV_WC_SUCCESS);
 }
 
-void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond,
-                       const std::uint32_t& completed, const std::uint32_t& reported) {
+void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const std::uint32_t& completed,
+                       const std::uint32_t& reported) {
     ::pthread_mutex_lock(&mutex);
     while (completed < reported) ::pthread_cond_wait(&cond, &mutex);
     ::pthread_mutex_unlock(&mutex);
@@ -137,6 +147,14 @@ void raise_async_event(Qp& qp, ibv_event_type type) {
 }
 
 int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+    {
+        Registry& r = registry();
+        std::shared_lock table(r.cqs_mutex);
+        Cq* c = r.cqs.find(cq);
+        if (c != nullptr && num_entries >= 0 && !c->ready.load(std::memory_order_acquire)) {
+            return 0;
+        }
+    }
     int got = 0;
     int err = locked([&](Session& s) {
         Cq* c = registry().cqs.find(cq);
@@ -146,6 +164,7 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
             c->local.pop_front();
         }
         got += poll_device(s, *c, wc + got, num_entries - got);
+        if (got < num_entries) c->ready.store(false, std::memory_order_relaxed);  // emptied
         return 0;
     });
     return err != 0 ? -err : got;
@@ -171,7 +190,9 @@ namespace iwcm::abi {
 void verbs_on_completion(Session&, rdma::CqHandle cq, bool solicited) {
     auto& by_handle = verbs::registry().cq_by_handle;
     auto it = by_handle.find(verbs::key_of(cq));
-    if (it != by_handle.end()) verbs::notify(*it->second, solicited);
+    if (it == by_handle.end()) return;
+    it->second->ready.store(true, std::memory_order_release);
+    verbs::notify(*it->second, solicited);
 }
 
 }  // namespace iwcm::abi
@@ -204,17 +225,16 @@ IWCM_VERBS_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context
 }
 
 IWCM_VERBS_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
-    std::unique_ptr<Channel> gone;
-    int err = locked([&](Session&) {
+    return locked([&](Session&) {
         Channel* ch = registry().channels.find(channel);
         if (ch == nullptr) return EINVAL;
         if (ch->users > 0) return EBUSY;
         --ch->ctx->objects;
-        gone = registry().channels.release(ch);
+        ::close(ch->api.fd);
+        ch->api.fd = -1;
+        registry().channels.retire(ch);
         return 0;
     });
-    if (gone != nullptr) ::close(gone->api.fd);
-    return err;
 }
 
 // ---------------------------------------------------------------- completion queues
@@ -246,7 +266,11 @@ IWCM_VERBS_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_
         a.cqe = cqe;
         ::pthread_mutex_init(&a.mutex, nullptr);
         ::pthread_cond_init(&a.cond, nullptr);
-        Cq* raw = r.cqs.add(std::move(cq));
+        Cq* raw = nullptr;
+        {
+            std::unique_lock table(r.cqs_mutex);
+            raw = r.cqs.add(std::move(cq));
+        }
         r.cq_by_handle[key_of(*handle)] = raw;
         if (ch != nullptr) ++ch->users;
         ++c->objects;
@@ -270,8 +294,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     });
     if (err != 0) return err;
     wait_acknowledged(cq->mutex, cq->cond, cq->comp_events_completed, waiting->events_reported);
-    std::unique_ptr<Cq> gone;
-    err = locked([&](Session& s) {
+    return locked([&](Session& s) {
         Registry& r = registry();
         Cq* c = r.cqs.find(cq);
         if (c == nullptr) return EINVAL;
@@ -291,14 +314,10 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
             --c->channel->users;
         }
         --c->ctx->objects;
-        gone = r.cqs.release(c);
+        std::unique_lock table(r.cqs_mutex);
+        r.cqs.retire(c);
         return 0;
     });
-    if (gone != nullptr) {
-        ::pthread_cond_destroy(&gone->api.cond);
-        ::pthread_mutex_destroy(&gone->api.mutex);
-    }
-    return err;
 }
 
 IWCM_VERBS_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
