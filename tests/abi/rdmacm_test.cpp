@@ -715,6 +715,35 @@ TEST(Listen, RequestAcceptedThenPeerCloses) {
     EXPECT_EQ(rdma_destroy_id(conn), 0);
 }
 
+// cma_iw_listen_handler: the request's initiator depth is the peer's IRD,
+// its responder resources the peer's ORD; accepting with 0xFF answers what
+// the peer asked (librdmacm's rdma_accept), which the MPA reply carries.
+TEST(Listen, RequestCarriesThePeersIrdOrdAndAcceptAnswersThem) {
+    NEED_RUNTIME();
+    Server srv;
+    srv.listen(7205);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7205", "--ird", "5", "--ord", "3",
+                  "--close", "graceful"});
+    rdma_cm_event* ev = next_event(srv.ch);
+    ASSERT_NE(ev, nullptr);
+    ASSERT_EQ(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_EQ(ev->param.conn.initiator_depth, 5);
+    EXPECT_EQ(ev->param.conn.responder_resources, 3);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    rdma_conn_param p{};
+    p.responder_resources = RDMA_MAX_RESP_RES;
+    p.initiator_depth = RDMA_MAX_INIT_DEPTH;
+    ASSERT_EQ(rdma_accept(conn, &p), 0);
+    auto reply = peer.line_with("\"reply\"");
+    ASSERT_TRUE(reply);
+    EXPECT_NE(reply->find("\"ird\": 3"), std::string::npos) << *reply;
+    EXPECT_NE(reply->find("\"ord\": 5"), std::string::npos) << *reply;
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    EXPECT_EQ(rdma_destroy_id(conn), 0);
+}
+
 TEST(Listen, RequestRejectedWithPrivateData) {
     NEED_RUNTIME();
     Server srv;
