@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -35,6 +37,10 @@ namespace {
 constexpr const char* kTap = "iwcmt0";
 constexpr const char* kKernelIp = "10.77.0.1";
 constexpr const char* kOurIp = "10.77.0.2";
+// A second TAP for a child process's runtime (ProcessExit).
+constexpr const char* kTap2 = "iwcmt1";
+constexpr const char* kKernelIp2 = "10.78.0.1";
+constexpr const char* kChildIp = "10.78.0.2";
 
 std::string g_env_error;  // why the runtime cannot run here ("" when it can)
 
@@ -54,6 +60,9 @@ public:
             std::string("ip tuntap add dev ") + kTap + " mode tap",
             std::string("ip link set ") + kTap + " up",
             std::string("ip addr add ") + kKernelIp + "/24 dev " + kTap,
+            std::string("ip tuntap add dev ") + kTap2 + " mode tap",
+            std::string("ip link set ") + kTap2 + " up",
+            std::string("ip addr add ") + kKernelIp2 + "/24 dev " + kTap2,
         };
         for (const auto& c : cmds) {
             if (std::system(c.c_str()) != 0) {
@@ -297,9 +306,9 @@ TEST(EventChannel, OneTokenPerEvent) {
     rdma_cm_id* b = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* e1 = next_event(ch);
     rdma_cm_event* e2 = next_event(ch);
     ASSERT_NE(e1, nullptr);
@@ -447,6 +456,20 @@ TEST(ResolveAddr, OffSubnetWithoutGatewayFailsAtOnce) {
     rdma_destroy_event_channel(ch);
 }
 
+TEST(ResolveAddr, OwnAddressIsNotSupported) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in self = sin(kOurIp, 7000);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    pollfd p{ch->fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "an event after a failed call";
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
 TEST(ResolveAddr, NeighbourThenRoute) {
     NEED_RUNTIME();
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -508,8 +531,8 @@ TEST(DestroyId, WaitsForItsEventsToBeAcknowledged) {
     rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
     auto destroyed = std::async(std::launch::async, [id] { return rdma_destroy_id(id); });
@@ -529,9 +552,9 @@ TEST(DestroyId, DropsItsQueuedEvents) {
     rdma_cm_id* keep = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &keep, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     EXPECT_EQ(rdma_destroy_id(id), 0) << "returns: nothing of it was reported";
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
@@ -543,12 +566,11 @@ TEST(DestroyId, DropsItsQueuedEvents) {
 
 // ---- connections with the kernel's TCP and tests/interop/mpa_peer.py ----
 
-struct Client {
-    rdma_event_channel* ch = nullptr;
+// Resolves the kernel's side (no connection) on a channel of its own.
+struct Resolved {
+    rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
-    // Resolves the kernel's side at `port` and connects with `pdata`.
-    void connect(std::uint16_t port, const std::string& pdata) {
-        ch = rdma_create_event_channel();
+    void resolve(std::uint16_t port) {
         ASSERT_NE(ch, nullptr);
         ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
         sockaddr_in to = sin(kKernelIp, port);
@@ -556,16 +578,23 @@ struct Client {
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
         ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
+    }
+    ~Resolved() {
+        if (id != nullptr) rdma_destroy_id(id);
+        if (ch != nullptr) rdma_destroy_event_channel(ch);
+    }
+};
+
+struct Client : Resolved {
+    // Resolves the kernel's side at `port` and connects with `pdata`.
+    void connect(std::uint16_t port, const std::string& pdata) {
+        resolve(port);
         rdma_conn_param p{};
         p.private_data = pdata.data();
         p.private_data_len = static_cast<std::uint8_t>(pdata.size());
         p.responder_resources = 1;
         p.initiator_depth = 1;
         ASSERT_EQ(rdma_connect(id, &p), 0);
-    }
-    ~Client() {
-        if (id != nullptr) rdma_destroy_id(id);
-        if (ch != nullptr) rdma_destroy_event_channel(ch);
     }
 };
 
@@ -687,6 +716,35 @@ TEST(Listen, RequestAcceptedThenPeerCloses) {
     EXPECT_EQ(rdma_destroy_id(conn), 0);
 }
 
+// cma_iw_listen_handler: the request's initiator depth is the peer's IRD,
+// its responder resources the peer's ORD; accepting with 0xFF answers what
+// the peer asked (librdmacm's rdma_accept), which the MPA reply carries.
+TEST(Listen, RequestCarriesThePeersIrdOrdAndAcceptAnswersThem) {
+    NEED_RUNTIME();
+    Server srv;
+    srv.listen(7205);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7205", "--ird", "5", "--ord", "3",
+                  "--close", "graceful"});
+    rdma_cm_event* ev = next_event(srv.ch);
+    ASSERT_NE(ev, nullptr);
+    ASSERT_EQ(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_EQ(ev->param.conn.initiator_depth, 5);
+    EXPECT_EQ(ev->param.conn.responder_resources, 3);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    rdma_conn_param p{};
+    p.responder_resources = RDMA_MAX_RESP_RES;
+    p.initiator_depth = RDMA_MAX_INIT_DEPTH;
+    ASSERT_EQ(rdma_accept(conn, &p), 0);
+    auto reply = peer.line_with("\"reply\"");
+    ASSERT_TRUE(reply);
+    EXPECT_NE(reply->find("\"ird\": 3"), std::string::npos) << *reply;
+    EXPECT_NE(reply->find("\"ord\": 5"), std::string::npos) << *reply;
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    EXPECT_EQ(rdma_destroy_id(conn), 0);
+}
+
 TEST(Listen, RequestRejectedWithPrivateData) {
     NEED_RUNTIME();
     Server srv;
@@ -725,9 +783,402 @@ TEST(Listen, DestroyingTheListenerRejectsWaitingRequests) {
     }
 }
 
+// ---- QPs of ids, endpoints, the rest of the calls ----
+
+ibv_qp_init_attr small_qp() {
+    ibv_qp_init_attr a{};
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 4;
+    a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    return a;
+}
+
+ibv_qp_state qp_state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+    return attr.qp_state;
+}
+
+TEST(CreateQp, DefaultPdAndCqsWithChannels) {
+    NEED_RUNTIME();
+    Resolved r;
+    r.resolve(7401);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0) << std::strerror(errno);
+    ASSERT_NE(r.id->qp, nullptr);
+    EXPECT_EQ(r.id->qp->pd, r.id->pd) << "a NULL PD is the id's default PD";
+    ASSERT_NE(r.id->send_cq, nullptr);
+    ASSERT_NE(r.id->recv_cq, nullptr);
+    EXPECT_NE(r.id->send_cq_channel, nullptr);
+    EXPECT_NE(r.id->recv_cq_channel, nullptr);
+    EXPECT_EQ(attr.send_cq, r.id->send_cq) << "the attributes come back filled";
+    EXPECT_EQ(attr.recv_cq, r.id->recv_cq);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_INIT);
+    ibv_qp_init_attr again = small_qp();
+    EXPECT_EQ(rdma_create_qp(r.id, nullptr, &again), -1) << "one QP per id";
+    EXPECT_EQ(errno, EINVAL);
+    rdma_destroy_qp(r.id);
+    EXPECT_EQ(r.id->qp, nullptr);
+    EXPECT_EQ(r.id->send_cq, nullptr);
+    EXPECT_EQ(r.id->recv_cq_channel, nullptr);
+}
+
+TEST(CreateQp, NoDeviceBeforeAnAddress) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    ibv_qp_init_attr attr = small_qp();
+    EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_qp_init_attr_ex ex{};
+    ex.comp_mask = IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    EXPECT_EQ(rdma_create_qp_ex(id, &ex), -1) << "extended attributes beyond the PD";
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
+TEST(Connect, TheQpIsAttachedBeforeEstablishedAndFlushedAtTheEnd) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7402", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    Resolved r;
+    r.resolve(7402);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0);
+    rdma_conn_param p{};
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    ASSERT_EQ(rdma_connect(r.id, &p), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_RTS) << "ESTABLISHED with a QP that runs";
+    ASSERT_EQ(rdma_disconnect(r.id), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_ERR) << "the QP of a closed connection";
+    rdma_destroy_qp(r.id);
+}
+
+TEST(Connect, DestroyingTheQpWhileClosingStillReportsDisconnected) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7403", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    Resolved r;
+    r.resolve(7403);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0);
+    rdma_conn_param p{};
+    ASSERT_EQ(rdma_connect(r.id, &p), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    // cmtime's order: the QP goes at once, the close is still under way.
+    ASSERT_EQ(rdma_disconnect(r.id), 0);
+    rdma_destroy_qp(r.id);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+}
+
+TEST(Listen, QpMadeBeforeAcceptRunsAtEstablished) {
+    NEED_RUNTIME();
+    Server srv;
+    srv.listen(7404);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7404", "--close", "wait"});
+    rdma_cm_event* ev = next_event(srv.ch);
+    ASSERT_NE(ev, nullptr);
+    ASSERT_EQ(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(conn, nullptr, &attr), 0);
+    ASSERT_EQ(rdma_accept(conn, nullptr), 0) << "a QP and no parameters: the peer's IRD/ORD";
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(qp_state(conn->qp), IBV_QPS_RTS);
+    ASSERT_EQ(rdma_disconnect(conn), 0);
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    rdma_destroy_qp(conn);
+    EXPECT_EQ(rdma_destroy_id(conn), 0);
+}
+
+TEST(CreateEp, PassiveEndpointGetRequestAndSynchronousAccept) {
+    NEED_RUNTIME();
+    rdma_addrinfo hints{};
+    hints.ai_flags = RAI_PASSIVE;
+    hints.ai_port_space = RDMA_PS_TCP;
+    rdma_addrinfo* res = nullptr;
+    ASSERT_EQ(rdma_getaddrinfo(kOurIp, "7405", &hints, &res), 0);
+    rdma_cm_id* listen = nullptr;
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_ep(&listen, res, nullptr, &attr), 0) << std::strerror(errno);
+    rdma_freeaddrinfo(res);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_listen(listen, 1), 0);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7405", "--close", "wait"});
+    ASSERT_EQ(rdma_get_request(listen, &id), 0);
+    ASSERT_NE(id, nullptr);
+    ASSERT_NE(id->event, nullptr);
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_NE(id->qp, nullptr) << "the endpoint's QP attributes make the request's QP";
+    EXPECT_NE(id->recv_cq, nullptr);
+    ASSERT_EQ(rdma_accept(id, nullptr), 0) << "returns once ESTABLISHED";
+    ASSERT_NE(id->event, nullptr);
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ESTABLISHED);
+    EXPECT_EQ(rdma_disconnect(id), 0) << "returns once DISCONNECTED";
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_DISCONNECTED);
+    rdma_destroy_ep(id);
+    rdma_destroy_ep(listen);
+}
+
+TEST(CreateEp, ActiveEndpointConnectsOrIsRefused) {
+    NEED_RUNTIME();
+    rdma_addrinfo hints{};
+    hints.ai_port_space = RDMA_PS_TCP;
+    rdma_addrinfo* res = nullptr;
+    ASSERT_EQ(rdma_getaddrinfo(kKernelIp, "7406", &hints, &res), 0);
+    {
+        MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7406", "--close", "wait"});
+        ASSERT_TRUE(peer.line_with("listening"));
+        rdma_cm_id* id = nullptr;
+        ibv_qp_init_attr attr = small_qp();
+        ASSERT_EQ(rdma_create_ep(&id, res, nullptr, &attr), 0) << std::strerror(errno);
+        EXPECT_NE(id->qp, nullptr);
+        EXPECT_EQ(rdma_connect(id, nullptr), 0) << std::strerror(errno);
+        EXPECT_EQ(rdma_disconnect(id), 0);
+        rdma_destroy_ep(id);
+    }
+    MpaPeer refuse({"server", "--bind", std::string(kKernelIp) + ":7406", "--reject"});
+    ASSERT_TRUE(refuse.line_with("listening"));
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_ep(&id, res, nullptr, nullptr), 0);
+    rdma_conn_param p{};
+    EXPECT_EQ(rdma_connect(id, &p), -1);
+    EXPECT_EQ(errno, ECONNREFUSED) << "librdmacm's synchronous rejection";
+    rdma_destroy_ep(id);
+    rdma_freeaddrinfo(res);
+}
+
+TEST(MigrateId, WaitingEventsFollowTheId) {
+    NEED_RUNTIME();
+    rdma_event_channel* from = rdma_create_event_channel();
+    rdma_event_channel* to = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(from, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_migrate_id(id, to), 0);
+    EXPECT_EQ(id->channel, to);
+    EXPECT_EQ(expect_event(to, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+    ASSERT_EQ(fcntl(from->fd, F_SETFL, fcntl(from->fd, F_GETFL) | O_NONBLOCK), 0);
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(from, &ev), -1) << "the event left the old channel";
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_EQ(rdma_migrate_id(id, nullptr), 0) << "to a synchronous channel of its own";
+    EXPECT_NE(id->channel, to);
+    EXPECT_EQ(rdma_migrate_id(id, nullptr), -1) << "synchronous already";
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(from);
+    rdma_destroy_event_channel(to);
+}
+
+TEST(InitQpAttr, IwarpStatesEstablishAndDevices) {
+    NEED_RUNTIME();
+    Resolved r;
+    r.resolve(7407);
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = IBV_QPS_INIT;
+    ASSERT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), 0);
+    EXPECT_EQ(mask, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT);
+    EXPECT_EQ(attr.port_num, 1);
+    attr.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), 0);
+    EXPECT_EQ(mask, IBV_QP_PORT);
+    attr.qp_state = IBV_QPS_SQD;
+    EXPECT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_establish(r.id), 0) << "nothing to send on iWARP";
+    ibv_qp_init_attr qp = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &qp), 0);
+    EXPECT_EQ(rdma_establish(r.id), -1) << "librdmacm refuses an id with a QP";
+    EXPECT_EQ(errno, EINVAL);
+    rdma_destroy_qp(r.id);
+    int n = 0;
+    ibv_context** devs = rdma_get_devices(&n);
+    ASSERT_NE(devs, nullptr);
+    ASSERT_EQ(n, 1);
+    EXPECT_EQ(devs[0], r.id->verbs);
+    EXPECT_EQ(devs[1], nullptr);
+    rdma_free_devices(devs);
+}
+
+// Ids made, resolved and destroyed on four threads while a fifth takes and
+// acknowledges their events from the shared channel: every call succeeds,
+// every event taken names an id of the run, nothing is left behind.
+TEST(Threads, IdsComeAndGoWhileAnotherThreadTakesTheirEvents) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+    constexpr int kThreads = 4;
+    constexpr int kIds = 25;
+    std::atomic<int> failures{0};
+    std::atomic<int> running{kThreads};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < kIds; ++i) {
+                rdma_cm_id* id = nullptr;
+                if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
+                    ++failures;
+                    continue;
+                }
+                sockaddr_in kernel = sin(kKernelIp, 7600);
+                if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000) != 0)
+                    ++failures;
+                if (rdma_destroy_id(id) != 0) ++failures;
+            }
+            --running;
+        });
+    }
+    int taken = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{ch->fd, POLLIN, 0};
+        const bool done = running.load() == 0;
+        if (poll(&p, 1, done ? 0 : 20) == 0 && done) break;
+        rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(ch, &ev) != 0) {
+            EXPECT_EQ(errno, EAGAIN);
+            continue;
+        }
+        ++taken;
+        EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+        EXPECT_EQ(ev->status, 0);
+        EXPECT_EQ(rdma_ack_cm_event(ev), 0);
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_LE(taken, kThreads * kIds);
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1) << "an event of a destroyed id was left";
+    rdma_destroy_event_channel(ch);
+}
+
+// The child of ProcessExit (this binary run again): connects on the second TAP
+// and returns from main with the connection open.
+int connect_and_exit(const char* port) {
+    setenv("IWCM_TAP", kTap2, 1);
+    setenv("IWCM_IP", (std::string(kChildIp) + "/24").c_str(), 1);
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    if (ch == nullptr || rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) return 3;
+    sockaddr_in to = sin(kKernelIp2, static_cast<std::uint16_t>(std::atoi(port)));
+    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000) != 0) return 4;
+    const rdma_cm_event_type steps[] = {RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED,
+                                        RDMA_CM_EVENT_ESTABLISHED};
+    for (auto step : steps) {
+        rdma_cm_event* ev = next_event(ch);
+        if (ev == nullptr || ev->event != step) return 5;
+        rdma_ack_cm_event(ev);
+        if (step == RDMA_CM_EVENT_ADDR_RESOLVED && rdma_resolve_route(id, 2000) != 0) return 6;
+        if (step == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+            ibv_qp_init_attr attr = small_qp();
+            rdma_conn_param p{};
+            if (rdma_create_qp(id, nullptr, &attr) != 0 || rdma_connect(id, &p) != 0) return 7;
+        }
+    }
+    return 0;  // the connection is open: the library closes it at exit
+}
+
+// The child of NoRuntime: without IWCM_* every call that needs the runtime
+// fails as librdmacm does on a host without an RDMA device (ENODEV);
+// rdma_getaddrinfo needs none. 0 when all of that held.
+int calls_without_runtime() {
+    for (const char* v : {"IWCM_TAP", "IWCM_IP", "IWCM_DEV"}) unsetenv(v);
+    for (int i = 0; i < 2; ++i) {
+        errno = 0;
+        if (rdma_create_event_channel() != nullptr || errno != ENODEV) return 3;
+    }
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP) != -1 || errno != ENODEV) return 4;
+    rdma_addrinfo* res = nullptr;
+    if (rdma_getaddrinfo("10.1.2.3", "7471", nullptr, &res) != 0) return 5;
+    rdma_freeaddrinfo(res);
+    return 0;
+}
+
+// Runs this binary again with `flag` (and `arg`); its exit status within
+// 10 s and what it wrote on stderr.
+std::pair<int, std::string> run_self(const std::string& flag, const std::string& arg = "") {
+    int fds[2];
+    if (pipe(fds) != 0) return {-1, ""};
+    std::string self = "/proc/self/exe";
+    std::string f = flag;
+    std::string a = arg;
+    char* argv[] = {self.data(), f.data(), a.empty() ? nullptr : a.data(), nullptr};
+    const pid_t child = fork();
+    if (child == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string err;
+    int status = -1;
+    bool exited = false;
+    for (int i = 0; i < 1000 && !exited; ++i) {
+        pollfd p{fds[0], POLLIN, 0};
+        if (poll(&p, 1, 10) == 1) {
+            char chunk[512];
+            const ssize_t n = read(fds[0], chunk, sizeof chunk);
+            if (n > 0) err.append(chunk, static_cast<std::size_t>(n));
+        }
+        exited = waitpid(child, &status, WNOHANG) == child;
+    }
+    if (!exited) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+    }
+    for (char chunk[512];;) {
+        const ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n <= 0) break;
+        err.append(chunk, static_cast<std::size_t>(n));
+    }
+    close(fds[0]);
+    return {exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+TEST(NoRuntime, EnodevAndTheReasonPrintedOnce) {
+    auto [code, err] = run_self("--calls-without-runtime");
+    EXPECT_EQ(code, 0) << "a call did not fail as librdmacm does without a device: " << err;
+    const auto first = err.find("iwcm: ");
+    ASSERT_NE(first, std::string::npos) << "no reason on stderr: " << err;
+    EXPECT_EQ(err.find("iwcm: ", first + 1), std::string::npos) << "printed twice: " << err;
+    EXPECT_NE(err.find("IWCM_TAP"), std::string::npos) << "the reason names the variables: " << err;
+}
+
+// A program that returns from main with a connection open: the peer sees it
+// close gracefully (abi.cpp "Process exit"), not a silence until its timeout.
+TEST(ProcessExit, OpenConnectionsCloseGracefully) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp2) + ":7501", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    auto [code, err] = run_self("--connect-and-exit", "7501");
+    ASSERT_EQ(code, 0) << "the child's connection did not come up (or it did not exit): " << err;
+    auto closed = peer.line_with("\"closed\"", 5000);
+    ASSERT_TRUE(closed) << "the peer saw no close";
+    EXPECT_NE(closed->find("\"peer_eof\": true"), std::string::npos) << *closed;
+    EXPECT_NE(closed->find("\"reset_by_peer\": false"), std::string::npos) << *closed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--connect-and-exit") return connect_and_exit(argv[2]);
+    if (argc == 2 && std::string(argv[1]) == "--calls-without-runtime")
+        return calls_without_runtime();
     ::testing::InitGoogleTest(&argc, argv);
     ::testing::AddGlobalTestEnvironment(new NamespaceEnv);
     return RUN_ALL_TESTS();
