@@ -359,6 +359,10 @@ public:
     // handshake). A program that exits waits for this to reach 0, not
     // live_nodes() (a stream's TIME_WAIT lasts StreamConfig::time_wait). O(nodes).
     std::size_t open_nodes() const;
+    // open_nodes() whose local endpoint is `local` (an unspecified address:
+    // any of ours on that port): the connections a listener accepted, which
+    // outlive it. O(nodes).
+    std::size_t open_nodes_on(const Endpoint& local) const;
     std::size_t pending_timers() const;  // timers armed, all kinds
     std::size_t queued_events() const;
 

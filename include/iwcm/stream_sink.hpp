@@ -40,10 +40,10 @@ public:
         }
         return taken;
     }
-    // Asked right after on_in_order took bytes: true when they ended
-    // something whose sender waits for our ACK (an RDMA Write or Send is
-    // complete at its sender only once acknowledged): the stream then
-    // acknowledges at once rather than after the delayed-ACK time.
+    // Asked right after on_in_order took bytes, and after Core::consume: true
+    // when they ended something whose sender waits for our ACK (an RDMA Write
+    // or Send is complete at its sender only once acknowledged): the stream
+    // then acknowledges at once rather than after the delayed-ACK time.
     virtual bool ack_now(ConnHandle conn) {
         (void)conn;
         return false;

@@ -272,6 +272,9 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     if (n > s.readable_bytes()) return fail(ApiError::kInvalidArgument);
     if (n == 0) return {};
     s.consume(n);
+    // What was read ended something whose sender waits for our ACK (a queue
+    // pair's message read from the buffer): acknowledge at once.
+    if (node.stream->sink != nullptr && node.stream->sink->ack_now(conn)) s.force_ack();
     // The application read: what is left, or the next arrival, is told again.
     node.stream->readable_queued = false;
     node.stream->readable_told = 0;

@@ -865,6 +865,15 @@ std::size_t Core::open_nodes() const {
     IWCM_ASSERT(n <= impl_->pool.live());
     return n;
 }
+std::size_t Core::open_nodes_on(const Endpoint& local) const {
+    std::size_t n = 0;
+    impl_->table.for_each([&](const Node& node) {
+        n += node.state != CmState::kTimeWait && node.local.port == local.port &&
+             (local.addr.is_unspecified() || node.local.addr == local.addr);
+    });
+    IWCM_ASSERT(n <= impl_->pool.live());
+    return n;
+}
 std::size_t Core::pending_timers() const {
     return impl_->timers.pending();
 }

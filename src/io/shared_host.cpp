@@ -68,7 +68,10 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
     };
     if (!h->host_->watch(h->rtnl_.fd(), on_changes))
         return fail(std::string("watching the kernel's notifications: epoll_ctl failed"));
-    h->host_->after_step([self](Instant now) { self->conns_.reap(now, false); });
+    h->host_->after_step([self](Instant now) {
+        self->conns_.reap(now, false);
+        if (!self->closed_listeners_.empty()) self->reap_listeners();
+    });
     if (auto r = h->address_.read(h->rtnl_); !r) return fail(r.error());
     h->update_address(TapHost::now());
     return h;
@@ -106,8 +109,19 @@ void SharedHost::destroy_listen(Instant now, ListenHandle listener) {
     auto it = std::find_if(listeners_.begin(), listeners_.end(),
                            [&](const Listening& l) { return l.handle == listener; });
     if (it == listeners_.end()) return;
-    release(it->port);
+    // The connections it accepted outlive it, as a kernel socket's do: their
+    // segments stay ours until the last has ended (reap_listeners).
+    closed_listeners_.push_back(std::move(it->port));
     listeners_.erase(it);
+    reap_listeners();
+}
+
+void SharedHost::reap_listeners() {
+    std::erase_if(closed_listeners_, [&](const PortReservation& r) {
+        if (core_.open_nodes_on({r.addr(), r.port()}) > 0) return false;
+        release(r);
+        return true;
+    });
 }
 
 Expected<ConnHandle, std::string> SharedHost::connect(Instant now, ConnectParams cp) {

@@ -117,7 +117,9 @@ public:
     TapHost& host() { return *host_; }
     SteeredDevice& xsk() { return *xsk_; }
     const SharedHostCounters& counters() const { return counters_; }
-    std::size_t reserved_ports() const { return listeners_.size() + conns_.held(); }
+    std::size_t reserved_ports() const {
+        return listeners_.size() + closed_listeners_.size() + conns_.held();
+    }
     // The address is usable: present on the interface and the link up.
     bool address_usable() const { return address_.usable(); }
 
@@ -126,6 +128,7 @@ private:
     Expected<PortReservation, std::string> claim(const IpAddr& addr, std::uint16_t port);
     void release(const PortReservation& r);
     void update_address(Instant now);
+    void reap_listeners();
 
     struct Listening {
         ListenHandle handle;
@@ -139,6 +142,8 @@ private:
     SteeredDevice* xsk_ = nullptr;  // owned by host_
     std::unique_ptr<TapHost> host_;
     std::vector<Listening> listeners_;
+    // Ports of destroyed listeners whose accepted connections are still open.
+    std::vector<PortReservation> closed_listeners_;
     ConnPorts conns_;
     AddressState address_;
     bool core_has_addr_ = false;

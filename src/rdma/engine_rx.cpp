@@ -401,6 +401,12 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
     if (h.opcode > static_cast<std::uint8_t>(RdmapOpcode::kTerminate) || tagged_op != h.tagged) {
         return remote_op(wire::kRdmapCodeUnexpectedOpcode);
     }
+    // A Write or Send completes at its sender once we acknowledge its last
+    // segment: read from the stream's buffer (it came before its receive, or
+    // behind unread bytes), it asks for the ACK at once too (ack_now).
+    if ((op == RdmapOpcode::kWrite || op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) &&
+        h.last)
+        message_end_ = true;
     switch (op) {
         case RdmapOpcode::kWrite: return rx_write(qp, seg, len);
         case RdmapOpcode::kReadRequest: return rx_read_request(qp, seg, len);

@@ -76,7 +76,10 @@ for how in KILL INT; do
       echo "$how/$path: client killed after $before iterations; server exit $(cat "$work/server.rc")"
       grep -q 'DISCONNECT EVENT' "$work/server" || { echo "  no DISCONNECTED"; status=1; }
     else
-      echo "$how/$path: the server did not end within 5 s"; sed 's/^/    /' "$work/server"; status=1
+      echo "$how/$path: the server did not end within 5 s"; status=1
+      tail -2 "$work/server" | cut -c1-100 | sed 's/^/    server: /'
+      tail -2 "$work/client" | cut -c1-100 | sed 's/^/    client: /'
+      grep -E 'SigBlk|SigIgn' /proc/$client/status 2>/dev/null | sed 's/^/    client: /' || true
     fi
     wait_for "every process to end" 50 alone || { ip netns pids "$na"; ip netns pids "$nb"; status=1; }
     wait 2>/dev/null || true
