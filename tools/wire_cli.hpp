@@ -15,24 +15,20 @@
 #include <vector>
 
 #include "io/event_loop.hpp"
+#include "io/interface.hpp"
 #include "io/shared_host.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
 
 namespace iwcm::tools {
 
-struct WireOptions {
-    std::string tap;
-    std::string dev;                // --dev: shared-address mode on this interface
+// --tap or --dev, --ip, --mac, --gateway, --vlan (io::InterfaceOptions), and the rest.
+struct WireOptions : io::InterfaceOptions {
     std::string xdp_mode = "auto";  // --xdp-mode: auto, native, generic
-    std::string ip;                 // ADDR/PREFIX (--tap), ADDR (--dev)
-    std::string mac;
-    std::string gateway;  // ADDR: the router for off-link peers
-    int vlan = -1;
-    int tos = 0;             // --tos: the IP TOS byte of our frames (0 to 255)
-    std::string pdata;       // --pdata TEXT
-    std::string pdata_hex;   // --pdata-hex HEX
-    std::string pdata_file;  // --pdata-file FILE
+    int tos = 0;                    // --tos: the IP TOS byte of our frames (0 to 255)
+    std::string pdata;              // --pdata TEXT
+    std::string pdata_hex;          // --pdata-hex HEX
+    std::string pdata_file;         // --pdata-file FILE
     std::uint16_t ird = 1;
     std::uint16_t ord = 1;
     int mpa_rev = 2;
@@ -56,18 +52,8 @@ void add_wire_options(CLI::App* cmd, WireOptions& o);
 // IRD/ORD word counts). Throws UsageError.
 std::vector<std::byte> private_data(const WireOptions& o);
 
-struct Interface {
-    IpAddr addr;
-    unsigned prefix = 0;
-    MacAddr mac;
-    std::uint16_t vlan = kNoVlan;
-    std::optional<IpAddr> gateway;
-    std::string dev;  // --dev: the kernel's routes and neighbours, not ours
-    bool in_subnet(const IpAddr& other) const;
-    // Whose MAC a frame to `dest` goes to: dest itself when on-link, else the
-    // gateway (none without --gateway).
-    std::optional<IpAddr> next_hop(const IpAddr& dest) const;
-};
+using io::Interface;
+using io::not_unicast;
 
 // A number of seconds as a message says it: "3 s", "0.25 s" (not "3.000000 s").
 std::string seconds_text(double s);
@@ -76,10 +62,6 @@ std::string seconds_text(double s);
 // with --dev, reads the interface's MAC and addresses from the kernel (--ip
 // must be one of them; default its first). The error is the one-line reason.
 Expected<Interface, std::string> parse_interface(const WireOptions& o);
-// Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
-// or an empty string.
-std::string not_unicast(const IpAddr& addr, const Interface& iface);
-
 // The next hop toward `peer`, named in messages as `what` (e.g. "--to
 // 10.99.1.1:4791"): the peer itself when on-link, else the gateway. Throws
 // UsageError for a multicast or broadcast peer, our own address, and an

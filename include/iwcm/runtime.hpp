@@ -58,10 +58,10 @@ struct RuntimeConfig {
     std::string dev;
     std::string xdp_mode = "auto";
     // Both modes.
-    bool crc = false;            // offer and require MPA CRC
-    int tos = 0;                 // IP TOS of our connections
+    bool crc = false;  // offer and require MPA CRC
+    int tos = 0;       // IP TOS of our connections
     std::uint8_t mpa_revision = 2;
-    std::string pcap;            // a capture of every frame, empty: none
+    std::string pcap;  // a capture of every frame, empty: none
 
     // From the environment, as `iwarp-cm run` sets it (README "Running
     // programs"): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,
@@ -75,8 +75,8 @@ struct RuntimeConfig {
 
 // What the runtime runs on, once started.
 struct RuntimeInfo {
-    std::string device;       // the TAP's or the interface's name
-    bool shared = false;      // shared-address (AF_XDP) mode
+    std::string device;   // the TAP's or the interface's name
+    bool shared = false;  // shared-address (AF_XDP) mode
     MacAddr mac;
     IpAddr addr;
     unsigned prefix = 0;

@@ -221,7 +221,16 @@ Wake TapHost::step(Instant until) {
         return Wake::kError;
     }
     epoll_event events[4 + kMaxWatches];
-    int n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+    int n = 0;
+    if (wait_lock_ != nullptr) {
+        sleeping_until_.store(wake, std::memory_order_release);
+        wait_lock_->unlock();
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+        wait_lock_->lock();
+        sleeping_until_.store(kInstantNever, std::memory_order_release);
+    } else {
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+    }
     if (n < 0) {
         if (errno == EINTR) return Wake::kOk;
         error_ = errno_text("epoll_wait");
@@ -257,7 +266,7 @@ Wake TapHost::step(Instant until) {
         }
     }
     fire_timers(now());
-    if (after_step_) after_step_(now());
+    for (const auto& hook : after_step_) hook(now());
     flush();
     return result;
 }

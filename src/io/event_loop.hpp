@@ -24,9 +24,11 @@
 // converts to a timerfd value without arithmetic.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,8 +104,16 @@ public:
     // calls on_ready(now) before the timers fire. At most kMaxWatches.
     static constexpr int kMaxWatches = 4;
     bool watch(int fd, std::function<void(Instant)> on_ready);
-    // Called at the end of every step(), after the timers (one hook).
-    void after_step(std::function<void(Instant)> hook) { after_step_ = std::move(hook); }
+    // Called at the end of every step(), after the timers, in the order added.
+    void after_step(std::function<void(Instant)> hook) { after_step_.push_back(std::move(hook)); }
+    // A lock the caller of step() holds: step() releases it while it sleeps in
+    // epoll_wait and takes it again before it touches the core (the runtime's
+    // progress thread, src/runtime). nullptr: none.
+    void set_wait_lock(std::mutex* lock) { wait_lock_ = lock; }
+    // When the sleeping step() wakes at the latest (its timer), kInstantNever
+    // when none sleeps: a thread that moved a deadline earlier than this must
+    // wake it (watch() an eventfd).
+    Instant sleeping_until() const { return sleeping_until_.load(std::memory_order_acquire); }
 
     NeighborTable& neighbors() { return neighbors_; }
     Core& core() { return core_; }
@@ -138,7 +148,9 @@ private:
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
-    std::function<void(Instant)> after_step_;
+    std::vector<std::function<void(Instant)>> after_step_;
+    std::mutex* wait_lock_ = nullptr;
+    std::atomic<Instant> sleeping_until_{kInstantNever};
     TapHostCounters counters_;
     std::string error_;
     int last_signal_ = 0;

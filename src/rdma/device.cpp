@@ -314,4 +314,8 @@ std::optional<QpEvent> Device::poll_qp_event() {
     return impl_->engine.poll_qp_event();
 }
 
+void Device::set_completion_hook(std::function<void(CqHandle, bool solicited)> hook) {
+    impl_->engine.set_completion_hook(std::move(hook));
+}
+
 }  // namespace iwcm::rdma

@@ -149,6 +149,7 @@ void Engine::complete(std::uint32_t cq, const WorkCompletion& wc) {
     }
     c.ring[(c.head + c.count) % c.ring.size()] = wc;
     ++c.count;
+    if (completion_hook_) completion_hook_(CqHandle{cq, c.generation}, wc.solicited);
 }
 
 void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -199,6 +200,10 @@ public:
     std::size_t live_qps() const;
     std::size_t wr_slab_size() const { return wrs_.size(); }
     std::uint64_t cq_overflows(CqHandle cq) const;
+    // Device::set_completion_hook: told of each completion a CQ takes.
+    void set_completion_hook(std::function<void(CqHandle, bool)> hook) {
+        completion_hook_ = std::move(hook);
+    }
 
 private:
     struct Cq {
@@ -285,6 +290,7 @@ private:
     DeviceConfig config_;
     MrTable mrs_;
     std::vector<Cq> cqs_;
+    std::function<void(CqHandle, bool)> completion_hook_;
     std::vector<QpRecord> qps_;
     std::uint32_t qp_free_ = kNil;
     std::vector<WrEntry> wrs_;

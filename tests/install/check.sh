@@ -47,3 +47,28 @@ export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 g++ "$work/consumer/main.cpp" $(pkg-config --cflags --libs iwcm) -o "$work/pc-consumer"
 "$work/pc-consumer" | tail -1 | grep -qx 'ok: both sides connected and closed'
 echo "install: pkg-config consumer built and ran"
+
+# The runtime (iwcm::runtime): a consumer that links it and reads its
+# configuration from the environment, as a program under `iwarp-cm run` does.
+mkdir -p "$work/runtime"
+cat > "$work/runtime/main.cpp" <<'CPP'
+#include <cstdio>
+#include <iwcm/runtime.hpp>
+int main() {
+    auto c = iwcm::RuntimeConfig::from_env();
+    if (c) return 1;  // the environment names no interface here
+    std::printf("%s\n", c.error().c_str());
+    return 0;
+}
+CPP
+cat > "$work/runtime/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(runtime_consumer CXX)
+find_package(iwcm REQUIRED)
+add_executable(runtime_consumer main.cpp)
+target_link_libraries(runtime_consumer PRIVATE iwcm::runtime)
+CM
+cmake -S "$work/runtime" -B "$work/runtime/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/runtime/build" >/dev/null
+env -u IWCM_TAP -u IWCM_DEV "$work/runtime/build/runtime_consumer" | grep -q '^no interface: set IWCM_TAP'
+echo "install: find_package(iwcm) runtime consumer built and ran"
