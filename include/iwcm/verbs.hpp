@@ -256,7 +256,9 @@ public:
     // ---- driving ----
     // Give every event of the Core here first; true: it was a QP's and is
     // handled (kReadable, kWritable and the terminal event of a QP's
-    // connection, which becomes a QpEvent).
+    // connection, which becomes a QpEvent). The terminal event of a
+    // connection whose QP was destroyed while it closed is the application's
+    // (false), since no QP is left to report it.
     bool on_event(Instant now, const Event& event);
     std::optional<QpEvent> poll_qp_event();
     // Called as each work completion enters a CQ (solicited: a receive of a

@@ -106,8 +106,10 @@ struct ConnSlot {
     QpHandle qp;
     std::uint32_t conn_generation = 0;
     bool used = false;
-    bool destroyed = false;  // the QP is gone; the connection's events are swallowed
-    bool unread = false;     // bytes of the hand-off not read yet (until the first post_recv)
+    // The QP is gone: the connection's byte stream events are swallowed, its
+    // terminal event goes to the application.
+    bool destroyed = false;
+    bool unread = false;  // bytes of the hand-off not read yet (until the first post_recv)
 };
 
 }  // namespace
@@ -232,7 +234,7 @@ VResult<void> Device::destroy_qp(Instant now, QpHandle qp) {
     auto done = d.engine.destroy_qp(qp);
     if (!done) return done;
     if (ConnSlot* s = d.slot(info->conn)) {
-        // The connection closes gracefully; its last events are ours.
+        // The connection closes gracefully; its stream's last events are ours.
         if (info->state == QpState::kError) {
             (void)d.core.set_stream_sink(info->conn, nullptr);
             *s = ConnSlot{};
@@ -276,11 +278,13 @@ bool Device::on_event(Instant now, const Event& event) {
     if (s == nullptr) return false;
     d.links.now = now;
     if (s->destroyed) {
-        if (event.terminal()) {
-            (void)d.core.set_stream_sink(event.conn, nullptr);
-            *s = ConnSlot{};
-        }
-        return true;
+        if (!event.terminal()) return true;
+        (void)d.core.set_stream_sink(event.conn, nullptr);
+        *s = ConnSlot{};
+        // No QP is told of the end: the application is (rdma_cm reports
+        // DISCONNECTED to an id whose QP was destroyed while it closed, as
+        // cmtime's rdma_disconnect then rdma_destroy_qp waits for).
+        return false;
     }
     QpHandle qp = s->qp;
     if (event.type == EventType::kReadable) {
