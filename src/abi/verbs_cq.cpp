@@ -53,26 +53,26 @@ void notify(Cq& cq, bool solicited) {
 
 ibv_wc_status status_of(rdma::WcStatus s) {
     switch (s) {
-    case rdma::WcStatus::kSuccess: return IBV_WC_SUCCESS;
-    case rdma::WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
-    case rdma::WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
-    case rdma::WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
-    case rdma::WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
-    case rdma::WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
-    case rdma::WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
-    case rdma::WcStatus::kRemInvReqErr: return IBV_WC_REM_INV_REQ_ERR;
-    case rdma::WcStatus::kFatalErr: return IBV_WC_FATAL_ERR;
-    case rdma::WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
+        case rdma::WcStatus::kSuccess: return IBV_WC_SUCCESS;
+        case rdma::WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
+        case rdma::WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
+        case rdma::WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
+        case rdma::WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
+        case rdma::WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
+        case rdma::WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
+        case rdma::WcStatus::kRemInvReqErr: return IBV_WC_REM_INV_REQ_ERR;
+        case rdma::WcStatus::kFatalErr: return IBV_WC_FATAL_ERR;
+        case rdma::WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
     }
     return IBV_WC_GENERAL_ERR;
 }
 
 ibv_wc_opcode opcode_of(rdma::WcOpcode o) {
     switch (o) {
-    case rdma::WcOpcode::kSend: return IBV_WC_SEND;
-    case rdma::WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
-    case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
-    case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
+        case rdma::WcOpcode::kSend: return IBV_WC_SEND;
+        case rdma::WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
+        case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
+        case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
     }
     return IBV_WC_SEND;
 }
@@ -121,8 +121,8 @@ void push_local_completion(Cq& cq, const ibv_wc& wc) {
     notify(cq, wc.status != IBV_WC_SUCCESS);
 }
 
-void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond,
-                       const std::uint32_t& completed, const std::uint32_t& reported) {
+void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const std::uint32_t& completed,
+                       const std::uint32_t& reported) {
     ::pthread_mutex_lock(&mutex);
     while (completed < reported) ::pthread_cond_wait(&cond, &mutex);
     ::pthread_mutex_unlock(&mutex);
@@ -204,17 +204,16 @@ IWCM_VERBS_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context
 }
 
 IWCM_VERBS_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
-    std::unique_ptr<Channel> gone;
-    int err = locked([&](Session&) {
+    return locked([&](Session&) {
         Channel* ch = registry().channels.find(channel);
         if (ch == nullptr) return EINVAL;
         if (ch->users > 0) return EBUSY;
         --ch->ctx->objects;
-        gone = registry().channels.release(ch);
+        ::close(ch->api.fd);
+        ch->api.fd = -1;
+        registry().channels.retire(ch);
         return 0;
     });
-    if (gone != nullptr) ::close(gone->api.fd);
-    return err;
 }
 
 // ---------------------------------------------------------------- completion queues
@@ -270,8 +269,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     });
     if (err != 0) return err;
     wait_acknowledged(cq->mutex, cq->cond, cq->comp_events_completed, waiting->events_reported);
-    std::unique_ptr<Cq> gone;
-    err = locked([&](Session& s) {
+    return locked([&](Session& s) {
         Registry& r = registry();
         Cq* c = r.cqs.find(cq);
         if (c == nullptr) return EINVAL;
@@ -291,14 +289,9 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
             --c->channel->users;
         }
         --c->ctx->objects;
-        gone = r.cqs.release(c);
+        r.cqs.retire(c);
         return 0;
     });
-    if (gone != nullptr) {
-        ::pthread_cond_destroy(&gone->api.cond);
-        ::pthread_mutex_destroy(&gone->api.mutex);
-    }
-    return err;
 }
 
 IWCM_VERBS_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {

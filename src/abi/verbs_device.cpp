@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -52,8 +53,12 @@ ibv_mw* op_alloc_mw(ibv_pd*, ibv_mw_type) {
     errno = EOPNOTSUPP;
     return nullptr;
 }
-int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-int op_dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
+int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
+    return EOPNOTSUPP;
+}
+int op_dealloc_mw(ibv_mw*) {
+    return EOPNOTSUPP;
+}
 int op_post_srq_recv(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     *bad_wr = wr;
     return EOPNOTSUPP;
@@ -84,12 +89,8 @@ std::unique_ptr<Context> make_context(bool shared) {
     return c;
 }
 
-void free_context(std::unique_ptr<Context> c) {
-    ::close(c->api.async_fd);
-    ::pthread_mutex_destroy(&c->api.mutex);
-}
-
-Context* g_default = nullptr;
+// The shared context; read by threads that never called default_context().
+std::atomic<Context*> g_default{nullptr};
 std::once_flag g_default_once;
 
 // The node GUID: the interface's MAC as a modified EUI-64, as an Ethernet
@@ -118,9 +119,11 @@ ibv_mtu mtu_enum(std::uint32_t mtu) {
 
 }  // namespace
 
+// Never destroyed: the progress thread may deliver a completion while the
+// process exits (src/abi/abi.cpp "Process exit").
 Registry& registry() {
-    static Registry r;
-    return r;
+    static auto* r = new Registry;
+    return *r;
 }
 
 ibv_device* the_device() {
@@ -137,32 +140,32 @@ ibv_device* the_device() {
 
 Context* find_context(const ibv_context* ctx) {
     if (ctx == nullptr) return nullptr;
-    if (g_default != nullptr && ctx == &g_default->api) return g_default;
+    Context* shared = g_default.load(std::memory_order_acquire);
+    if (shared != nullptr && ctx == &shared->api) return shared;
     return registry().contexts.find(ctx);
 }
 
 int errno_of(rdma::VerbsError e) {
     switch (e) {
-    case rdma::VerbsError::kStaleHandle:
-    case rdma::VerbsError::kInvalidHandle:
-    case rdma::VerbsError::kInvalidArgument:
-    case rdma::VerbsError::kTooManySge:
-    case rdma::VerbsError::kLocalProtection:
-        return EINVAL;
-    case rdma::VerbsError::kWrongState:
-        return ENOTCONN;
-    case rdma::VerbsError::kQueueFull:
-        return ENOMEM;
-    case rdma::VerbsError::kCoreError:
-        return EIO;
+        case rdma::VerbsError::kStaleHandle:
+        case rdma::VerbsError::kInvalidHandle:
+        case rdma::VerbsError::kInvalidArgument:
+        case rdma::VerbsError::kTooManySge:
+        case rdma::VerbsError::kLocalProtection: return EINVAL;
+        case rdma::VerbsError::kWrongState: return ENOTCONN;
+        case rdma::VerbsError::kQueueFull: return ENOMEM;
+        case rdma::VerbsError::kCoreError: return EIO;
     }
     return EINVAL;
 }
 
 ibv_context* default_context() {
     if (runtime() == nullptr) return nullptr;
-    std::call_once(g_default_once, [] { g_default = make_context(true).release(); });
-    return g_default == nullptr ? nullptr : &g_default->api;
+    std::call_once(g_default_once, [] {
+        g_default.store(make_context(true).release(), std::memory_order_release);
+    });
+    Context* shared = g_default.load(std::memory_order_acquire);
+    return shared == nullptr ? nullptr : &shared->api;
 }
 
 }  // namespace iwcm::abi::verbs
@@ -226,7 +229,7 @@ IWCM_VERBS_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
         return 0;
     });
     if (err != 0) {
-        free_context(std::move(c));
+        ::close(raw->api.async_fd);
         errno = err;
         return nullptr;
     }
@@ -237,21 +240,22 @@ IWCM_VERBS_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 // library refuses with EBUSY instead, so that no object outlives the context
 // it points to. The shared context of rdma_cm ids is never closed.
 IWCM_VERBS_EXPORT int ibv_close_device(ibv_context* context) {
-    std::unique_ptr<Context> gone;
     int err = locked([&](Session&) {
-        if (g_default != nullptr && context == &g_default->api) return EBUSY;
+        Context* shared = g_default.load(std::memory_order_acquire);
+        if (shared != nullptr && context == &shared->api) return EBUSY;
         Registry& r = registry();
         Context* c = r.contexts.find(context);
         if (c == nullptr) return EINVAL;
         if (c->objects > 0) return EBUSY;
-        gone = r.contexts.release(c);
+        ::close(c->api.async_fd);
+        c->api.async_fd = -1;
+        r.contexts.retire(c);
         return 0;
     });
     if (err != 0) {
         errno = err;
         return -1;
     }
-    free_context(std::move(gone));
     return 0;
 }
 
@@ -379,7 +383,7 @@ IWCM_VERBS_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
         if (p == nullptr) return EINVAL;
         if (p->users > 0) return EBUSY;
         --p->ctx->objects;
-        registry().pds.erase(p);
+        registry().pds.retire(p);
         return 0;
     });
 }
@@ -476,7 +480,7 @@ IWCM_VERBS_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
         IWCM_ASSERT(done.has_value());
         r.mr_by_lkey.erase(m->api.lkey);
         --m->pd->users;
-        r.mrs.erase(m);
+        r.mrs.retire(m);
         return 0;
     });
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 
 #include <array>
 #include <cstdint>
@@ -31,14 +32,14 @@ namespace iwcm::abi::verbs {
 // The limits the device reports (ibv_query_device) and enforces. Those of the
 // Device's engine are restated here because they are its contract
 // (src/rdma/engine.cpp, mr_table.cpp, include/iwcm/verbs.hpp DeviceConfig).
-constexpr std::uint32_t kMaxQpWr = 1u << 16;   // max_send_wr / max_recv_wr of a QP
-constexpr std::uint32_t kMaxSge = 4;           // SGEs of a work request
-constexpr std::uint32_t kMaxSgeRead = 1;       // an RDMA Read has one local sink
-constexpr std::uint32_t kMaxCqe = 1u << 22;    // entries of a CQ
+constexpr std::uint32_t kMaxQpWr = 1u << 16;  // max_send_wr / max_recv_wr of a QP
+constexpr std::uint32_t kMaxSge = 4;          // SGEs of a work request
+constexpr std::uint32_t kMaxSgeRead = 1;      // an RDMA Read has one local sink
+constexpr std::uint32_t kMaxCqe = 1u << 22;   // entries of a CQ
 constexpr std::uint32_t kMaxMessage = 1u << 31;
-constexpr std::uint32_t kMaxReadDepth = 128;   // IRD / ORD of a QP
-constexpr std::uint32_t kMaxMr = 4096;         // DeviceConfig::max_mrs
-constexpr std::uint32_t kMaxQp = 65536;        // DeviceConfig::max_qps
+constexpr std::uint32_t kMaxReadDepth = 128;  // IRD / ORD of a QP
+constexpr std::uint32_t kMaxMr = 4096;        // DeviceConfig::max_mrs
+constexpr std::uint32_t kMaxQp = 65536;       // DeviceConfig::max_qps
 // Limits of this library's own tables.
 constexpr std::uint32_t kMaxPd = 65536;
 constexpr std::uint32_t kMaxCq = 65536;
@@ -101,8 +102,8 @@ struct Qp {
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
     int access_flags = 0;
-    std::uint8_t max_rd_atomic = 0;       // as modify_qp set it (ORD)
-    std::uint8_t max_dest_rd_atomic = 0;  // (IRD)
+    std::uint8_t max_rd_atomic = 0;        // as modify_qp set it (ORD)
+    std::uint8_t max_dest_rd_atomic = 0;   // (IRD)
     std::optional<rdma::QpHandle> handle;  // attached to a connection
     std::deque<PendingRecv> waiting;       // receives posted before the connection
     // Inline data ring (attached QPs with cap.max_inline_data > 0).
@@ -134,13 +135,17 @@ public:
         map_.emplace(&raw->api, std::move(o));
         return raw;
     }
-    void erase(Obj* o) { map_.erase(&o->api); }
-    std::unique_ptr<Obj> release(Obj* o) {
+    // Takes o out of the table. Its memory stays, in a bounded quarantine of
+    // the last kRetired objects: the header's inline calls (ibv_poll_cq,
+    // ibv_post_send, ...) read api.context->ops of the pointer they are given,
+    // and a stale pointer must reach this library's check, not freed memory.
+    Obj* retire(Obj* o) {
         auto it = map_.find(&o->api);
         if (it == map_.end()) return nullptr;
-        std::unique_ptr<Obj> out = std::move(it->second);
+        retired_.push_back(std::move(it->second));
         map_.erase(it);
-        return out;
+        if (retired_.size() > kRetired) retired_.pop_front();
+        return o;
     }
     std::size_t size() const { return map_.size(); }
     template <class F>
@@ -149,7 +154,9 @@ public:
     }
 
 private:
+    static constexpr std::size_t kRetired = 4096;
     std::unordered_map<const Api*, std::unique_ptr<Obj>> map_;
+    std::deque<std::unique_ptr<Obj>> retired_;
 };
 
 constexpr std::uint64_t key_of(rdma::QpHandle h) {
@@ -196,20 +203,26 @@ void raise_async_event(Qp& qp, ibv_event_type type);
 
 // Blocks until `completed` (an ibv_cq / ibv_qp event counter that the ack
 // calls raise under `mutex`) reaches `reported`. Without the runtime's lock.
-void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond,
-                       const std::uint32_t& completed, const std::uint32_t& reported);
+void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const std::uint32_t& completed,
+                       const std::uint32_t& reported);
 
 // errno value of a Device error.
 int errno_of(rdma::VerbsError e);
 
 // Runs f(Session&) -> int (0 or an errno value) under the runtime's lock; errno
 // is set after the lock is released (the runtime's sends would clobber it).
-// ENODEV without a runtime.
+// ENODEV without a runtime. Thread cancellation is held off meanwhile: the
+// runtime writes frames (write(2) is a cancellation point) with its lock held,
+// and programs such as rping cancel the threads that call into verbs.
 template <class F>
 int locked(F&& f) {
     Runtime* rt = runtime();
     if (rt == nullptr) return ENODEV;
-    return rt->call([&](Session& s) -> int { return f(s); });
+    int old_state = 0;
+    ::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
+    int err = rt->call([&](Session& s) -> int { return f(s); });
+    ::pthread_setcancelstate(old_state, nullptr);
+    return err;
 }
 
 }  // namespace iwcm::abi::verbs

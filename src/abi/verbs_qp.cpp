@@ -126,37 +126,40 @@ void to_error(Session& s, Qp& q) {
 
 int transition(Session& s, Qp& q, ibv_qp_state to) {
     const ibv_qp_state from = current_state(s, q);
+    // On a connected QP the connection owns the state: INIT, RTR and RTS, which
+    // an InfiniBand-minded program may ask for after rdma_init_qp_attr, change
+    // nothing (siw's modify from RTS ignores them too).
+    if (from == IBV_QPS_RTS && (to == IBV_QPS_INIT || to == IBV_QPS_RTR || to == IBV_QPS_RTS)) {
+        return 0;
+    }
     switch (to) {
-    case IBV_QPS_RESET:
-        detach(s, q);
-        q.waiting.clear();  // a reset discards, it does not complete
-        break;
-    case IBV_QPS_INIT:
-        if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
-        break;
-    case IBV_QPS_RTR:
-        if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
-        break;
-    case IBV_QPS_RTS:
-        // Only the connection brings a QP to RTS (qp_attach); siw refuses
-        // RTS without one with EINVAL.
-        if (from != IBV_QPS_RTS) return EINVAL;
-        break;
-    case IBV_QPS_SQD:
-        // iWARP's Closing: the connection closes gracefully.
-        if (from == IBV_QPS_SQD) break;
-        if (from != IBV_QPS_RTS || !q.handle) return EINVAL;
-        if (auto info = s.device().query_qp(*q.handle)) {
-            (void)s.core().disconnect(s.now(), info->conn, DisconnectMode::kGraceful);
-        }
-        break;
-    case IBV_QPS_ERR:
-        to_error(s, q);
-        break;
-    case IBV_QPS_SQE:      // entered by the device alone
-    case IBV_QPS_UNKNOWN:  // no state
-    default:
-        return EINVAL;
+        case IBV_QPS_RESET:
+            detach(s, q);
+            q.waiting.clear();  // a reset discards, it does not complete
+            break;
+        case IBV_QPS_INIT:
+            if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
+            break;
+        case IBV_QPS_RTR:
+            if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
+            break;
+        case IBV_QPS_RTS:
+            // Only the connection brings a QP to RTS (qp_attach); siw refuses
+            // RTS without one with EINVAL.
+            if (from != IBV_QPS_RTS) return EINVAL;
+            break;
+        case IBV_QPS_SQD:
+            // iWARP's Closing: the connection closes gracefully.
+            if (from == IBV_QPS_SQD) break;
+            if (from != IBV_QPS_RTS || !q.handle) return EINVAL;
+            if (auto info = s.device().query_qp(*q.handle)) {
+                (void)s.core().disconnect(s.now(), info->conn, DisconnectMode::kGraceful);
+            }
+            break;
+        case IBV_QPS_ERR: to_error(s, q); break;
+        case IBV_QPS_SQE:      // entered by the device alone
+        case IBV_QPS_UNKNOWN:  // no state
+        default: return EINVAL;
     }
     q.api.state = to;
     return 0;
@@ -200,27 +203,20 @@ struct SendPlan {
 // data, atomics, invalidation and memory windows have no Device operation.
 int plan_of(const ibv_send_wr& w, SendPlan& plan) {
     switch (w.opcode) {
-    case IBV_WR_SEND:
-        plan = {rdma::WrOpcode::kSend, IBV_WC_SEND};
-        return 0;
-    case IBV_WR_RDMA_WRITE:
-        plan = {rdma::WrOpcode::kRdmaWrite, IBV_WC_RDMA_WRITE};
-        return 0;
-    case IBV_WR_RDMA_READ:
-        plan = {rdma::WrOpcode::kRdmaRead, IBV_WC_RDMA_READ};
-        return 0;
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-    case IBV_WR_ATOMIC_WRITE:
-    case IBV_WR_LOCAL_INV:
-    case IBV_WR_BIND_MW:
-    case IBV_WR_SEND_WITH_INV:
-    case IBV_WR_TSO:
-    case IBV_WR_DRIVER1:
-    default:
-        return EINVAL;
+        case IBV_WR_SEND: plan = {rdma::WrOpcode::kSend, IBV_WC_SEND}; return 0;
+        case IBV_WR_RDMA_WRITE: plan = {rdma::WrOpcode::kRdmaWrite, IBV_WC_RDMA_WRITE}; return 0;
+        case IBV_WR_RDMA_READ: plan = {rdma::WrOpcode::kRdmaRead, IBV_WC_RDMA_READ}; return 0;
+        case IBV_WR_SEND_WITH_IMM:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        case IBV_WR_ATOMIC_WRITE:
+        case IBV_WR_LOCAL_INV:
+        case IBV_WR_BIND_MW:
+        case IBV_WR_SEND_WITH_INV:
+        case IBV_WR_TSO:
+        case IBV_WR_DRIVER1:
+        default: return EINVAL;
     }
 }
 
@@ -544,8 +540,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
     });
     if (err != 0) return err;
     wait_acknowledged(qp->mutex, qp->cond, qp->events_completed, waiting->events_reported);
-    std::unique_ptr<Qp> gone;
-    err = locked([&](Session& s) {
+    return locked([&](Session& s) {
         Registry& r = registry();
         Qp* q = r.qps.find(qp);
         if (q == nullptr) return EINVAL;
@@ -553,12 +548,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
         --q->pd->users;
         --q->send_cq->users;
         --q->recv_cq->users;
-        gone = r.qps.release(q);
+        r.qps.retire(q);
         return 0;
     });
-    if (gone != nullptr) {
-        ::pthread_cond_destroy(&gone->api.cond);
-        ::pthread_mutex_destroy(&gone->api.mutex);
-    }
-    return err;
 }
