@@ -169,7 +169,7 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (given("--ip")) set("IWCM_IP", w.ip);
     if (given("--mac")) set("IWCM_MAC", w.mac);
     if (given("--gateway")) set("IWCM_GATEWAY", w.gateway);
-    if (given("--vlan")) set("IWCM_VLAN", std::to_string(w.vlan));
+    if (w.vlan >= 0) set("IWCM_VLAN", std::to_string(w.vlan));  // -1: none, the default
     if (given("--xdp-mode")) set("IWCM_XDP_MODE", w.xdp_mode);
     if (w.crc) set("IWCM_CRC", "1");
     if (given("--tos")) set("IWCM_TOS", std::to_string(w.tos));

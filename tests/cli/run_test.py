@@ -100,10 +100,12 @@ def case_env_tap(c):
 
 
 def case_env_minimal(c):
-    """Only --tap and --ip given: the program sees those two variables and no
-    other, the defaults being the runtime's; LD_PRELOAD is the library alone."""
+    """Only --tap and --ip given (and --vlan -1, the default): the program sees
+    those two variables and no other, the defaults being the runtime's;
+    LD_PRELOAD is the library alone."""
     env = environment({k: "stale" for k in VARIABLES})
-    got = child_env(run(c, TAP + ["--", "env"], env=env))
+    # --vlan -1 is the default, no VLAN, which the runtime takes as no variable.
+    got = child_env(run(c, TAP + ["--vlan", "-1", "--", "env"], env=env))
     seen = {k: v for k, v in got.items() if k in VARIABLES}
     check(seen == {"IWCM_TAP": "iwcm-t", "IWCM_IP": "10.99.0.2/24"}, "variables %s" % seen)
     check(got.get("LD_PRELOAD") == env["IWCM_LIBRARY"], "LD_PRELOAD %r" % got.get("LD_PRELOAD"))
