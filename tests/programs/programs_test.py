@@ -50,8 +50,10 @@ class Pair:
         self.client = None
 
     def start(self, name, side, argv, run_opts=()):
+        # stdbuf: line-buffered output, so that a program killed at the time
+        # limit has shown how far it got (the program itself is unchanged).
         return self.net.start(name, side, [self.c.bin, "run"] + self.net.sides[side]["run"] + list(run_opts) +
-                              ["--"] + argv)
+                              ["--", "stdbuf", "-oL", "-eL"] + argv)
 
     def run(self, port, server_argv, client_argv, run_opts=(), server_stays=False):
         """Starts both, waits for both (or, with server_stays, for the client
