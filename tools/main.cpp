@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     add_listen(app);
     add_connect(app);
     add_rping(app);
+    add_switch(app);
     add_bench(app);
     add_run(app);
     add_help(app);

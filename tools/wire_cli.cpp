@@ -199,8 +199,9 @@ io::XskDevice::Mode xdp_mode(const WireOptions& o) {
                                      : io::XskDevice::Mode::kAuto;
 }
 
-std::string xdp_field(const io::XskDevice& x) {
-    return std::string(x.attach_mode()) + (x.zero_copy() ? "/zero-copy" : "/copy");
+std::string xdp_field(const io::SteeredDevice& x) {
+    const std::string how = *x.path() != '\0' ? x.path() : x.zero_copy() ? "zero-copy" : "copy";
+    return std::string(x.attach_mode()) + "/" + how;
 }
 
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {

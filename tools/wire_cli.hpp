@@ -132,7 +132,7 @@ CoreConfig core_config(const WireOptions& o, const Interface& iface);
 // --xdp-mode as the device takes it.
 io::XskDevice::Mode xdp_mode(const WireOptions& o);
 // The xdp= field of a line: where the program runs, and zero-copy or copy.
-std::string xdp_field(const io::XskDevice& x);
+std::string xdp_field(const io::SteeredDevice& x);
 
 // Listen, stop listening and connect through the session: with --dev the
 // port is reserved in the kernel and steered to the CM (a connection's local

@@ -57,6 +57,10 @@ struct RuntimeConfig {
     // chooses among its addresses; xdp_mode "auto", "native" or "generic".
     std::string dev;
     std::string xdp_mode = "auto";
+    // Shared-address mode: the iwarp-cm program that runs the interface's
+    // switch (`iwarp-cm switch`), so that several programs share it; empty:
+    // this runtime takes the interface's AF_XDP socket for itself alone.
+    std::string switch_program;
     // Both modes.
     bool crc = false;  // offer and require MPA CRC
     int tos = 0;       // IP TOS of our connections
@@ -65,8 +69,8 @@ struct RuntimeConfig {
 
     // From the environment, as `iwarp-cm run` sets it (README "Running
     // programs"): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,
-    // IWCM_DEV, IWCM_XDP_MODE, IWCM_CRC (0/1), IWCM_TOS, IWCM_MPA_REV,
-    // IWCM_PCAP. An error names the variable and what is wrong with it.
+    // IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1), IWCM_TOS,
+    // IWCM_MPA_REV, IWCM_PCAP. An error names the variable and what is wrong with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):
     // exactly one of tap and dev, a well-formed ip/mac/gateway/vlan/tos.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "io/switch.hpp"
 #include "iwcm/assert.hpp"
 
 namespace iwcm::io {
@@ -42,14 +43,22 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
                     link->mac.to_string() + ")");
     if (auto r = rtnl.subscribe(); !r) return fail(r.error());
     std::unique_ptr<SharedHost> h(new SharedHost(std::move(rtnl), core, addr, link->index));
-    auto xsk = XskDevice::open(config.dev, config.mode);
-    if (!xsk) return fail(xsk.error());
-    h->xsk_ = xsk->get();
+    std::unique_ptr<SteeredDevice> device;
+    if (config.switch_command.empty()) {
+        auto xsk = XskDevice::open(config.dev, config.mode);
+        if (!xsk) return fail(xsk.error());
+        device = std::move(*xsk);
+    } else {
+        auto client = SwitchClient::connect(config.dev, config.switch_command);
+        if (!client) return fail(client.error());
+        device = std::move(*client);
+    }
+    h->xsk_ = device.get();
     TapHostConfig hc;
     hc.pcap_path = config.pcap_path;
     hc.handle_signals = config.handle_signals;
     hc.kernel_neighbors = true;
-    auto host = TapHost::open_device(std::move(*xsk), hc, core, kNoVlan);
+    auto host = TapHost::open_device(std::move(device), hc, core, kNoVlan);
     if (!host) return fail(host.error());
     h->host_ = std::move(*host);
     SharedHost* self = h.get();

@@ -46,6 +46,10 @@ struct SharedHostConfig {
     std::string pcap_path;  // empty: no capture
     bool handle_signals = true;
     XskDevice::Mode mode = XskDevice::Mode::kAuto;
+    // Not empty: share the interface with other programs through its switch
+    // (switch.hpp), started with this argv when none runs; empty: own the
+    // interface's AF_XDP socket alone.
+    std::vector<std::string> switch_command;
 };
 
 struct SharedHostCounters {
@@ -111,7 +115,7 @@ public:
     PeerStatus peer(const IpAddr& hop, MacAddr& mac);
 
     TapHost& host() { return *host_; }
-    XskDevice& xsk() { return *xsk_; }
+    SteeredDevice& xsk() { return *xsk_; }
     const SharedHostCounters& counters() const { return counters_; }
     std::size_t reserved_ports() const { return listeners_.size() + conns_.held(); }
     // The address is usable: present on the interface and the link up.
@@ -132,7 +136,7 @@ private:
     Core& core_;
     IpAddr addr_;
     int ifindex_;
-    XskDevice* xsk_ = nullptr;  // owned by host_
+    SteeredDevice* xsk_ = nullptr;  // owned by host_
     std::unique_ptr<TapHost> host_;
     std::vector<Listening> listeners_;
     ConnPorts conns_;

@@ -32,13 +32,13 @@
 #include <span>
 #include <string>
 
-#include "io/frame_device.hpp"
+#include "io/steered_device.hpp"
 #include "iwcm/address.hpp"
 #include "iwcm/result.hpp"
 
 namespace iwcm::io {
 
-class XskDevice final : public FrameDevice {
+class XskDevice final : public SteeredDevice {
 public:
     // The name of the XDP program (bpf_prog_info::name) that marks it ours.
     static constexpr const char* kProgramName = "iwcm_steer";
@@ -72,15 +72,10 @@ public:
     std::uint32_t queue() const;
 
     int ifindex() const;
-    // "native" or "generic": where the program runs.
-    const char* attach_mode() const;
-    bool zero_copy() const;
-
-    // Segments to addr:port (an unspecified addr: any address of its family)
-    // come to this device from now on; remove_port() gives them back to the
-    // kernel.
-    Expected<void, std::string> add_port(const IpAddr& addr, std::uint16_t port);
-    void remove_port(const IpAddr& addr, std::uint16_t port);
+    const char* attach_mode() const override;
+    bool zero_copy() const override;
+    Expected<void, std::string> add_port(const IpAddr& addr, std::uint16_t port) override;
+    void remove_port(const IpAddr& addr, std::uint16_t port) override;
 
     struct Impl;
 

@@ -105,6 +105,7 @@ Expected<RuntimeConfig, std::string> RuntimeConfig::from_env() {
     c.gateway = env("IWCM_GATEWAY");
     c.dev = env("IWCM_DEV");
     c.pcap = env("IWCM_PCAP");
+    c.switch_program = env("IWCM_SWITCH");
     if (const std::string m = env("IWCM_XDP_MODE"); !m.empty()) {
         if (m != "auto" && m != "native" && m != "generic")
             return fail("IWCM_XDP_MODE=" + m + ": auto, native or generic");
@@ -420,6 +421,9 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
         sc.dev = config.dev;
         sc.pcap_path = config.pcap;
         sc.handle_signals = false;
+        if (!config.switch_program.empty())
+            sc.switch_command = {config.switch_program, "switch",       "--dev", config.dev,
+                                 "--xdp-mode",          config.xdp_mode};
         sc.mode = config.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
                   : config.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
                                                  : io::XskDevice::Mode::kAuto;
