@@ -238,13 +238,11 @@ IWCM_EXPORT int rdma_resolve_addr(rdma_cm_id* pub, sockaddr* src, sockaddr* dst,
         id->remote = *to;
         to_sockaddr(*id->local, id->pub.route.addr.src_storage);
         to_sockaddr(*to, id->pub.route.addr.dst_storage);
+        // The kernel resolves its own address through loopback; the runtime
+        // carries no connection to its own address (its frames would leave
+        // on the interface), so the call says so at once.
+        if (to->addr == s.info().addr) return EOPNOTSUPP;
         id->state = IdState::kAddrQuery;
-        if (to->addr == s.info().addr) {
-            // Our own address resolves to our own MAC, as the kernel's
-            // loopback resolution does.
-            rdmacm_on_resolved(s, id->token, s.info().mac, {});
-            return 0;
-        }
         const auto ms = std::chrono::milliseconds(std::max(timeout_ms, 0));
         if (auto r = s.resolve(to->addr, id->token, ms); !r) {
             // No route (off our subnet and no gateway): the kernel's

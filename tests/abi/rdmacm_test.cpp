@@ -297,9 +297,9 @@ TEST(EventChannel, OneTokenPerEvent) {
     rdma_cm_id* b = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(a, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(b, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* e1 = next_event(ch);
     rdma_cm_event* e2 = next_event(ch);
     ASSERT_NE(e1, nullptr);
@@ -447,6 +447,20 @@ TEST(ResolveAddr, OffSubnetWithoutGatewayFailsAtOnce) {
     rdma_destroy_event_channel(ch);
 }
 
+TEST(ResolveAddr, OwnAddressIsNotSupported) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in self = sin(kOurIp, 7000);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    pollfd p{ch->fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "an event after a failed call";
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
 TEST(ResolveAddr, NeighbourThenRoute) {
     NEED_RUNTIME();
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -508,8 +522,8 @@ TEST(DestroyId, WaitsForItsEventsToBeAcknowledged) {
     rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
     auto destroyed = std::async(std::launch::async, [id] { return rdma_destroy_id(id); });
@@ -529,9 +543,9 @@ TEST(DestroyId, DropsItsQueuedEvents) {
     rdma_cm_id* keep = nullptr;
     ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
     ASSERT_EQ(rdma_create_id(ch, &keep, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in self = sin(kOurIp, 0);
-    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
-    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&self), 1000), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_resolve_addr(keep, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
     EXPECT_EQ(rdma_destroy_id(id), 0) << "returns: nothing of it was reported";
     rdma_cm_event* ev = next_event(ch);
     ASSERT_NE(ev, nullptr);
@@ -543,12 +557,11 @@ TEST(DestroyId, DropsItsQueuedEvents) {
 
 // ---- connections with the kernel's TCP and tests/interop/mpa_peer.py ----
 
-struct Client {
-    rdma_event_channel* ch = nullptr;
+// Resolves the kernel's side (no connection) on a channel of its own.
+struct Resolved {
+    rdma_event_channel* ch = rdma_create_event_channel();
     rdma_cm_id* id = nullptr;
-    // Resolves the kernel's side at `port` and connects with `pdata`.
-    void connect(std::uint16_t port, const std::string& pdata) {
-        ch = rdma_create_event_channel();
+    void resolve(std::uint16_t port) {
         ASSERT_NE(ch, nullptr);
         ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
         sockaddr_in to = sin(kKernelIp, port);
@@ -556,16 +569,23 @@ struct Client {
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
         ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
         ASSERT_EQ(expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
+    }
+    ~Resolved() {
+        if (id != nullptr) rdma_destroy_id(id);
+        if (ch != nullptr) rdma_destroy_event_channel(ch);
+    }
+};
+
+struct Client : Resolved {
+    // Resolves the kernel's side at `port` and connects with `pdata`.
+    void connect(std::uint16_t port, const std::string& pdata) {
+        resolve(port);
         rdma_conn_param p{};
         p.private_data = pdata.data();
         p.private_data_len = static_cast<std::uint8_t>(pdata.size());
         p.responder_resources = 1;
         p.initiator_depth = 1;
         ASSERT_EQ(rdma_connect(id, &p), 0);
-    }
-    ~Client() {
-        if (id != nullptr) rdma_destroy_id(id);
-        if (ch != nullptr) rdma_destroy_event_channel(ch);
     }
 };
 
@@ -723,6 +743,235 @@ TEST(Listen, DestroyingTheListenerRejectsWaitingRequests) {
     } else {
         EXPECT_EQ(peer.exit_status(), 1) << "the peer was neither rejected nor reset";
     }
+}
+
+// ---- QPs of ids, endpoints, the rest of the calls ----
+
+ibv_qp_init_attr small_qp() {
+    ibv_qp_init_attr a{};
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 4;
+    a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    return a;
+}
+
+ibv_qp_state qp_state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+    return attr.qp_state;
+}
+
+TEST(CreateQp, DefaultPdAndCqsWithChannels) {
+    NEED_RUNTIME();
+    Resolved r;
+    r.resolve(7401);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0) << std::strerror(errno);
+    ASSERT_NE(r.id->qp, nullptr);
+    EXPECT_EQ(r.id->qp->pd, r.id->pd) << "a NULL PD is the id's default PD";
+    ASSERT_NE(r.id->send_cq, nullptr);
+    ASSERT_NE(r.id->recv_cq, nullptr);
+    EXPECT_NE(r.id->send_cq_channel, nullptr);
+    EXPECT_NE(r.id->recv_cq_channel, nullptr);
+    EXPECT_EQ(attr.send_cq, r.id->send_cq) << "the attributes come back filled";
+    EXPECT_EQ(attr.recv_cq, r.id->recv_cq);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_INIT);
+    ibv_qp_init_attr again = small_qp();
+    EXPECT_EQ(rdma_create_qp(r.id, nullptr, &again), -1) << "one QP per id";
+    EXPECT_EQ(errno, EINVAL);
+    rdma_destroy_qp(r.id);
+    EXPECT_EQ(r.id->qp, nullptr);
+    EXPECT_EQ(r.id->send_cq, nullptr);
+    EXPECT_EQ(r.id->recv_cq_channel, nullptr);
+}
+
+TEST(CreateQp, NoDeviceBeforeAnAddress) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    ibv_qp_init_attr attr = small_qp();
+    EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_qp_init_attr_ex ex{};
+    ex.comp_mask = IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    EXPECT_EQ(rdma_create_qp_ex(id, &ex), -1) << "extended attributes beyond the PD";
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(ch);
+}
+
+TEST(Connect, TheQpIsAttachedBeforeEstablishedAndFlushedAtTheEnd) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7402", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    Resolved r;
+    r.resolve(7402);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0);
+    rdma_conn_param p{};
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    ASSERT_EQ(rdma_connect(r.id, &p), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_RTS) << "ESTABLISHED with a QP that runs";
+    ASSERT_EQ(rdma_disconnect(r.id), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    EXPECT_EQ(qp_state(r.id->qp), IBV_QPS_ERR) << "the QP of a closed connection";
+    rdma_destroy_qp(r.id);
+}
+
+TEST(Connect, DestroyingTheQpWhileClosingStillReportsDisconnected) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7403", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    Resolved r;
+    r.resolve(7403);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &attr), 0);
+    rdma_conn_param p{};
+    ASSERT_EQ(rdma_connect(r.id, &p), 0);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    // cmtime's order: the QP goes at once, the close is still under way.
+    ASSERT_EQ(rdma_disconnect(r.id), 0);
+    rdma_destroy_qp(r.id);
+    EXPECT_EQ(expect_event(r.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+}
+
+TEST(Listen, QpMadeBeforeAcceptRunsAtEstablished) {
+    NEED_RUNTIME();
+    Server srv;
+    srv.listen(7404);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7404", "--close", "wait"});
+    rdma_cm_event* ev = next_event(srv.ch);
+    ASSERT_NE(ev, nullptr);
+    ASSERT_EQ(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_qp(conn, nullptr, &attr), 0);
+    ASSERT_EQ(rdma_accept(conn, nullptr), 0) << "a QP and no parameters: the peer's IRD/ORD";
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(qp_state(conn->qp), IBV_QPS_RTS);
+    ASSERT_EQ(rdma_disconnect(conn), 0);
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    rdma_destroy_qp(conn);
+    EXPECT_EQ(rdma_destroy_id(conn), 0);
+}
+
+TEST(CreateEp, PassiveEndpointGetRequestAndSynchronousAccept) {
+    NEED_RUNTIME();
+    rdma_addrinfo hints{};
+    hints.ai_flags = RAI_PASSIVE;
+    hints.ai_port_space = RDMA_PS_TCP;
+    rdma_addrinfo* res = nullptr;
+    ASSERT_EQ(rdma_getaddrinfo(kOurIp, "7405", &hints, &res), 0);
+    rdma_cm_id* listen = nullptr;
+    ibv_qp_init_attr attr = small_qp();
+    ASSERT_EQ(rdma_create_ep(&listen, res, nullptr, &attr), 0) << std::strerror(errno);
+    rdma_freeaddrinfo(res);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_listen(listen, 1), 0);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7405", "--close", "wait"});
+    ASSERT_EQ(rdma_get_request(listen, &id), 0);
+    ASSERT_NE(id, nullptr);
+    ASSERT_NE(id->event, nullptr);
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_NE(id->qp, nullptr) << "the endpoint's QP attributes make the request's QP";
+    EXPECT_NE(id->recv_cq, nullptr);
+    ASSERT_EQ(rdma_accept(id, nullptr), 0) << "returns once ESTABLISHED";
+    ASSERT_NE(id->event, nullptr);
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ESTABLISHED);
+    EXPECT_EQ(rdma_disconnect(id), 0) << "returns once DISCONNECTED";
+    EXPECT_EQ(id->event->event, RDMA_CM_EVENT_DISCONNECTED);
+    rdma_destroy_ep(id);
+    rdma_destroy_ep(listen);
+}
+
+TEST(CreateEp, ActiveEndpointConnectsOrIsRefused) {
+    NEED_RUNTIME();
+    rdma_addrinfo hints{};
+    hints.ai_port_space = RDMA_PS_TCP;
+    rdma_addrinfo* res = nullptr;
+    ASSERT_EQ(rdma_getaddrinfo(kKernelIp, "7406", &hints, &res), 0);
+    {
+        MpaPeer peer({"server", "--bind", std::string(kKernelIp) + ":7406", "--close", "wait"});
+        ASSERT_TRUE(peer.line_with("listening"));
+        rdma_cm_id* id = nullptr;
+        ibv_qp_init_attr attr = small_qp();
+        ASSERT_EQ(rdma_create_ep(&id, res, nullptr, &attr), 0) << std::strerror(errno);
+        EXPECT_NE(id->qp, nullptr);
+        EXPECT_EQ(rdma_connect(id, nullptr), 0) << std::strerror(errno);
+        EXPECT_EQ(rdma_disconnect(id), 0);
+        rdma_destroy_ep(id);
+    }
+    MpaPeer refuse({"server", "--bind", std::string(kKernelIp) + ":7406", "--reject"});
+    ASSERT_TRUE(refuse.line_with("listening"));
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_ep(&id, res, nullptr, nullptr), 0);
+    rdma_conn_param p{};
+    EXPECT_EQ(rdma_connect(id, &p), -1);
+    EXPECT_EQ(errno, ECONNREFUSED) << "librdmacm's synchronous rejection";
+    rdma_destroy_ep(id);
+    rdma_freeaddrinfo(res);
+}
+
+TEST(MigrateId, WaitingEventsFollowTheId) {
+    NEED_RUNTIME();
+    rdma_event_channel* from = rdma_create_event_channel();
+    rdma_event_channel* to = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(from, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in kernel = sin(kKernelIp, 0);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000), 0);
+    ASSERT_EQ(rdma_migrate_id(id, to), 0);
+    EXPECT_EQ(id->channel, to);
+    EXPECT_EQ(expect_event(to, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+    ASSERT_EQ(fcntl(from->fd, F_SETFL, fcntl(from->fd, F_GETFL) | O_NONBLOCK), 0);
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(from, &ev), -1) << "the event left the old channel";
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_EQ(rdma_migrate_id(id, nullptr), 0) << "to a synchronous channel of its own";
+    EXPECT_NE(id->channel, to);
+    EXPECT_EQ(rdma_migrate_id(id, nullptr), -1) << "synchronous already";
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(from);
+    rdma_destroy_event_channel(to);
+}
+
+TEST(InitQpAttr, IwarpStatesEstablishAndDevices) {
+    NEED_RUNTIME();
+    Resolved r;
+    r.resolve(7407);
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = IBV_QPS_INIT;
+    ASSERT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), 0);
+    EXPECT_EQ(mask, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT);
+    EXPECT_EQ(attr.port_num, 1);
+    attr.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), 0);
+    EXPECT_EQ(mask, IBV_QP_PORT);
+    attr.qp_state = IBV_QPS_SQD;
+    EXPECT_EQ(rdma_init_qp_attr(r.id, &attr, &mask), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(rdma_establish(r.id), 0) << "nothing to send on iWARP";
+    ibv_qp_init_attr qp = small_qp();
+    ASSERT_EQ(rdma_create_qp(r.id, nullptr, &qp), 0);
+    EXPECT_EQ(rdma_establish(r.id), -1) << "librdmacm refuses an id with a QP";
+    EXPECT_EQ(errno, EINVAL);
+    rdma_destroy_qp(r.id);
+    int n = 0;
+    ibv_context** devs = rdma_get_devices(&n);
+    ASSERT_NE(devs, nullptr);
+    ASSERT_EQ(n, 1);
+    EXPECT_EQ(devs[0], r.id->verbs);
+    EXPECT_EQ(devs[1], nullptr);
+    rdma_free_devices(devs);
 }
 
 }  // namespace
