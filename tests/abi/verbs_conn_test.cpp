@@ -1,0 +1,417 @@
+// The libibverbs half on a connection: two processes, each with its own
+// runtime on a TAP device of a bridge in the test's network namespace, talk
+// through rdma_cm and verbs as a program does.
+//
+// What it shows: receives posted before the connection wait for it; inline
+// data is copied at post time (the source is wiped right after the post and
+// its lkey is garbage); an unsignaled RDMA Write completes silently; a
+// solicited-only arm wakes once, for the receive of a Send with Solicited
+// Event and not for our own send's completion; RDMA Read; modify_qp to ERR
+// flushes the receives still posted, and posts in ERR flush at once; the peer
+// of an abortive close sees its connection end and its receive flushed.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+int run(const std::string& cmd) {
+    int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+constexpr std::uint16_t kPort = 7471;
+constexpr std::size_t kData = 4096;
+
+// The first message of each side: where its buffer is.
+struct Hello {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+    char text[20] = {};
+};
+
+#define REQUIRE(cond)                                                                    \
+    do {                                                                                 \
+        if (!(cond))                                                                     \
+            return std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #cond + \
+                   " (errno " + std::strerror(errno) + ")";                              \
+    } while (0)
+
+struct Side {
+    rdma_event_channel* events = nullptr;
+    rdma_cm_id* id = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_comp_channel* channel = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_mr* recv_mr = nullptr;
+    ibv_mr* data_mr = nullptr;
+    std::array<char, 256> recv_buf{};
+    std::vector<char> data = std::vector<char>(kData);
+};
+
+std::string expect_event(Side& s, rdma_cm_event_type type, rdma_cm_id** child = nullptr) {
+    rdma_cm_event* e = nullptr;
+    REQUIRE(rdma_get_cm_event(s.events, &e) == 0);
+    const rdma_cm_event_type got = e->event;
+    const int status = e->status;
+    if (child != nullptr) *child = e->id;
+    rdma_ack_cm_event(e);
+    REQUIRE(got == type && status == 0);
+    return {};
+}
+
+// PD, channel, CQ, MRs and a QP on s.id; two receives posted at once (before
+// the connection).
+std::string setup(Side& s) {
+    s.pd = ibv_alloc_pd(s.id->verbs);
+    REQUIRE(s.pd != nullptr);
+    s.channel = ibv_create_comp_channel(s.id->verbs);
+    REQUIRE(s.channel != nullptr);
+    s.cq = ibv_create_cq(s.id->verbs, 32, nullptr, s.channel, 0);
+    REQUIRE(s.cq != nullptr);
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = s.cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 8;
+    a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = 64;
+    REQUIRE(rdma_create_qp(s.id, s.pd, &a) == 0);
+    s.recv_mr = ibv_reg_mr(s.pd, s.recv_buf.data(), s.recv_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(s.recv_mr != nullptr);
+    s.data_mr =
+        ibv_reg_mr(s.pd, s.data.data(), s.data.size(),
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    REQUIRE(s.data_mr != nullptr);
+    for (std::uint64_t id = 1; id <= 2; ++id) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.recv_buf.data()), 128, s.recv_mr->lkey};
+        ibv_recv_wr wr{id, nullptr, &sge, 1};
+        ibv_recv_wr* bad = nullptr;
+        REQUIRE(ibv_post_recv(s.id->qp, &wr, &bad) == 0);
+    }
+    return {};
+}
+
+// Polls until `want` completions are in, sleeping on the channel between.
+std::string wait_wcs(Side& s, std::vector<ibv_wc>& out, std::size_t want) {
+    while (out.size() < want) {
+        ibv_wc wc;
+        int n = ibv_poll_cq(s.cq, 1, &wc);
+        REQUIRE(n >= 0);
+        if (n == 1) {
+            out.push_back(wc);
+            continue;
+        }
+        REQUIRE(ibv_req_notify_cq(s.cq, 0) == 0);
+        if ((n = ibv_poll_cq(s.cq, 1, &wc)) == 1) {
+            out.push_back(wc);
+            continue;
+        }
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        REQUIRE(ibv_get_cq_event(s.channel, &cq, &ctx) == 0);
+        REQUIRE(cq == s.cq);
+        ibv_ack_cq_events(cq, 1);
+    }
+    return {};
+}
+
+std::string post_send(Side& s, ibv_wr_opcode op, const void* addr, std::uint32_t len,
+                      std::uint32_t lkey, unsigned flags, std::uint64_t wr_id,
+                      std::uint64_t remote_addr = 0, std::uint32_t rkey = 0) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(addr), len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = flags;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+    return {};
+}
+
+sockaddr_in addr_of(const char* ip) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(kPort);
+    ::inet_pton(AF_INET, ip, &sa.sin_addr);
+    return sa;
+}
+
+#define STEP(expr)                                           \
+    do {                                                     \
+        if (std::string e_ = (expr); !e_.empty()) return e_; \
+    } while (0)
+
+int g_ready_fd = -1;  // the server child's: written once it listens
+
+std::string server() {
+    Side s;
+    s.events = rdma_create_event_channel();
+    REQUIRE(s.events != nullptr);
+    rdma_cm_id* listener = nullptr;
+    REQUIRE(rdma_create_id(s.events, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in sa = addr_of("10.77.1.1");
+    REQUIRE(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&sa)) == 0);
+    REQUIRE(rdma_listen(listener, 1) == 0);
+    REQUIRE(::write(g_ready_fd, "L", 1) == 1);
+    STEP(expect_event(s, RDMA_CM_EVENT_CONNECT_REQUEST, &s.id));
+    STEP(setup(s));
+    std::memset(s.data.data(), 'S', s.data.size());
+    rdma_conn_param p{};
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    REQUIRE(rdma_accept(s.id, &p) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ESTABLISHED));
+    // The client's inline Hello, into the receive posted before the connection.
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].status == IBV_WC_SUCCESS && wcs[0].opcode == IBV_WC_RECV);
+    REQUIRE(wcs[0].wr_id == 1 && wcs[0].byte_len == sizeof(Hello));
+    REQUIRE(wcs[0].qp_num == s.id->qp->qp_num);
+    Hello peer;
+    std::memcpy(&peer, s.recv_buf.data(), sizeof peer);
+    REQUIRE(std::string(peer.text) == "inline-hello");
+    // An unsignaled Write, then a signaled Send with Solicited Event: one
+    // completion only, the Send's.
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 1024, s.data_mr->lkey, 0, 10, peer.addr,
+                   peer.rkey));
+    Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "after-write"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0,
+                   IBV_SEND_INLINE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 11));
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 2));  // the Send's, and the client's "done" after its Read
+    std::sort(wcs.begin(), wcs.end(),
+              [](const ibv_wc& a, const ibv_wc& b) { return a.wr_id < b.wr_id; });
+    REQUIRE(wcs[0].wr_id == 2 && wcs[0].opcode == IBV_WC_RECV);
+    REQUIRE(wcs[1].wr_id == 11 && wcs[1].opcode == IBV_WC_SEND);
+    REQUIRE(wcs[0].status == IBV_WC_SUCCESS && wcs[1].status == IBV_WC_SUCCESS);
+    REQUIRE(std::string(s.recv_buf.data()) == "done");
+    // One more receive; the client's abortive close ends the connection and
+    // flushes it.
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.recv_buf.data()), 128, s.recv_mr->lkey};
+    ibv_recv_wr wr{3, nullptr, &sge, 1};
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(s.id->qp, &wr, &bad) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_DISCONNECTED));
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 3 && wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+    rdma_destroy_qp(s.id);
+    REQUIRE(ibv_dereg_mr(s.recv_mr) == 0 && ibv_dereg_mr(s.data_mr) == 0);
+    REQUIRE(ibv_destroy_cq(s.cq) == 0);
+    REQUIRE(ibv_destroy_comp_channel(s.channel) == 0);
+    REQUIRE(ibv_dealloc_pd(s.pd) == 0);
+    REQUIRE(rdma_destroy_id(s.id) == 0 && rdma_destroy_id(listener) == 0);
+    rdma_destroy_event_channel(s.events);
+    return {};
+}
+
+std::string client() {
+    Side s;
+    s.events = rdma_create_event_channel();
+    REQUIRE(s.events != nullptr);
+    REQUIRE(rdma_create_id(s.events, &s.id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in dst = addr_of("10.77.1.1");
+    REQUIRE(rdma_resolve_addr(s.id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ADDR_RESOLVED));
+    REQUIRE(rdma_resolve_route(s.id, 2000) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    STEP(setup(s));
+    std::memset(s.data.data(), 0, s.data.size());
+    // Armed solicited-only before anything completes.
+    REQUIRE(ibv_req_notify_cq(s.cq, 1) == 0);
+    rdma_conn_param p{};
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    REQUIRE(rdma_connect(s.id, &p) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ESTABLISHED));
+    // Inline: the source is wiped right after the post, and its lkey is garbage.
+    Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "inline-hello"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0xdeadbeef,
+                   IBV_SEND_INLINE | IBV_SEND_SIGNALED, 20));
+    ::explicit_bzero(&mine, sizeof mine);
+    // One event, for the receive of the server's solicited Send: when it
+    // wakes us that receive is in the CQ already (our own Send's completion,
+    // not solicited, does not wake a solicited-only arm).
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    REQUIRE(ibv_get_cq_event(s.channel, &cq, &ctx) == 0);
+    ibv_ack_cq_events(cq, 1);
+    std::vector<ibv_wc> wcs;
+    ibv_wc wc[4];
+    int n = ibv_poll_cq(s.cq, 4, wc);
+    REQUIRE(n >= 1);
+    wcs.assign(wc, wc + n);
+    bool recv_in = false;
+    for (const ibv_wc& w : wcs) recv_in |= w.wr_id == 1 && w.opcode == IBV_WC_RECV;
+    REQUIRE(recv_in);
+    int flags = ::fcntl(s.channel->fd, F_GETFL);
+    REQUIRE(::fcntl(s.channel->fd, F_SETFL, flags | O_NONBLOCK) == 0);
+    REQUIRE(ibv_get_cq_event(s.channel, &cq, &ctx) == -1 && errno == EAGAIN);
+    REQUIRE(::fcntl(s.channel->fd, F_SETFL, flags) == 0);
+    STEP(wait_wcs(s, wcs, 2));
+    for (const ibv_wc& w : wcs) {
+        REQUIRE(w.status == IBV_WC_SUCCESS);
+        REQUIRE((w.wr_id == 1 && w.opcode == IBV_WC_RECV) ||
+                (w.wr_id == 20 && w.opcode == IBV_WC_SEND));
+    }
+    REQUIRE(wcs[0].wr_id != wcs[1].wr_id);
+    wcs.clear();
+    // The unsignaled Write landed before the Send that followed it.
+    REQUIRE(std::string(s.data.data(), 1024) == std::string(1024, 'S'));
+    Hello peer;
+    std::memcpy(&peer, s.recv_buf.data(), sizeof peer);
+    REQUIRE(std::string(peer.text) == "after-write");
+    // RDMA Read of the server's buffer into the second half of ours.
+    char* sink = s.data.data() + 2048;
+    STEP(post_send(s, IBV_WR_RDMA_READ, sink, 512, s.data_mr->lkey, IBV_SEND_SIGNALED, 21,
+                   peer.addr, peer.rkey));
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 21 && wcs[0].opcode == IBV_WC_RDMA_READ);
+    REQUIRE(wcs[0].status == IBV_WC_SUCCESS && wcs[0].byte_len == 512);
+    REQUIRE(std::string(sink, 512) == std::string(512, 'S'));
+    static const char done[] = "done";
+    STEP(post_send(s, IBV_WR_SEND, done, sizeof done, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 22));
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 22 && wcs[0].status == IBV_WC_SUCCESS);
+    // To ERR: the receive still posted (wr_id 2) flushes; a post in ERR too.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    REQUIRE(ibv_modify_qp(s.id->qp, &attr, IBV_QP_STATE) == 0);
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 2 && wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+    STEP(post_send(s, IBV_WR_SEND, s.data.data(), 8, s.data_mr->lkey, 0, 23));
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 23 && wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+    rdma_destroy_qp(s.id);
+    REQUIRE(ibv_dereg_mr(s.recv_mr) == 0 && ibv_dereg_mr(s.data_mr) == 0);
+    REQUIRE(ibv_destroy_cq(s.cq) == 0);
+    REQUIRE(ibv_destroy_comp_channel(s.channel) == 0);
+    REQUIRE(ibv_dealloc_pd(s.pd) == 0);
+    return {};
+}
+
+// A side runs in a fresh process (the test binary again, told its role by
+// the environment) so that it starts a runtime of its own: a forked copy of
+// a process would inherit the parent's runtime without its thread.
+constexpr const char* kRoleVar = "IWCM_VERBS_TEST_ROLE";
+constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
+
+[[noreturn]] void run_role(const char* role) {
+    int verdict = -1;
+    const char* fds = std::getenv(kFdsVar);
+    if (fds == nullptr || std::sscanf(fds, "%d %d", &verdict, &g_ready_fd) != 2) ::_exit(2);
+    std::string v = std::strcmp(role, "server") == 0 ? server() : client();
+    if (v.empty()) v = "ok";
+    ssize_t w = ::write(verdict, v.data(), v.size());
+    ::_exit(w == static_cast<ssize_t>(v.size()) ? 0 : 1);
+}
+
+[[maybe_unused]] const bool g_is_side = [] {
+    if (const char* role = std::getenv(kRoleVar)) run_role(role);
+    return false;
+}();
+
+// A side's process; its verdict comes back on a pipe, and `ready` (the
+// server's) once it listens.
+struct Child {
+    pid_t pid = -1;
+    int verdict = -1;
+    int ready = -1;
+};
+
+Child start(const char* role, const char* tap, const char* ip) {
+    int p[2];
+    int r[2];
+    if (::pipe2(p, O_CLOEXEC) != 0 || ::pipe2(r, O_CLOEXEC) != 0) return {};
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::fcntl(p[1], F_SETFD, 0);
+        ::fcntl(r[1], F_SETFD, 0);
+        std::string fds = std::to_string(p[1]) + " " + std::to_string(r[1]);
+        ::setenv(kRoleVar, role, 1);
+        ::setenv(kFdsVar, fds.c_str(), 1);
+        ::setenv("IWCM_TAP", tap, 1);
+        ::setenv("IWCM_IP", ip, 1);
+        ::unsetenv("IWCM_MAC");
+        ::execl("/proc/self/exe", "abi_verbs_tests", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(p[1]);
+    ::close(r[1]);
+    return {pid, p[0], r[0]};
+}
+
+// Reads the child's verdict within the deadline; kills it otherwise.
+std::string finish(Child& c, std::chrono::steady_clock::time_point deadline) {
+    std::string v;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd pfd{c.verdict, POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
+            ::kill(c.pid, SIGKILL);
+            v += " (timed out)";
+            break;
+        }
+        char buf[512];
+        ssize_t n = ::read(c.verdict, buf, sizeof buf);
+        if (n <= 0) break;
+        v.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(c.verdict);
+    ::close(c.ready);
+    int status = 0;
+    ::waitpid(c.pid, &status, 0);
+    return v;
+}
+
+TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
+    // Two TAP devices on a bridge in the test's namespace (NetnsEnvironment).
+    ASSERT_EQ(run("ip link add iwbr0 type bridge && ip link set iwbr0 up && "
+                  "for t in iwv1 iwv2; do ip tuntap add dev $t mode tap && "
+                  "ip link set $t master iwbr0 up || exit 1; done"),
+              0);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    Child srv = start("server", "iwv1", "10.77.1.1/24");
+    ASSERT_GT(srv.pid, 0);
+    pollfd pfd{srv.ready, POLLIN, 0};
+    char listening = 0;
+    if (::poll(&pfd, 1, 10000) != 1 || ::read(srv.ready, &listening, 1) != 1) {
+        ADD_FAILURE() << "the server did not listen: " << finish(srv, deadline);
+        return;
+    }
+    Child cli = start("client", "iwv2", "10.77.1.2/24");
+    ASSERT_GT(cli.pid, 0);
+    std::string c = finish(cli, deadline);
+    std::string s = finish(srv, deadline);
+    EXPECT_EQ(c, "ok") << "client";
+    EXPECT_EQ(s, "ok") << "server";
+}
+
+}  // namespace
