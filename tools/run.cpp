@@ -55,9 +55,9 @@ constexpr int kNotFound = 127;
 constexpr int kNotExecutable = 126;
 
 // Every variable RuntimeConfig::from_env reads.
-constexpr std::array<const char*, 11> kRuntimeVariables = {
-    "IWCM_TAP",      "IWCM_IP",  "IWCM_MAC", "IWCM_GATEWAY", "IWCM_VLAN", "IWCM_DEV",
-    "IWCM_XDP_MODE", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_PCAP"};
+constexpr std::array<const char*, 12> kRuntimeVariables = {
+    "IWCM_TAP",    "IWCM_IP",  "IWCM_MAC", "IWCM_GATEWAY", "IWCM_VLAN",     "IWCM_DEV",
+    "IWCM_SWITCH", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_XDP_MODE", "IWCM_PCAP"};
 
 constexpr std::array<int, 3> kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
@@ -92,15 +92,19 @@ std::string unreadable(const std::string& path) {
     return {};
 }
 
-// The directory of this executable (/proc/self/exe, links resolved).
-std::string exe_dir() {
+// This executable (/proc/self/exe, links resolved).
+std::string exe_path() {
     std::array<char, PATH_MAX> buf{};
     const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
     if (n <= 0) throw SetupError{"/proc/self/exe: " + error_text(errno)};
     std::string path(buf.data(), static_cast<std::size_t>(n));
-    const std::size_t slash = path.rfind('/');
-    IWCM_ASSERT(slash != std::string::npos);
-    return path.substr(0, slash);
+    IWCM_ASSERT(path.find('/') != std::string::npos);
+    return path;
+}
+
+std::string exe_dir() {
+    const std::string path = exe_path();
+    return path.substr(0, path.rfind('/'));
 }
 
 // `path` from the root, "." and ".." taken out by their names (links stay
@@ -165,7 +169,12 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     const WireOptions& w = o.wire;
     const auto given = [&cmd](const char* option) { return cmd.count(option) != 0; };
     if (!w.tap.empty()) set("IWCM_TAP", w.tap);
-    if (!w.dev.empty()) set("IWCM_DEV", w.dev);
+    if (!w.dev.empty()) {
+        set("IWCM_DEV", w.dev);
+        // Programs share the interface through its switch, which the first
+        // of them starts as `iwarp-cm switch` (src/io/switch.hpp).
+        set("IWCM_SWITCH", exe_path());
+    }
     if (given("--ip")) set("IWCM_IP", w.ip);
     if (given("--mac")) set("IWCM_MAC", w.mac);
     if (given("--gateway")) set("IWCM_GATEWAY", w.gateway);
@@ -304,8 +313,9 @@ std::string run_footer() {
            "Environment: IWCM_LIBRARY, the library to preload (default: libiwcm_rdma.so\n"
            "beside this program). The program gets IWCM_TAP, IWCM_IP, IWCM_MAC,\n"
            "IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_CRC, IWCM_TOS,\n"
-           "IWCM_MPA_REV, IWCM_PCAP from the options given (the others removed) and\n"
-           "LD_PRELOAD with the library first.\n"
+           "IWCM_MPA_REV, IWCM_PCAP from the options given (the others removed),\n"
+           "with --dev IWCM_SWITCH (this program, which runs the interface's switch\n"
+           "for every program on it), and LD_PRELOAD with the library first.\n"
            "\n"
            "Exit codes: the program's own exit status, or\n"
            "    1  setup failed (the library or the --dev interface is missing)\n"

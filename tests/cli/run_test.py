@@ -24,7 +24,7 @@ import time
 TIMEOUT = 20
 TAP = ["--tap", "iwcm-t", "--ip", "10.99.0.2/24"]
 VARIABLES = ("IWCM_TAP", "IWCM_IP", "IWCM_MAC", "IWCM_GATEWAY", "IWCM_VLAN", "IWCM_DEV", "IWCM_XDP_MODE",
-             "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_PCAP")
+             "IWCM_SWITCH", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_PCAP")
 
 
 class Failure(Exception):

@@ -238,7 +238,7 @@ def case_run_dev_checks(c, net):
     """`run --dev` (no program of RDMA needed): an address not on the
     interface is a usage error (2), a missing interface a setup error (1),
     both before the program starts; the variables of --dev, --ip and
-    --xdp-mode reach the program."""
+    --xdp-mode reach the program, and IWCM_SWITCH names iwarp-cm."""
     side = net.sides[SERVER]
     ns, dev, addr = side["ns"], side["dev"], side["addr"]
     # The library only has to exist: the programs here use no RDMA. This
@@ -257,9 +257,12 @@ def case_run_dev_checks(c, net):
               (" ".join(argv), r.returncode, r.stderr, code, err))
         check(not os.path.exists(marker), "%s: the program ran" % " ".join(argv))
         print("  %s: %d, %s" % (" ".join(argv), code, err.strip()))
-    for argv, want in ((["--dev", dev], {"IWCM_DEV": dev}),
+    # With --dev, the programs on the interface share it through its switch,
+    # which iwarp-cm itself runs.
+    switch = os.path.realpath(c.bin)
+    for argv, want in ((["--dev", dev], {"IWCM_DEV": dev, "IWCM_SWITCH": switch}),
                        (["--dev", dev, "--ip", addr, "--xdp-mode", "generic"],
-                        {"IWCM_DEV": dev, "IWCM_IP": addr, "IWCM_XDP_MODE": "generic"})):
+                        {"IWCM_DEV": dev, "IWCM_SWITCH": switch, "IWCM_IP": addr, "IWCM_XDP_MODE": "generic"})):
         r = run(*argv, "--", "env")
         got = {k: v for k, v in (l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
                if k.startswith("IWCM_") and k != "IWCM_LIBRARY"}
