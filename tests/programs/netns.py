@@ -7,7 +7,8 @@ Read first: README.md "Running programs", tools/run.cpp.
 Two layouts, each a context manager that removes what it made on exit, also
 after an exception, Ctrl-C (KeyboardInterrupt) or SIGTERM (turned into
 Interrupted so that the same exit runs), and first kills every program it
-started, by process ID:
+started, by process ID, then anything else still running in its namespaces
+(which fails a case that had not failed already: a leak):
 
   TapBridge(subnet)  one namespace; a bridge br0 with the TAP devices iwcm-a
                      and iwcm-b on it (TAP mode: each program opens its own);
@@ -133,10 +134,37 @@ class Layout(interop_test.Namespaces):
         raise Interrupted("SIGTERM")
 
     def __exit__(self, *exc):
+        left = []
         try:
+            for p in self.procs:
+                p.kill()
+            left = self.reap()
             super().__exit__(*exc)
         finally:
             signal.signal(signal.SIGTERM, self._old_term)
+        # Whatever a program started and left running (a switch that did not
+        # end with its last client, say) is a leak; an earlier failure says more.
+        check(not left or exc[0] is not None,
+              "left running in the namespaces after the programs ended (now killed): %s" % left)
+
+    def reap(self, timeout=3.0):
+        """Until no process is left in the namespaces, for at most `timeout`;
+        then those left are killed. Returns them as "pid command" strings."""
+        end = time.monotonic() + timeout
+        while True:
+            pids = [int(p) for ns in self.names for p in sh("ip", "netns", "pids", ns, ok=False).stdout.split()]
+            if not pids or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        left = []
+        for pid in pids:
+            try:
+                with open("/proc/%d/cmdline" % pid) as f:
+                    left.append("%d %s" % (pid, f.read().replace("\0", " ").strip()))
+                os.kill(pid, signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return left
 
     def start(self, name, side, argv):
         p = Program(name, argv, self.sides[side]["ns"], self.log_dir)
@@ -235,7 +263,7 @@ def wait_listening(net, server, side, port, deadline):
     while time.monotonic() < deadline:
         check(server.running(), "%s exited (%s) before listening on %s:%d:\n%s" %
               (server.name, server.p.returncode, addr, port, server.output()))
-        r = sh("python3", "-c", PROBE, addr, str(port), "0.5", ns=ns, ok=False)
+        r = sh(sys.executable, "-c", PROBE, addr, str(port), "0.5", ns=ns, ok=False)
         last = (r.stdout + r.stderr).strip()
         if last == "listening":
             return
@@ -250,15 +278,18 @@ def main():
         print("usage: netns.py tap|veth [SUBNET]", file=sys.stderr)
         return 2
     subnet = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    with (TapBridge if kind == "tap" else VethPair)(subnet) as net:
-        for i, s in enumerate(net.sides):
-            print("side %d: ip netns exec %s iwarp-cm run %s -- PROGRAM   (address %s)" %
-                  (i, s["ns"], " ".join(s["run"]), s["addr"]))
-        print("Ctrl-C removes it all.", flush=True)
-        try:
-            threading.Event().wait()
-        except (KeyboardInterrupt, Interrupted):
-            pass
+    try:
+        with (TapBridge if kind == "tap" else VethPair)(subnet) as net:
+            for i, s in enumerate(net.sides):
+                print("side %d: ip netns exec %s iwarp-cm run %s -- PROGRAM   (address %s)" %
+                      (i, s["ns"], " ".join(s["run"]), s["addr"]))
+            print("Ctrl-C removes it all.", flush=True)
+            try:
+                threading.Event().wait()
+            except (KeyboardInterrupt, Interrupted):
+                pass
+    except Failure as e:  # what was still running there, killed
+        print(e)
     return 0
 
 
