@@ -288,6 +288,7 @@ int run_program(const std::vector<std::string>& program) {
     const int exec_error = read_exec_error(report[0]);
     ::close(report[0]);
     const int code = wait_child(child);
+    g_child = 0;  // reaped: its process ID may be another's from now on
     if (exec_error != 0)
         throw SetupError{program[0] + ": " + error_text(exec_error),
                          exec_error == ENOENT ? kNotFound : kNotExecutable};
