@@ -27,7 +27,7 @@ int run_switch_command(const SwitchOptions& o) {
     c.linger = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o.linger));
     auto r = io::run_switch(c);
     if (!r) {
-        std::fprintf(stderr, "iwarp-cm switch: %s\n", r.error().c_str());
+        std::fprintf(stderr, "iwarp-cm: %s\n", r.error().c_str());
         return exit_codes::kSetup;
     }
     return exit_codes::kOk;
