@@ -145,8 +145,9 @@ void check_options(const RunOptions& o, const CLI::App& cmd) {
                          ": shared-address mode was not built (needs libxdp-dev, libbpf-dev, "
                          "clang)"};
 #endif
-        if (::if_nametoindex(o.wire.dev.c_str()) == 0)
-            throw SetupError{"--dev " + o.wire.dev + ": " + error_text(errno)};
+        if (::if_nametoindex(o.wire.dev.c_str()) == 0)  // as `iwarp-cm switch` says it
+            throw SetupError{"--dev " + o.wire.dev + ": " +
+                             (errno == ENODEV ? "no such interface" : error_text(errno))};
     }
     if (auto iface = parse_interface(o.wire); !iface) throw UsageError{iface.error()};
     if (cmd.count("--pcap") != 0) {

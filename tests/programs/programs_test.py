@@ -251,7 +251,7 @@ def case_run_dev_checks(c, net):
         return sh(*env, c.bin, "run", *argv, ns=ns, ok=False)
     for argv, code, err in ((["--dev", dev, "--ip", "10.96.99.9"], 2,
                              "iwarp-cm: --ip 10.96.99.9: not an address of %s (see iwarp-cm run --help)\n" % dev),
-                            (["--dev", "nosuch0"], 1, "iwarp-cm run: --dev nosuch0: No such device\n")):
+                            (["--dev", "nosuch0"], 1, "iwarp-cm run: --dev nosuch0: no such interface\n")):
         r = run(*argv, "--", "touch", marker)
         check(r.returncode == code and r.stderr == err, "%s: exit %d, %r; expected %d, %r" %
               (" ".join(argv), r.returncode, r.stderr, code, err))
