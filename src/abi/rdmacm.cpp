@@ -6,6 +6,25 @@
 // events and status values an iWARP device gives, which include/iwcm/events.hpp
 // maps our core's events to.
 //
+// The runtime's events become these rdma_cm events (cma_iw_handler):
+//   kConnectRequest      CONNECT_REQUEST on the listener's channel: a new id
+//                        (verbs = default_context()), the peer's private data,
+//                        initiator_depth = the peer's IRD, responder_resources
+//                        = its ORD
+//   kEstablished         the id's QP (if it has one) is attached first, then
+//                        ESTABLISHED with the reply's private data (active)
+//   kRejected            REJECTED, status -ECONNREFUSED (an MPA reject, with
+//                        the peer's private data) or -ECONNRESET (a reset)
+//   kUnreachable         UNREACHABLE, -ETIMEDOUT
+//   kConnectError        CONNECT_ERROR with the core's status
+//   kDisconnected, or    DISCONNECTED, status 0 (irdma and siw close with 0);
+//   the QP's end         before ESTABLISHED it is CONNECT_ERROR
+//   resolution           ADDR_RESOLVED, or ADDR_ERROR -ETIMEDOUT
+// rdma_resolve_route reports ROUTE_RESOLVED at once (iWARP has no paths).
+// A request the application has not answered ends silently, as iw_cm
+// reports no close for it. TIMEWAIT_EXIT is IB's (cma_ib_handler): the kernel
+// gives none for iWARP, nor do we; nor DEVICE_REMOVAL or ADDR_CHANGE.
+//
 // An event channel is an eventfd in semaphore mode: one token per queued
 // event, so poll(2) on channel->fd says an event waits, and a read takes one.
 // rdma_get_cm_event reads a token (blocking unless the application set

@@ -18,6 +18,13 @@
 // outside the runtime's lock and take the queued item under it. A read whose
 // item was withdrawn meanwhile (its CQ or QP destroyed) reads again.
 //
+// Polling. Programs poll in a tight loop (perftest does between every
+// message); taking the runtime's lock for each empty poll would keep the
+// progress thread from the lock it needs to receive the very frames that
+// complete the work. Each CQ carries a flag set as a completion enters it: a
+// poll of a CQ without one returns 0 after a shared look-up, without the
+// runtime's lock.
+//
 // Acknowledgement, as libibverbs: ibv_destroy_cq waits until every event
 // ibv_get_cq_event returned for the CQ is acknowledged, and ibv_destroy_qp
 // (verbs_qp.cpp) the same for async events; destroying with events not
@@ -28,6 +35,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <mutex>
+#include <shared_mutex>
 
 #include "abi/verbs_objects.hpp"
 #include "iwcm/assert.hpp"
@@ -117,6 +126,7 @@ int wait_fd(int fd) {
 
 void push_local_completion(Cq& cq, const ibv_wc& wc) {
     cq.local.push_back(wc);
+    cq.ready.store(true, std::memory_order_release);
     // A completion in error wakes a solicited-only arm too (IB spec 11.4.2.2).
     notify(cq, wc.status != IBV_WC_SUCCESS);
 }
@@ -137,6 +147,14 @@ void raise_async_event(Qp& qp, ibv_event_type type) {
 }
 
 int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+    {
+        Registry& r = registry();
+        std::shared_lock table(r.cqs_mutex);
+        Cq* c = r.cqs.find(cq);
+        if (c != nullptr && num_entries >= 0 && !c->ready.load(std::memory_order_acquire)) {
+            return 0;
+        }
+    }
     int got = 0;
     int err = locked([&](Session& s) {
         Cq* c = registry().cqs.find(cq);
@@ -146,6 +164,7 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
             c->local.pop_front();
         }
         got += poll_device(s, *c, wc + got, num_entries - got);
+        if (got < num_entries) c->ready.store(false, std::memory_order_relaxed);  // emptied
         return 0;
     });
     return err != 0 ? -err : got;
@@ -171,7 +190,9 @@ namespace iwcm::abi {
 void verbs_on_completion(Session&, rdma::CqHandle cq, bool solicited) {
     auto& by_handle = verbs::registry().cq_by_handle;
     auto it = by_handle.find(verbs::key_of(cq));
-    if (it != by_handle.end()) verbs::notify(*it->second, solicited);
+    if (it == by_handle.end()) return;
+    it->second->ready.store(true, std::memory_order_release);
+    verbs::notify(*it->second, solicited);
 }
 
 }  // namespace iwcm::abi
@@ -245,7 +266,11 @@ IWCM_VERBS_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_
         a.cqe = cqe;
         ::pthread_mutex_init(&a.mutex, nullptr);
         ::pthread_cond_init(&a.cond, nullptr);
-        Cq* raw = r.cqs.add(std::move(cq));
+        Cq* raw = nullptr;
+        {
+            std::unique_lock table(r.cqs_mutex);
+            raw = r.cqs.add(std::move(cq));
+        }
         r.cq_by_handle[key_of(*handle)] = raw;
         if (ch != nullptr) ++ch->users;
         ++c->objects;
@@ -289,6 +314,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
             --c->channel->users;
         }
         --c->ctx->objects;
+        std::unique_lock table(r.cqs_mutex);
         r.cqs.retire(c);
         return 0;
     });

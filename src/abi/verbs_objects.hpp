@@ -16,10 +16,12 @@
 #include <pthread.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -85,6 +87,10 @@ struct Cq {
     // Events ibv_get_cq_event returned (under api.mutex, beside
     // api.comp_events_completed, which ibv_ack_cq_events counts).
     std::uint32_t events_reported = 0;
+    // Set under the runtime's lock as a completion enters the CQ, cleared by
+    // a poll that emptied it: ibv_poll_cq of an empty CQ reads this alone and
+    // leaves the lock to the progress thread (verbs_cq.cpp "Polling").
+    std::atomic<bool> ready{false};
 };
 
 struct PendingRecv {
@@ -178,6 +184,9 @@ struct Registry {
     Table<ibv_mr, Mr> mrs;
     Table<ibv_comp_channel, Channel> channels;
     Table<ibv_cq, Cq> cqs;
+    // Held shared by ibv_poll_cq's look-up outside the runtime's lock; held
+    // exclusively (with the runtime's lock) while cqs changes.
+    std::shared_mutex cqs_mutex;
     Table<ibv_qp, Qp> qps;
     std::unordered_map<std::uint32_t, Mr*> mr_by_lkey;
     std::unordered_map<std::uint64_t, Cq*> cq_by_handle;

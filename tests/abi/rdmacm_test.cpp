@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,10 @@ namespace {
 constexpr const char* kTap = "iwcmt0";
 constexpr const char* kKernelIp = "10.77.0.1";
 constexpr const char* kOurIp = "10.77.0.2";
+// A second TAP for a child process's runtime (ProcessExit).
+constexpr const char* kTap2 = "iwcmt1";
+constexpr const char* kKernelIp2 = "10.78.0.1";
+constexpr const char* kChildIp = "10.78.0.2";
 
 std::string g_env_error;  // why the runtime cannot run here ("" when it can)
 
@@ -54,6 +59,9 @@ public:
             std::string("ip tuntap add dev ") + kTap + " mode tap",
             std::string("ip link set ") + kTap + " up",
             std::string("ip addr add ") + kKernelIp + "/24 dev " + kTap,
+            std::string("ip tuntap add dev ") + kTap2 + " mode tap",
+            std::string("ip link set ") + kTap2 + " up",
+            std::string("ip addr add ") + kKernelIp2 + "/24 dev " + kTap2,
         };
         for (const auto& c : cmds) {
             if (std::system(c.c_str()) != 0) {
@@ -974,9 +982,119 @@ TEST(InitQpAttr, IwarpStatesEstablishAndDevices) {
     rdma_free_devices(devs);
 }
 
+// Ids made, resolved and destroyed on four threads while a fifth takes and
+// acknowledges their events from the shared channel: every call succeeds,
+// every event taken names an id of the run, nothing is left behind.
+TEST(Threads, IdsComeAndGoWhileAnotherThreadTakesTheirEvents) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+    constexpr int kThreads = 4;
+    constexpr int kIds = 25;
+    std::atomic<int> failures{0};
+    std::atomic<int> running{kThreads};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < kIds; ++i) {
+                rdma_cm_id* id = nullptr;
+                if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
+                    ++failures;
+                    continue;
+                }
+                sockaddr_in kernel = sin(kKernelIp, 7600);
+                if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&kernel), 1000) != 0)
+                    ++failures;
+                if (rdma_destroy_id(id) != 0) ++failures;
+            }
+            --running;
+        });
+    }
+    int taken = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{ch->fd, POLLIN, 0};
+        const bool done = running.load() == 0;
+        if (poll(&p, 1, done ? 0 : 20) == 0 && done) break;
+        rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(ch, &ev) != 0) {
+            EXPECT_EQ(errno, EAGAIN);
+            continue;
+        }
+        ++taken;
+        EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+        EXPECT_EQ(ev->status, 0);
+        EXPECT_EQ(rdma_ack_cm_event(ev), 0);
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_LE(taken, kThreads * kIds);
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1) << "an event of a destroyed id was left";
+    rdma_destroy_event_channel(ch);
+}
+
+// The child of ProcessExit (this binary run again): connects on the second TAP
+// and returns from main with the connection open.
+int connect_and_exit(const char* port) {
+    setenv("IWCM_TAP", kTap2, 1);
+    setenv("IWCM_IP", (std::string(kChildIp) + "/24").c_str(), 1);
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* id = nullptr;
+    if (ch == nullptr || rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) return 3;
+    sockaddr_in to = sin(kKernelIp2, static_cast<std::uint16_t>(std::atoi(port)));
+    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000) != 0) return 4;
+    const rdma_cm_event_type steps[] = {RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED,
+                                        RDMA_CM_EVENT_ESTABLISHED};
+    for (auto step : steps) {
+        rdma_cm_event* ev = next_event(ch);
+        if (ev == nullptr || ev->event != step) return 5;
+        rdma_ack_cm_event(ev);
+        if (step == RDMA_CM_EVENT_ADDR_RESOLVED && rdma_resolve_route(id, 2000) != 0) return 6;
+        if (step == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+            ibv_qp_init_attr attr = small_qp();
+            rdma_conn_param p{};
+            if (rdma_create_qp(id, nullptr, &attr) != 0 || rdma_connect(id, &p) != 0) return 7;
+        }
+    }
+    return 0;  // the connection is open: the library closes it at exit
+}
+
+// A program that returns from main with a connection open: the peer sees it
+// close gracefully (abi.cpp "Process exit"), not a silence until its timeout.
+TEST(ProcessExit, OpenConnectionsCloseGracefully) {
+    NEED_RUNTIME();
+    MpaPeer peer({"server", "--bind", std::string(kKernelIp2) + ":7501", "--close", "wait"});
+    ASSERT_TRUE(peer.line_with("listening"));
+    std::string self = "/proc/self/exe";
+    std::string flag = "--connect-and-exit";
+    std::string port = "7501";
+    char* argv[] = {self.data(), flag.data(), port.data(), nullptr};
+    const pid_t child = fork();
+    if (child == 0) {
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    ASSERT_GT(child, 0);
+    int status = -1;
+    for (int i = 0; i < 1000 && waitpid(child, &status, WNOHANG) == 0; ++i) {
+        pollfd none{-1, 0, 0};
+        poll(&none, 0, 10);  // a bounded wait for the child's exit
+    }
+    if (!WIFEXITED(status)) kill(child, SIGKILL);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit within 10 s";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's connection did not come up";
+    auto closed = peer.line_with("\"closed\"", 5000);
+    ASSERT_TRUE(closed) << "the peer saw no close";
+    EXPECT_NE(closed->find("\"peer_eof\": true"), std::string::npos) << *closed;
+    EXPECT_NE(closed->find("\"reset_by_peer\": false"), std::string::npos) << *closed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--connect-and-exit") return connect_and_exit(argv[2]);
     ::testing::InitGoogleTest(&argc, argv);
     ::testing::AddGlobalTestEnvironment(new NamespaceEnv);
     return RUN_ALL_TESTS();
