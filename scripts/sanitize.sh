@@ -22,3 +22,7 @@ fi
 cmake --build build-tsan -j "$JOBS" --target runtime_tests
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -R '^Runtime'
+# The libibverbs half of the ABI: the application's threads and the progress
+# thread meet in its CQs, channels and QPs (needs root, as its tests do).
+cmake --build build-tsan -j "$JOBS" --target abi_verbs_tests
+ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -R '^abi\.(Verbs|ConnectedVerbs)'

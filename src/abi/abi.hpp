@@ -43,7 +43,9 @@ void verbs_on_qp_event(Session& s, const rdma::QpEvent& e);
 // The connection of a QP made before it (rdma_create_qp, ibv_create_qp) is
 // established: make its Device QP on `conn` (rdma::Device::create_qp: the
 // negotiated CRC and IRD/ORD come from the core), post the receives that
-// waited in it, move it to RTS. 0, or a positive errno.
+// waited in it, move it to RTS. 0, or a positive errno; ENOTCONN: the
+// connection ended before it could be bound (its end event is queued behind
+// the one that established it), the QP is in ERR with its work flushed.
 int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn);
 // The QP's connection will not come (rejected, unreachable, destroyed before
 // established): the QP to ERR, its waiting work flushed.

@@ -351,15 +351,21 @@ void on_established(Session& s, Id& id, const iwcm::Event& e) {
     if (id.pub.qp != nullptr) {
         // The QP made before the connection takes it over now, before the
         // application hears ESTABLISHED (abi.hpp).
-        if (const int err = qp_attach(s, id.pub.qp, e.conn); err != 0) {
+        const int err = qp_attach(s, id.pub.qp, e.conn);
+        if (err == ENOTCONN) {
+            // The connection ended right after it was made (the peer closed
+            // at once): the QP is flushed, and the end already queued brings
+            // DISCONNECTED after ESTABLISHED, as the kernel reports it.
+        } else if (err != 0) {
             (void)s.core().disconnect(s.now(), e.conn, DisconnectMode::kAbortive);
             tables().by_conn.erase(key(id.conn));
             id.conn = {};
             id.state = IdState::kClosed;
             post(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
             return;
+        } else {
+            id.qp_attached = true;
         }
-        id.qp_attached = true;
     }
     id.state = IdState::kEstablished;
     CmEvent* ev = post(id, RDMA_CM_EVENT_ESTABLISHED, 0);

@@ -341,6 +341,13 @@ int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn) {
     a.max_sge = std::max({1u, q->cap.max_send_sge, q->cap.max_recv_sge});
     a.sq_sig_all = q->sq_sig_all;
     auto h = s.device().create_qp(s.now(), conn, a);
+    if (!h && h.error() == rdma::VerbsError::kStaleHandle) {
+        // The connection ended before it could be bound (its end event is
+        // queued behind the one that established it): the QP goes to ERR
+        // and its waiting receives flush, as a QP whose connection ended.
+        to_error(s, *q);
+        return ENOTCONN;
+    }
     if (!h) return errno_of(h.error());
     q->handle = *h;
     r.qp_by_handle[key_of(*h)] = q;

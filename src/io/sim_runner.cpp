@@ -116,6 +116,7 @@ struct Attempt {
     bool refused_locally = false;
     ConnHandle handle;
     bool app_ended_early = false;  // the application disconnected before established
+    bool gives_up = false;         // the application chose to disconnect at a random moment
     SideLog log;
 };
 
@@ -189,6 +190,7 @@ private:
     void check_core(std::size_t c);
     void check_attempt(const Attempt& a);
     void check_clean(const Attempt& a, const std::vector<const Passive*>& ps);
+    bool rtr_mismatch(const Attempt& a, const Passive& p) const;
     void fail(const std::string& what);
     void log(const std::string& line);
     SideLog* side(std::size_t core, bool passive, std::size_t index);
@@ -353,6 +355,11 @@ void Runner::build_attempts() {
             net_.set_faults(from, to, f);
         }
     }
+    // The small-backlog port is hit in a burst: its attempts go to one core and start at
+    // one instant, so that more SYNs than its backlog arrive together and SYN cookies
+    // answer the rest.
+    const std::size_t burst_to = build_rng_.below(sc_.cores);
+    const auto burst_at = microseconds(static_cast<std::int64_t>(build_rng_.below(200'000)));
     for (std::size_t k = 0; k < sc_.conns; ++k) {
         Attempt a;
         a.id = k;
@@ -362,8 +369,12 @@ void Runner::build_attempts() {
         a.v6 = build_rng_.chance(0.3);
         std::uint64_t p = build_rng_.below(100);
         a.port = p < 80 ? kPortMain : p < 95 ? kPortSmallBacklog : kPortClosed;
-        if (a.port == kPortSmallBacklog) a.v6 = false;
         a.start = microseconds(static_cast<std::int64_t>(build_rng_.below(200'000)));
+        if (a.port == kPortSmallBacklog) {
+            a.v6 = false;
+            a.to = burst_to;
+            a.start = burst_at;
+        }
         a.rev_param = static_cast<std::uint8_t>(build_rng_.below(3));
         a.rev = a.rev_param == 0 ? cfgs_[a.from].mpa.revision : a.rev_param;
         a.p2p = a.rev == 2 && cfgs_[a.from].mpa.peer_to_peer;
@@ -611,7 +622,8 @@ void Runner::do_connect(Attempt& a) {
     a.have_handle = true;
     a.handle = *h;
     handles_[{a.from, h->index, h->generation}] = {false, a.id};
-    if (app_rng_.chance(0.1)) {
+    a.gives_up = app_rng_.chance(0.1);
+    if (a.gives_up) {
         // The application gives up at a random moment (maybe after established).
         DisconnectMode m =
             app_rng_.chance(0.5) ? DisconnectMode::kGraceful : DisconnectMode::kAbortive;
@@ -949,6 +961,9 @@ void Runner::check_attempt(const Attempt& a) {
                         accepted->acc_ord));
         }
         ++out_.established_both;
+        out_.rtr_send += x.rtr == RtrType::kSend;
+        out_.rtr_write += x.rtr == RtrType::kWrite;
+        out_.rtr_read += x.rtr == RtrType::kRead;
     } else if (i.established || (accepted != nullptr && accepted->log.established)) {
         ++out_.established_one_side;
     } else if (i.term_type == EventType::kRejected && i.term_state == CmState::kMpaRejRcvd) {
@@ -961,13 +976,28 @@ void Runner::check_attempt(const Attempt& a) {
     } else {
         ++out_.failed;
     }
+    // Decided before any frame moved: whether the network could stop this attempt alone.
+    const bool rtr_clash =
+        a.p2p && cfgs_[a.to].mpa.revision == 2 && (a.rtr_offered & cfgs_[a.to].mpa.rtr_types) == 0;
+    if (a.port == kPortMain && !a.gives_up && !rtr_clash) {
+        ++out_.eligible;
+        if (i.established && accepted != nullptr && accepted->log.established)
+            ++out_.eligible_established;
+    }
     if (out_.clean) check_clean(a, ps);
+}
+
+// RFC 6581 section 6: a peer-to-peer request at revision 2 whose RTR types the responder
+// accepts none of fails by design.
+bool Runner::rtr_mismatch(const Attempt& a, const Passive& p) const {
+    return p.req.peer_to_peer && p.req.revision == 2 &&
+           (p.req.rtr_offered & cfgs_[a.to].mpa.rtr_types) == 0;
 }
 
 // Without faults or disruptions, what each application decided is what happens.
 void Runner::check_clean(const Attempt& a, const std::vector<const Passive*>& ps) {
     const SideLog& i = a.log;
-    if (a.app_ended_early || a.port == kPortSmallBacklog) return;
+    if (a.app_ended_early) return;
     if (a.port == kPortClosed) {
         if (i.term_type != EventType::kRejected || i.term_status != -ECONNREFUSED)
             fail(fmt("clean: connect #%zu to a closed port ended %s %d", a.id,
@@ -975,7 +1005,14 @@ void Runner::check_clean(const Attempt& a, const std::vector<const Passive*>& ps
         return;
     }
     if (ps.empty()) {
-        fail(fmt("clean: connect #%zu made no connect request", a.id));
+        // The small-backlog port with its queue full of requests not yet answered: the SYN
+        // was answered with a cookie, and the ACK that brought it back found no room (as
+        // Linux with a full accept queue), so the request is never read and the reply
+        // timer ends the attempt.
+        const bool queue_full =
+            a.port == kPortSmallBacklog && cores_[a.to]->stats().backlog_drops > 0 &&
+            i.term_type == EventType::kUnreachable && i.term_status == -ETIMEDOUT;
+        if (!queue_full) fail(fmt("clean: connect #%zu made no connect request", a.id));
         return;
     }
     // A responder that drops a revision-2 request with a reset makes the
@@ -989,9 +1026,7 @@ void Runner::check_clean(const Attempt& a, const std::vector<const Passive*>& ps
         case Decision::kAccepted: {
             // Relaxed IRD/ORD negotiation never fails; an RTR mismatch does (a
             // responder at revision 1 answers without the peer-to-peer bit).
-            bool rtr_fail = p.req.peer_to_peer && p.req.revision == 2 &&
-                            (p.req.rtr_offered & cfgs_[a.to].mpa.rtr_types) == 0;
-            if (rtr_fail) {
+            if (rtr_mismatch(a, p)) {
                 if (p.log.established)
                     fail(
                         fmt("clean: connect #%zu: responder established despite a mismatch", a.id));
@@ -1034,6 +1069,10 @@ void Runner::check_all() {
         out += c->stats().frames_out;
         in += c->stats().frames_in;
         out_.retransmissions += c->stats().retransmissions;
+        out_.syn_cookies_sent += c->stats().syn_cookies_sent;
+        out_.syn_cookies_accepted += c->stats().syn_cookies_accepted;
+        out_.v1_fallbacks += c->stats().mpa_v1_fallbacks;
+        out_.terminates_sent += c->stats().terminates_sent;
     }
     const auto& nc = net_.counters();
     if (out - in != nc.sent - nc.delivered)

@@ -13,7 +13,9 @@
 //     MPA configuration (revision, CRC, peer-to-peer bit, RTR types).
 //   * K connection attempts (`conns`) between random cores (sometimes a core
 //     to itself: loopback), IPv4 or IPv6, with random private data, IRD/ORD
-//     and MPA revision, started at random instants in the first 200 ms.
+//     and MPA revision, started at random instants in the first 200 ms; those
+//     to port 4792 (IPv4) all go to one core and start at one instant, so
+//     that its backlog overflows and SYN cookies answer.
 //   * Random faults per directed link: loss in [0, max_loss], duplication,
 //     reordering, corruption, latency and jitter. One seed in eight is clean
 //     (no fault, no disruption) and is held to stricter outcomes.
@@ -60,6 +62,17 @@ struct SimOutcome {
     std::size_t established_one_side = 0;
     std::size_t rejected = 0;  // MPA reject delivered to the initiator
     std::size_t failed = 0;    // any other outcome
+    // Attempts that nothing but the network and the responder's application can stop (the
+    // liveness bound of sim_test.cpp): to port 4791, with an RTR type in common by the
+    // two cores' configurations, and whose initiator's application never gives up.
+    std::size_t eligible = 0;
+    std::size_t eligible_established = 0;  // ... established on both sides
+    // What the run exercised, summed over the cores' stats.
+    std::uint64_t syn_cookies_sent = 0;
+    std::uint64_t syn_cookies_accepted = 0;
+    std::uint64_t v1_fallbacks = 0;
+    std::uint64_t terminates_sent = 0;
+    std::size_t rtr_send = 0, rtr_write = 0, rtr_read = 0;  // established both, per RTR type
     // Costs.
     std::uint64_t frames = 0;  // frames on the wire
     std::uint64_t steps = 0;

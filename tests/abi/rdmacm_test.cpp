@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -715,6 +716,35 @@ TEST(Listen, RequestAcceptedThenPeerCloses) {
     EXPECT_EQ(rdma_destroy_id(conn), 0);
 }
 
+// cma_iw_listen_handler: the request's initiator depth is the peer's IRD,
+// its responder resources the peer's ORD; accepting with 0xFF answers what
+// the peer asked (librdmacm's rdma_accept), which the MPA reply carries.
+TEST(Listen, RequestCarriesThePeersIrdOrdAndAcceptAnswersThem) {
+    NEED_RUNTIME();
+    Server srv;
+    srv.listen(7205);
+    MpaPeer peer({"client", "--to", std::string(kOurIp) + ":7205", "--ird", "5", "--ord", "3",
+                  "--close", "graceful"});
+    rdma_cm_event* ev = next_event(srv.ch);
+    ASSERT_NE(ev, nullptr);
+    ASSERT_EQ(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_EQ(ev->param.conn.initiator_depth, 5);
+    EXPECT_EQ(ev->param.conn.responder_resources, 3);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    rdma_conn_param p{};
+    p.responder_resources = RDMA_MAX_RESP_RES;
+    p.initiator_depth = RDMA_MAX_INIT_DEPTH;
+    ASSERT_EQ(rdma_accept(conn, &p), 0);
+    auto reply = peer.line_with("\"reply\"");
+    ASSERT_TRUE(reply);
+    EXPECT_NE(reply->find("\"ird\": 3"), std::string::npos) << *reply;
+    EXPECT_NE(reply->find("\"ord\": 5"), std::string::npos) << *reply;
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_ESTABLISHED), 0);
+    EXPECT_EQ(expect_event(srv.ch, RDMA_CM_EVENT_DISCONNECTED), 0);
+    EXPECT_EQ(rdma_destroy_id(conn), 0);
+}
+
 TEST(Listen, RequestRejectedWithPrivateData) {
     NEED_RUNTIME();
     Server srv;
@@ -1061,30 +1091,82 @@ int connect_and_exit(const char* port) {
     return 0;  // the connection is open: the library closes it at exit
 }
 
+// The child of NoRuntime: without IWCM_* every call that needs the runtime
+// fails as librdmacm does on a host without an RDMA device (ENODEV);
+// rdma_getaddrinfo needs none. 0 when all of that held.
+int calls_without_runtime() {
+    for (const char* v : {"IWCM_TAP", "IWCM_IP", "IWCM_DEV"}) unsetenv(v);
+    for (int i = 0; i < 2; ++i) {
+        errno = 0;
+        if (rdma_create_event_channel() != nullptr || errno != ENODEV) return 3;
+    }
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP) != -1 || errno != ENODEV) return 4;
+    rdma_addrinfo* res = nullptr;
+    if (rdma_getaddrinfo("10.1.2.3", "7471", nullptr, &res) != 0) return 5;
+    rdma_freeaddrinfo(res);
+    return 0;
+}
+
+// Runs this binary again with `flag` (and `arg`); its exit status within
+// 10 s and what it wrote on stderr.
+std::pair<int, std::string> run_self(const std::string& flag, const std::string& arg = "") {
+    int fds[2];
+    if (pipe(fds) != 0) return {-1, ""};
+    std::string self = "/proc/self/exe";
+    std::string f = flag;
+    std::string a = arg;
+    char* argv[] = {self.data(), f.data(), a.empty() ? nullptr : a.data(), nullptr};
+    const pid_t child = fork();
+    if (child == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string err;
+    int status = -1;
+    bool exited = false;
+    for (int i = 0; i < 1000 && !exited; ++i) {
+        pollfd p{fds[0], POLLIN, 0};
+        if (poll(&p, 1, 10) == 1) {
+            char chunk[512];
+            const ssize_t n = read(fds[0], chunk, sizeof chunk);
+            if (n > 0) err.append(chunk, static_cast<std::size_t>(n));
+        }
+        exited = waitpid(child, &status, WNOHANG) == child;
+    }
+    if (!exited) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+    }
+    for (char chunk[512];;) {
+        const ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n <= 0) break;
+        err.append(chunk, static_cast<std::size_t>(n));
+    }
+    close(fds[0]);
+    return {exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+TEST(NoRuntime, EnodevAndTheReasonPrintedOnce) {
+    auto [code, err] = run_self("--calls-without-runtime");
+    EXPECT_EQ(code, 0) << "a call did not fail as librdmacm does without a device: " << err;
+    const auto first = err.find("iwcm: ");
+    ASSERT_NE(first, std::string::npos) << "no reason on stderr: " << err;
+    EXPECT_EQ(err.find("iwcm: ", first + 1), std::string::npos) << "printed twice: " << err;
+    EXPECT_NE(err.find("IWCM_TAP"), std::string::npos) << "the reason names the variables: " << err;
+}
+
 // A program that returns from main with a connection open: the peer sees it
 // close gracefully (abi.cpp "Process exit"), not a silence until its timeout.
 TEST(ProcessExit, OpenConnectionsCloseGracefully) {
     NEED_RUNTIME();
     MpaPeer peer({"server", "--bind", std::string(kKernelIp2) + ":7501", "--close", "wait"});
     ASSERT_TRUE(peer.line_with("listening"));
-    std::string self = "/proc/self/exe";
-    std::string flag = "--connect-and-exit";
-    std::string port = "7501";
-    char* argv[] = {self.data(), flag.data(), port.data(), nullptr};
-    const pid_t child = fork();
-    if (child == 0) {
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    ASSERT_GT(child, 0);
-    int status = -1;
-    for (int i = 0; i < 1000 && waitpid(child, &status, WNOHANG) == 0; ++i) {
-        pollfd none{-1, 0, 0};
-        poll(&none, 0, 10);  // a bounded wait for the child's exit
-    }
-    if (!WIFEXITED(status)) kill(child, SIGKILL);
-    ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit within 10 s";
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's connection did not come up";
+    auto [code, err] = run_self("--connect-and-exit", "7501");
+    ASSERT_EQ(code, 0) << "the child's connection did not come up (or it did not exit): " << err;
     auto closed = peer.line_with("\"closed\"", 5000);
     ASSERT_TRUE(closed) << "the peer saw no close";
     EXPECT_NE(closed->find("\"peer_eof\": true"), std::string::npos) << *closed;
@@ -1095,6 +1177,8 @@ TEST(ProcessExit, OpenConnectionsCloseGracefully) {
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--connect-and-exit") return connect_and_exit(argv[2]);
+    if (argc == 2 && std::string(argv[1]) == "--calls-without-runtime")
+        return calls_without_runtime();
     ::testing::InitGoogleTest(&argc, argv);
     ::testing::AddGlobalTestEnvironment(new NamespaceEnv);
     return RUN_ALL_TESTS();

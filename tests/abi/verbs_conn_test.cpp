@@ -166,11 +166,11 @@ sockaddr_in addr_of(const char* ip) {
 
 int g_ready_fd = -1;  // the server child's: written once it listens
 
-std::string server() {
-    Side s;
+// Listens (telling the test through g_ready_fd), accepts one connection
+// with the QP of setup(); s.data is all 'S'.
+std::string accept_one(Side& s, rdma_cm_id*& listener) {
     s.events = rdma_create_event_channel();
     REQUIRE(s.events != nullptr);
-    rdma_cm_id* listener = nullptr;
     REQUIRE(rdma_create_id(s.events, &listener, nullptr, RDMA_PS_TCP) == 0);
     sockaddr_in sa = addr_of("10.77.1.1");
     REQUIRE(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&sa)) == 0);
@@ -184,6 +184,45 @@ std::string server() {
     p.initiator_depth = 1;
     REQUIRE(rdma_accept(s.id, &p) == 0);
     STEP(expect_event(s, RDMA_CM_EVENT_ESTABLISHED));
+    return {};
+}
+
+// Connects to the server with the QP of setup(); before_connect runs
+// between the two.
+template <class F>
+std::string connect_one(Side& s, F&& before_connect) {
+    s.events = rdma_create_event_channel();
+    REQUIRE(s.events != nullptr);
+    REQUIRE(rdma_create_id(s.events, &s.id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in dst = addr_of("10.77.1.1");
+    REQUIRE(rdma_resolve_addr(s.id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ADDR_RESOLVED));
+    REQUIRE(rdma_resolve_route(s.id, 2000) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    STEP(setup(s));
+    STEP(before_connect());
+    rdma_conn_param p{};
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    REQUIRE(rdma_connect(s.id, &p) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_ESTABLISHED));
+    return {};
+}
+
+// The QP's next async event is QP_FATAL for it; acknowledged.
+std::string expect_fatal(Side& s) {
+    ibv_async_event ev{};
+    REQUIRE(ibv_get_async_event(s.id->verbs, &ev) == 0);
+    const bool fatal = ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == s.id->qp;
+    ibv_ack_async_event(&ev);
+    REQUIRE(fatal);
+    return {};
+}
+
+std::string server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
     // The client's inline Hello, into the receive posted before the connection.
     std::vector<ibv_wc> wcs;
     STEP(wait_wcs(s, wcs, 1));
@@ -230,23 +269,12 @@ std::string server() {
 
 std::string client() {
     Side s;
-    s.events = rdma_create_event_channel();
-    REQUIRE(s.events != nullptr);
-    REQUIRE(rdma_create_id(s.events, &s.id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in dst = addr_of("10.77.1.1");
-    REQUIRE(rdma_resolve_addr(s.id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
-    STEP(expect_event(s, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(s.id, 2000) == 0);
-    STEP(expect_event(s, RDMA_CM_EVENT_ROUTE_RESOLVED));
-    STEP(setup(s));
-    std::memset(s.data.data(), 0, s.data.size());
-    // Armed solicited-only before anything completes.
-    REQUIRE(ibv_req_notify_cq(s.cq, 1) == 0);
-    rdma_conn_param p{};
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
-    REQUIRE(rdma_connect(s.id, &p) == 0);
-    STEP(expect_event(s, RDMA_CM_EVENT_ESTABLISHED));
+    STEP(connect_one(s, [&]() -> std::string {
+        std::memset(s.data.data(), 0, s.data.size());
+        // Armed solicited-only before anything completes.
+        REQUIRE(ibv_req_notify_cq(s.cq, 1) == 0);
+        return {};
+    }));
     // Inline: the source is wiped right after the post, and its lkey is garbage.
     Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "inline-hello"};
     STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0xdeadbeef,
@@ -316,6 +344,48 @@ std::string client() {
     return {};
 }
 
+// A Write naming an STag the server never issued: the server answers with a
+// TERMINATE; each side's QP goes to ERR with QP_FATAL on its context's
+// async_fd, and its work flushes.
+std::string term_server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    STEP(expect_fatal(s));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 2));
+    // Both receives end in error (the Device may give the first the error
+    // that ended the QP, the rest are flushed).
+    REQUIRE(wcs[0].status != IBV_WC_SUCCESS && wcs[1].status != IBV_WC_SUCCESS);
+    REQUIRE(wcs[0].wr_id + wcs[1].wr_id == 3);
+    REQUIRE(wcs[0].status == IBV_WC_WR_FLUSH_ERR || wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    REQUIRE(ibv_query_qp(s.id->qp, &attr, IBV_QP_STATE, &init) == 0);
+    REQUIRE(attr.qp_state == IBV_QPS_ERR);
+    return {};
+}
+
+std::string term_client() {
+    Side s;
+    STEP(connect_one(s, [] { return std::string(); }));
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 30,
+                   0x1000, 0xdeadbe00));
+    // The Write completes (an iWARP Write may complete once sent, before the
+    // peer checks it); the two receives flush.
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 3));
+    int writes = 0;
+    int flushed = 0;
+    for (const ibv_wc& w : wcs) {
+        writes += w.wr_id == 30 && w.opcode == IBV_WC_RDMA_WRITE;
+        flushed += (w.wr_id == 1 || w.wr_id == 2) && w.status == IBV_WC_WR_FLUSH_ERR;
+    }
+    REQUIRE(writes == 1 && flushed == 2);
+    STEP(expect_fatal(s));
+    return {};
+}
+
 // A side runs in a fresh process (the test binary again, told its role by
 // the environment) so that it starts a runtime of its own: a forked copy of
 // a process would inherit the parent's runtime without its thread.
@@ -326,7 +396,11 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
     int verdict = -1;
     const char* fds = std::getenv(kFdsVar);
     if (fds == nullptr || std::sscanf(fds, "%d %d", &verdict, &g_ready_fd) != 2) ::_exit(2);
-    std::string v = std::strcmp(role, "server") == 0 ? server() : client();
+    const std::string r = role;
+    std::string v = r == "server"        ? server()
+                    : r == "client"      ? client()
+                    : r == "term-server" ? term_server()
+                                         : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
     ::_exit(w == static_cast<ssize_t>(v.size()) ? 0 : 1);
@@ -391,14 +465,17 @@ std::string finish(Child& c, std::chrono::steady_clock::time_point deadline) {
     return v;
 }
 
-TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
-    // Two TAP devices on a bridge in the test's namespace (NetnsEnvironment).
-    ASSERT_EQ(run("ip link add iwbr0 type bridge && ip link set iwbr0 up && "
+// Runs a server role and a client role, each in its own process with its own
+// TAP on a bridge in the test's namespace (NetnsEnvironment).
+void run_pair(const char* server_role, const char* client_role) {
+    // What an earlier pair in this namespace left goes first.
+    ASSERT_EQ(run("for d in iwv1 iwv2 iwbr0; do ip link del $d 2>/dev/null; done; "
+                  "ip link add iwbr0 type bridge && ip link set iwbr0 up && "
                   "for t in iwv1 iwv2; do ip tuntap add dev $t mode tap && "
                   "ip link set $t master iwbr0 up || exit 1; done"),
               0);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    Child srv = start("server", "iwv1", "10.77.1.1/24");
+    Child srv = start(server_role, "iwv1", "10.77.1.1/24");
     ASSERT_GT(srv.pid, 0);
     pollfd pfd{srv.ready, POLLIN, 0};
     char listening = 0;
@@ -406,12 +483,20 @@ TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
         ADD_FAILURE() << "the server did not listen: " << finish(srv, deadline);
         return;
     }
-    Child cli = start("client", "iwv2", "10.77.1.2/24");
+    Child cli = start(client_role, "iwv2", "10.77.1.2/24");
     ASSERT_GT(cli.pid, 0);
     std::string c = finish(cli, deadline);
     std::string s = finish(srv, deadline);
     EXPECT_EQ(c, "ok") << "client";
     EXPECT_EQ(s, "ok") << "server";
+}
+
+TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
+    run_pair("server", "client");
+}
+
+TEST(ConnectedVerbs, TerminateIsQpFatalOnBothSides) {
+    run_pair("term-server", "term-client");
 }
 
 }  // namespace

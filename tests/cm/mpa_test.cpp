@@ -269,6 +269,42 @@ TEST(MpaReqSent, ReplyWithTwoRtrTypesGetsTerminate) {
     EXPECT_EQ(e[0].type, EventType::kConnectError);
 }
 
+// RFC 6581 section 6: the responder picks one of the types offered. A reply naming one
+// we never offered is a TERMINATE "no matching RTR" (README "Peer-to-peer") and a connect
+// error -EINVAL: no RTR goes out and the connection is never established.
+TEST(MpaReqSent, ReplyNamingAnUnofferedRtrGetsTerminate) {
+    for (std::uint8_t offered : {rtr::kSend, rtr::kWrite, rtr::kRead})
+        for (std::uint8_t chosen : {rtr::kSend, rtr::kWrite, rtr::kRead}) {
+            if (chosen == offered) continue;
+            SCOPED_TRACE(::testing::Message()
+                         << "offered " << int(offered) << " chosen " << int(chosen));
+            CoreConfig cfg = config_for(kMacB, 7);
+            cfg.mpa.rtr_types = offered;
+            Dut d(cfg);
+            auto req = parse_mpa_or_fail(d.to_mpareq_sent().payload);
+            ASSERT_TRUE(req.v2.has_value());
+            EXPECT_EQ(req.v2->rtr_send, offered == rtr::kSend);
+            EXPECT_EQ(req.v2->rtr_write, offered == rtr::kWrite);
+            EXPECT_EQ(req.v2->rtr_read, offered == rtr::kRead);
+            d.send_mpa(reply_v2(4, 4, true, chosen));
+            auto o = d.out();
+            ASSERT_GE(o.size(), 1u);
+            expect_terminate(o[0], wire::TermError::kNoMatchingRtr);
+            for (const Sent& s : o) {
+                auto fpdu = wire::parse_fpdu(s.payload, false);
+                if (fpdu) {
+                    EXPECT_FALSE(wire::parse_rtr(fpdu->ulpdu).has_value());
+                }
+            }
+            auto e = d.evs();
+            ASSERT_EQ(e.size(), 1u);
+            EXPECT_EQ(e[0].type, EventType::kConnectError);
+            EXPECT_EQ(e[0].status, -EINVAL);
+            EXPECT_EQ(d.core.stats().established, 0u);
+            EXPECT_EQ(d.core.stats().terminates_sent, 1u);
+        }
+}
+
 TEST(MpaReqSent, RelaxedOrdFollowsResponderIrd) {
     Dut d;
     ConnectParams p = d.connect_params();

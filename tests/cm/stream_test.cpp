@@ -390,16 +390,22 @@ TEST(Stream, ResetAfterAZeroWindowProbeGoesAtTheWindowEdge) {
     EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
 }
 
-TEST(Stream, KeepaliveProbesAndGivesUp) {
-    Dut d(immediate_acks());
+// A hand-off whose stream keeps the connection alive: after `idle`, `probes` probes
+// `interval` apart.
+HandoffParams keepalive(Duration idle, Duration interval, std::uint8_t probes) {
     HandoffParams hp;
     StreamConfig sc;
     sc.keepalive = true;
-    sc.keepalive_idle = seconds(10);
-    sc.keepalive_interval = seconds(1);
-    sc.keepalive_probes = 3;
+    sc.keepalive_idle = idle;
+    sc.keepalive_interval = interval;
+    sc.keepalive_probes = probes;
     hp.stream = sc;
-    stream_up(d, hp);
+    return hp;
+}
+
+TEST(Stream, KeepaliveProbesAndGivesUp) {
+    Dut d(immediate_acks());
+    stream_up(d, keepalive(seconds(10), seconds(1), 3));
     d.advance(seconds(10));
     auto o = d.out();
     ASSERT_EQ(o.size(), 1u);
@@ -418,6 +424,37 @@ TEST(Stream, KeepaliveProbesAndGivesUp) {
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kDisconnected);
     EXPECT_EQ(e[0].status, -ETIMEDOUT);
+}
+
+// RFC 9293 section 3.8.4 as Linux does it (tcp_keepalive_timer, tcp_write_wakeup): after
+// `idle` without a segment from the peer, a bare ACK at SND.NXT - 1 (an old byte's
+// sequence, which the peer must answer); then one every `interval`; after `probes`
+// unanswered ones, a reset at SND.NXT. Each whole frame, each at its instant, no more.
+TEST(Stream, KeepaliveProbesAreWholeFramesAtTheirSpacing) {
+    Dut d(immediate_acks());
+    stream_up(d, keepalive(seconds(10), seconds(2), 4));
+    const Duration t0 = d.now.time_since_epoch();
+    // The stream's window: its buffer's free space, scaled, at most the field's maximum.
+    const std::uint32_t wnd = d.core.stream_info(d.conn)->rcv_wnd >> d.core.config().rcv_wscale;
+    const auto window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
+    const Frame probe =
+        d.sent_frame(tf::kAck, d.dut_nxt + static_cast<std::uint32_t>(-1), d.peer_nxt)
+            .with_window(window);
+    for (int k = 0; k < 4; ++k) {
+        SCOPED_TRACE(::testing::Message() << "probe " << k + 1);
+        quiet_until(d, t0 + seconds(10 + 2 * k));
+        expect_sent(d, {probe});
+        EXPECT_TRUE(d.evs().empty());
+    }
+    // The fourth probe's interval runs out unanswered: the connection is given up.
+    quiet_until(d, t0 + seconds(10 + 2 * 4));
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt).with_window(window)});
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(e[0].status, -ETIMEDOUT);
+    d.advance(seconds(60));
+    expect_nothing_sent(d);
 }
 
 TEST(Stream, BeforeHandoffTheWindowShrinksAsBytesWait) {

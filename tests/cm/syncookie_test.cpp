@@ -58,6 +58,41 @@ TEST(SynCookie, AnyChangeBreaksIt) {
     EXPECT_NE(cm::cookie_key({1}, {2}, 8), cm::cookie_key({1}, {3}, 8));
 }
 
+// The hash covers both addresses whole, IPv4 and IPv6: a cookie made for one peer is
+// no good from another, nor to another of our addresses. Each address is changed in its
+// first and in its last byte (a hash over a prefix, or over one address, would pass).
+TEST(SynCookie, BothAddressesAreHashed) {
+    for (const char* family : {"v4", "v6"}) {
+        SCOPED_TRACE(family);
+        const bool v6 = family[1] == '6';
+        cm::CookieTuple base = tuple();
+        if (v6) {
+            base.local.addr = *IpAddr::parse("fd00::2");
+            base.remote.addr = *IpAddr::parse("fd00::1");
+        }
+        cm::CookieKey key = cm::cookie_key({1}, {2}, 8);
+        std::uint32_t c = cm::make_cookie(key, 8, base, {1460, 7});
+        ASSERT_TRUE(cm::check_cookie(key, 8, base, c).has_value());
+        const char* others[] = {v6 ? "fd00::3" : "10.0.0.3", v6 ? "fc00::1" : "11.0.0.1"};
+        for (const char* other : others) {
+            SCOPED_TRACE(other);
+            cm::CookieTuple t = base;
+            t.remote.addr = *IpAddr::parse(other);
+            EXPECT_FALSE(cm::check_cookie(key, 8, t, c).has_value()) << "remote";
+            t = base;
+            t.local.addr = *IpAddr::parse(other);
+            EXPECT_FALSE(cm::check_cookie(key, 8, t, c).has_value()) << "local";
+        }
+        // The two addresses swapped (with the ports kept): another connection.
+        cm::CookieTuple t = base;
+        std::swap(t.local.addr, t.remote.addr);
+        EXPECT_FALSE(cm::check_cookie(key, 8, t, c).has_value()) << "swapped";
+        t = base;
+        t.local.port = 4792;
+        EXPECT_FALSE(cm::check_cookie(key, 8, t, c).has_value()) << "local port";
+    }
+}
+
 // ---------------------------------------------------------------- the core
 
 // A listener with backlog n, filled with n half-open connections from other ports.

@@ -1354,6 +1354,64 @@ def stream_listen(c, net, n, limit, cm_first=False):
     return t
 
 
+def tcp_ext(net):
+    """The namespace kernel's TcpExt counters of /proc/net/netstat (TCPKeepAlive, ...)."""
+    rows = [l.split() for l in sh("cat", "/proc/net/netstat", ns=net.ns).stdout.splitlines()
+            if l.startswith("TcpExt:")]
+    return dict(zip(rows[0][1:], (int(v) for v in rows[1][1:])))
+
+
+def case_stream_keepalive(c):
+    """After the hand-off the kernel server probes the idle stream with its keepalive
+    (TCP_KEEPIDLE 1 s, TCP_KEEPINTVL 1 s, TCP_KEEPCNT 3) while the CM holds 8 s: the CM
+    must answer every probe, or the kernel gives the connection up after 4 s (ETIMEDOUT,
+    a reset). The kernel counts its probes (TcpExt TCPKeepAlive): at least 5 in 8 s."""
+    n = 65536
+    with Net("stream-keepalive", 56) as net:
+        before, ext_before = tcp_counters(net), tcp_ext(net)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
+                     "wait", "--send-bytes", str(n), "--expect-bytes", str(n), "--timeout", "60",
+                     "--keepalive", "1,1,3")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--send-bytes", str(n),
+                  "--expect-bytes", str(n), "--hold", "8")
+        line = kernel_end(srv, n, mpa_peer.TAG_INITIATOR, 60)
+        st = expect_exit(cm, 0, timeout=60)
+        check_transfer(cm, n, pattern_sha256(mpa_peer.TAG_RESPONDER, n), line)
+        check_end(cm, True)
+        check_no_reset(net, st, before)
+        probes = tcp_ext(net)["TCPKeepAlive"] - ext_before["TCPKeepAlive"]
+        print("  kernel keepalive probes: %d" % probes, flush=True)
+        check(probes >= 5, "the kernel sent %d keepalive probes in 8 s idle" % probes)
+
+
+def case_stream_zero_window(c):
+    """After the hand-off the CM sends 16 MB to a kernel server that starts reading only
+    after 3 s: its receive buffer fills and it advertises a zero window (TcpExt
+    TCPToZeroWindowAdv); the CM must probe it, wait without giving up, and send the rest
+    once the reader drains it, every byte checked, no reset either way."""
+    n = 16 * 1024 * 1024
+    with Net("stream-zero-window", 57) as net:
+        before, ext_before = tcp_counters(net), tcp_ext(net)
+        srv = c.peer(net, "server", "server", "--bind", "%s:%d" % (net.kernel4, PORT), "--p2p", "--close",
+                     "wait", "--expect-bytes", str(n), "--read-pause", "3", "--timeout", "60")
+        srv.wait_for("listening")
+        cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--send-bytes", str(n),
+                  "--data-timeout", "60", "--hold", "0")
+        line = srv.wait_for("stream", timeout=90)
+        check(line["received"] == n and line["verified"] and line["recv_error"] is None,
+              "the kernel did not read the CM's %d bytes: %s" % (n, line))
+        check(line["received_sha256"] == pattern_sha256(mpa_peer.TAG_INITIATOR, n), "sha256: %s" % line)
+        closed = srv.wait_for("closed", timeout=30)
+        check(closed["peer_eof"] and not closed["reset_by_peer"], "the kernel's end: %s" % closed)
+        check(srv.finish() == 0, "the kernel peer failed")
+        st = expect_exit(cm, 0, timeout=60)
+        check_no_reset(net, st, before)
+        zero = tcp_ext(net)["TCPToZeroWindowAdv"] - ext_before["TCPToZeroWindowAdv"]
+        print("  kernel zero-window advertisements: %d" % zero, flush=True)
+        check(zero >= 1, "the kernel never advertised a zero window")
+
+
 def case_stream_connect(c):
     """100 MB each way between iwarp-cm connect and a kernel socket server,
     checksummed at both ends; the CM closes after the data."""

@@ -7,10 +7,11 @@ Read first: RFC 5044 section 7.1 (request / reply frame), RFC 6581 sections
 
   mpa_peer.py client --to ADDR:PORT [--from-port P] [--rev 1|2] [--pdata T] [--p2p [--rtr send|write|read]
                      [--rtr-stag N] [--rtr-to N]] [--crc] [--tos N] [--close graceful|rst]
-                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N [--read-pause S]]
   mpa_peer.py server --bind ADDR:PORT [--pdata T] [--reject] [--p2p] [--crc]
                      [--tos N] [--close graceful|rst|wait|linger] [--count N]
-                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N]
+                     [--send-bytes N [--corrupt-at I]] [--expect-bytes N [--read-pause S]]
+                     [--keepalive IDLE,INTERVAL,COUNT]
 
 --from-port binds the client's socket to that local port before it connects
 (a test that needs a 4-tuple of its choosing).
@@ -25,6 +26,11 @@ it (tools/pattern.hpp, README "Byte streams"): N bytes of our pattern go out
 while N bytes of the other side's are read, both at once, both hashed with
 SHA-256; a "stream" line tells what went and came. Then --close as usual.
 --corrupt-at I flips byte I of what we send (to see the other side notice).
+--read-pause S: the reader starts S seconds late (a reader that stops reading:
+the receive buffer fills and the kernel advertises a zero window).
+--keepalive IDLE,INTERVAL,COUNT turns on the kernel's keepalive on the
+server's connection (seconds idle, seconds between probes, probes unanswered
+before the kernel gives the connection up with ETIMEDOUT).
 
 Every step prints one JSON object per line; errors end with exit code 1.
 """
@@ -202,6 +208,9 @@ def stream(sock, a, initiator):
     start = time.monotonic()
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
+    if a.read_pause:
+        # A reader that stops reading: the receive buffer fills and the window closes.
+        time.sleep(a.read_pause)
     got, mismatch, recv_error = 0, None, None
     recv_hash = hashlib.sha256()
     buf = bytearray(CHUNK)
@@ -308,6 +317,18 @@ def client(a):
     finish(sock, a.close)
 
 
+def set_keepalive(sock, spec):
+    """--keepalive IDLE,INTERVAL,COUNT (seconds, seconds, probes): the kernel's keepalive
+    on the connection (tcp(7) TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT)."""
+    if not spec:
+        return
+    idle, intvl, cnt = (int(v) for v in spec.split(","))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, intvl)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, cnt)
+
+
 def server(a):
     family, addr = endpoint(a.bind)
     lsock = socket.socket(family, socket.SOCK_STREAM)
@@ -320,6 +341,7 @@ def server(a):
     for _ in range(a.count):
         sock, peer = lsock.accept()
         sock.settimeout(a.timeout)
+        set_keepalive(sock, a.keepalive)
         say(event="accepted", remote=str(peer))
         req = read_frame(sock, REQ_KEY)
         say(event="request", **req)
@@ -354,6 +376,7 @@ def main():
         s.add_argument("--send-bytes", type=int, default=0)
         s.add_argument("--expect-bytes", type=int, default=0)
         s.add_argument("--corrupt-at", type=int, default=-1)
+        s.add_argument("--read-pause", type=float, default=0, metavar="SECONDS")
     sub.choices["client"].add_argument("--to", required=True)
     sub.choices["client"].add_argument("--from-port", type=int, default=0)
     sub.choices["client"].add_argument("--rtr", default="send", choices=("send", "write", "read"))
@@ -361,6 +384,7 @@ def main():
     sub.choices["client"].add_argument("--rtr-to", type=lambda v: int(v, 0), default=0)
     sub.choices["server"].add_argument("--bind", required=True)
     sub.choices["server"].add_argument("--reject", action="store_true")
+    sub.choices["server"].add_argument("--keepalive", default="", metavar="IDLE,INTERVAL,COUNT")
     sub.choices["server"].add_argument("--count", type=int, default=1)
     a = p.parse_args()
     try:

@@ -5,10 +5,12 @@
 // Read first: src/io/shared_ports.hpp.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <set>
 
 #include "io/shared_ports.hpp"
 #include "iwcm/shard.hpp"
+#include "wire/frame.hpp"
 
 namespace iwcm::io {
 namespace {
@@ -94,7 +96,9 @@ struct Conns {
     Core core;
     Instant now{};
     std::vector<std::uint16_t> released;
-    int refusals = 0;  // the source fails this many times first
+    int refusals = 0;                    // the source fails this many times first
+    std::deque<PortReservation> queued;  // given out first, in order
+    std::vector<std::uint16_t> given;    // every port the source gave
     ConnPorts ports;
 
     Conns()
@@ -106,7 +110,12 @@ struct Conns {
                       --refusals;
                       return fail(std::string("no free port"));
                   }
-                  return PortReservation::reserve(kLoopback, 0);
+                  auto r = queued.empty()
+                               ? PortReservation::reserve(kLoopback, 0)
+                               : Expected<PortReservation, std::string>(std::move(queued.front()));
+                  if (!queued.empty()) queued.pop_front();
+                  if (r) given.push_back(r->port());
+                  return r;
               },
               [this](const PortReservation& r) { released.push_back(r.port()); }) {
         EXPECT_TRUE(core.add_address(*IpAddr::parse("10.98.1.1")).has_value());
@@ -130,7 +139,61 @@ struct Conns {
         }
         ASSERT_FALSE(core.state(c).has_value());
     }
+    // The source ports of the SYNs the core sent.
+    std::vector<std::uint16_t> syn_ports() {
+        std::vector<std::uint16_t> ports;
+        while (auto f = core.poll_transmit()) {
+            auto p = wire::parse_tcp_frame(*f);
+            EXPECT_TRUE(p.has_value());
+            if (p && p->repr.tcp.flags == wire::tcp_flags::kSyn)
+                ports.push_back(p->repr.tcp.src_port);
+        }
+        return ports;
+    }
 };
+
+// The SYN goes out from the port the kernel reserved for it, nothing else.
+TEST(ConnPorts, TheSynUsesTheReservedPort) {
+    Conns t;
+    for (int i = 0; i < 3; ++i) {
+        auto c = t.ports.connect(t.now, t.params());
+        ASSERT_TRUE(c.has_value()) << c.error();
+        ASSERT_EQ(t.given.size(), static_cast<std::size_t>(i + 1));
+        EXPECT_EQ(t.syn_ports(), std::vector<std::uint16_t>{t.given.back()});
+        auto st = t.core.state(*c);
+        ASSERT_TRUE(st.has_value());
+        EXPECT_EQ(*st, CmState::kSynSent);
+    }
+    EXPECT_EQ(t.ports.held(), 3u);
+}
+
+// A port the core still uses for the same peer (a closing node of ours) is refused by
+// connect() with kAddressInUse: ConnPorts keeps it for its linger and takes the next one.
+TEST(ConnPorts, AnAddressInUseIsRetriedFromAnotherPort) {
+    Conns t;
+    auto busy = PortReservation::reserve(kLoopback, 0);
+    ASSERT_TRUE(busy.has_value()) << busy.error();
+    const std::uint16_t busy_port = busy->port();
+    // The core holds the 4-tuple (busy_port -> kPeer) with a connection of its own.
+    ConnectParams direct = t.params();
+    direct.local.port = busy_port;
+    auto holder = t.core.connect(t.now, direct);
+    ASSERT_TRUE(holder.has_value());
+    EXPECT_EQ(t.syn_ports(), std::vector<std::uint16_t>{busy_port});
+    t.queued.push_back(std::move(*busy));
+    auto c = t.ports.connect(t.now, t.params());
+    ASSERT_TRUE(c.has_value()) << c.error();
+    ASSERT_EQ(t.given.size(), 2u);
+    EXPECT_EQ(t.given[0], busy_port);
+    EXPECT_NE(t.given[1], busy_port);
+    EXPECT_EQ(t.syn_ports(), std::vector<std::uint16_t>{t.given[1]});
+    EXPECT_EQ(t.ports.held(), 2u) << "the refused port is kept a while, not given back";
+    EXPECT_TRUE(t.released.empty());
+    // The refused port goes back after its linger, the live connection's does not.
+    t.ports.reap(t.now + 2 * t.core.config().close_delay, false);
+    EXPECT_EQ(t.released, std::vector<std::uint16_t>{busy_port});
+    EXPECT_EQ(t.ports.held(), 1u);
+}
 
 TEST(ConnPorts, APortGoesBackTwiceCloseDelayAfterItsHandleWentStale) {
     Conns t;

@@ -98,6 +98,55 @@ TEST(Mpa, V2BitsAreIndependent) {
     }
 }
 
+// The IRD/ORD word with mixed bits, one golden per row (RFC 6581 section 5: IRD word A
+// 0x8000 peer-to-peer, B 0x4000 SEND RTR; ORD word C 0x8000 WRITE RTR, D 0x4000 READ RTR),
+// decoded from a whole reply frame and built again byte for byte. Goldens with every bit
+// set or every bit clear cannot tell one flag from another; these do.
+struct WordGolden {
+    const char* word;  // the four bytes after the header, as hex
+    MpaV2Params v2;
+    const char* what;
+};
+
+// clang-format off
+const WordGolden kWordGoldens[] = {
+    {"80018001", {1, 1, true, false, true, false},
+     "siw's reply to our peer-to-peer request (iwcm-client-crc.pcap): A, WRITE RTR, 1/1"},
+    {"00010001", {1, 1, false, false, false, false}, "siw's request (iwcm-server-crc.pcap)"},
+    {"c001c001", {1, 1, true, true, true, true}, "our request offering all three types"},
+    {"40010001", {1, 1, false, true, false, false}, "B alone: SEND, no peer-to-peer"},
+    {"00018000", {1, 0, false, false, true, false}, "C alone, ORD 0"},
+    {"80004000", {0, 0, true, false, false, true}, "A and D: a READ RTR, IRD and ORD 0"},
+    {"c0052002", {5, 0x2002, true, true, false, false}, "A and B; ORD's bit 13 is value"},
+    {"3fff7fff", {kIrdOrdNone, kIrdOrdNone, false, false, false, true}, "D with no values"},
+};
+// clang-format on
+
+TEST(Mpa, MixedBitWordsBothWays) {
+    for (const WordGolden& g : kWordGoldens) {
+        SCOPED_TRACE(g.what);
+        const std::string frame =
+            std::string("4d50412049442052657020467261") + "6d65" + "1002" + "0004" + g.word;
+        const auto b = hex_bytes(frame.c_str());
+        auto r = parse_mpa(b);
+        ASSERT_TRUE(r) << r.error().to_string();
+        ASSERT_TRUE(r->v2);
+        EXPECT_EQ(r->v2->ird, g.v2.ird);
+        EXPECT_EQ(r->v2->ord, g.v2.ord);
+        EXPECT_EQ(r->v2->peer_to_peer, g.v2.peer_to_peer);
+        EXPECT_EQ(r->v2->rtr_send, g.v2.rtr_send);
+        EXPECT_EQ(r->v2->rtr_write, g.v2.rtr_write);
+        EXPECT_EQ(r->v2->rtr_read, g.v2.rtr_read);
+        MpaRepr m;
+        m.kind = MpaKind::kReply;
+        m.v2 = g.v2;
+        EXPECT_EQ(to_hex(emitted(m)), frame);
+        m.kind = MpaKind::kRequest;  // the same word in a request
+        const std::string req = to_hex(emitted(m));
+        EXPECT_EQ(req.substr(req.size() - 8), g.word);
+    }
+}
+
 TEST(Mpa, RejectReplyRoundTrip) {
     MpaRepr r;
     r.kind = MpaKind::kReply;

@@ -7,11 +7,18 @@
 // TCP checksums), src/wire/mpa.hpp, src/wire/fpdu.hpp.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include <algorithm>
+#include <filesystem>
 #include <iterator>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "wire/arp.hpp"
 #include "wire/checksum.hpp"
 #include "wire/crc32c.hpp"
 #include "wire/ddp.hpp"
@@ -42,16 +49,6 @@ struct Captured {
     bool repaired = false;
 };
 
-// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame in place.
-void repair_tcp_checksum(Buffer& f) {
-    auto ip = parse_ipv4(Bytes(f).subspan(14));
-    ASSERT_TRUE(ip);
-    const std::size_t seg_off = 14 + Ipv4Repr::kHeaderLen;
-    MutBytes seg = MutBytes(f).subspan(seg_off, ip->payload.size());
-    store_be16(seg, 16, 0);
-    store_be16(seg, 16, tcp_checksum(ip->repr.src, ip->repr.dst, seg));
-}
-
 // Reads a capture and parses every frame; fails the test on any surprise.
 std::vector<Captured> load(const char* name) {
     std::vector<Captured> out;
@@ -67,7 +64,7 @@ std::vector<Captured> load(const char* name) {
             // Only the offload host's frames may fail, and only on the TCP checksum.
             EXPECT_STREQ(f.error().field, "checksum") << name << ": " << f.error().to_string();
             EXPECT_EQ(f.error().offset, kTcpChecksumOffset);
-            repair_tcp_checksum(c.bytes);
+            test::repair_tcp_checksum(c.bytes);
             c.repaired = true;
             f = parse_tcp_frame(c.bytes);
         }
@@ -96,6 +93,166 @@ TEST(Siw, EveryFrameParsesAndReemitsByteExact) {
             EXPECT_EQ(to_hex(out), to_hex(c.bytes)) << name << " #" << i + 1;
         }
         EXPECT_GT(repaired, 0u) << name;
+    }
+}
+
+// ---------------------------------------------------------------- every capture, whole
+
+// One direction of one TCP connection: its payload bytes in sequence order,
+// retransmitted bytes taken once.
+struct Direction {
+    bool started = false;
+    std::uint32_t next = 0;  // the next sequence number expected
+    Buffer stream;
+    bool from_initiator = false;
+    std::size_t fpdus = 0;
+    std::size_t bad_crc = 0;
+};
+using FlowKey = std::tuple<IpAddr, std::uint16_t, IpAddr, std::uint16_t>;
+
+// Adds a segment's payload to its direction; a gap (bytes never captured) fails.
+void take_segment(Direction& d, const TcpFrame& f, const std::string& where) {
+    const TcpRepr& t = f.repr.tcp;
+    if ((t.flags & tcp_flags::kSyn) != 0) {
+        d.started = true;
+        d.next = t.seq.value() + 1;
+        d.from_initiator = (t.flags & tcp_flags::kAck) == 0;
+        return;
+    }
+    if (f.payload.empty()) return;
+    ASSERT_TRUE(d.started) << where << ": data before the SYN was captured";
+    const std::uint32_t seq = t.seq.value();
+    const auto len = static_cast<std::uint32_t>(f.payload.size());
+    const std::uint32_t ahead = seq - d.next;  // wraps when behind
+    ASSERT_FALSE(ahead < 0x80000000u && ahead > 0) << where << ": a gap of " << ahead;
+    const std::uint32_t behind = d.next - seq;
+    if (behind >= len) return;  // all of it seen before: a retransmission
+    const Bytes fresh = Bytes(f.payload).subspan(behind);
+    d.stream.insert(d.stream.end(), fresh.begin(), fresh.end());
+    d.next += static_cast<std::uint32_t>(fresh.size());
+}
+
+// Reads a direction's stream: its MPA frame, then (with the peer-to-peer bit both ways)
+// the initiator's RTR, then FPDUs to the end, each parsed down to its DDP header.
+void read_stream(Direction& d, const MpaRepr& mpa, bool crc, bool rtr, const std::string& where) {
+    Bytes rest = Bytes(d.stream).subspan(mpa.buffer_len());
+    if (rtr && d.from_initiator) {
+        auto f = parse_fpdu(rest, crc);
+        ASSERT_TRUE(f) << where << ": no RTR after the MPA frame";
+        EXPECT_TRUE(f->crc_ok) << where;
+        EXPECT_TRUE(parse_rtr(f->ulpdu).has_value()) << where;
+        rest = rest.subspan(f->total_len);
+    }
+    while (!rest.empty()) {
+        auto f = parse_fpdu(rest, crc);
+        ASSERT_TRUE(f) << where << ": FPDU " << d.fpdus + 1 << ": " << f.error().to_string();
+        ++d.fpdus;
+        if (!f->crc_ok) ++d.bad_crc;
+        auto seg = parse_ddp(f->ulpdu);
+        EXPECT_TRUE(seg) << where << ": FPDU " << d.fpdus << ": " << seg.error().to_string();
+        rest = rest.subspan(f->total_len);
+    }
+}
+
+struct CaptureSummary {
+    std::size_t frames = 0, arp = 0, tcp = 0, repaired = 0, connections = 0;
+    std::size_t fpdus = 0, bad_crc = 0, rejects = 0;
+};
+
+// Every frame of a capture: ARP or Ethernet/IPv4/TCP, parsed and emitted again byte for
+// byte; then every connection's byte stream read MPA frame by MPA frame and FPDU by FPDU.
+CaptureSummary read_capture(const std::string& path) {
+    CaptureSummary sum;
+    auto pcap = test::read_pcap(path);
+    EXPECT_TRUE(pcap) << path;
+    if (!pcap) return sum;
+    EXPECT_EQ(pcap->link_type, 1u);
+    std::map<FlowKey, Direction> dirs;
+    for (Buffer& bytes : pcap->frames) {
+        const std::string where = path + " #" + std::to_string(++sum.frames);
+        auto eth = parse_ethernet(bytes);
+        EXPECT_TRUE(eth) << where;
+        if (!eth) continue;
+        if (eth->repr.ethertype == kEtherTypeArp) {
+            ++sum.arp;
+            auto arp = parse_arp(eth->payload);
+            EXPECT_TRUE(arp) << where;
+            if (!arp) continue;
+            Buffer again(kArpLen);
+            arp->emit(again);
+            EXPECT_EQ(to_hex(again), to_hex(eth->payload.first(kArpLen))) << where;
+            continue;
+        }
+        auto f = parse_tcp_frame(bytes);
+        if (!f) {
+            EXPECT_STREQ(f.error().field, "checksum") << where << ": " << f.error().to_string();
+            test::repair_tcp_checksum(bytes);
+            ++sum.repaired;
+            f = parse_tcp_frame(bytes);
+        }
+        EXPECT_TRUE(f) << where;
+        if (!f) continue;
+        ++sum.tcp;
+        Buffer out(tcp_frame_len(f->repr, f->payload.size()));
+        emit_tcp_frame(f->repr, f->payload, out);
+        EXPECT_EQ(to_hex(out), to_hex(bytes)) << where;
+        const FlowKey key{f->repr.ip.src, f->repr.tcp.src_port, f->repr.ip.dst,
+                          f->repr.tcp.dst_port};
+        take_segment(dirs[key], *f, where);
+    }
+    for (auto& [key, d] : dirs) {
+        if (!d.from_initiator || d.stream.empty()) continue;
+        const auto& [a, ap, b, bp] = key;
+        const std::string where = path + " " + a.to_string() + ":" + std::to_string(ap);
+        Direction& back = dirs[FlowKey{b, bp, a, ap}];
+        ++sum.connections;
+        auto req = parse_mpa(d.stream);
+        EXPECT_TRUE(req && req->kind == MpaKind::kRequest) << where << ": no MPA request";
+        if (back.stream.empty() || !req) continue;
+        auto rep = parse_mpa(back.stream);
+        EXPECT_TRUE(rep && rep->kind == MpaKind::kReply) << where << ": no MPA reply";
+        if (!rep) continue;
+        if (rep->reject) {
+            ++sum.rejects;
+            EXPECT_EQ(back.stream.size(), rep->buffer_len()) << where << ": bytes after a reject";
+            continue;
+        }
+        const bool crc = req->crc || rep->crc;
+        const bool rtr = req->v2 && rep->v2 && req->v2->peer_to_peer && rep->v2->peer_to_peer;
+        read_stream(d, *req, crc, rtr, where + " (initiator)");
+        read_stream(back, *rep, crc, rtr, where + " (responder)");
+        sum.fpdus += d.fpdus + back.fpdus;
+        sum.bad_crc += d.bad_crc + back.bad_crc;
+    }
+    return sum;
+}
+
+TEST(Siw, EveryCaptureFrameByFrame) {
+    std::vector<std::string> paths;
+    for (const auto& e : std::filesystem::directory_iterator(capture_path("")))
+        if (e.path().extension() == ".pcap") paths.push_back(e.path().string());
+    std::sort(paths.begin(), paths.end());
+    ASSERT_EQ(paths.size(), 14u) << "docs/fixtures.md lists 14 captures";
+    for (const std::string& path : paths) {
+        SCOPED_TRACE(path);
+        const CaptureSummary s = read_capture(path);
+        const std::string name = std::filesystem::path(path).filename().string();
+        std::printf(
+            "%-28s %3zu frames (%zu ARP), %zu connection(s), %3zu FPDUs, %zu bad CRC, "
+            "%zu repaired checksums\n",
+            name.c_str(), s.frames, s.arp, s.connections, s.fpdus, s.bad_crc, s.repaired);
+        EXPECT_GE(s.connections, 1u);
+        EXPECT_EQ(s.frames, s.arp + s.tcp);
+        // Our own captures (iwarp-cm's --pcap) hold final checksums only.
+        if (name.starts_with("iwcm-")) {
+            EXPECT_EQ(s.repaired, 0u);
+        }
+        // The one FPDU sent with its CRC spoiled on purpose (--corrupt-crc 1).
+        EXPECT_EQ(s.bad_crc, name == "terminate-crc.pcap" ? 1u : 0u);
+        EXPECT_EQ(s.rejects, name == "client-reply-reject.pcap" ? 1u : 0u);
+        if (s.rejects == 0) {
+            EXPECT_GT(s.fpdus, 0u);
+        }
     }
 }
 

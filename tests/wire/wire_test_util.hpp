@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "wire/bytes.hpp"
+#include "wire/checksum.hpp"
+#include "wire/ipv4.hpp"
 
 namespace iwcm::wire::test {
 
@@ -88,6 +90,17 @@ inline std::optional<Pcap> read_pcap(const std::string& path) {
     }
     if (off != b.size()) return std::nullopt;
     return p;
+}
+
+// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame in place (in the siw captures,
+// frames from 10.231.0.1 were recorded before checksum offload filled it in).
+inline void repair_tcp_checksum(Buffer& f) {
+    auto ip = parse_ipv4(Bytes(f).subspan(14));
+    IWCM_ASSERT(ip.has_value());
+    const std::size_t seg_off = 14 + Ipv4Repr::kHeaderLen;
+    MutBytes seg = MutBytes(f).subspan(seg_off, ip->payload.size());
+    store_be16(seg, 16, 0);
+    store_be16(seg, 16, tcp_checksum(ip->repr.src, ip->repr.dst, seg));
 }
 
 // Writes a little-endian, microsecond pcap with link type Ethernet (1).
