@@ -54,7 +54,12 @@ void add_sim(CLI::App& app);    // tools/sim.cpp
 void add_listen(CLI::App& app);
 void add_connect(CLI::App& app);  // tools/listen.cpp, tools/connect.cpp
 void add_rping(CLI::App& app);    // tools/rping_cli.cpp
-void add_switch(CLI::App& app);   // tools/switch.cpp
+void add_run(CLI::App& app);      // tools/run.cpp
+// `iwarp-cm run OPTIONS [--] PROGRAM [ARGS...]` (argv[1] is "run"): keeps
+// PROGRAM [ARGS...] for run and returns how many words of argv CLI11 is to
+// parse, so that the program's options stay its own.
+int split_run_command(CLI::App& app, int argc, char** argv);
+void add_switch(CLI::App& app);  // tools/switch.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();
 void set_exit_code(int code);

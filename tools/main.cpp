@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     add_rping(app);
     add_switch(app);
     add_bench(app);
+    add_run(app);
     add_help(app);
     if (argc > 1 && argv[1][0] != '-' && find_command(app, argv[1]) == nullptr)
         return usage(
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
                          "' (before a command: --help, --version; commands: " + command_names(app) +
                          ")",
                      "");
+    // What follows run's options is the program's command line.
+    if (argc > 1 && std::string(argv[1]) == "run") argc = split_run_command(app, argc, argv);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -15,6 +15,17 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 "$work/prefix/bin/iwarp-cm" --help >/dev/null
 echo "install: bin/iwarp-cm runs"
 
+# With the RDMA ABI built, its library is installed, and `iwarp-cm run` finds
+# it beside itself and preloads it into a program, which runs.
+if [ -e "$build/lib/libiwcm_rdma.so" ]; then
+  lib=$(find "$work/prefix" -name libiwcm_rdma.so)
+  [ -n "$lib" ] || { echo "install: libiwcm_rdma.so was not installed" >&2; exit 1; }
+  preload=$(env -u IWCM_LIBRARY -u LD_PRELOAD "$work/prefix/bin/iwarp-cm" run --tap iwcm-t --ip 10.99.0.2/24 \
+            -- printenv LD_PRELOAD)
+  [ "$preload" = "$lib" ] || { echo "install: run preloads '$preload', not $lib" >&2; exit 1; }
+  echo "install: iwarp-cm run preloads $lib"
+fi
+
 # A consumer that asks for nothing but the package: the exported target must
 # bring C++20 and tl-expected along (g++ 12 defaults to C++17).
 mkdir -p "$work/consumer"
