@@ -93,11 +93,27 @@ void SharedHost::release(const PortReservation& r) {
 }
 
 Expected<ListenHandle, std::string> SharedHost::listen(const ListenParams& lp) {
-    auto port = claim(lp.local.addr, lp.local.port);
+    // A port whose listener went while its connections live is still ours:
+    // listening on it again takes that reservation back (perftest -R does).
+    auto kept = std::find_if(closed_listeners_.begin(), closed_listeners_.end(),
+                             [&](const PortReservation& r) {
+                                 return r.addr() == lp.local.addr && r.port() == lp.local.port;
+                             });
+    Expected<PortReservation, std::string> port = fail(std::string());
+    const bool was_kept = kept != closed_listeners_.end();
+    if (was_kept) {
+        port = std::move(*kept);
+        closed_listeners_.erase(kept);
+    } else {
+        port = claim(lp.local.addr, lp.local.port);
+    }
     if (!port) return fail(port.error());
     auto l = core_.listen(lp);
     if (!l) {
-        release(*port);
+        if (was_kept)
+            closed_listeners_.push_back(std::move(*port));  // its connections still need it
+        else
+            release(*port);
         return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
     }
     listeners_.push_back({*l, std::move(*port)});

@@ -182,6 +182,8 @@ BW_SIZE = 65536  # perftest's default size for the bandwidth tests
 LAT_SIZE = 2  # and for the latency tests
 # A row of a bandwidth table: #bytes #iterations BW peak, BW average, MsgRate.
 BW_ROW = r"^\s*%d\s+%d\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$"
+PERF_TRIES = 4
+
 # A row of a latency table: #bytes #iterations t_min t_max t_typical t_avg ...
 LAT_ROW = r"^\s*%d\s+%d\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
 
@@ -192,9 +194,28 @@ def perftest(c, net, program, iters, row, size, server_row=True):
     figure above zero; the server's too where it prints one (all but
     ib_read_lat, whose server only answers), and on both sides the peer's
     queue pair as the rdma_cm exchange gave it ("remote address: ...")."""
-    pair = Pair(c, net)
     opts = ["-R", "-F", "-n", str(iters), "-p", str(PERF_PORT)]
-    srv, cli = pair.run(PERF_PORT, [program] + opts, [program] + opts + [net.sides[SERVER]["addr"]])
+    # perftest -R connects twice to one port: the server listens again only
+    # after the first exchange, and a client that is quicker than that is
+    # refused (REJECTED -111, the kernel's reset) and cannot try again (its
+    # retry reuses ids it destroyed). That race is perftest's; a refused
+    # attempt is run again, at most PERF_TRIES times, and said so.
+    for attempt in range(1, PERF_TRIES + 1):
+        pair = Pair(c, net)
+        try:
+            srv, cli = pair.run(PERF_PORT, [program] + opts,
+                                [program] + opts + [net.sides[SERVER]["addr"]])
+            break
+        except Failure:
+            refused = pair.client is not None and \
+                "RDMA_CM_EVENT_REJECTED; error: -111" in pair.client.output()
+            for p in (pair.server, pair.client):
+                if p is not None:
+                    p.kill()
+            if not refused or attempt == PERF_TRIES:
+                raise
+            print("  attempt %d: the client's second connect came before the server listened "
+                  "again (perftest's race); once more" % attempt, flush=True)
     rows = lines_matching(cli, row % (size, iters))
     check(len(rows) == 1, "client: no result row for %d bytes x %d:\n%s" % (size, iters, pair.outputs()))
     check(float(rows[0].group(2)) > 0, "client: a result of zero: %s" % rows[0].group(0))
