@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "abi/rdmacm_internal.hpp"
 #include "abi/rdmacm_state.hpp"
@@ -540,10 +541,14 @@ IWCM_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
 IWCM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                                rdma_port_space ps) {
     if (id == nullptr) return fail(EINVAL);
+    // A C caller may pass any number: read it as one, not as the enum (a
+    // value outside it is no valid enum load).
+    std::underlying_type_t<rdma_port_space> space = 0;
+    std::memcpy(&space, &ps, sizeof space);
     // iWARP carries connected TCP port space only; UD port spaces and
     // native IB addressing have no meaning on it.
-    if (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB || ps == RDMA_PS_IB) return fail(ENOSYS);
-    if (ps != RDMA_PS_TCP) return fail(EINVAL);
+    if (space == RDMA_PS_UDP || space == RDMA_PS_IPOIB || space == RDMA_PS_IB) return fail(ENOSYS);
+    if (space != RDMA_PS_TCP) return fail(EINVAL);
     Id* made = nullptr;
     const int rc = locked([&](Session&) {
         Channel* ch = nullptr;
