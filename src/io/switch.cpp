@@ -644,28 +644,32 @@ void SwitchClient::flush() {
     if (impl_->tx.publish()) wake(impl_->to_switch);
 }
 
-Expected<void, std::string> SwitchClient::add_port(const IpAddr& addr, std::uint16_t port) {
+namespace {
+
+// A client's message naming one of its ports.
+Msg port_msg(MsgType type, const IpAddr& addr, std::uint16_t port) {
     const PortId id = port_id(addr, port);
     Msg m;
-    m.type = MsgType::kAddPort;
+    m.type = type;
     m.family = id.family;
     m.port = id.port;
     m.addr = id.addr;
+    return m;
+}
+
+}  // namespace
+
+Expected<void, std::string> SwitchClient::add_port(const IpAddr& addr, std::uint16_t port) {
     Msg reply;
-    if (!send_msg(impl_->sock, m) || !recv_msg(impl_->sock, reply) || reply.type != MsgType::kReply)
+    if (!send_msg(impl_->sock, port_msg(MsgType::kAddPort, addr, port)) ||
+        !recv_msg(impl_->sock, reply) || reply.type != MsgType::kReply)
         return fail("the switch of " + impl_->dev + " is gone");
     if (reply.ok == 0) return fail(std::string(reply.text.data()));
     return {};
 }
 
 void SwitchClient::remove_port(const IpAddr& addr, std::uint16_t port) {
-    const PortId id = port_id(addr, port);
-    Msg m;
-    m.type = MsgType::kRemovePort;
-    m.family = id.family;
-    m.port = id.port;
-    m.addr = id.addr;
-    (void)send_msg(impl_->sock, m);
+    (void)send_msg(impl_->sock, port_msg(MsgType::kRemovePort, addr, port));
 }
 
 const char* SwitchClient::attach_mode() const {
