@@ -1134,8 +1134,11 @@ std::pair<int, std::string> run_self(const std::string& flag, const std::string&
             char chunk[512];
             const ssize_t n = read(fds[0], chunk, sizeof chunk);
             if (n > 0) err.append(chunk, static_cast<std::size_t>(n));
+            // The end of its stderr: the child is exiting (its files close
+            // before it can be waited for), so wait for it.
+            if (n == 0) exited = waitpid(child, &status, 0) == child;
         }
-        exited = waitpid(child, &status, WNOHANG) == child;
+        if (!exited) exited = waitpid(child, &status, WNOHANG) == child;
     }
     if (!exited) {
         kill(child, SIGKILL);
