@@ -189,7 +189,11 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (library.find_first_of(" :") != std::string::npos)
         throw SetupError{library + ": a path with a space or a colon cannot be preloaded"};
     const char* before = std::getenv("LD_PRELOAD");
-    set("LD_PRELOAD", before != nullptr && *before != '\0' ? library + ":" + before : library);
+    std::string preload = before != nullptr && *before != '\0' ? library + ":" + before : library;
+#ifdef IWCM_PRELOAD_FIRST
+    preload = std::string(IWCM_PRELOAD_FIRST) + ":" + preload;  // the sanitizer build's runtime
+#endif
+    set("LD_PRELOAD", preload);
 }
 
 // ---------------------------------------------------------------- the child
