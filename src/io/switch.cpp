@@ -536,7 +536,12 @@ struct SwitchClient::Impl {
 namespace {
 
 // Runs argv detached (a grandchild, so this process never waits for it).
+// The child only calls what is safe after a fork in a process with threads:
+// another thread may hold an allocator lock at that moment.
 void spawn_detached(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
     const pid_t child = ::fork();
     if (child < 0) return;
     if (child == 0) {
@@ -547,9 +552,6 @@ void spawn_detached(const std::vector<std::string>& argv) {
             ::dup2(null, 0);
             ::dup2(null, 1);
         }
-        std::vector<char*> args;
-        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
         ::execv(args[0], args.data());
         ::_exit(127);
     }

@@ -125,18 +125,20 @@ int expect_event(rdma_event_channel* ch, rdma_cm_event_type type, int ms = 5000)
 class MpaPeer {
 public:
     explicit MpaPeer(const std::vector<std::string>& args) {
+        // The arguments are built before the fork: the runtime's thread may hold
+        // an allocator lock at that moment, and the child must not allocate.
+        std::vector<std::string> argv = {
+            "python3", std::string(IWCM_SOURCE_DIR) + "/tests/interop/mpa_peer.py"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        std::vector<char*> cargv;
+        for (auto& a : argv) cargv.push_back(a.data());
+        cargv.push_back(nullptr);
         int fds[2];
         if (pipe(fds) != 0) return;
         pid_ = fork();
         if (pid_ == 0) {
             dup2(fds[1], 1);
             close(fds[0]);
-            std::vector<std::string> argv = {
-                "python3", std::string(IWCM_SOURCE_DIR) + "/tests/interop/mpa_peer.py"};
-            argv.insert(argv.end(), args.begin(), args.end());
-            std::vector<char*> cargv;
-            for (auto& a : argv) cargv.push_back(a.data());
-            cargv.push_back(nullptr);
             execvp("python3", cargv.data());
             _exit(127);
         }

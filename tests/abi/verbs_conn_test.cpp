@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -423,17 +424,29 @@ Child start(const char* role, const char* tap, const char* ip) {
     int p[2];
     int r[2];
     if (::pipe2(p, O_CLOEXEC) != 0 || ::pipe2(r, O_CLOEXEC) != 0) return {};
+    // The child's environment is built before the fork: this process's runtime
+    // thread may hold an allocator lock at that moment, so the child only execs.
+    std::vector<std::string> env = {
+        std::string(kRoleVar) + "=" + role,
+        std::string(kFdsVar) + "=" + std::to_string(p[1]) + " " + std::to_string(r[1]),
+        std::string("IWCM_TAP=") + tap,
+        std::string("IWCM_IP=") + ip,
+    };
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string_view v(*e);
+        const bool replaced = v.starts_with("IWCM_TAP=") || v.starts_with("IWCM_IP=") ||
+                              v.starts_with("IWCM_MAC=") || v.starts_with(kRoleVar) ||
+                              v.starts_with(kFdsVar);
+        if (!replaced) env.emplace_back(v);
+    }
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid = ::fork();
     if (pid == 0) {
         ::fcntl(p[1], F_SETFD, 0);
         ::fcntl(r[1], F_SETFD, 0);
-        std::string fds = std::to_string(p[1]) + " " + std::to_string(r[1]);
-        ::setenv(kRoleVar, role, 1);
-        ::setenv(kFdsVar, fds.c_str(), 1);
-        ::setenv("IWCM_TAP", tap, 1);
-        ::setenv("IWCM_IP", ip, 1);
-        ::unsetenv("IWCM_MAC");
-        ::execl("/proc/self/exe", "abi_verbs_tests", static_cast<char*>(nullptr));
+        ::execle("/proc/self/exe", "abi_verbs_tests", static_cast<char*>(nullptr), envp.data());
         ::_exit(127);
     }
     ::close(p[1]);
