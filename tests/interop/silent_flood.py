@@ -9,8 +9,8 @@ each second for SECONDS whether or not the earlier ones got through
 (non-blocking connects, as a peer that keeps a listener's backlog full would),
 and sends nothing on any of them: each completes the TCP handshake and stays
 silent. A connection the other side resets (or closes) is counted and closed;
-none is opened again. Prints one JSON line when HOLD have connected
-("holding"), one two seconds into the RATE phase ("flooding") and one at the
+none is opened again. Prints one JSON line when HOLD have connected and the
+resets sent meanwhile have been counted ("holding"), one two seconds into the RATE phase ("flooding") and one at the
 end ("silent_done"), then closes every socket.
 
   silent_flood.py --to ADDR:PORT [--hold N] [--rate R] [--seconds S]
@@ -109,6 +109,16 @@ class Flood:
                            "open": len(self.open), "reset": self.reset, "closed": self.closed,
                            "failed": self.failed, "seconds": round(time.monotonic() - start, 3)})
 
+    def settle(self, seconds=0.5):
+        """Reaps for up to `seconds`, until 50 ms pass with nothing to reap: resets
+        the other side sent are counted before a line reports them."""
+        end = time.monotonic() + seconds
+        quiet = time.monotonic() + 0.05
+        while time.monotonic() < min(end, quiet):
+            if self.poll.poll(10):
+                self.reap()
+                quiet = time.monotonic() + 0.05
+
     def close_all(self):
         for s, _ in self.connecting.values():
             s.close()
@@ -141,6 +151,7 @@ def main():
             while f.opened + len(f.connecting) < a.hold and len(f.connecting) < IN_FLIGHT:
                 f.start_one()
             f.reap(5)
+        f.settle()
         print(f.line("holding", start), flush=True)
         t0 = time.monotonic()
         for i in range(total):
@@ -158,9 +169,7 @@ def main():
         while f.connecting and time.monotonic() < end:
             f.reap(5)
         # The resets of the last ones shed may still be on their way: a bounded look.
-        settle = time.monotonic() + 0.5
-        while time.monotonic() < settle:
-            f.reap(10)
+        f.settle()
         print(f.line("silent_done", start), flush=True)
     finally:
         f.close_all()
