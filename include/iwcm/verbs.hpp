@@ -21,6 +21,7 @@
 // the work request completes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -73,6 +74,9 @@ struct QpHandle {
 
 // What reg_mr returns: the STag is both the lkey and the rkey; the region's
 // tagged offsets run from `addr` (the memory's address) for `length` bytes.
+// The STag's index and key are drawn at random (src/rdma/mr_table.hpp): a
+// peer learns an STag only when it is given one. It serves only queue pairs
+// of the region's protection domain `pd`.
 struct MemoryRegion {
     MrHandle handle;
     std::uint32_t lkey = 0;
@@ -80,6 +84,7 @@ struct MemoryRegion {
     std::uint64_t addr = 0;
     std::size_t length = 0;
     std::uint32_t access = 0;
+    std::uint32_t pd = 0;
 };
 
 // A scatter/gather entry (ibv_sge): `length` bytes at address `addr` inside
@@ -150,6 +155,9 @@ struct QpAttr {
     std::uint32_t max_recv_wr = 64;
     std::uint32_t max_sge = 4;
     bool sq_sig_all = false;  // every send work request completes with a WC
+    // The protection domain: the QP's SGEs and the STags its peer names must
+    // be of regions registered with the same number.
+    std::uint32_t pd = 0;
 };
 
 // A TERMINATE message's Terminate Control fields (RFC 5040 section 4.8):
@@ -210,6 +218,9 @@ struct QpInfo {
 struct DeviceConfig {
     std::uint32_t max_mrs = 4096;
     std::uint32_t max_qps = 65536;
+    // The secret behind the STags' random parts. Unset, the device draws it
+    // from getrandom(2); a simulation sets it for runs that repeat.
+    std::optional<std::array<std::uint8_t, 16>> key_secret;
 };
 
 class Device {
@@ -222,9 +233,12 @@ public:
     Device& operator=(const Device&) = delete;
 
     // ---- memory ----
-    // Registers application memory; access is a set of Access bits. The
-    // memory must outlive the registration.
-    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access);
+    // Registers application memory; access is a set of Access bits, pd the
+    // protection domain (any number: regions and QPs of the same number go
+    // together; a program with one domain leaves it 0). The memory must
+    // outlive the registration.
+    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access,
+                                 std::uint32_t pd = 0);
     // The streams send Sends, Writes and Read Responses from the registered
     // memory itself until the peer acknowledges them; deregistering first
     // copies what they still hold of any region into their own buffers, so

@@ -430,7 +430,9 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t io
         }
         std::uint32_t dev_access = 0;
         if (int e = device_access(access, dev_access); e != 0) return e;
-        auto reg = s.device().reg_mr({static_cast<std::byte*>(addr), length}, dev_access);
+        // The Device's protection domain is the PD's handle (unique in the process).
+        auto reg =
+            s.device().reg_mr({static_cast<std::byte*>(addr), length}, dev_access, pd->handle);
         if (!reg) return reg.error() == rdma::VerbsError::kQueueFull ? ENOMEM : EINVAL;
         auto mr = std::make_unique<Mr>();
         static std::uint32_t next_handle = 1;

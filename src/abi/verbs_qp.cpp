@@ -340,6 +340,7 @@ int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn) {
     a.max_recv_wr = std::max(1u, q->cap.max_recv_wr);
     a.max_sge = std::max({1u, q->cap.max_send_sge, q->cap.max_recv_sge});
     a.sq_sig_all = q->sq_sig_all;
+    a.pd = q->pd->api.handle;  // the STags its peer names must be of this PD's regions
     auto h = s.device().create_qp(s.now(), conn, a);
     if (!h && h.error() == rdma::VerbsError::kStaleHandle) {
         // The connection ended before it could be bound (its end event is
@@ -354,7 +355,7 @@ int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn) {
     r.qp_num_by_handle[key_of(*h)] = QpNum{q->api.qp_num, q->send_cq, q->recv_cq};
     if (q->cap.max_inline_data > 0) {
         q->inline_buf.resize(std::size_t{a.max_send_wr} * q->cap.max_inline_data);
-        auto mr = s.device().reg_mr(q->inline_buf, 0);
+        auto mr = s.device().reg_mr(q->inline_buf, 0, q->pd->api.handle);
         if (!mr) {
             detach(s, *q);
             return ENOMEM;

@@ -169,8 +169,9 @@ Device::Device(Core& core, const DeviceConfig& config)
 
 Device::~Device() = default;
 
-VResult<MemoryRegion> Device::reg_mr(std::span<std::byte> memory, std::uint32_t access) {
-    return impl_->engine.reg_mr(memory, access);
+VResult<MemoryRegion> Device::reg_mr(std::span<std::byte> memory, std::uint32_t access,
+                                     std::uint32_t pd) {
+    return impl_->engine.reg_mr(memory, access, pd);
 }
 
 VResult<void> Device::dereg_mr(MrHandle mr) {

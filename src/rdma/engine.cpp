@@ -2,6 +2,8 @@
 // flushing. Read first: engine.hpp; then engine_tx.cpp and engine_rx.cpp.
 #include "rdma/engine.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cerrno>
 
@@ -12,10 +14,25 @@ namespace iwcm::rdma {
 namespace {
 constexpr std::uint32_t kMaxQueueDepth = 1u << 16;
 constexpr std::uint32_t kMaxMessage = 1u << 31;  // as ibv's max_msg_sz of siw
+
+// The configured secret of the STags, or one from the kernel's generator
+// (getrandom blocks only before the kernel's pool is first ready).
+std::array<std::uint8_t, 16> key_secret(const DeviceConfig& config) {
+    if (config.key_secret) return *config.key_secret;
+    std::array<std::uint8_t, 16> k{};
+    std::size_t got = 0;
+    while (got < k.size()) {
+        const ssize_t n = ::getrandom(k.data() + got, k.size() - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        IWCM_ASSERT(n > 0);  // getrandom(2) fails only on bad arguments
+        got += static_cast<std::size_t>(n);
+    }
+    return k;
+}
 }  // namespace
 
 Engine::Engine(Links& links, const DeviceConfig& config)
-    : links_(links), config_(config), mrs_(config.max_mrs) {}
+    : links_(links), config_(config), mrs_(config.max_mrs, key_secret(config)) {}
 
 Engine::~Engine() = default;
 
@@ -88,8 +105,9 @@ std::size_t Engine::live_qps() const {
 
 // ---------------------------------------------------------------- memory
 
-VResult<MemoryRegion> Engine::reg_mr(std::span<std::byte> memory, std::uint32_t access) {
-    return mrs_.reg(memory, access);
+VResult<MemoryRegion> Engine::reg_mr(std::span<std::byte> memory, std::uint32_t access,
+                                     std::uint32_t pd) {
+    return mrs_.reg(memory, access, pd);
 }
 
 // A link may still send from the region (bytes not yet acknowledged, held
@@ -221,6 +239,7 @@ VResult<QpHandle> Engine::create_qp(const QpParams& p) {
     r.conn = p.conn;
     r.send_cq = a.send_cq.index;
     r.recv_cq = a.recv_cq.index;
+    r.pd = a.pd;
     r.max_fpdu = static_cast<std::uint32_t>(std::min<std::size_t>(p.max_fpdu, kMaxFpdu));
     r.max_send_wr = a.max_send_wr;
     r.max_recv_wr = a.max_recv_wr;
@@ -293,11 +312,11 @@ VResult<QpInfo> Engine::query_qp(QpHandle qp) const {
 }
 
 // Every SGE inside its region with the access asked; total is their sum.
-VResult<void> Engine::check_sges(std::span<const Sge> sges, std::uint32_t access,
+VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                                  std::uint32_t& total) const {
     std::uint64_t sum = 0;
     for (const Sge& s : sges) {
-        if (mrs_.check(s.lkey, s.addr, s.length, access, nullptr) != MemCheck::kOk) {
+        if (mrs_.check(s.lkey, s.addr, s.length, access, pd, nullptr) != MemCheck::kOk) {
             return fail(VerbsError::kLocalProtection);
         }
         sum += s.length;
@@ -319,7 +338,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     if (read && r.ord == 0) return fail(VerbsError::kInvalidArgument);
     if (r.send_count >= r.max_send_wr) return fail(VerbsError::kQueueFull);
     std::uint32_t total = 0;
-    auto ok = check_sges(wr.sg_list, read ? std::uint32_t{kAccessLocalWrite} : 0u, total);
+    auto ok = check_sges(r.pd, wr.sg_list, read ? std::uint32_t{kAccessLocalWrite} : 0u, total);
     if (!ok) return fail(ok.error());
     std::uint32_t index = alloc_wr();
     WrEntry& e = wrs_[index];
@@ -347,7 +366,7 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     if (wr.sg_list.size() > r.max_sge) return fail(VerbsError::kTooManySge);
     if (r.recv_count >= r.max_recv_wr) return fail(VerbsError::kQueueFull);
     std::uint32_t total = 0;
-    auto ok = check_sges(wr.sg_list, kAccessLocalWrite, total);
+    auto ok = check_sges(r.pd, wr.sg_list, kAccessLocalWrite, total);
     if (!ok) return fail(ok.error());
     std::uint32_t index = alloc_wr();
     WrEntry& e = wrs_[index];

@@ -95,6 +95,7 @@ struct QpRecord {
     std::uint32_t generation = 0;
     std::uint32_t send_cq = kNil;
     std::uint32_t recv_cq = kNil;
+    std::uint32_t pd = 0;
     std::uint32_t max_fpdu = 0;
     std::uint32_t tx_msn_send = 1;  // next MSN of queue 0 (Send)
     std::uint32_t tx_msn_rreq = 1;  // next MSN of queue 1 (Read Request)
@@ -144,7 +145,8 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
-    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access);
+    VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access,
+                                 std::uint32_t pd = 0);
     VResult<void> dereg_mr(MrHandle mr);
     VResult<CqHandle> create_cq(std::uint32_t capacity);
     VResult<void> destroy_cq(CqHandle cq);
@@ -236,7 +238,7 @@ private:
     void complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status, std::uint32_t byte_len);
     void flush_all(std::uint32_t qp);
     void enter_closing(std::uint32_t qp);
-    VResult<void> check_sges(std::span<const Sge> sges, std::uint32_t access,
+    VResult<void> check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                              std::uint32_t& total) const;
 
     // ---- transmit (engine_tx.cpp) ----
@@ -251,7 +253,8 @@ private:
         wire::Bytes part[kMaxSge];
         std::size_t count = 0;
     };
-    bool gather(const WrEntry& e, std::size_t offset, std::size_t len, Views& out) const;
+    bool gather(std::uint32_t pd, const WrEntry& e, std::size_t offset, std::size_t len,
+                Views& out) const;
     bool send_fpdu(std::uint32_t qp, std::size_t ulpdu_len);
     bool send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& payload);
     void local_failure(std::uint32_t qp, std::uint32_t wr, WcStatus status);
@@ -273,7 +276,8 @@ private:
     RxVerdict rx_terminate(std::uint32_t qp, const wire::DdpSegment& seg);
     RxVerdict rx_rtr_read_response(std::uint32_t qp, const wire::DdpSegment& seg,
                                    std::size_t ulpdu_len, std::size_t payload_len);
-    bool place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry = false);
+    bool place(std::uint32_t pd, const WrEntry& e, std::size_t offset, const wire::Pieces& data,
+               bool dry = false);
     bool place_direct(std::uint32_t qp, wire::Bytes fpdu);
     bool place_split(std::uint32_t qp, const wire::Pieces& fpdu);
     bool place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,

@@ -64,13 +64,21 @@ wire::TerminateRepr ddp_untagged(std::uint8_t code, const wire::DdpSegment& seg,
 
 // siw_tagged_error: RFC 5041 has no access-rights code; siw says invalid STag.
 std::uint8_t tagged_code(MemCheck c) {
-    return c == MemCheck::kBaseBounds ? wire::kDdpTaggedBaseBounds : wire::kDdpTaggedInvalidStag;
+    switch (c) {
+        case MemCheck::kBaseBounds: return wire::kDdpTaggedBaseBounds;
+        case MemCheck::kPdMismatch: return wire::kDdpTaggedStagNotAssociated;
+        case MemCheck::kInvalidStag:
+        case MemCheck::kAccessRights:
+        case MemCheck::kOk: break;
+    }
+    return wire::kDdpTaggedInvalidStag;
 }
 
 // siw_rdmap_error.
 std::uint8_t rdmap_code(MemCheck c) {
     switch (c) {
         case MemCheck::kInvalidStag: return wire::kRdmapCodeInvalidStag;
+        case MemCheck::kPdMismatch: return wire::kRdmapCodeStagNotAssociated;
         case MemCheck::kAccessRights: return wire::kRdmapCodeAccessRights;
         case MemCheck::kBaseBounds: return wire::kRdmapCodeBaseBounds;
         case MemCheck::kOk: break;
@@ -261,7 +269,9 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
         message_end_ = message_end_ || h.last;
         if (n == 0) return true;  // rx_write checks nothing of it either
         std::byte* to = nullptr;
-        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, &to) != MemCheck::kOk) return false;
+        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, qps_[qp].pd, &to) != MemCheck::kOk) {
+            return false;
+        }
         payload.copy_to(to);
         placed_bytes_ += n;
         placed_direct_ += n;
@@ -289,7 +299,8 @@ bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
     if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
     if (r.rx_in_send && h.opcode != r.rx_send_op) return false;
     const WrEntry& e = wrs_[r.rq.head];
-    return h.mo == e.done && payload.size() <= e.length - e.done && place(e, e.done, payload, true);
+    return h.mo == e.done && payload.size() <= e.length - e.done &&
+           place(r.pd, e, e.done, payload, true);
 }
 
 // rx_read_response's checks, each of which ends in a TERMINATE there.
@@ -304,7 +315,8 @@ bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpHeader& h
     // The last one frees an ORD slot a Read in the send queue may wait for:
     // it goes through the buffer, whose drain sends (the sink sends nothing).
     if (h.last && !r.sq.empty()) return false;
-    return n == 0 || mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, nullptr) == MemCheck::kOk;
+    return n == 0 ||
+           mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, r.pd, nullptr) == MemCheck::kOk;
 }
 
 void Engine::rx_consume(std::uint32_t qp, std::size_t& done) {
@@ -423,7 +435,8 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
 
 // Scatters data at the message offset into a receive's SGEs.
 // `dry`: only checks that every byte has its place (nothing copied).
-bool Engine::place(const WrEntry& e, std::size_t offset, const wire::Pieces& data, bool dry) {
+bool Engine::place(std::uint32_t pd, const WrEntry& e, std::size_t offset, const wire::Pieces& data,
+                   bool dry) {
     std::size_t placed = 0;
     for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
         const Sge& s = e.sge[i];
@@ -433,7 +446,7 @@ bool Engine::place(const WrEntry& e, std::size_t offset, const wire::Pieces& dat
         }
         std::size_t n = std::min<std::size_t>(s.length - offset, data.size() - placed);
         std::byte* to = nullptr;
-        if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, &to) != MemCheck::kOk) {
+        if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, pd, &to) != MemCheck::kOk) {
             return false;
         }
         if (!dry) {
@@ -480,7 +493,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
         free_wr(index);
         return terminate(qp, ddp_untagged(wire::kDdpUntaggedNoBuffer, seg, len));
     }
-    if (!place(e, e.done, payload)) {
+    if (!place(r.pd, e, e.done, payload)) {
         pop(r.rq);
         --r.recv_count;
         complete_wr(qp, e, WcStatus::kLocProtErr, 0);
@@ -510,7 +523,7 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     const wire::DdpHeader& h = seg.header;
     if (seg.payload.empty()) return {};  // siw checks nothing of a zero-length Write
     std::byte* to = nullptr;
-    MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, &to);
+    MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, qps_[qp].pd, &to);
     if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
     wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
     placed_bytes_ += seg.payload.size();
@@ -536,7 +549,8 @@ Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegme
         return terminate(qp, quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
                                      wire::kRdmapCodeCatastrophicStream, seg, len));
     }
-    MemCheck c = mrs_.check(rr->source_stag, rr->source_to, rr->size, kAccessRemoteRead, nullptr);
+    MemCheck c =
+        mrs_.check(rr->source_stag, rr->source_to, rr->size, kAccessRemoteRead, r.pd, nullptr);
     if (c != MemCheck::kOk) {
         wire::TerminateRepr t =
             quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, rdmap_code(c), seg, len);
@@ -579,7 +593,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
     }
     if (n > 0) {
         std::byte* to = nullptr;
-        MemCheck c = mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, &to);
+        MemCheck c = mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, r.pd, &to);
         if (c != MemCheck::kOk) {
             pop(r.orq);
             --r.orq_count;

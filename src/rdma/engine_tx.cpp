@@ -90,7 +90,8 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& pa
 
 // Finds the message's bytes [offset, offset + len) in its SGEs. False when a
 // region went away or shrank under the request.
-bool Engine::gather(const WrEntry& e, std::size_t offset, std::size_t len, Views& out) const {
+bool Engine::gather(std::uint32_t pd, const WrEntry& e, std::size_t offset, std::size_t len,
+                    Views& out) const {
     std::uint32_t access = e.kind == WrKind::kReadResponse ? std::uint32_t{kAccessRemoteRead} : 0u;
     std::size_t found = 0;
     out.count = 0;
@@ -102,7 +103,8 @@ bool Engine::gather(const WrEntry& e, std::size_t offset, std::size_t len, Views
         }
         std::size_t n = std::min<std::size_t>(s.length - offset, len - found);
         std::byte* from = nullptr;
-        if (mrs_.check(s.lkey, s.addr + offset, n, access, &from) != MemCheck::kOk) return false;
+        if (mrs_.check(s.lkey, s.addr + offset, n, access, pd, &from) != MemCheck::kOk)
+            return false;
         out.part[out.count++] = wire::Bytes(from, n);
         found += n;
         offset = 0;
@@ -141,7 +143,7 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == header_len);
     Views payload;
-    if (!gather(e, e.done, chunk, payload)) {
+    if (!gather(r.pd, e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }
@@ -223,7 +225,7 @@ bool Engine::tx_read_response(std::uint32_t qp) {
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == kDdpTaggedHeaderLen);
     Views payload;
-    if (!gather(e, e.done, chunk, payload)) {
+    if (!gather(r.pd, e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }

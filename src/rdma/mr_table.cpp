@@ -1,6 +1,9 @@
 // Memory regions. Read first: mr_table.hpp.
 #include "rdma/mr_table.hpp"
 
+#include <algorithm>
+
+#include "cm/isn.hpp"
 #include "iwcm/assert.hpp"
 
 namespace iwcm::rdma {
@@ -9,35 +12,60 @@ namespace {
 constexpr std::uint32_t kAccessAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
 // 24 bits of index in an STag.
 constexpr std::uint32_t kMaxIndex = 1u << 24;
+// Slots are added this many at a time, so that a registration's slot is drawn
+// among at least this many (while the table is below its maximum).
+constexpr std::uint32_t kGrowth = 64;
 }  // namespace
 
-MrTable::MrTable(std::uint32_t max_regions) : max_(std::min(max_regions, kMaxIndex)) {}
+MrTable::MrTable(std::uint32_t max_regions, const std::array<std::uint8_t, 16>& key_secret)
+    : secret_(key_secret), max_(std::min(max_regions, kMaxIndex)) {
+    index_mask_ = static_cast<std::uint32_t>(draw()) & (kMaxIndex - 1);
+}
 
-VResult<MemoryRegion> MrTable::reg(std::span<std::byte> memory, std::uint32_t access) {
+std::uint64_t MrTable::draw() {
+    std::array<std::uint8_t, 8> in{};
+    for (std::size_t i = 0; i < in.size(); ++i)
+        in[i] = static_cast<std::uint8_t>(counter_ >> (8 * i));
+    ++counter_;
+    return cm::siphash24(secret_, in);
+}
+
+VResult<MemoryRegion> MrTable::reg(std::span<std::byte> memory, std::uint32_t access,
+                                   std::uint32_t pd) {
     if (memory.empty() || (access & ~kAccessAll) != 0) return fail(VerbsError::kInvalidArgument);
-    std::uint32_t index = free_;
-    if (index != UINT32_MAX) {
-        free_ = slots_[index].next_free;
-    } else {
-        if (slots_.size() >= max_) return fail(VerbsError::kQueueFull);
-        index = static_cast<std::uint32_t>(slots_.size());
-        slots_.emplace_back();
+    if (free_.empty()) {
+        const auto size = static_cast<std::uint32_t>(slots_.size());
+        const std::uint32_t add = std::min(kGrowth, max_ - size);
+        if (add == 0) return fail(VerbsError::kQueueFull);
+        slots_.resize(size + add);
+        for (std::uint32_t i = 0; i < add; ++i) free_.push_back(size + i);
     }
+    const std::uint64_t r = draw();
+    // The slot: any free one (the draw's high half); swapped out of the list.
+    const std::size_t pick = static_cast<std::size_t>((r >> 32) % free_.size());
+    const std::uint32_t index = free_[pick];
+    free_[pick] = free_.back();
+    free_.pop_back();
     Slot& s = slots_[index];
     IWCM_ASSERT(!s.live);
+    // The key: 1 to 255 (the draw's low half), never the slot's previous one.
+    std::uint8_t key = static_cast<std::uint8_t>(r % 254 + 1);
+    if (key >= s.key && s.key != 0) ++key;
+    s.key = key;
     s.base = memory.data();
     s.addr = reinterpret_cast<std::uintptr_t>(memory.data());
     s.length = memory.size();
     s.access = access;
+    s.pd = pd;
     s.live = true;
     ++live_;
     MemoryRegion mr;
     mr.handle = {index, s.generation};
-    mr.lkey = mr.rkey = index << 8 | key_of(s.generation);
+    mr.lkey = mr.rkey = (index ^ index_mask_) << 8 | key;
     mr.addr = s.addr;
     mr.length = s.length;
     mr.access = access;
-    IWCM_ASSERT(mr.lkey != 0);
+    mr.pd = pd;
     return mr;
 }
 
@@ -47,27 +75,11 @@ VResult<void> MrTable::dereg(MrHandle mr) {
     if (!s.live || s.generation != mr.generation) return fail(VerbsError::kStaleHandle);
     s.live = false;
     s.base = nullptr;
-    ++s.generation;  // the next registration of the slot has another key
-    s.next_free = free_;
-    free_ = mr.index;
+    ++s.generation;
+    free_.push_back(mr.index);
     IWCM_ASSERT(live_ > 0);
     --live_;
     return {};
-}
-
-MemCheck MrTable::check(std::uint32_t stag, std::uint64_t to, std::uint64_t len,
-                        std::uint32_t access, std::byte** where) const {
-    std::uint32_t index = stag >> 8;
-    if (index >= slots_.size()) return MemCheck::kInvalidStag;
-    const Slot& s = slots_[index];
-    if (!s.live || key_of(s.generation) != (stag & 0xFF)) return MemCheck::kInvalidStag;
-    if ((s.access & access) != access) return MemCheck::kAccessRights;
-    // Overflow-safe: to >= addr and to + len <= addr + length.
-    if (to < s.addr || to - s.addr > s.length || len > s.length - (to - s.addr)) {
-        return MemCheck::kBaseBounds;
-    }
-    if (where != nullptr) *where = s.base + (to - s.addr);
-    return MemCheck::kOk;
 }
 
 }  // namespace iwcm::rdma

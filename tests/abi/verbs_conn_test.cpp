@@ -387,6 +387,54 @@ std::string term_client() {
     return {};
 }
 
+// The server gives the client the rkey of a region of another PD than its
+// QP's: the client's Write to it is refused with a TERMINATE (STag not
+// associated with the stream), the region keeps its bytes, and both QPs go
+// to ERR with QP_FATAL.
+std::string pd_server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    ibv_pd* other_pd = ibv_alloc_pd(s.id->verbs);
+    REQUIRE(other_pd != nullptr && other_pd->handle != s.pd->handle);
+    std::vector<char> other(kData, 'O');
+    ibv_mr* other_mr = ibv_reg_mr(other_pd, other.data(), other.size(),
+                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    REQUIRE(other_mr != nullptr);
+    Hello mine{reinterpret_cast<std::uintptr_t>(other.data()), other_mr->rkey, "other-pd"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 40));
+    STEP(expect_fatal(s));
+    REQUIRE(std::string(other.data(), other.size()) == std::string(kData, 'O'));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 3));  // the Send's and the two receives'
+    int sent = 0;
+    int failed_recvs = 0;
+    for (const ibv_wc& w : wcs) {
+        sent += w.wr_id == 40 && w.status == IBV_WC_SUCCESS;
+        failed_recvs += (w.wr_id == 1 || w.wr_id == 2) && w.status != IBV_WC_SUCCESS;
+    }
+    REQUIRE(sent == 1 && failed_recvs == 2);
+    rdma_destroy_qp(s.id);
+    REQUIRE(ibv_dereg_mr(other_mr) == 0 && ibv_dealloc_pd(other_pd) == 0);
+    return {};
+}
+
+std::string pd_client() {
+    Side s;
+    STEP(connect_one(s, [] { return std::string(); }));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 1 && wcs[0].status == IBV_WC_SUCCESS);
+    Hello peer;
+    std::memcpy(&peer, s.recv_buf.data(), sizeof peer);
+    REQUIRE(std::string(peer.text) == "other-pd");
+    std::memset(s.data.data(), 'W', 64);
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 41,
+                   peer.addr, peer.rkey));
+    STEP(expect_fatal(s));
+    return {};
+}
+
 // A side runs in a fresh process (the test binary again, told its role by
 // the environment) so that it starts a runtime of its own: a forked copy of
 // a process would inherit the parent's runtime without its thread.
@@ -401,6 +449,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
     std::string v = r == "server"        ? server()
                     : r == "client"      ? client()
                     : r == "term-server" ? term_server()
+                    : r == "pd-server"   ? pd_server()
+                    : r == "pd-client"   ? pd_client()
                                          : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
@@ -510,6 +560,10 @@ TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
 
 TEST(ConnectedVerbs, TerminateIsQpFatalOnBothSides) {
     run_pair("term-server", "term-client");
+}
+
+TEST(ConnectedVerbs, AnotherPdsRkeyIsRefusedByThePeer) {
+    run_pair("pd-server", "pd-client");
 }
 
 }  // namespace

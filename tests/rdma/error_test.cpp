@@ -101,12 +101,51 @@ TEST(Terminate, StaleStagAfterDeregistrationFails) {
     ASSERT_TRUE(v.p.b.dereg_mr(v.wo.mr.handle).has_value());
     auto again = v.p.b.reg_mr(v.wo.mem, kAccessRemoteWrite);
     ASSERT_TRUE(again.has_value());
-    EXPECT_EQ(again->rkey >> 8, old >> 8);  // the same slot, another key
-    EXPECT_NE(again->rkey, old);
+    EXPECT_NE(again->rkey, old);  // a slot reused gets another key (MrTable tests)
     TermSeen t = v.hit(tagged(0xC1, 0x40, old, v.wo.mr.addr, kEight));
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 0);
+    EXPECT_NE(v.wo.mem[0], std::byte{0x5A});
+}
+
+// A region of another protection domain than the QP's: RFC 5041's "STag not
+// associated with DDP Stream" for a Write, RFC 5040's "STag not associated
+// with RDMAP Stream" for a Read Request (siw_tagged_error, siw_rdmap_error),
+// checked before the rights and the bounds; nothing of the Write is placed.
+TEST(Terminate, WriteToAnotherProtectionDomainIsStagNotAssociated) {
+    Victim v;
+    Buf other = Pair::buf(v.p.b, 64, kAccessLocalWrite | kAccessRemoteWrite, 3, 7);
+    const ByteVec before = other.mem;
+    ByteVec u = tagged(0xC1, 0x40, other.mr.rkey, other.mr.addr, kEight);
+    TermSeen t = v.hit(u);
+    EXPECT_EQ(t.layer, 1);
+    EXPECT_EQ(t.etype, 1);
+    EXPECT_EQ(t.code, 2);
+    expect_quoted(t, u, 14);
+    EXPECT_EQ(other.mem, before);
+    // Out of bounds and without the right as well: the domain is named first.
+    Victim w;
+    Buf ro = Pair::buf(w.p.b, 64, kAccessRemoteRead, 3, 7);
+    t = w.hit(tagged(0xC1, 0x40, ro.mr.rkey, ro.mr.addr + 60, kEight));
+    EXPECT_EQ(t.layer, 1);
+    EXPECT_EQ(t.etype, 1);
+    EXPECT_EQ(t.code, 2);
+}
+
+TEST(Terminate, ReadRequestForAnotherProtectionDomainIsStagNotAssociated) {
+    Victim v;
+    Buf other = Pair::buf(v.p.b, 64, kAccessRemoteRead, 3, 7);
+    ByteVec rr = read_request(0x1234501, 0x1000, 16, other.mr.rkey, other.mr.addr);
+    ByteVec u = untagged(0x41, 0x41, 1, 1, 0, rr);
+    TermSeen t = v.hit(u);
+    EXPECT_EQ(t.layer, 0);
+    EXPECT_EQ(t.etype, 1);
+    EXPECT_EQ(t.code, 3);
+    EXPECT_TRUE(t.r);
+    EXPECT_EQ(t.rdmap_header, rr);
+    expect_quoted(t, u, 18);
+    EXPECT_EQ(v.p.links.end(1).sent.size(), 1u) << "the TERMINATE alone, no Read Response";
 }
 
 TEST(Terminate, SendWithWrongMsnIsMsnRange) {
@@ -474,6 +513,13 @@ TEST(Misuse, HandlesAndArgumentsAreChecked) {
     EXPECT_EQ(p.a.dereg_mr(rw.mr.handle).error(), VerbsError::kStaleHandle);
     EXPECT_EQ(p.a.post_recv(p.qa, {1, std::span(&g, 1)}).error(), VerbsError::kLocalProtection);
     EXPECT_EQ(p.a.reg_mr({}, 0).error(), VerbsError::kInvalidArgument);
+    // A region of another protection domain is no local key of this QP.
+    Buf other = Pair::buf(p.a, 100, kAccessLocalWrite, 0, 5);
+    Sge o = other.all();
+    wr.opcode = WrOpcode::kSend;
+    wr.sg_list = std::span(&o, 1);
+    EXPECT_EQ(p.a.post_send(p.qa, wr).error(), VerbsError::kLocalProtection);
+    EXPECT_EQ(p.a.post_recv(p.qa, {1, std::span(&o, 1)}).error(), VerbsError::kLocalProtection);
     // Handles.
     EXPECT_EQ(p.a.post_send(QpHandle{}, SendWr{}).error(), VerbsError::kInvalidHandle);
     EXPECT_EQ(p.a.destroy_cq(p.acq).error(), VerbsError::kWrongState);  // in use

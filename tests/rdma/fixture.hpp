@@ -56,11 +56,12 @@ struct Pair {
         return *qp;
     }
 
-    static Buf buf(Engine& e, std::size_t n, std::uint32_t access, std::size_t seed = 0) {
+    static Buf buf(Engine& e, std::size_t n, std::uint32_t access, std::size_t seed = 0,
+                   std::uint32_t pd = 0) {
         Buf b;
         b.mem.resize(n);
         for (std::size_t i = 0; i < n; ++i) b.mem[i] = pattern(seed, i);
-        auto mr = e.reg_mr(b.mem, access);
+        auto mr = e.reg_mr(b.mem, access, pd);
         EXPECT_TRUE(mr.has_value());
         b.mr = *mr;
         return b;
