@@ -94,6 +94,8 @@ void wake(const Channel& ch) {
 
 void close_channel(Channel* ch) {
     tables().channels.erase(&ch->pub);
+    ch->destroyed = true;
+    if (ch->waiters > 0) return;  // the last waiter frees it (get_event)
     close(ch->pub.fd);
     delete ch;
 }
@@ -245,27 +247,39 @@ CmEvent* take(Channel& ch) {
 
 }  // namespace
 
+// A token without an event (its id was destroyed) sends the reader back to
+// read. So does a channel destroyed while the reader waited: no event comes
+// to it any more, and the reader waits on, as a thread of librdmacm's does in
+// its read of the rdma_cm file when another thread destroys the channel
+// (rping's CM thread, whose main thread ends the process meanwhile).
 int get_event(rdma_event_channel* channel, rdma_cm_event** event) {
     Runtime* rt = runtime();
     if (rt == nullptr) return fail(ENODEV);
+    Channel* ch = rt->call([&](Session&) {
+        Channel* c = find_channel(channel);
+        if (c != nullptr) ++c->waiters;
+        return c;
+    });
+    if (ch == nullptr) return fail(EINVAL);
+    const int fd = ch->pub.fd;  // stays open while this thread waits on it
     for (;;) {
-        int fd = -1;
-        const bool known = rt->call([&](Session&) {
-            Channel* ch = find_channel(channel);
-            if (ch != nullptr) fd = ch->pub.fd;
-            return ch != nullptr;
-        });
-        if (!known) return fail(EINVAL);
         std::uint64_t token = 0;
-        if (read(fd, &token, sizeof token) < 0) return -1;  // errno: EAGAIN, EINTR, ...
-        CmEvent* ev = rt->call([&](Session&) -> CmEvent* {
-            Channel* ch = find_channel(channel);
-            return ch != nullptr ? take(*ch) : nullptr;
+        const bool got = read(fd, &token, sizeof token) == sizeof token;
+        const int err = errno;
+        CmEvent* ev = nullptr;
+        const bool leave = rt->call([&](Session&) {
+            if (got && !ch->destroyed) ev = take(*ch);
+            if (got && ev == nullptr) return false;
+            if (--ch->waiters == 0 && ch->destroyed) {
+                close(ch->pub.fd);
+                delete ch;
+            }
+            return true;
         });
-        if (ev != nullptr) {
-            *event = &ev->pub;
-            return 0;
-        }
+        if (!leave) continue;
+        if (!got) return fail(err);  // EAGAIN (O_NONBLOCK), EINTR, ...
+        *event = &ev->pub;
+        return 0;
     }
 }
 

@@ -61,6 +61,11 @@ struct Channel {
     rdma_event_channel pub{};  // pub.fd: an eventfd in semaphore mode
     std::deque<CmEvent*> queue;
     bool sync = false;  // the private channel of one synchronous id
+    // Threads inside rdma_get_cm_event on it. A channel destroyed while one
+    // waits keeps its fd (and this object) until the last leaves, so that
+    // no thread reads an fd number the process has since reused.
+    std::uint32_t waiters = 0;
+    bool destroyed = false;
 };
 
 // Counts of an id's events that rdma_get_cm_event returned and that

@@ -15,6 +15,7 @@
 #include <rdma/rdma_cma.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -1065,6 +1067,82 @@ TEST(Threads, IdsComeAndGoWhileAnotherThreadTakesTheirEvents) {
     rdma_cm_event* ev = nullptr;
     EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1) << "an event of a destroyed id was left";
     rdma_destroy_event_channel(ch);
+}
+
+// Whether thread `tid` of this process is inside a read(2) (syscall 0 on
+// x86-64; /proc/self/task/TID/syscall), polled for at most 5 s.
+bool in_read(pid_t tid) {
+    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/syscall";
+    for (int i = 0; i < 500; ++i) {
+        if (FILE* f = std::fopen(path.c_str(), "r")) {
+            long nr = -1;
+            const bool ok = std::fscanf(f, "%ld", &nr) == 1;
+            std::fclose(f);
+            if (ok && nr == 0) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bounded poll
+    }
+    return false;
+}
+
+// Whether eventfd `fd` of this process holds no token (its fdinfo's
+// "eventfd-count: 0"), polled for at most 5 s.
+bool drained(int fd) {
+    const std::string path = "/proc/self/fdinfo/" + std::to_string(fd);
+    for (int i = 0; i < 500; ++i) {
+        if (FILE* f = std::fopen(path.c_str(), "r")) {
+            char line[128];
+            bool zero = false;
+            while (std::fgets(line, sizeof line, f) != nullptr) {
+                unsigned long long n = 1;
+                if (std::sscanf(line, "eventfd-count: %llx", &n) == 1) zero = n == 0;
+            }
+            std::fclose(f);
+            if (zero) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bounded poll
+    }
+    return false;
+}
+
+// rping's CM thread waits in rdma_get_cm_event while its main thread destroys
+// the channel and leaves: as with librdmacm the waiter stays waiting (it gets
+// no EINVAL to exit the process on), a stale token wakes it only to wait
+// again, and the fd it reads stays open until it leaves, so no fd number the
+// process reuses is read under it.
+TEST(Threads, ADestroyedChannelsWaiterWaitsOnAndItsFdStaysItsOwn) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    const int fd = ch->fd;
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> returned{false};
+    int rc = 0;
+    int err = 0;
+    std::thread waiter([&] {
+        tid = static_cast<pid_t>(syscall(SYS_gettid));
+        rdma_cm_event* ev = nullptr;
+        rc = rdma_get_cm_event(ch, &ev);
+        err = errno;
+        returned = true;
+    });
+    while (tid.load() == 0) std::this_thread::yield();
+    ASSERT_TRUE(in_read(tid.load())) << "the waiter never blocked";
+    rdma_destroy_event_channel(ch);
+    EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the waiter's fd was closed under it";
+    // A stale token (an event of an id destroyed meanwhile leaves one).
+    const std::uint64_t one = 1;
+    ASSERT_EQ(write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+    ASSERT_TRUE(drained(fd)) << "the waiter did not take the token";
+    EXPECT_TRUE(in_read(tid.load())) << "the waiter did not go back to waiting";
+    EXPECT_FALSE(returned.load()) << "rc " << rc << " errno " << err;
+    // Only a non-blocking fd lets it go, with EAGAIN, not EINVAL; the fd goes with it.
+    ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+    ASSERT_EQ(write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+    waiter.join();
+    EXPECT_EQ(rc, -1);
+    EXPECT_EQ(err, EAGAIN);
+    EXPECT_EQ(fcntl(fd, F_GETFD), -1);
 }
 
 // The child of ProcessExit (this binary run again): connects on the second TAP
