@@ -628,13 +628,16 @@ def case_ipv6(c):
 
 
 def case_loss(c):
-    """30 % of the kernel's frames toward the CM dropped by nftables: every
-    connection still establishes; the CM's retransmission counter moves."""
+    """20 % of the kernel's frames toward the CM dropped by nftables: every
+    connection still establishes; the CM's retransmission counter moves.
+    (The MPA reply must arrive within the CM's 10 s reply timeout: the kernel
+    sends it about six times in that span, and at 30 % loss all six were lost
+    about once in 1,400 connections.)"""
     subnet, attempts = 26, 15
     with Net("loss", subnet) as net:
         rules = ("add table inet iwcm_loss\n"
                  "add chain inet iwcm_loss out { type filter hook output priority 0; policy accept; }\n"
-                 "add rule inet iwcm_loss out ip daddr 10.99.%d.2 numgen random mod 100 < 30 counter drop\n" % subnet)
+                 "add rule inet iwcm_loss out ip daddr 10.99.%d.2 numgen random mod 100 < 20 counter drop\n" % subnet)
         r = subprocess.run(["ip", "netns", "exec", net.ns, "nft", "-f", "-"], input=rules, text=True,
                            capture_output=True, timeout=30)
         check(r.returncode == 0, "nft failed (nftables needed): %s" % r.stderr)
@@ -651,7 +654,7 @@ def case_loss(c):
             done += 1
         out = sh("nft", "list", "chain", "inet", "iwcm_loss", "out", ns=net.ns).stdout
         print("  %d connections, %d CM retransmissions; nft: %s" % (done, retrans, out.split("counter")[-1].strip()))
-        check(retrans > 0, "no retransmission in %d connections with 30%% loss" % done)
+        check(retrans > 0, "no retransmission in %d connections with 20%% loss" % done)
         srv.kill()
 
 
