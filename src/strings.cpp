@@ -68,6 +68,7 @@ std::string_view to_string(DropReason r) noexcept {
         case DropReason::kEventQueueFull: return "event_queue_full";
         case DropReason::kFragment: return "fragment";
         case DropReason::kBadCookie: return "bad_cookie";
+        case DropReason::kListenerGrace: return "listener_grace";
         case DropReason::kCount: break;
     }
     return "?";

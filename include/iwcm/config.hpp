@@ -154,6 +154,13 @@ struct CoreConfig {
     // connections that outlive this many newer ones are shed; the rest are bounded as ever
     // by mpa.request_timeout. 0: the listener's backlog.
     std::uint32_t silent_limit = 0;
+    // After destroy_listen, SYNs to the listener's endpoint go unanswered for this long
+    // (DropReason::kListenerGrace: the peer retransmits) instead of being reset, unless a
+    // listener takes the endpoint again. A program that closes one listener and opens the
+    // next on the same port (perftest's -R: one connection to exchange parameters, then
+    // one for the test) then keeps a client that was quicker than its second listen. 0:
+    // reset at once, as RFC 9293 and the kernel do. The runtime sets it (RuntimeConfig).
+    Duration listener_grace = Duration::zero();
     std::uint32_t max_connections = 1u << 22;
     // Events waiting to be polled before new connections are refused: a SYN
     // to a listener is dropped (DropReason::kEventQueueFull) and connect()

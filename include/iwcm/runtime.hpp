@@ -66,6 +66,10 @@ struct RuntimeConfig {
     int tos = 0;       // IP TOS of our connections
     std::uint8_t mpa_revision = 2;
     std::string pcap;  // a capture of every frame, empty: none
+    // CoreConfig::listener_grace: SYNs to a port whose listener was destroyed this
+    // recently wait (the peer retransmits) instead of being reset, so that a program
+    // listening again on the same port (perftest -R) keeps a quick client.
+    Duration listener_grace = std::chrono::seconds(3);
 
     // From the environment, as `iwarp-cm run` sets it (README "Running
     // programs"): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,

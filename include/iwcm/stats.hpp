@@ -25,6 +25,7 @@ enum class DropReason : std::uint8_t {
     kEventQueueFull,  // a new connection's SYN while max_events events wait unpolled
     kFragment,        // an IPv4 fragment or IPv6 fragment header: a CM segment never is one
     kBadCookie,       // an ACK returning a wrong or expired SYN cookie (answered with RST)
+    kListenerGrace,   // a SYN to a listener destroyed less than listener_grace ago (unanswered)
     kCount,
 };
 constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::kCount);

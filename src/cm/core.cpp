@@ -404,6 +404,19 @@ const cm::Listener* Core::Impl::find_listener(ListenHandle h) const {
 // A listener on the exact address wins over a wildcard one (irdma_find_listener).
 // The frame's VLAN is already its address's; a listener given a VLAN serves
 // only that one.
+// Whether a SYN to `local` finds a listener destroyed less than listener_grace ago.
+bool Core::Impl::in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const {
+    for (const cm::Listener& l : listeners) {
+        if (l.in_use || !l.grace_until || *l.grace_until <= now || l.local.port != local.port)
+            continue;
+        if (l.vlan != kNoVlan && l.vlan != vlan) continue;
+        if (l.local.addr == local.addr ||
+            (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family()))
+            return true;
+    }
+    return false;
+}
+
 cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vlan) {
     cm::Listener* wildcard = nullptr;
     for (cm::Listener& l : listeners) {
@@ -428,11 +441,21 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     for (const cm::Listener& l : listeners)
         if (l.in_use && l.local == p.local && l.vlan == p.vlan)
             return fail(ApiError::kAddressInUse);
+    // A slot in its grace keeps it (its endpoint's SYNs wait for a listener), unless the
+    // new listener takes that endpoint.
     std::size_t i = 0;
-    while (i < listeners.size() && listeners[i].in_use) ++i;
+    while (
+        i < listeners.size() &&
+        (listeners[i].in_use || (listeners[i].grace_until && *listeners[i].grace_until > now_ &&
+                                 !(listeners[i].local == p.local && listeners[i].vlan == p.vlan))))
+        ++i;
     if (i == listeners.size()) listeners.emplace_back();
+    // The endpoint is served again: the grace of any other slot for it ends.
+    for (cm::Listener& o : listeners)
+        if (!o.in_use && o.local == p.local && o.vlan == p.vlan) o.grace_until.reset();
     cm::Listener& l = listeners[i];
     l.in_use = true;
+    l.grace_until.reset();
     l.local = p.local;
     l.vlan = p.vlan;
     l.tos = p.tos.value_or(cfg.tos);
@@ -467,6 +490,7 @@ Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
     }
     l->in_use = false;
     ++l->generation;
+    if (cfg.listener_grace > Duration::zero()) l->grace_until = now + cfg.listener_grace;
     ++stats.listeners_destroyed;
     drain_loopback(now);
     return {};

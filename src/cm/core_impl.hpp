@@ -63,6 +63,8 @@ private:
 struct Listener {
     bool in_use = false;
     std::uint32_t generation = 1;
+    // Destroyed: SYNs to `local` go unanswered until then (CoreConfig::listener_grace).
+    std::optional<Instant> grace_until;
     Endpoint local;
     std::uint16_t vlan = kNoVlan;  // kNoVlan: the address's (every address's for a wildcard)
     std::uint8_t tos = 0;
@@ -218,6 +220,7 @@ struct Core::Impl {
         return const_cast<cm::Listener*>(std::as_const(*this).find_listener(handle));
     }
     cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
+    bool in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const;
     // slot_hash, flow: the connection table's hash and the flow hash of the 4-tuple with the
     // port picked.
     Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan,

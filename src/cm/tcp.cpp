@@ -234,6 +234,10 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
     Endpoint local{fr.ip.dst, fr.tcp.dst_port};
     cm::Listener* l = match_listener(local, seg.vlan);
     if (l == nullptr) {
+        if (in_listener_grace(now, local, seg.vlan)) {
+            drop(now, DropReason::kListenerGrace, nullptr, {});
+            return;
+        }
         drop(now, DropReason::kNoListener, nullptr, {});
         reply_no_connection(seg);
         return;

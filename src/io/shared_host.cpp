@@ -70,7 +70,7 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
         return fail(std::string("watching the kernel's notifications: epoll_ctl failed"));
     h->host_->after_step([self](Instant now) {
         self->conns_.reap(now, false);
-        if (!self->closed_listeners_.empty()) self->reap_listeners();
+        if (!self->closed_listeners_.empty()) self->reap_listeners(now);
     });
     if (auto r = h->address_.read(h->rtnl_); !r) return fail(r.error());
     h->update_address(TapHost::now());
@@ -95,14 +95,16 @@ void SharedHost::release(const PortReservation& r) {
 Expected<ListenHandle, std::string> SharedHost::listen(const ListenParams& lp) {
     // A port whose listener went while its connections live is still ours:
     // listening on it again takes that reservation back (perftest -R does).
-    auto kept = std::find_if(closed_listeners_.begin(), closed_listeners_.end(),
-                             [&](const PortReservation& r) {
-                                 return r.addr() == lp.local.addr && r.port() == lp.local.port;
-                             });
+    auto kept =
+        std::find_if(closed_listeners_.begin(), closed_listeners_.end(), [&](const Closed& c) {
+            return c.port.addr() == lp.local.addr && c.port.port() == lp.local.port;
+        });
     Expected<PortReservation, std::string> port = fail(std::string());
     const bool was_kept = kept != closed_listeners_.end();
+    Instant kept_until{};
     if (was_kept) {
-        port = std::move(*kept);
+        port = std::move(kept->port);
+        kept_until = kept->until;
         closed_listeners_.erase(kept);
     } else {
         port = claim(lp.local.addr, lp.local.port);
@@ -110,8 +112,8 @@ Expected<ListenHandle, std::string> SharedHost::listen(const ListenParams& lp) {
     if (!port) return fail(port.error());
     auto l = core_.listen(lp);
     if (!l) {
-        if (was_kept)
-            closed_listeners_.push_back(std::move(*port));  // its connections still need it
+        if (was_kept)  // its connections (or its grace) still need it
+            closed_listeners_.push_back({std::move(*port), kept_until});
         else
             release(*port);
         return fail("listen on " + lp.local.to_string() + ": " + std::string(to_string(l.error())));
@@ -126,16 +128,17 @@ void SharedHost::destroy_listen(Instant now, ListenHandle listener) {
                            [&](const Listening& l) { return l.handle == listener; });
     if (it == listeners_.end()) return;
     // The connections it accepted outlive it, as a kernel socket's do: their
-    // segments stay ours until the last has ended (reap_listeners).
-    closed_listeners_.push_back(std::move(it->port));
+    // segments stay ours until the last has ended, and new SYNs until the
+    // listener's grace is over (reap_listeners).
+    closed_listeners_.push_back({std::move(it->port), now + core_.config().listener_grace});
     listeners_.erase(it);
-    reap_listeners();
+    reap_listeners(now);
 }
 
-void SharedHost::reap_listeners() {
-    std::erase_if(closed_listeners_, [&](const PortReservation& r) {
-        if (core_.open_nodes_on({r.addr(), r.port()}) > 0) return false;
-        release(r);
+void SharedHost::reap_listeners(Instant now) {
+    std::erase_if(closed_listeners_, [&](const Closed& c) {
+        if (now < c.until || core_.open_nodes_on({c.port.addr(), c.port.port()}) > 0) return false;
+        release(c.port);
         return true;
     });
 }

@@ -128,11 +128,18 @@ private:
     Expected<PortReservation, std::string> claim(const IpAddr& addr, std::uint16_t port);
     void release(const PortReservation& r);
     void update_address(Instant now);
-    void reap_listeners();
+    void reap_listeners(Instant now);
 
     struct Listening {
         ListenHandle handle;
         PortReservation port;
+    };
+    // A destroyed listener's port stays ours while its accepted connections are open and
+    // for the core's listener_grace after it went (its SYNs wait, they reach no kernel
+    // that would reset them).
+    struct Closed {
+        PortReservation port;
+        Instant until;
     };
 
     Rtnl rtnl_;
@@ -142,8 +149,8 @@ private:
     SteeredDevice* xsk_ = nullptr;  // owned by host_
     std::unique_ptr<TapHost> host_;
     std::vector<Listening> listeners_;
-    // Ports of destroyed listeners whose accepted connections are still open.
-    std::vector<PortReservation> closed_listeners_;
+    // Ports of destroyed listeners still held (Closed).
+    std::vector<Closed> closed_listeners_;
     ConnPorts conns_;
     AddressState address_;
     bool core_has_addr_ = false;

@@ -70,6 +70,7 @@ CoreConfig core_config(const RuntimeConfig& c, const io::Interface& iface) {
     cfg.mpa.crc = c.crc;
     cfg.mpa.peer_to_peer = true;
     cfg.tos = static_cast<std::uint8_t>(c.tos);
+    cfg.listener_grace = c.listener_grace;
     // The secrets of initial sequence numbers and SYN cookies (RFC 6528):
     // unpredictable to a peer, so from the kernel's generator.
     const auto fill = [](auto& bytes) {

@@ -49,6 +49,69 @@ TEST(Listen, SynToClosedPortGetsRstAck) {
     EXPECT_EQ(d.core.stats().drops(DropReason::kNoListener), 1u);
 }
 
+// CoreConfig::listener_grace: a SYN to an endpoint whose listener was destroyed
+// less than the grace ago goes unanswered (the peer retransmits it); a new
+// listener on the endpoint takes the retransmission; after the grace, a reset.
+TEST(Listen, SynInTheDestroyedListenersGraceWaitsForTheNextListener) {
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.listener_grace = std::chrono::seconds(3);
+    Dut d(cfg);
+    auto first = d.core.listen({d.self, 0});
+    auto other = d.core.listen({{ip_b(), 4792}, 0});
+    ASSERT_TRUE(first && other);
+    ASSERT_TRUE(d.core.destroy_listen(d.now, *first).has_value());
+    const auto syn = d.frame(tf::kSyn, wire::SeqNumber(500), wire::SeqNumber(0));
+    d.feed(syn);
+    EXPECT_TRUE(d.out().empty()) << "no reset in the grace";
+    EXPECT_EQ(d.core.stats().drops(DropReason::kListenerGrace), 1u);
+    EXPECT_EQ(d.core.stats().drops(DropReason::kNoListener), 0u);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    // The program listens again; the peer's retransmission 1 s later is answered.
+    d.now += std::chrono::seconds(1);
+    auto second = d.core.listen({d.self, 0});
+    ASSERT_TRUE(second.has_value());
+    d.feed(syn);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kSyn | tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack.value(), 501u);
+    // Destroyed again and left: the grace ends 3 s on, then a reset.
+    ASSERT_TRUE(d.core.destroy_listen(d.now, *second).has_value());
+    (void)d.out();
+    auto late = d.frame(tf::kSyn, wire::SeqNumber(900), wire::SeqNumber(0));
+    late.tcp.src_port = 5001;
+    d.now += std::chrono::milliseconds(2999);
+    d.feed(late);
+    EXPECT_TRUE(d.out().empty());
+    d.now += std::chrono::milliseconds(1);
+    d.feed(late);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(o[0].tcp().ack.value(), 901u);
+    EXPECT_EQ(d.core.stats().drops(DropReason::kListenerGrace), 2u);
+    EXPECT_EQ(d.core.stats().drops(DropReason::kNoListener), 1u);
+    // The other listener served all along.
+    auto to_other = d.frame(tf::kSyn, wire::SeqNumber(700), wire::SeqNumber(0));
+    to_other.tcp.dst_port = 4792;
+    d.feed(to_other);
+    o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kSyn | tf::kAck));
+}
+
+TEST(Listen, WithoutAGraceADestroyedListenersSynIsReset) {
+    Dut d;  // listener_grace 0, the default
+    auto l = d.core.listen({d.self, 0});
+    ASSERT_TRUE(l.has_value());
+    ASSERT_TRUE(d.core.destroy_listen(d.now, *l).has_value());
+    d.feed(d.frame(tf::kSyn, wire::SeqNumber(500), wire::SeqNumber(0)));
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
+    EXPECT_EQ(d.core.stats().drops(DropReason::kListenerGrace), 0u);
+}
+
 TEST(Listen, AckToNothingGetsRstAtItsAck) {
     Dut d;
     d.feed(d.frame(tf::kAck, wire::SeqNumber(500), wire::SeqNumber(777)));

@@ -196,9 +196,12 @@ def perftest(c, net, program, iters, row, size, server_row=True):
     queue pair as the rdma_cm exchange gave it ("remote address: ...")."""
     opts = ["-R", "-F", "-n", str(iters), "-p", str(PERF_PORT)]
     # perftest -R connects twice to one port: the server listens again only
-    # after the first exchange, and a client that is quicker than that is
-    # refused (REJECTED -111, the kernel's reset) and cannot try again (its
-    # retry reuses ids it destroyed). That race is perftest's; a refused
+    # after the first exchange, and a client quicker than that would be
+    # refused and could not try again (its retry reuses ids it destroyed).
+    # The runtime's listener grace (RuntimeConfig::listener_grace) leaves
+    # that SYN unanswered, so the client's retransmission finds the new
+    # listener. Over --dev a port with no listener may fall back to the
+    # kernel, whose reset refuses the client (REJECTED -111): a refused
     # attempt is run again, at most PERF_TRIES times, and said so.
     for attempt in range(1, PERF_TRIES + 1):
         pair = Pair(c, net)
