@@ -93,7 +93,9 @@ void wake(const Channel& ch) {
 }
 
 void close_channel(Channel* ch) {
-    tables().channels.erase(&ch->pub);
+    Tables& t = tables();
+    t.channels.erase(&ch->pub);
+    t.destroyed[t.destroyed_next++ % t.destroyed.size()] = &ch->pub;
     ch->destroyed = true;
     if (ch->waiters > 0) return;  // the last waiter frees it (get_event)
     close(ch->pub.fd);
@@ -251,15 +253,26 @@ CmEvent* take(Channel& ch) {
 // read. So does a channel destroyed while the reader waited: no event comes
 // to it any more, and the reader waits on, as a thread of librdmacm's does in
 // its read of the rdma_cm file when another thread destroys the channel
-// (rping's CM thread, whose main thread ends the process meanwhile).
+// (rping's CM thread, whose main thread ends the process meanwhile). A call
+// that comes just after the channel was destroyed (one of the last 16) waits
+// the same way: rping's CM thread, between two events, can lose that race to
+// its main thread's teardown, which takes the runtime's lock at every step
+// (librdmacm would read freed memory there; the kernel's calls are quick
+// enough that it never shows).
 int get_event(rdma_event_channel* channel, rdma_cm_event** event) {
     Runtime* rt = runtime();
     if (rt == nullptr) return fail(ENODEV);
+    bool gone = false;
     Channel* ch = rt->call([&](Session&) {
         Channel* c = find_channel(channel);
         if (c != nullptr) ++c->waiters;
+        const auto& d = tables().destroyed;
+        gone = c == nullptr && std::find(d.begin(), d.end(), channel) != d.end();
         return c;
     });
+    if (gone) {
+        for (;;) ::pause();  // until the process ends (a signal's handler returns here)
+    }
     if (ch == nullptr) return fail(EINVAL);
     const int fd = ch->pub.fd;  // stays open while this thread waits on it
     for (;;) {

@@ -115,6 +115,9 @@ struct Tables {
     std::unordered_map<std::uint64_t, Id*> by_listener;
     std::unordered_map<std::uint64_t, Id*> by_token;
     std::uint64_t next_token = 1;
+    // The channels destroyed last (rdma_get_cm_event on one waits: rdmacm.cpp get_event).
+    std::array<const rdma_event_channel*, 16> destroyed{};
+    std::size_t destroyed_next = 0;
 };
 Tables& tables();
 

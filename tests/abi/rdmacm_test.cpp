@@ -1069,16 +1069,16 @@ TEST(Threads, IdsComeAndGoWhileAnotherThreadTakesTheirEvents) {
     rdma_destroy_event_channel(ch);
 }
 
-// Whether thread `tid` of this process is inside a read(2) (syscall 0 on
-// x86-64; /proc/self/task/TID/syscall), polled for at most 5 s.
-bool in_read(pid_t tid) {
+// Whether thread `tid` of this process is inside system call `want`
+// (/proc/self/task/TID/syscall), polled for at most 5 s.
+bool in_syscall(pid_t tid, long want) {
     const std::string path = "/proc/self/task/" + std::to_string(tid) + "/syscall";
     for (int i = 0; i < 500; ++i) {
         if (FILE* f = std::fopen(path.c_str(), "r")) {
             long nr = -1;
             const bool ok = std::fscanf(f, "%ld", &nr) == 1;
             std::fclose(f);
-            if (ok && nr == 0) return true;
+            if (ok && nr == want) return true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bounded poll
     }
@@ -1127,14 +1127,14 @@ TEST(Threads, ADestroyedChannelsWaiterWaitsOnAndItsFdStaysItsOwn) {
         returned = true;
     });
     while (tid.load() == 0) std::this_thread::yield();
-    ASSERT_TRUE(in_read(tid.load())) << "the waiter never blocked";
+    ASSERT_TRUE(in_syscall(tid.load(), SYS_read)) << "the waiter never blocked";
     rdma_destroy_event_channel(ch);
     EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the waiter's fd was closed under it";
     // A stale token (an event of an id destroyed meanwhile leaves one).
     const std::uint64_t one = 1;
     ASSERT_EQ(write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
     ASSERT_TRUE(drained(fd)) << "the waiter did not take the token";
-    EXPECT_TRUE(in_read(tid.load())) << "the waiter did not go back to waiting";
+    EXPECT_TRUE(in_syscall(tid.load(), SYS_read)) << "the waiter did not go back to waiting";
     EXPECT_FALSE(returned.load()) << "rc " << rc << " errno " << err;
     // Only a non-blocking fd lets it go, with EAGAIN, not EINVAL; the fd goes with it.
     ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
@@ -1143,6 +1143,34 @@ TEST(Threads, ADestroyedChannelsWaiterWaitsOnAndItsFdStaysItsOwn) {
     EXPECT_EQ(rc, -1);
     EXPECT_EQ(err, EAGAIN);
     EXPECT_EQ(fcntl(fd, F_GETFD), -1);
+}
+
+// rping's CM thread can also come back for its next event only after the main
+// thread destroyed the channel: that call waits too (until the process ends),
+// where a pointer that never was a channel is EINVAL.
+TEST(Threads, ACallOnAJustDestroyedChannelWaits) {
+    NEED_RUNTIME();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    rdma_destroy_event_channel(ch);
+    // Static: the thread outlives this function.
+    static std::atomic<pid_t> tid{0};
+    static std::atomic<bool> returned{false};
+    std::thread late([ch] {
+        tid = static_cast<pid_t>(syscall(SYS_gettid));
+        rdma_cm_event* ev = nullptr;
+        (void)rdma_get_cm_event(ch, &ev);
+        returned = true;
+    });
+    while (tid.load() == 0) std::this_thread::yield();
+    EXPECT_TRUE(in_syscall(tid.load(), SYS_pause)) << "the late caller does not wait";
+    EXPECT_FALSE(returned.load());
+    late.detach();  // it waits until this test's process ends
+    rdma_event_channel never{};
+    never.fd = -1;
+    rdma_cm_event* ev = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(&never, &ev), -1);
+    EXPECT_EQ(errno, EINVAL);
 }
 
 // The child of ProcessExit (this binary run again): connects on the second TAP
