@@ -2,12 +2,11 @@
 // flushing. Read first: engine.hpp; then engine_tx.cpp and engine_rx.cpp.
 #include "rdma/engine.hpp"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cerrno>
 
 #include "iwcm/assert.hpp"
+#include "random.hpp"
 
 namespace iwcm::rdma {
 
@@ -15,18 +14,11 @@ namespace {
 constexpr std::uint32_t kMaxQueueDepth = 1u << 16;
 constexpr std::uint32_t kMaxMessage = 1u << 31;  // as ibv's max_msg_sz of siw
 
-// The configured secret of the STags, or one from the kernel's generator
-// (getrandom blocks only before the kernel's pool is first ready).
+// The configured secret of the STags, or one from the kernel's generator.
 std::array<std::uint8_t, 16> key_secret(const DeviceConfig& config) {
     if (config.key_secret) return *config.key_secret;
     std::array<std::uint8_t, 16> k{};
-    std::size_t got = 0;
-    while (got < k.size()) {
-        const ssize_t n = ::getrandom(k.data() + got, k.size() - got, 0);
-        if (n < 0 && errno == EINTR) continue;
-        IWCM_ASSERT(n > 0);  // getrandom(2) fails only on bad arguments
-        got += static_cast<std::size_t>(n);
-    }
+    fill_random(std::as_writable_bytes(std::span(k)));
     return k;
 }
 }  // namespace

@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include "io/interface.hpp"
 #include "io/shared_host.hpp"
 #include "iwcm/assert.hpp"
+#include "random.hpp"
 
 namespace iwcm {
 
@@ -73,16 +73,8 @@ CoreConfig core_config(const RuntimeConfig& c, const io::Interface& iface) {
     cfg.listener_grace = c.listener_grace;
     // The secrets of initial sequence numbers and SYN cookies (RFC 6528):
     // unpredictable to a peer, so from the kernel's generator.
-    const auto fill = [](auto& bytes) {
-        std::size_t got = 0;
-        while (got < sizeof bytes) {
-            const ssize_t n =
-                ::getrandom(reinterpret_cast<char*>(&bytes) + got, sizeof bytes - got, 0);
-            if (n > 0) got += static_cast<std::size_t>(n);
-        }
-    };
-    fill(cfg.isn_secret);
-    fill(cfg.syn_cookie_secret);
+    fill_random(std::as_writable_bytes(std::span(cfg.isn_secret)));
+    fill_random(std::as_writable_bytes(std::span(cfg.syn_cookie_secret)));
     return cfg;
 }
 
