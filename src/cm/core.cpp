@@ -401,32 +401,38 @@ const cm::Listener* Core::Impl::find_listener(ListenHandle h) const {
     return (l.in_use && l.generation == h.generation) ? &l : nullptr;
 }
 
-// A listener on the exact address wins over a wildcard one (irdma_find_listener).
-// The frame's VLAN is already its address's; a listener given a VLAN serves
-// only that one.
-// Whether a SYN to `local` finds a listener destroyed less than listener_grace ago.
-bool Core::Impl::in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const {
-    for (const cm::Listener& l : listeners) {
-        if (l.in_use || !l.grace_until || *l.grace_until <= now || l.local.port != local.port)
-            continue;
-        if (l.vlan != kNoVlan && l.vlan != vlan) continue;
-        if (l.local.addr == local.addr ||
-            (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family()))
-            return true;
-    }
-    return false;
+namespace {
+// Whether listener slot `l`'s endpoint takes a SYN to `local` on `vlan`: its
+// exact address, or its wildcard of the same family. The frame's VLAN is
+// already its address's; a listener given a VLAN serves only that one.
+enum class Covers : std::uint8_t { kNo, kExactly, kAsWildcard };
+Covers covers(const cm::Listener& l, const Endpoint& local, std::uint16_t vlan) {
+    if (l.local.port != local.port || (l.vlan != kNoVlan && l.vlan != vlan)) return Covers::kNo;
+    if (l.local.addr == local.addr) return Covers::kExactly;
+    if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family())
+        return Covers::kAsWildcard;
+    return Covers::kNo;
 }
+}  // namespace
 
+// A listener on the exact address wins over a wildcard one (irdma_find_listener).
 cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vlan) {
     cm::Listener* wildcard = nullptr;
     for (cm::Listener& l : listeners) {
-        if (!l.in_use || l.local.port != local.port) continue;
-        if (l.vlan != kNoVlan && l.vlan != vlan) continue;
-        if (l.local.addr == local.addr) return &l;
-        if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family())
-            wildcard = &l;
+        if (!l.in_use) continue;
+        const Covers c = covers(l, local, vlan);
+        if (c == Covers::kExactly) return &l;
+        if (c == Covers::kAsWildcard) wildcard = &l;
     }
     return wildcard;
+}
+
+// Whether a SYN to `local` finds a listener destroyed less than listener_grace ago.
+bool Core::Impl::in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const {
+    return std::any_of(listeners.begin(), listeners.end(), [&](const cm::Listener& l) {
+        return !l.in_use && l.grace_until && *l.grace_until > now &&
+               covers(l, local, vlan) != Covers::kNo;
+    });
 }
 
 Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
@@ -441,21 +447,17 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     for (const cm::Listener& l : listeners)
         if (l.in_use && l.local == p.local && l.vlan == p.vlan)
             return fail(ApiError::kAddressInUse);
-    // A slot in its grace keeps it (its endpoint's SYNs wait for a listener), unless the
-    // new listener takes that endpoint.
-    std::size_t i = 0;
-    while (
-        i < listeners.size() &&
-        (listeners[i].in_use || (listeners[i].grace_until && *listeners[i].grace_until > now_ &&
-                                 !(listeners[i].local == p.local && listeners[i].vlan == p.vlan))))
-        ++i;
-    if (i == listeners.size()) listeners.emplace_back();
-    // The endpoint is served again: the grace of any other slot for it ends.
+    // The endpoint is served again: the grace of a slot it had ends. A slot still in
+    // its grace is kept for it (its endpoint's SYNs wait for a listener).
     for (cm::Listener& o : listeners)
         if (!o.in_use && o.local == p.local && o.vlan == p.vlan) o.grace_until.reset();
+    std::size_t i = 0;
+    while (i < listeners.size() &&
+           (listeners[i].in_use || (listeners[i].grace_until && *listeners[i].grace_until > now_)))
+        ++i;
+    if (i == listeners.size()) listeners.emplace_back();
     cm::Listener& l = listeners[i];
     l.in_use = true;
-    l.grace_until.reset();
     l.local = p.local;
     l.vlan = p.vlan;
     l.tos = p.tos.value_or(cfg.tos);
