@@ -72,6 +72,14 @@ struct MpaConfig {
     Duration accept_timeout = std::chrono::seconds(30);
     // With the peer-to-peer bit: how long the responder waits for the RTR.
     Duration rtr_timeout = std::chrono::seconds(10);
+    // Without it (revision 1, or 2 without the A bit) RFC 5044 section 7.1 has the
+    // responder "receive and validate at least one FPDU before sending any". A program
+    // whose server speaks first (ucmatose) would then wait for ever, so a stream handed
+    // off at the responder holds its first data until the initiator's first byte arrives
+    // or this long after ESTABLISHED, whichever comes first. siw's initiator is why: it
+    // reads its MPA reply with room for 4 bytes more and ends the connection ("extra
+    // data") when an FPDU was already behind the reply. 0: send at once.
+    Duration responder_send_wait = std::chrono::milliseconds(100);
 };
 
 // The byte stream of a connection handed off with HandoffMode::kStream (the

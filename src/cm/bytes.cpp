@@ -36,6 +36,10 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
         init.unacked = node->bufs->tx;
         init.received = node->bufs->rx;
     }
+    // RFC 5044 section 7.1's responder, bounded (MpaConfig::responder_send_wait).
+    if (!node->initiator && !node->peer_to_peer && cfg.mpa.responder_send_wait > Duration::zero()) {
+        init.hold_data_until = now_ + cfg.mpa.responder_send_wait;
+    }
     node->stream = std::make_unique<cm::NodeStream>(config, init, now_);
     // The stream retransmits what is unacknowledged (an RTR) from here on.
     timers.ack_send(node);

@@ -109,6 +109,8 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     rcv_adv_ = rcv_nxt_;
     rcv_adv_ = advert().edge;
     if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
+    // Bytes the peer sent before the hand-off end the hold before it starts.
+    if (init.received.empty()) hold_at_ = init.hold_data_until;
     last_oow_ack_ = now - kOowAckInterval;
     update_timers(now);
     checked(*this);
@@ -646,6 +648,8 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
     const wire::Pieces data(wire::pieces_or(seg.pieces, one), payload_len);
     const Text t = trim_text(seg, data);
     if (t.fin && !peer_fin_known_) note_peer_fin(t.seq + static_cast<std::uint32_t>(t.data.size()));
+    // The peer's first FPDU has begun (or it closed): our data may follow it.
+    if (!t.data.empty() || t.fin) hold_at_ = kInstantNever;
     if (!t.data.empty()) {
         if (t.seq == rcv_nxt_) {
             // RFC 5681 4.2: "an immediate ACK SHOULD be generated when the
@@ -953,6 +957,7 @@ SeqNumber Stream::last_seg_start(SeqNumber end) const {
 }
 
 std::optional<SegmentOut> Stream::send_new(Instant now) {
+    if (holding()) return std::nullopt;
     const auto len = send_len(send_allowance());
     if (!len) return std::nullopt;
     return emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
@@ -965,7 +970,7 @@ std::optional<SegmentOut> Stream::send_tlp(Instant now) {
     tlp_pending_ = false;
     if (snd_max_ == snd_una_) return std::nullopt;
     std::optional<SegmentOut> out;
-    if (snd_nxt_ == snd_max_) {
+    if (snd_nxt_ == snd_max_ && !holding()) {
         if (const auto len = send_len(kCwndCap); len && *len > 0) {
             out = emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
         }
@@ -1023,7 +1028,7 @@ std::optional<SegmentOut> Stream::send_probe() {
     // octet of new data (if available), even if the send window is zero". The
     // probe does not move SND.NXT, so data resumes there once the window opens.
     probe_pending_ = false;
-    if (snd_nxt_ >= data_end()) return std::nullopt;
+    if (snd_nxt_ >= data_end() || holding()) return std::nullopt;
     const SeqNumber end = snd_nxt_ + 1;
     if (end > snd_max_) snd_max_ = end;
     return make_segment(snd_nxt_, 1, flags::kAck | flags::kPsh);
@@ -1171,7 +1176,8 @@ void Stream::update_timers(Instant now) {
 }
 
 std::optional<Instant> Stream::next_deadline() const {
-    const Instant t = std::min({rto_at_, tlp_at_, persist_at_, delack_at_, keepalive_at_});
+    const Instant t =
+        std::min({rto_at_, tlp_at_, persist_at_, delack_at_, keepalive_at_, hold_at_});
     if (t == kInstantNever) return std::nullopt;
     return t;
 }
@@ -1190,6 +1196,7 @@ Stream::Timeout Stream::on_timer(Instant now) {
         ack_now_ = true;
     }
     if (result == Timeout::kNone && keepalive_at_ <= now) result = on_keepalive(now);
+    if (hold_at_ <= now) hold_at_ = kInstantNever;  // the new data may go (poll_segment)
     update_timers(now);
     checked(*this);
     return result;
@@ -1335,6 +1342,9 @@ void Stream::check_invariants() const {
         IWCM_ASSERT(dist(snd_max_, snd_una_) <= buffered + (fin_sent_ ? 1U : 0U));
     }
     IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= kCwndCap);
+    // A byte or FIN from the peer ends the hold (process_data), and so do bytes it sent
+    // before the hand-off (the constructor).
+    IWCM_ASSERT(!holding() || (rcv_unread_ == 0 && ooo_.empty() && !peer_fin_known_));
     // References: sorted, inside the queued bytes, their bytes counted.
     std::uint32_t by_ref = 0;
     for (std::size_t i = refq_ ? refq_->head : 0; refq_ && i < refq_->refs.size(); ++i) {

@@ -82,6 +82,10 @@ struct StreamInit {
     std::span<const std::byte> unacked;
     // Bytes the peer sent in order that nobody has read yet: readable at once.
     std::span<const std::byte> received;
+    // New data waits until the peer's first byte (or FIN) arrives, or this instant
+    // passes (MpaConfig::responder_send_wait); kInstantNever: no wait. What was sent
+    // before the hand-off is retransmitted as usual, and ACKs go as usual.
+    Instant hold_data_until = kInstantNever;
 };
 
 // A segment of this connection as it arrived. SYN and RST never reach the
@@ -299,6 +303,8 @@ private:
     wire::SeqNumber data_end() const;    // sequence number after the last queued byte
     Duration backed_off(unsigned shift) const;
     bool persist_wanted() const;
+    // New data waits for the peer's first byte (StreamInit::hold_data_until).
+    bool holding() const { return hold_at_ != kInstantNever; }
     wire::SeqNumber ack_seq() const;  // the sequence number of an empty segment
     // Sending new data: the bytes cwnd may cover (with limited transmit),
     // the length of the next new segment (0: only the FIN) or nullopt.
@@ -423,7 +429,8 @@ private:
     Instant persist_at_ = kInstantNever;
     Instant delack_at_ = kInstantNever;
     Instant keepalive_at_ = kInstantNever;
-    Instant last_oow_ack_{};  // the last answer to an empty out-of-window segment
+    Instant hold_at_ = kInstantNever;  // StreamInit::hold_data_until, until it ends
+    Instant last_oow_ack_{};           // the last answer to an empty out-of-window segment
     std::uint64_t retransmitted_ = 0;
     // Receive side: rcv_buf_[rcv_read_, rcv_read_ + rcv_unread_) are readable;
     // the byte of sequence s >= rcv_nxt (out of order) sits at

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "iwcm/verbs.hpp"
@@ -32,9 +34,10 @@ struct Side {
 
 struct Net {
     explicit Net(bool crc, std::uint16_t offload = 0, bool checksum_offload = false,
-                 std::uint8_t b_rtr_types = rtr::kAll)
-        : a(config(0x0a, crc, offload, checksum_offload)),
-          b(config(0x0b, crc, offload, checksum_offload, b_rtr_types)),
+                 std::uint8_t b_rtr_types = rtr::kAll, std::uint8_t revision = 2,
+                 bool peer_to_peer = true)
+        : a(config(0x0a, crc, offload, checksum_offload, rtr::kAll, revision, peer_to_peer)),
+          b(config(0x0b, crc, offload, checksum_offload, b_rtr_types, revision, peer_to_peer)),
           sa(a),
           sb(b) {
         EXPECT_TRUE(a.add_address(ip_a).has_value());
@@ -49,10 +52,13 @@ struct Net {
         sa.conn = *c;
     }
     static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload,
-                             bool checksum_offload, std::uint8_t rtr_types = rtr::kAll) {
+                             bool checksum_offload, std::uint8_t rtr_types, std::uint8_t revision,
+                             bool peer_to_peer) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
         c.mpa.rtr_types = rtr_types;
+        c.mpa.revision = revision;
+        c.mpa.peer_to_peer = peer_to_peer;
         c.mpa.crc = crc;
         c.checksum_offload = checksum_offload;
         c.stream.segment_offload = offload;
@@ -407,6 +413,126 @@ TEST(DeviceRtr, ReadRtrAnsweredBeforeTheQpIsMadeThenTheFirstReadIsMsnTwo) {
     EXPECT_EQ(n.sa.wcs.size(), 1u);  // the Read only: nothing for the RTR
     EXPECT_TRUE(n.sa.qp_events.empty());
     EXPECT_TRUE(n.sb.qp_events.empty());
+}
+
+// RFC 5044 section 7.1: without peer-to-peer mode (MPA revision 1, or 2 without the A
+// bit) the responder sends no FPDU before the initiator's first, for at most
+// MpaConfig::responder_send_wait (100 ms) after ESTABLISHED. siw's initiator reads its MPA
+// reply with room for 4 bytes more and fails the connection ("peer sent extra data") when
+// an FPDU came right behind the reply. With peer-to-peer the RTR was the initiator's
+// first FPDU, and the responder sends at once.
+struct ResponderRun {
+    struct Seen {
+        int from;
+        Instant at;
+        std::vector<std::byte> payload;
+    };
+    explicit ResponderRun(std::uint8_t revision, bool p2p)
+        : n(false, 0, false, rtr::kAll, revision, p2p) {
+        n.on_wire = [this](int from, std::span<const std::byte> f) {
+            auto frame = wire::parse_tcp_frame(f);
+            EXPECT_TRUE(frame.has_value());
+            if (watch && frame && !frame->payload.empty()) {
+                seen.push_back({from, n.now, {frame->payload.begin(), frame->payload.end()}});
+            }
+            return false;
+        };
+        EXPECT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        established_b = n.now;
+        for (std::size_t i = 0; i < 16; ++i) {
+            body[0][i] = std::byte(0xA0 + i);
+            body[1][i] = std::byte(0xB0 + i);
+        }
+        for (int i = 0; i < 2; ++i) {
+            Side& s = side(i);
+            src[i] = *s.dev.reg_mr(body[i], 0);
+            dst[i] = *s.dev.reg_mr(sink[i], kAccessLocalWrite);
+            Sge d{dst[i].addr, 64, dst[i].lkey};
+            RecvWr r;
+            r.wr_id = 1;
+            r.sg_list = std::span(&d, 1);
+            EXPECT_TRUE(s.dev.post_recv(n.now, s.qp, r).has_value());
+        }
+        watch = true;
+    }
+    Side& side(int i) { return i == 0 ? n.sa : n.sb; }
+    void send(int i) {
+        Sge g{src[i].addr, 16, src[i].lkey};
+        SendWr w;
+        w.wr_id = 2;
+        w.sg_list = std::span(&g, 1);
+        ASSERT_TRUE(side(i).dev.post_send(n.now, side(i).qp, w).has_value());
+    }
+    bool received(int i) { return has(side(i), WcOpcode::kRecv, 1); }
+    // The FPDU of side i's whole Send: length, DDP (L, version 1), RDMAP (version 1, Send),
+    // QN 0, MSN 1, MO 0, the 16 bytes, a zero CRC field.
+    std::vector<std::byte> send_fpdu(int i) const {
+        std::vector<std::byte> v{std::byte{0}, std::byte{18 + 16}, std::byte{0x41},
+                                 std::byte{0x43}};
+        for (std::uint32_t word : {0u, 0u, 1u, 0u}) {
+            for (int sh = 24; sh >= 0; sh -= 8) v.push_back(std::byte(word >> sh));
+        }
+        v.insert(v.end(), body[i].begin(), body[i].end());
+        v.resize(v.size() + 4);  // 2 + 18 + 16 bytes need no pad; the CRC field
+        return v;
+    }
+    Net n;
+    bool watch = false;
+    std::vector<Seen> seen;  // TCP segments with data, once both QPs exist
+    Instant established_b{};
+    std::array<std::array<std::byte, 16>, 2> body{};
+    std::array<std::vector<std::byte>, 2> sink{std::vector<std::byte>(64),
+                                               std::vector<std::byte>(64)};
+    MemoryRegion src[2], dst[2];
+};
+
+class DeviceResponder : public ::testing::TestWithParam<int> {};  // the MPA revision
+
+// The initiator sends first after 50 ms: the responder's Send, posted at ESTABLISHED,
+// follows it at that instant, not before.
+TEST_P(DeviceResponder, SendFollowsTheInitiatorsFirstFpdu) {
+    ResponderRun r(static_cast<std::uint8_t>(GetParam()), false);
+    r.send(1);
+    const Instant until = r.n.now + std::chrono::milliseconds(50);
+    r.n.run([&] { return r.n.now >= until; });
+    EXPECT_TRUE(r.seen.empty()) << r.seen.size() << " segments with data";
+    EXPECT_TRUE(r.n.sb.wcs.empty());
+    r.send(0);
+    const Instant sent_a = r.n.now;
+    ASSERT_TRUE(r.n.run([&] { return r.received(0) && r.received(1); }));
+    ASSERT_EQ(r.seen.size(), 2u);
+    EXPECT_EQ(r.seen[0].from, 0);
+    EXPECT_EQ(r.seen[0].payload, r.send_fpdu(0));
+    EXPECT_EQ(r.seen[1].from, 1);
+    EXPECT_EQ(r.seen[1].payload, r.send_fpdu(1));
+    EXPECT_EQ(r.seen[1].at, sent_a);  // as a's Send arrived: no timer waited
+    EXPECT_TRUE(std::equal(r.body[1].begin(), r.body[1].end(), r.sink[0].begin()));
+    EXPECT_TRUE(std::equal(r.body[0].begin(), r.body[0].end(), r.sink[1].begin()));
+    EXPECT_TRUE(r.n.sa.qp_events.empty() && r.n.sb.qp_events.empty());
+}
+
+// A server that speaks first (ucmatose): its Send leaves exactly 100 ms after ESTABLISHED.
+TEST_P(DeviceResponder, SendWaitsAtMostTheResponderWait) {
+    ResponderRun r(static_cast<std::uint8_t>(GetParam()), false);
+    r.send(1);
+    ASSERT_TRUE(r.n.run([&] { return r.received(0); }));
+    ASSERT_EQ(r.seen.size(), 1u);
+    EXPECT_EQ(r.seen[0].from, 1);
+    EXPECT_EQ(r.seen[0].payload, r.send_fpdu(1));
+    EXPECT_EQ(r.seen[0].at, r.established_b + std::chrono::milliseconds(100));
+}
+
+INSTANTIATE_TEST_SUITE_P(Revision, DeviceResponder, ::testing::Values(1, 2));
+
+TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
+    ResponderRun r(2, true);
+    r.send(1);
+    const Instant posted = r.n.now;
+    ASSERT_TRUE(r.n.run([&] { return r.received(0); }));
+    ASSERT_EQ(r.seen.size(), 1u);
+    EXPECT_EQ(r.seen[0].from, 1);
+    EXPECT_EQ(r.seen[0].payload, r.send_fpdu(1));
+    EXPECT_EQ(r.seen[0].at, posted);
 }
 
 // An in-order Write the checks refuse (an STag nobody registered) is not
