@@ -723,6 +723,11 @@ def main():
         p.error("-S must be %d..%d, as rping's" % (MIN_SIZE, MAX_SIZE))
     if a.mode == "client" and a.count < 1:
         p.error("-C must be at least 1")
+    exit_with(run, a)
+
+
+def exit_with(run, a):
+    """Exit 0 when run(a) returns true; 1 when it returns false or fails (an error line)."""
     try:
         ok = run(a)
     except (OSError, EOFError, ValueError, PeerError) as e:

@@ -21,6 +21,7 @@ after which both programs are killed and the case fails with their output.
 Needs root (namespaces, TAP devices, AF_XDP).
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -37,6 +38,7 @@ SERVER, CLIENT = 0, 1
 RPING_PORT = 7174  # rping's default
 CM_PORT = 7471  # ucmatose's, cmtime's, rdma_server's default
 PERF_PORT = 18515  # perftest's default
+CMATOSE_PEER = os.path.join(os.path.dirname(HERE), "interop", "cmatose_peer.py")
 
 
 class Pair:
@@ -145,6 +147,30 @@ def case_ucmatose(c, net):
         for line in ("data transfers complete", "test complete", "return status 0"):
             check(line in text.splitlines(), "%s: no line %r:\n%s" % (who, line, pair.outputs()))
         show(who, [l for l in text.splitlines() if "complete" in l])
+
+
+def case_ucmatose_siw_client(c, net):
+    """ucmatose's server sends first (10 Sends of 100 bytes once connected). Its client
+    here is a kernel socket that reads its MPA reply as siw's initiator does, 20 ms
+    after it came (interop/cmatose_peer.py): no FPDU may be behind the reply by then, or
+    siw ends the connection. Then ten messages each way, and both close cleanly."""
+    pair = Pair(c, net)
+    addr = net.sides[SERVER]["addr"]
+    pair.server = pair.start("server", SERVER, ["ucmatose", "-b", addr])
+    wait_listening(net, pair.server, SERVER, CM_PORT, pair.deadline)
+    pair.client = net.start("client", CLIENT, [sys.executable, CMATOSE_PEER, "--to", "%s:%d" % (addr, CM_PORT)])
+    pair.expect_exit(pair.client, 0)
+    pair.expect_exit(pair.server, 0)
+    srv = pair.server.output().splitlines()
+    for line in ("data transfers complete", "disconnected", "return status 0"):
+        check(line in srv, "server: no line %r:\n%s" % (line, pair.outputs()))
+    events = [json.loads(l) for l in pair.client.output().splitlines() if l.startswith("{")]
+    want = [("mpa_reply", "extra_bytes", 0), ("received", "messages", 10), ("sent", "messages", 10),
+            ("closed", "first", "peer"), ("done", "ok", True)]
+    for event, key, value in want:
+        got = [e for e in events if e.get("event") == event]
+        check(len(got) == 1 and got[0].get(key) == value, "client: %s %s" % (event, got))
+    show("server", [l for l in srv if "complete" in l])
 
 
 def case_cmtime(c, net):
@@ -295,7 +321,7 @@ def case_run_dev_checks(c, net):
         print("  %s: %s" % (" ".join(argv), got))
 
 
-PROGRAM_CASES = ("rping", "rping_64k", "rping_crc", "ucmatose", "cmtime", "rdma_server", "ib_write_bw",
+PROGRAM_CASES = ("rping", "rping_64k", "rping_crc", "ucmatose", "ucmatose_siw_client", "cmtime", "rdma_server", "ib_write_bw",
                  "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat")
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
