@@ -55,9 +55,10 @@ constexpr int kNotFound = 127;
 constexpr int kNotExecutable = 126;
 
 // Every variable RuntimeConfig::from_env reads.
-constexpr std::array<const char*, 12> kRuntimeVariables = {
-    "IWCM_TAP",    "IWCM_IP",  "IWCM_MAC", "IWCM_GATEWAY", "IWCM_VLAN",     "IWCM_DEV",
-    "IWCM_SWITCH", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_XDP_MODE", "IWCM_PCAP"};
+constexpr std::array<const char*, 13> kRuntimeVariables = {
+    "IWCM_TAP",      "IWCM_IP",     "IWCM_MAC",   "IWCM_GATEWAY", "IWCM_VLAN",
+    "IWCM_DEV",      "IWCM_SWITCH", "IWCM_CRC",   "IWCM_TOS",     "IWCM_MPA_REV",
+    "IWCM_XDP_MODE", "IWCM_PCAP",   "IWCM_SETTLE"};
 
 constexpr std::array<int, 3> kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
@@ -69,6 +70,7 @@ std::vector<std::string>& program_words() {
 
 struct RunOptions {
     WireOptions wire;
+    std::uint32_t settle_ms = 0;       // --settle
     std::vector<std::string> command;  // PROGRAM [ARGS...]
 };
 
@@ -185,6 +187,7 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (given("--tos")) set("IWCM_TOS", std::to_string(w.tos));
     if (given("--mpa-rev")) set("IWCM_MPA_REV", std::to_string(w.mpa_rev));
     if (given("--pcap")) set("IWCM_PCAP", absolute(w.pcap));
+    if (given("--settle")) set("IWCM_SETTLE", std::to_string(o.settle_ms));
     // ld.so splits LD_PRELOAD at spaces and colons (ld.so(8)).
     if (library.find_first_of(" :") != std::string::npos)
         throw SetupError{library + ": a path with a space or a colon cannot be preloaded"};
@@ -319,9 +322,9 @@ std::string run_footer() {
            "Environment: IWCM_LIBRARY, the library to preload (default: libiwcm_rdma.so\n"
            "beside this program). The program gets IWCM_TAP, IWCM_IP, IWCM_MAC,\n"
            "IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_CRC, IWCM_TOS,\n"
-           "IWCM_MPA_REV, IWCM_PCAP from the options given (the others removed),\n"
-           "with --dev IWCM_SWITCH (this program, which runs the interface's switch\n"
-           "for every program on it), and LD_PRELOAD with the library first.\n"
+           "IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE from the options given (the others\n"
+           "removed), with --dev IWCM_SWITCH (this program, which runs the interface's\n"
+           "switch for every program on it), and LD_PRELOAD with the library first.\n"
            "\n"
            "Exit codes: the program's own exit status, or\n"
            "    1  setup failed (the library or the --dev interface is missing)\n"
@@ -348,6 +351,11 @@ void add_run(CLI::App& app) {
         ->check(CLI::IsMember({1, 2}));
     cmd->add_flag("--crc", opt->wire.crc, "ask for CRC32c on FPDUs (MPA C flag)");
     cmd->add_option("--pcap", opt->wire.pcap, "write every frame in and out to this pcap file");
+    cmd->add_option("--settle", opt->settle_ms,
+                    "milliseconds our first data as a client waits after ESTABLISHED, or until "
+                    "the server's first byte (a soft-iWARP server may miss an FPDU right after "
+                    "its MPA reply; 0 by default)")
+        ->transform(bounded(0, 60000, true));
     cmd->footer(run_footer());
     cmd->callback([opt, cmd] {
         opt->command = program_words();

@@ -66,6 +66,9 @@ struct RuntimeConfig {
     int tos = 0;       // IP TOS of our connections
     std::uint8_t mpa_revision = 2;
     std::string pcap;  // a capture of every frame, empty: none
+    // MpaConfig::initiator_send_wait in milliseconds (0 to 60000): our first data as
+    // the initiator waits this long after ESTABLISHED (a soft-iWARP server needs it).
+    int settle_ms = 0;
     // CoreConfig::listener_grace: SYNs to a port whose listener was destroyed this
     // recently wait (the peer retransmits) instead of being reset, so that a program
     // listening again on the same port (perftest -R) keeps a quick client.
@@ -74,7 +77,8 @@ struct RuntimeConfig {
     // From the environment, as `iwarp-cm run` sets it (README "Running
     // programs"): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,
     // IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1), IWCM_TOS,
-    // IWCM_MPA_REV, IWCM_PCAP. An error names the variable and what is wrong with it.
+    // IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE. An error names the variable and what is wrong
+    // with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):
     // exactly one of tap and dev, a well-formed ip/mac/gateway/vlan/tos.

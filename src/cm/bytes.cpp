@@ -36,10 +36,12 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
         init.unacked = node->bufs->tx;
         init.received = node->bufs->rx;
     }
-    // RFC 5044 section 7.1's responder, bounded (MpaConfig::responder_send_wait).
-    if (!node->initiator && !node->peer_to_peer && cfg.mpa.responder_send_wait > Duration::zero()) {
-        init.hold_data_until = now_ + cfg.mpa.responder_send_wait;
-    }
+    // RFC 5044 section 7.1's responder, bounded (MpaConfig::responder_send_wait); an
+    // initiator facing a responder that reads its socket late (initiator_send_wait).
+    const Duration wait = node->initiator       ? cfg.mpa.initiator_send_wait
+                          : !node->peer_to_peer ? cfg.mpa.responder_send_wait
+                                                : Duration::zero();
+    if (wait > Duration::zero()) init.hold_data_until = now_ + wait;
     node->stream = std::make_unique<cm::NodeStream>(config, init, now_);
     // The stream retransmits what is unacknowledged (an RTR) from here on.
     timers.ack_send(node);

@@ -71,6 +71,7 @@ CoreConfig core_config(const RuntimeConfig& c, const io::Interface& iface) {
     cfg.mpa.peer_to_peer = true;
     cfg.tos = static_cast<std::uint8_t>(c.tos);
     cfg.listener_grace = c.listener_grace;
+    cfg.mpa.initiator_send_wait = std::chrono::milliseconds(c.settle_ms);
     // The secrets of initial sequence numbers and SYN cookies (RFC 6528):
     // unpredictable to a peer, so from the kernel's generator.
     fill_random(std::as_writable_bytes(std::span(cfg.isn_secret)));
@@ -122,6 +123,11 @@ Expected<RuntimeConfig, std::string> RuntimeConfig::from_env() {
         if (v != "1" && v != "2") return fail("IWCM_MPA_REV=" + v + ": 1 or 2");
         c.mpa_revision = static_cast<std::uint8_t>(v[0] - '0');
     }
+    if (const std::string v = env("IWCM_SETTLE"); !v.empty()) {
+        const auto ms = whole(v, 0, 60000);
+        if (!ms) return fail("IWCM_SETTLE=" + v + ": milliseconds, 0 to 60000");
+        c.settle_ms = static_cast<int>(*ms);
+    }
     if (c.tap.empty() && c.dev.empty())
         return fail(std::string(
             "no interface: set IWCM_TAP and IWCM_IP (a TAP device) or IWCM_DEV (an interface "
@@ -135,6 +141,8 @@ Expected<void, std::string> RuntimeConfig::validate() const {
         return fail(std::string(tap.empty() ? "neither a TAP device nor an interface is named"
                                             : "a TAP device and an interface are both named"));
     if (tos < 0 || tos > 255) return fail("TOS " + std::to_string(tos) + ": 0 to 255");
+    if (settle_ms < 0 || settle_ms > 60000)
+        return fail("settle " + std::to_string(settle_ms) + " ms: 0 to 60000");
     if (vlan < -1 || vlan > 4094) return fail("VLAN " + std::to_string(vlan) + ": 0 to 4094");
     if (mpa_revision != 1 && mpa_revision != 2)
         return fail("MPA revision " + std::to_string(mpa_revision) + ": 1 or 2");

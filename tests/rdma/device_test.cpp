@@ -35,8 +35,9 @@ struct Side {
 struct Net {
     explicit Net(bool crc, std::uint16_t offload = 0, bool checksum_offload = false,
                  std::uint8_t b_rtr_types = rtr::kAll, std::uint8_t revision = 2,
-                 bool peer_to_peer = true)
-        : a(config(0x0a, crc, offload, checksum_offload, rtr::kAll, revision, peer_to_peer)),
+                 bool peer_to_peer = true, Duration a_send_wait = Duration::zero())
+        : a(config(0x0a, crc, offload, checksum_offload, rtr::kAll, revision, peer_to_peer,
+                   a_send_wait)),
           b(config(0x0b, crc, offload, checksum_offload, b_rtr_types, revision, peer_to_peer)),
           sa(a),
           sb(b) {
@@ -53,12 +54,13 @@ struct Net {
     }
     static CoreConfig config(std::uint8_t mac, bool crc, std::uint16_t offload,
                              bool checksum_offload, std::uint8_t rtr_types, std::uint8_t revision,
-                             bool peer_to_peer) {
+                             bool peer_to_peer, Duration send_wait = Duration::zero()) {
         CoreConfig c;
         c.mac = MacAddr{{0x02, 0, 0, 0, 0, mac}};
         c.mpa.rtr_types = rtr_types;
         c.mpa.revision = revision;
         c.mpa.peer_to_peer = peer_to_peer;
+        c.mpa.initiator_send_wait = send_wait;
         c.mpa.crc = crc;
         c.checksum_offload = checksum_offload;
         c.stream.segment_offload = offload;
@@ -69,24 +71,9 @@ struct Net {
     // runs to the next deadline); a bounded number of steps.
     template <class Done>
     bool run(Done done) {
-        Side* sides[2] = {&sa, &sb};
         for (int step = 0; step < 200000; ++step) {
             if (done()) return true;
-            int moved = 0;
-            for (int i = 0; i < 2; ++i) {
-                if (in_parts) {
-                    moved += move_parts(sides[i]->core, sides[1 - i]->core);
-                    continue;
-                }
-                for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
-                    longest = std::max(longest, f->size());
-                    if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
-                    if (on_wire && on_wire(i, *f)) continue;
-                    sides[1 - i]->core.receive(now, *f);
-                }
-            }
-            for (Side* s : sides) moved += events(*s);
-            if (moved > 0) continue;
+            if (step_once() > 0) continue;
             auto next = a.next_deadline(), nb = b.next_deadline();
             if (nb && (!next || *nb < *next)) next = nb;
             if (!next) return done();
@@ -95,6 +82,27 @@ struct Net {
             b.on_timer(now);
         }
         return false;
+    }
+
+    // One round at the current instant: each side's frames to the other, then the events
+    // and completions. Returns how much moved.
+    int step_once() {
+        Side* sides[2] = {&sa, &sb};
+        int moved = 0;
+        for (int i = 0; i < 2; ++i) {
+            if (in_parts) {
+                moved += move_parts(sides[i]->core, sides[1 - i]->core);
+                continue;
+            }
+            for (; auto f = sides[i]->core.poll_transmit(); ++moved) {
+                longest = std::max(longest, f->size());
+                if (i == 1 && drop_b_to_a && drop_b_to_a(f->size())) continue;
+                if (on_wire && on_wire(i, *f)) continue;
+                sides[1 - i]->core.receive(now, *f);
+            }
+        }
+        for (Side* s : {&sa, &sb}) moved += events(*s);
+        return moved;
     }
 
     // Frames in parts (Core::poll_transmit_parts / receive_parts): each payload re-cut into
@@ -427,8 +435,8 @@ struct ResponderRun {
         Instant at;
         std::vector<std::byte> payload;
     };
-    explicit ResponderRun(std::uint8_t revision, bool p2p)
-        : n(false, 0, false, rtr::kAll, revision, p2p) {
+    explicit ResponderRun(std::uint8_t revision, bool p2p, Duration a_wait = Duration::zero())
+        : n(false, 0, false, rtr::kAll, revision, p2p, a_wait) {
         n.on_wire = [this](int from, std::span<const std::byte> f) {
             auto frame = wire::parse_tcp_frame(f);
             EXPECT_TRUE(frame.has_value());
@@ -465,11 +473,11 @@ struct ResponderRun {
     }
     bool received(int i) { return has(side(i), WcOpcode::kRecv, 1); }
     // The FPDU of side i's whole Send: length, DDP (L, version 1), RDMAP (version 1, Send),
-    // QN 0, MSN 1, MO 0, the 16 bytes, a zero CRC field.
-    std::vector<std::byte> send_fpdu(int i) const {
+    // QN 0, the MSN, MO 0, the 16 bytes, a zero CRC field.
+    std::vector<std::byte> send_fpdu(int i, std::uint32_t msn = 1) const {
         std::vector<std::byte> v{std::byte{0}, std::byte{18 + 16}, std::byte{0x41},
                                  std::byte{0x43}};
-        for (std::uint32_t word : {0u, 0u, 1u, 0u}) {
+        for (std::uint32_t word : {0u, 0u, msn, 0u}) {
             for (int sh = 24; sh >= 0; sh -= 8) v.push_back(std::byte(word >> sh));
         }
         v.insert(v.end(), body[i].begin(), body[i].end());
@@ -488,13 +496,14 @@ struct ResponderRun {
 
 class DeviceResponder : public ::testing::TestWithParam<int> {};  // the MPA revision
 
-// The initiator sends first after 50 ms: the responder's Send, posted at ESTABLISHED,
-// follows it at that instant, not before.
+// The responder's Send, posted at ESTABLISHED, does not leave then; the initiator's
+// first Send, a little later, brings it out at that instant (no timer waited).
 TEST_P(DeviceResponder, SendFollowsTheInitiatorsFirstFpdu) {
     ResponderRun r(static_cast<std::uint8_t>(GetParam()), false);
     r.send(1);
-    const Instant until = r.n.now + std::chrono::milliseconds(50);
-    r.n.run([&] { return r.n.now >= until; });
+    // Everything due at ESTABLISHED moves; time stands still.
+    for (int i = 0; i < 100 && r.n.step_once() > 0; ++i) {
+    }
     EXPECT_TRUE(r.seen.empty()) << r.seen.size() << " segments with data";
     EXPECT_TRUE(r.n.sb.wcs.empty());
     r.send(0);
@@ -523,6 +532,29 @@ TEST_P(DeviceResponder, SendWaitsAtMostTheResponderWait) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Revision, DeviceResponder, ::testing::Values(1, 2));
+
+// MpaConfig::initiator_send_wait (`iwarp-cm run --settle`): the initiator's first Send
+// waits 200 ms after ESTABLISHED (its RTR went at once), or follows the responder's first.
+TEST(DeviceInitiatorWait, FirstSendWaitsOrFollowsTheResponder) {
+    ResponderRun alone(2, true, std::chrono::milliseconds(200));
+    alone.send(0);
+    ASSERT_TRUE(alone.n.run([&] { return alone.received(1); }));
+    ASSERT_EQ(alone.seen.size(), 1u);
+    EXPECT_EQ(alone.seen[0].from, 0);
+    EXPECT_EQ(alone.seen[0].payload, alone.send_fpdu(0, 2));  // MSN 1 was the SEND RTR
+    EXPECT_EQ(alone.seen[0].at, alone.established_b + std::chrono::milliseconds(200));
+
+    ResponderRun answered(2, true, std::chrono::milliseconds(200));
+    answered.send(0);
+    answered.send(1);
+    const Instant sent_b = answered.n.now;
+    ASSERT_TRUE(answered.n.run([&] { return answered.received(0) && answered.received(1); }));
+    ASSERT_EQ(answered.seen.size(), 2u);
+    EXPECT_EQ(answered.seen[0].from, 1);
+    EXPECT_EQ(answered.seen[1].from, 0);
+    EXPECT_EQ(answered.seen[1].payload, answered.send_fpdu(0, 2));
+    EXPECT_EQ(answered.seen[1].at, sent_b);
+}
 
 TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
     ResponderRun r(2, true);
