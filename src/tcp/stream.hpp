@@ -83,8 +83,9 @@ struct StreamInit {
     // Bytes the peer sent in order that nobody has read yet: readable at once.
     std::span<const std::byte> received;
     // New data waits until the peer's first byte (or FIN) arrives, or this instant
-    // passes (MpaConfig::responder_send_wait); kInstantNever: no wait. What was sent
-    // before the hand-off is retransmitted as usual, and ACKs go as usual.
+    // passes (MpaConfig::responder_send_wait, initiator_send_wait); kInstantNever: no
+    // wait. What was sent before the hand-off is retransmitted as usual, and ACKs go as
+    // usual.
     Instant hold_data_until = kInstantNever;
 };
 
