@@ -69,6 +69,10 @@ struct RuntimeConfig {
     // MpaConfig::initiator_send_wait in milliseconds (0 to 60000): our first data as
     // the initiator waits this long after ESTABLISHED (a soft-iWARP server needs it).
     int settle_ms = 0;
+    // The progress thread's nice value (-20 to 19), set when it starts where the process
+    // may (root, or RLIMIT_NICE), else left as the process's; nullopt: left alone. -20
+    // lets it preempt an application thread that busy-polls (docs/design.md "Runtime").
+    std::optional<int> progress_nice = -20;
     // CoreConfig::listener_grace: SYNs to a port whose listener was destroyed this
     // recently wait (the peer retransmits) instead of being reset, so that a program
     // listening again on the same port (perftest -R) keeps a quick client.
@@ -187,6 +191,8 @@ public:
     // The progress thread's CPU time so far (CLOCK_THREAD_CPUTIME_ID of it),
     // for the tests that check an idle runtime sleeps.
     Duration progress_cpu_time() const;
+    // The progress thread's nice value now (RuntimeConfig::progress_nice, if it took).
+    int progress_nice() const;
 
     struct Impl;
 

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -141,6 +143,8 @@ Expected<void, std::string> RuntimeConfig::validate() const {
         return fail(std::string(tap.empty() ? "neither a TAP device nor an interface is named"
                                             : "a TAP device and an interface are both named"));
     if (tos < 0 || tos > 255) return fail("TOS " + std::to_string(tos) + ": 0 to 255");
+    if (progress_nice && (*progress_nice < -20 || *progress_nice > 19))
+        return fail("progress thread nice " + std::to_string(*progress_nice) + ": -20 to 19");
     if (settle_ms < 0 || settle_ms > 60000)
         return fail("settle " + std::to_string(settle_ms) + " ms: 0 to 60000");
     if (vlan < -1 || vlan > 4094) return fail("VLAN " + std::to_string(vlan) + ": 0 to 4094");
@@ -187,6 +191,7 @@ struct Runtime::Impl final : Session {
     int event_fd = -1;  // readable while queue holds an event
     std::atomic<bool> stop{false};
     std::thread thread;
+    pid_t thread_id = 0;  // the progress thread's, for its priority
     std::string thread_error;
     Duration close_limit = std::chrono::seconds{2};
 
@@ -463,7 +468,22 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
         impl->now_ = io::TapHost::now();
         impl->host->flush();  // the address's announcement
     }
-    impl->thread = std::thread([self] { self->progress(); });
+    // The progress thread does what a kernel's softirq does for siw: placing a frame's
+    // bytes, answering with ACKs and FPDUs. An application that busy-polls its memory
+    // or CQ (perftest) keeps its core at 100 %; at the same nice, CFS lets the woken
+    // progress thread preempt it only after the wakeup granularity (milliseconds), so
+    // the thread asks for RuntimeConfig::progress_nice (when allowed: root, or
+    // RLIMIT_NICE) and takes the CPU as soon as a frame wakes it.
+    std::promise<pid_t> started;
+    std::future<pid_t> tid = started.get_future();
+    const std::optional<int> nice = config.progress_nice;
+    impl->thread = std::thread([self, nice, started = std::move(started)]() mutable {
+        const pid_t me = ::gettid();
+        if (nice) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(me), *nice);
+        started.set_value(me);
+        self->progress();
+    });
+    impl->thread_id = tid.get();
     return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
@@ -532,6 +552,13 @@ void Runtime::set_close_limit(Duration limit) {
 
 Duration Runtime::progress_cpu_time() const {
     return thread_cpu_time(impl_->thread.native_handle());
+}
+
+int Runtime::progress_nice() const {
+    errno = 0;
+    const int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(impl_->thread_id));
+    IWCM_ASSERT(errno == 0);  // the thread lives as long as the runtime
+    return n;
 }
 
 Runtime::Guard::Guard(Runtime& rt) : rt_(rt) {

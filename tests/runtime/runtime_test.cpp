@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,34 @@ int idle_sleeps() {
     return 0;
 }
 
+// The progress thread's nice value: -20 by default (the tests run as root), what the
+// configuration asks, or the process's own when the configuration leaves it.
+int progress_priority() {
+    if (::unshare(CLONE_NEWNET) != 0) {
+        std::perror("unshare(CLONE_NEWNET)");
+        return 10;
+    }
+    CHILD_CHECK(::setpriority(PRIO_PROCESS, 0, 3) == 0, 11);  // this thread's, inherited
+    const std::pair<std::optional<int>, int> cases[] = {{-20, -20}, {5, 5}, {std::nullopt, 3}};
+    int code = 12;
+    for (const auto& [asked, want] : cases) {
+        RuntimeConfig c = tap_config("iwcmrt-nice", "10.99.212.1/24");
+        c.progress_nice = asked;
+        auto rt = Runtime::start(c);
+        if (!rt) {
+            std::fprintf(stderr, "start: %s\n", rt.error().c_str());
+            return code;
+        }
+        std::fprintf(stderr, "progress thread nice %d (asked %d)\n", (*rt)->progress_nice(),
+                     asked.value_or(99));
+        CHILD_CHECK((*rt)->progress_nice() == want, code + 1);
+        code += 2;
+    }
+    // The application's thread keeps its own.
+    CHILD_CHECK(::getpriority(PRIO_PROCESS, 0) == 3, 20);
+    return 0;
+}
+
 void run_in_child(int (*body)()) {
     ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
     const pid_t pid = ::fork();
@@ -298,6 +327,10 @@ TEST(RuntimeTap, ConnectCarryFromThreadsAndClose) {
 
 TEST(RuntimeTap, IdleRuntimeUsesNoCpu) {
     run_in_child(idle_sleeps);
+}
+
+TEST(RuntimeTap, ProgressThreadTakesItsNiceValue) {
+    run_in_child(progress_priority);
 }
 
 // ---- configuration (no device touched) ----
@@ -370,6 +403,11 @@ TEST(RuntimeConfig, ValidateRefusesContradictions) {
     ok.tap = "iwcm0";
     ok.ip = "10.0.0.1/24";
     EXPECT_TRUE(ok.validate().has_value());
+    for (int nice : {-21, 20}) {
+        RuntimeConfig bad = ok;
+        bad.progress_nice = nice;
+        EXPECT_FALSE(bad.validate().has_value()) << nice;
+    }
 }
 
 TEST(RuntimeConfig, StartRefusesABadAddressBeforeTouchingADevice) {
