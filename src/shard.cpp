@@ -153,7 +153,7 @@ std::function<bool(const Endpoint&, const Endpoint&)> shard_port_filter(std::uin
 
 void add_stats(Stats& total, const Stats& shard) {
     // A counter added to Stats must be added here too: this size changes then.
-    static_assert(sizeof(Stats) == 25 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
+    static_assert(sizeof(Stats) == 26 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
     total.nodes_created += shard.nodes_created;
     total.nodes_destroyed += shard.nodes_destroyed;
     total.listeners_created += shard.listeners_created;
@@ -173,6 +173,7 @@ void add_stats(Stats& total, const Stats& shard) {
     total.frames_in += shard.frames_in;
     total.frames_out += shard.frames_out;
     total.mpa_v1_fallbacks += shard.mpa_v1_fallbacks;
+    total.connect_refused_retries += shard.connect_refused_retries;
     total.terminates_sent += shard.terminates_sent;
     total.syn_cookies_sent += shard.syn_cookies_sent;
     total.syn_cookies_accepted += shard.syn_cookies_accepted;

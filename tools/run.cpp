@@ -352,9 +352,9 @@ void add_run(CLI::App& app) {
     cmd->add_flag("--crc", opt->wire.crc, "ask for CRC32c on FPDUs (MPA C flag)");
     cmd->add_option("--pcap", opt->wire.pcap, "write every frame in and out to this pcap file");
     cmd->add_option("--settle", opt->settle_ms,
-                    "milliseconds our first data as a client waits after ESTABLISHED, or until "
-                    "the server's first byte (a soft-iWARP server may miss an FPDU right after "
-                    "its MPA reply; 0 by default)")
+                    "milliseconds a server may need to be ready: our first data as a client "
+                    "waits after ESTABLISHED, or until the server's first byte, and a refused "
+                    "connect is tried again within it (for soft-iWARP servers; 0 by default)")
         ->transform(bounded(0, 60000, true));
     cmd->footer(run_footer());
     cmd->callback([opt, cmd] {

@@ -176,6 +176,14 @@ struct CoreConfig {
     // one for the test) then keeps a client that was quicker than its second listen. 0:
     // reset at once, as RFC 9293 and the kernel do. The runtime sets it (RuntimeConfig).
     Duration listener_grace = Duration::zero();
+    // The client's side of the same race: a connect() whose SYN is answered by a reset
+    // sends it again 10 ms later, then 20, 40 ms ... (at most 7 times) while the waits add
+    // up to no more than this, and reports kRejected (-ECONNREFUSED) only after the last.
+    // A Linux soft-iWARP (siw) server, whose kernel resets a SYN that comes before the
+    // program's next rdma_listen, then keeps a client as quick as ours. 0: the reset ends
+    // the connect at once, as RFC 9293 and the kernel do. The runtime sets it with
+    // `--settle` (RuntimeConfig::settle_ms).
+    Duration connect_refused_grace = Duration::zero();
     std::uint32_t max_connections = 1u << 22;
     // Events waiting to be polled before new connections are refused: a SYN
     // to a listener is dropped (DropReason::kEventQueueFull) and connect()

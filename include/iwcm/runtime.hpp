@@ -66,8 +66,10 @@ struct RuntimeConfig {
     int tos = 0;       // IP TOS of our connections
     std::uint8_t mpa_revision = 2;
     std::string pcap;  // a capture of every frame, empty: none
-    // MpaConfig::initiator_send_wait in milliseconds (0 to 60000): our first data as
-    // the initiator waits this long after ESTABLISHED (a soft-iWARP server needs it).
+    // How long a server may take to be ready, in milliseconds (0 to 60000), for a
+    // soft-iWARP (siw) server, which needs both: MpaConfig::initiator_send_wait (our first
+    // data as the initiator waits this long after ESTABLISHED) and
+    // CoreConfig::connect_refused_grace (a refused connect is tried again within it).
     int settle_ms = 0;
     // The progress thread's nice value (-20 to 19), set when it starts where the process
     // may (root, or RLIMIT_NICE), else left as the process's; nullopt: left alone. -20

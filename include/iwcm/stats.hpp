@@ -56,6 +56,8 @@ struct Stats {
     std::uint64_t frames_in = 0;
     std::uint64_t frames_out = 0;
     std::uint64_t mpa_v1_fallbacks = 0;
+    // SYNs of connect() refused by a reset and sent again (CoreConfig::connect_refused_grace).
+    std::uint64_t connect_refused_retries = 0;
     std::uint64_t terminates_sent = 0;
     std::uint64_t syn_cookies_sent = 0;        // SYN-ACKs with a cookie (backlog full)
     std::uint64_t syn_cookies_accepted = 0;    // ACKs with a valid cookie: a node made

@@ -24,6 +24,7 @@ bool phase_fits_state(const Node& node, NodeTimer kind) {
         case NodeTimer::kAccept: return node.state == CmState::kMpaReqRcvd;
         case NodeTimer::kRtr: return node.state == CmState::kOneSideEstablished;
         case NodeTimer::kFinWait2: return node.state == CmState::kFinWait2;
+        case NodeTimer::kRefused: return node.state == CmState::kSynSent;
         case NodeTimer::kSend:
         case NodeTimer::kStream: break;
     }

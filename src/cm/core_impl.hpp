@@ -265,6 +265,7 @@ struct Core::Impl {
     void on_fin(Instant now, const cm::NodeRef& node);
     void on_peer_close(Instant now, const cm::NodeRef& node, EventType type, int status);
     void retry_v1(Instant now, const cm::NodeRef& node);
+    bool retry_refused(Instant now, const cm::NodeRef& node);
     void on_listen_syn(Instant now, const cm::Segment& seg);
     cm::NodeRef make_passive_node(cm::Listener& l, const cm::Segment& seg, wire::SeqNumber irs);
     void send_cookie_syn_ack(Instant now, cm::Listener& l, const cm::Segment& seg);
@@ -435,10 +436,11 @@ struct Core::Impl {
     void on_accept_timeout(Instant now, const cm::NodeRef& node);
     void on_rtr_timeout(Instant now, const cm::NodeRef& node);
     void on_fin_wait2_timeout(Instant now, const cm::NodeRef& node);
+    void on_refused_timeout(Instant now, const cm::NodeRef& node);
     // The data-phase TCP's timer (kStream: RTO, persist, keepalive, delayed ACK); defined by
     // the stream integration.
     void on_stream_timer(Instant now, const cm::NodeRef& node);
-    // The timeout of the node's phase (kMpaRequest .. kFinWait2), `after` from now; replaces
+    // The timeout of the node's phase (kMpaRequest .. kRefused), `after` from now; replaces
     // the earlier one.
     void arm_phase_timer(Instant now, const cm::NodeRef& node, cm::NodeTimer kind, Duration after);
     void cancel_phase_timer(cm::Node& node);

@@ -28,9 +28,9 @@ class NodePool;
 
 // Every timeout a node can have (node_timers.hpp arms them; Core::Impl::on_node_timer says
 // what each one does). A node holds at most one armed timer of each kind: kSend in send_tick,
-// kStream in its stream's timer_tick, and the one of kClose .. kFinWait2 that fits its phase in
+// kStream in its stream's timer_tick, and the one of kClose .. kRefused that fits its phase in
 // phase_tick, since a node waits for one thing at a time (a request, a reply, the
-// application's answer, the RTR, the peer's FIN, the end of TIME_WAIT).
+// application's answer, the RTR, the peer's FIN, the end of TIME_WAIT, a listener).
 enum class NodeTimer : std::uint8_t {
     kSend,        // the driver's send entry: retransmit, or give up (irdma_schedule_cm_timer)
     kClose,       // the driver's close entry: TIME_WAIT is over (HZ / 10)
@@ -39,7 +39,8 @@ enum class NodeTimer : std::uint8_t {
     kAccept,      // the application did not answer a connect request
     kRtr,         // responder, peer-to-peer: the initiator's RTR did not come
     kFinWait2,    // FIN_WAIT2: the peer's FIN did not come
-    kStream,      // the data-phase TCP's timer (RTO, persist, keepalive, delayed ACK)
+    kRefused,  // SYN_SENT: our SYN was refused; send it again (CoreConfig::connect_refused_grace)
+    kStream,   // the data-phase TCP's timer (RTO, persist, keepalive, delayed ACK)
 };
 
 // What a state means for the connection as a whole: the one exhaustive switch the
@@ -197,7 +198,7 @@ struct Node {
     timer::TimerId timer_entry;
     // Deadlines in wheel ticks, kTimerUnarmed when not armed (kStream's is in the stream).
     std::uint64_t send_tick = kTimerUnarmed;   // kSend
-    std::uint64_t phase_tick = kTimerUnarmed;  // phase_kind: kClose, kMpaRequest .. kFinWait2
+    std::uint64_t phase_tick = kTimerUnarmed;  // phase_kind: kClose, kMpaRequest .. kRefused
 
     // ---- MPA ----
     std::uint8_t mpa_rev = 0;
@@ -213,6 +214,8 @@ struct Node {
     // Counted in the listener's silent ones: past the handshake, its MPA request not yet in
     // (MPAREQ_WAIT; Core::Impl::enter_silence).
     bool silent : 1 = false;
+    // SYNs of this connect() refused by a reset and sent again (Core::Impl::retry_refused).
+    std::uint8_t refused_retries : 3 = 0;
     // The send entry's retransmissions so far (node_timers.hpp), while kSend is armed.
     std::uint8_t send_attempt = 0;
     std::uint16_t ird = 0;  // ours (after negotiation)

@@ -16,6 +16,7 @@ std::string_view to_string(NodeTimer kind) {
         case NodeTimer::kAccept: return "accept";
         case NodeTimer::kRtr: return "RTR";
         case NodeTimer::kFinWait2: return "FIN_WAIT2";
+        case NodeTimer::kRefused: return "refused";
         case NodeTimer::kStream: return "stream";
     }
     return "invalid NodeTimer";

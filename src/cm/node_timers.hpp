@@ -8,10 +8,10 @@
 //
 // The kinds (NodeTimer, node.hpp) and where a node keeps them. A node has three slots, each a
 // deadline in wheel ticks: send_tick (kSend), phase_tick (one of kClose, kMpaRequest, kMpaReply,
-// kAccept, kRtr, kFinWait2, named by the node's phase_kind byte) and its stream's timer_tick
-// (kStream, for the data-phase TCP). The driver's close entry shares the phase slot because it
-// only ever ends TIME_WAIT, a phase with nothing else to wait for; so a node never has more
-// than one timer of a kind.
+// kAccept, kRtr, kFinWait2, kRefused, named by the node's phase_kind byte) and its stream's
+// timer_tick (kStream, for the data-phase TCP). The driver's close entry shares the phase slot
+// because it only ever ends TIME_WAIT, a phase with nothing else to wait for; so a node never has
+// more than one timer of a kind.
 //
 // One wheel entry per node, moved only earlier. The slots are not on the wheel: the node has
 // one entry (timer_entry), due at or before its earliest armed deadline. Arming a slot writes
@@ -129,7 +129,7 @@ public:
     // The close entry, due close_delay after `now`; it takes the phase slot.
     Expected<void, NodeTimerError> arm_close(const NodeRef& node, Instant now);
 
-    // One of the phase timeouts (kMpaRequest .. kFinWait2), due at `at`; replaces whatever
+    // One of the phase timeouts (kMpaRequest .. kRefused), due at `at`; replaces whatever
     // the phase slot held but a close entry (asserted: TIME_WAIT waits for nothing else).
     // A stream's TIME_WAIT: the close entry at `at` rather than close_delay from now,
     // replacing one already armed (a retransmitted FIN restarts the wait).
@@ -272,6 +272,7 @@ private:
             case NodeTimer::kAccept:
             case NodeTimer::kRtr:
             case NodeTimer::kFinWait2:
+            case NodeTimer::kRefused:
                 if (node.phase_kind != kind) return nullptr;
                 break;
         }

@@ -530,8 +530,9 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
             drop(now, DropReason::kRstIgnored, node.get(), {});
             return;
         }
-        // Connection refused: nobody listens on the peer's port.
+        // Connection refused: nobody listens on the peer's port (yet, perhaps).
         ++stats.resets_received;
+        if (retry_refused(now, node)) return;
         end_for_app(node, EventType::kRejected, -ECONNREFUSED);
         close_node(node);
         return;
@@ -803,6 +804,25 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     set_state(*node, CmState::kSynSent);
     send_syn(*node);
     arm_send(now, node);
+}
+
+// CoreConfig::connect_refused_grace: a refused SYN goes again after 10 ms, 20 ms, 40 ms ...
+// while the waits add up to at most the grace. The SYN is the same (ports, ISN): the peer
+// that reset it kept nothing of it. False: no retry left, the connect ends.
+bool Core::Impl::retry_refused(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kSynSent && node->initiator);
+    constexpr Duration kFirst = std::chrono::milliseconds(10);
+    constexpr unsigned kMost = 7;  // what Node::refused_retries holds
+    const unsigned done = node->refused_retries;
+    // The waits so far and this one: 10 ms * (2^(done+1) - 1).
+    const Duration waited = kFirst * ((2u << done) - 1);
+    if (done >= kMost || waited > cfg.connect_refused_grace) return false;
+    node->refused_retries = static_cast<std::uint8_t>(done + 1);
+    ++stats.connect_refused_retries;
+    (void)timers.ack_send(*node);  // no retransmission of a SYN that was answered
+    arm_phase_timer(now, node, cm::NodeTimer::kRefused, kFirst * (1u << done));
+    IWCM_ASSERT(!cm::NodeTimers::has_send(*node));
+    return true;
 }
 
 // RFC 9293 section 3.10.7.4, fifth check: the ACK field. False when the segment is done with

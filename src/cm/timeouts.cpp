@@ -36,6 +36,7 @@ void Core::Impl::on_node_timer(Instant now, cm::FiredTimer&& fired) {
         case NodeTimer::kAccept: on_accept_timeout(now, node); break;
         case NodeTimer::kRtr: on_rtr_timeout(now, node); break;
         case NodeTimer::kFinWait2: on_fin_wait2_timeout(now, node); break;
+        case NodeTimer::kRefused: on_refused_timeout(now, node); break;
         case NodeTimer::kStream: on_stream_timer(now, node); break;
     }
     check_node(*node);
@@ -111,6 +112,14 @@ void Core::Impl::on_fin_wait2_timeout(Instant now, const NodeRef& node) {
     IWCM_ASSERT(node->state == CmState::kFinWait2);
     send_reset(*node);
     close_node(node);
+}
+
+// CoreConfig::connect_refused_grace: the wait after a refused SYN is over; the SYN goes again
+// and its retransmissions start over.
+void Core::Impl::on_refused_timeout(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kSynSent && node->refused_retries > 0);
+    send_syn(*node);
+    arm_send(now, node);
 }
 
 void Core::Impl::arm_phase_timer(Instant now, const NodeRef& node, NodeTimer kind, Duration after) {

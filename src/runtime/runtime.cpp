@@ -74,6 +74,7 @@ CoreConfig core_config(const RuntimeConfig& c, const io::Interface& iface) {
     cfg.tos = static_cast<std::uint8_t>(c.tos);
     cfg.listener_grace = c.listener_grace;
     cfg.mpa.initiator_send_wait = std::chrono::milliseconds(c.settle_ms);
+    cfg.connect_refused_grace = std::chrono::milliseconds(c.settle_ms);
     // The secrets of initial sequence numbers and SYN cookies (RFC 6528):
     // unpredictable to a peer, so from the kernel's generator.
     fill_random(std::as_writable_bytes(std::span(cfg.isn_secret)));

@@ -25,7 +25,8 @@ std::string ledger(const Stats& s) {
       << s.syns_received << "\nresets_sent " << s.resets_sent << "\nresets_received "
       << s.resets_received << "\nestablished " << s.established << "\nframes_in " << s.frames_in
       << "\nframes_out " << s.frames_out << "\nmpa_v1_fallbacks " << s.mpa_v1_fallbacks
-      << "\nterminates_sent " << s.terminates_sent << "\n";
+      << "\nconnect_refused_retries " << s.connect_refused_retries << "\nterminates_sent "
+      << s.terminates_sent << "\n";
     for (std::size_t r = 0; r < kDropReasonCount; ++r)
         if (s.dropped[r] != 0)
             o << "dropped " << to_string(static_cast<DropReason>(r)) << " " << s.dropped[r] << "\n";

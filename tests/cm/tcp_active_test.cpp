@@ -7,6 +7,16 @@
 namespace iwcm::test {
 namespace {
 
+// The connect ended with one event of `type` and `status`, and nothing of it is left.
+void expect_connect_ended(Dut& d, EventType type, int status) {
+    auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, type);
+    EXPECT_EQ(e[0].status, status);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
+}
+
 TEST(SynSent, ConnectSendsSynWithDriverOptions) {
     Dut d;
     Sent syn = d.to_syn_sent();
@@ -49,12 +59,79 @@ TEST(SynSent, RstWithGoodAckIsConnectionRefused) {
     Dut d;
     d.to_syn_sent();
     d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    EXPECT_EQ(e[0].type, EventType::kRejected);
-    EXPECT_EQ(e[0].status, -ECONNREFUSED);
-    EXPECT_EQ(d.core.live_nodes(), 0u);
+    expect_connect_ended(d, EventType::kRejected, -ECONNREFUSED);
     EXPECT_EQ(d.core.state(d.conn).error(), ApiError::kStaleHandle);
+    EXPECT_EQ(d.core.stats().connect_refused_retries, 0u);
+}
+
+// CoreConfig::connect_refused_grace: each reset SYN goes again, the same bytes, 10, 20 and
+// 40 ms after its reset; the reset after the last wait that fits in the grace ends it.
+TEST(SynSent, RefusedSynGoesAgainWithinTheGrace) {
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.connect_refused_grace = std::chrono::milliseconds(70);
+    Dut d(cfg);
+    const Sent syn = d.to_syn_sent();
+    for (int wait_ms : {10, 20, 40}) {
+        d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+        EXPECT_TRUE(d.evs().empty()) << "reported before the wait of " << wait_ms << " ms";
+        EXPECT_EQ(*d.core.state(d.conn), CmState::kSynSent);
+        d.advance(std::chrono::milliseconds(wait_ms - 1));
+        EXPECT_TRUE(d.out().empty()) << "early in the wait of " << wait_ms << " ms";
+        d.advance(std::chrono::milliseconds(1));
+        auto o = d.out();
+        ASSERT_EQ(o.size(), 1u) << "after the wait of " << wait_ms << " ms";
+        EXPECT_EQ(o[0].raw, syn.raw);
+    }
+    d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+    expect_connect_ended(d, EventType::kRejected, -ECONNREFUSED);
+    EXPECT_EQ(d.core.stats().connect_refused_retries, 3u);
+    EXPECT_EQ(d.core.stats().resets_received, 4u);
+    EXPECT_EQ(d.core.stats().retransmissions, 0u);
+}
+
+// A SYN sent again after a reset is answered this time: the connection goes on as any, and
+// unanswered it would have been retransmitted on the usual schedule, from its new sending.
+TEST(SynSent, RefusedSynAnsweredTheSecondTime) {
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.connect_refused_grace = std::chrono::milliseconds(500);
+    Dut d(cfg);
+    const Sent syn = d.to_syn_sent();
+    d.advance(std::chrono::milliseconds(300));
+    d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+    d.advance(std::chrono::milliseconds(10));
+    ASSERT_EQ(d.out().size(), 1u);
+    // The first SYN's retransmission (due 1 s after it) is gone; the new one is due 1 s
+    // after the SYN went again.
+    d.advance(std::chrono::milliseconds(999));
+    EXPECT_TRUE(d.out().empty());
+    d.advance(std::chrono::milliseconds(1));
+    auto again = d.out();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].raw, syn.raw);
+    auto sa = d.frame(tf::kSyn | tf::kAck, wire::SeqNumber(d.peer_iss), d.dut_nxt);
+    sa.tcp.options.mss = 1460;
+    d.feed(sa);
+    auto o = d.out();
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(parse_mpa_or_fail(o[0].payload).kind, wire::MpaKind::kRequest);
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
+    EXPECT_TRUE(d.evs().empty());
+    EXPECT_EQ(d.core.stats().connect_refused_retries, 1u);
+}
+
+// Given up while it waits to send its SYN again, the connection sends nothing more.
+TEST(SynSent, RefusedSynWaitEndsWithTheConnection) {
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.connect_refused_grace = std::chrono::milliseconds(500);
+    Dut d(cfg);
+    d.to_syn_sent();
+    d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    d.evs();
+    d.advance(std::chrono::seconds(2));
+    EXPECT_TRUE(d.out().empty());
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    EXPECT_EQ(d.core.pending_timers(), 0u);
 }
 
 TEST(SynSent, RstWithoutAckIsIgnored) {
@@ -106,12 +183,7 @@ TEST(SynSent, FullBackoffThenUnreachable) {
         EXPECT_EQ(o[0].raw, syn.raw);
     }
     d.advance(std::chrono::seconds(75) - d.now.time_since_epoch());
-    auto e = d.evs();
-    ASSERT_EQ(e.size(), 1u);
-    EXPECT_EQ(e[0].type, EventType::kUnreachable);
-    EXPECT_EQ(e[0].status, -ETIMEDOUT);
-    EXPECT_EQ(d.core.live_nodes(), 0u);
-    EXPECT_EQ(d.core.pending_timers(), 0u);
+    expect_connect_ended(d, EventType::kUnreachable, -ETIMEDOUT);
     EXPECT_EQ(d.core.stats().retransmissions, 8u);
     EXPECT_EQ(d.core.stats().connect_errors, 1u);
 }

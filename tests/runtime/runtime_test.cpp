@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -310,6 +311,72 @@ int progress_priority() {
     return 0;
 }
 
+// RuntimeConfig::settle_ms: a connect whose SYN meets a port nobody listens on yet is tried
+// again, and the server that listens a moment later gets it; without it the reset is final.
+int refused_then_listening() {
+    if (::unshare(CLONE_NEWNET) != 0) {
+        std::perror("unshare(CLONE_NEWNET)");
+        return 10;
+    }
+    RuntimeConfig client = tap_config("iwcmrt-rc", "10.99.213.2/24");
+    client.settle_ms = 500;
+    auto a = Runtime::start(tap_config("iwcmrt-rs", "10.99.213.1/24"));
+    auto b = Runtime::start(client);
+    auto c = Runtime::start(tap_config("iwcmrt-r0", "10.99.213.3/24"));
+    if (!a || !b || !c) {
+        std::fprintf(stderr, "start: %s\n", (!a ? a.error() : !b ? b.error() : c.error()).c_str());
+        return 11;
+    }
+    CHILD_CHECK(bridge("iwcmrt-rs", "iwcmrt-rc") &&
+                    sh("ip link set iwcmrt-r0 master iwcmbr0 && ip link set iwcmrt-r0 up") == 0,
+                12);
+    Runtime& server = **a;
+    const Endpoint at{*IpAddr::parse("10.99.213.1"), 7175};
+    auto connect = [&](Runtime& rt) -> std::optional<ConnHandle> {
+        if (!rt.call([&](Session& s) {
+                return s.resolve(at.addr, 1, std::chrono::seconds(3)).has_value();
+            }))
+            return std::nullopt;
+        auto resolved = wait_for<ResolvedEvent>(rt);
+        if (!resolved || !resolved->mac) return std::nullopt;
+        auto conn = rt.call([&](Session& s) {
+            ConnectParams cp;
+            cp.remote = at;
+            cp.remote_mac = *resolved->mac;
+            return s.connect(cp);
+        });
+        if (!conn) return std::nullopt;
+        return *conn;
+    };
+    auto stats = [](Runtime& rt) { return rt.call([](Session& s) { return s.core().stats(); }); };
+
+    // Without settle: REJECTED, -ECONNREFUSED, and no SYN sent again.
+    CHILD_CHECK(connect(**c).has_value(), 13);
+    auto refused = wait_core(**c, EventType::kRejected);
+    CHILD_CHECK(refused && refused->event.status == -ECONNREFUSED, 14);
+    CHILD_CHECK(stats(**c).connect_refused_retries == 0, 15);
+
+    // With it: the server resets the first SYN, then listens; the SYN sent again gets in.
+    const std::uint64_t resets_before = stats(server).resets_sent;
+    CHILD_CHECK(connect(**b).has_value(), 16);
+    bool reset = false;
+    for (int i = 0; i < 2000 && !reset; ++i) {  // a bounded poll of the server's counter
+        reset = stats(server).resets_sent > resets_before;
+        if (!reset) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHILD_CHECK(reset, 17);
+    CHILD_CHECK(server.call([&](Session& s) { return s.listen({at, 8}); }).has_value(), 18);
+    auto request = wait_core(server, EventType::kConnectRequest);
+    CHILD_CHECK(request.has_value(), 19);
+    CHILD_CHECK(server.call([&](Session& s) {
+        return s.core().accept(s.now(), request->event.conn, {}).has_value();
+    }),
+                20);
+    CHILD_CHECK(wait_core(**b, EventType::kEstablished).has_value(), 21);
+    CHILD_CHECK(stats(**b).connect_refused_retries >= 1, 22);
+    return 0;
+}
+
 void run_in_child(int (*body)()) {
     ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
     const pid_t pid = ::fork();
@@ -331,6 +398,10 @@ TEST(RuntimeTap, IdleRuntimeUsesNoCpu) {
 
 TEST(RuntimeTap, ProgressThreadTakesItsNiceValue) {
     run_in_child(progress_priority);
+}
+
+TEST(RuntimeTap, SettleRetriesARefusedConnect) {
+    run_in_child(refused_then_listening);
 }
 
 // ---- configuration (no device touched) ----
