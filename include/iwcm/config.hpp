@@ -80,12 +80,14 @@ struct MpaConfig {
     // reads its MPA reply with room for 4 bytes more and ends the connection ("extra
     // data") when an FPDU was already behind the reply. 0: send at once.
     Duration responder_send_wait = std::chrono::milliseconds(100);
-    // The initiator's first data (after the RTR, if any) waits this long after
+    // The initiator's first data waits this long after
     // ESTABLISHED, or until the responder's first byte arrives. Linux siw as the
     // responder sends its reply and only then hooks the socket to its receive path; an
     // FPDU that arrives in between sits unread until more data comes, and a program
-    // whose first Send waits for an answer (perftest's exchange) hangs. 0 (the default):
-    // at once, as every responder that reads its socket before it replies allows.
+    // whose first Send waits for an answer (perftest's exchange) hangs. An RTR would be
+    // such an FPDU too, so an initiator that waits offers no peer-to-peer mode (no A bit,
+    // no RTR). 0 (the default): at once, as every responder that reads its socket before
+    // it replies allows.
     Duration initiator_send_wait = Duration::zero();
 };
 

@@ -573,7 +573,10 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     }
     node->mpa_rev = rev;
     record_ird_ord(*node, p.ird, p.ord);
-    node->peer_to_peer = rev == 2 && cfg.mpa.peer_to_peer;
+    // An initiator that waits before its first data asks for no RTR: the RTR would be the
+    // FPDU right behind the reply that such a responder misses (MpaConfig::initiator_send_wait).
+    node->peer_to_peer =
+        rev == 2 && cfg.mpa.peer_to_peer && cfg.mpa.initiator_send_wait == Duration::zero();
     node->rtr_offered = node->peer_to_peer ? cfg.mpa.rtr_types : 0;
     // A READ RTR is a read we issue: not offered without ORD to issue it.
     if (cfg.mpa.max_ord == 0) node->rtr_offered &= static_cast<std::uint8_t>(~rtr::kRead);

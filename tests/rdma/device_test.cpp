@@ -533,27 +533,29 @@ TEST_P(DeviceResponder, SendWaitsAtMostTheResponderWait) {
 
 INSTANTIATE_TEST_SUITE_P(Revision, DeviceResponder, ::testing::Values(1, 2));
 
-// MpaConfig::initiator_send_wait (`iwarp-cm run --settle`): the initiator's first Send
-// waits 200 ms after ESTABLISHED (its RTR went at once), or follows the responder's first.
+// MpaConfig::initiator_send_wait (`iwarp-cm run --settle`): the initiator offers no RTR, and
+// its first Send waits 200 ms after ESTABLISHED, or follows the responder's first. Our
+// responder holds its own first Send too (RFC 5044's rule, 100 ms): the two waits end at
+// its bound, the responder's Send first and the initiator's at the same instant.
 TEST(DeviceInitiatorWait, FirstSendWaitsOrFollowsTheResponder) {
     ResponderRun alone(2, true, std::chrono::milliseconds(200));
     alone.send(0);
     ASSERT_TRUE(alone.n.run([&] { return alone.received(1); }));
     ASSERT_EQ(alone.seen.size(), 1u);
     EXPECT_EQ(alone.seen[0].from, 0);
-    EXPECT_EQ(alone.seen[0].payload, alone.send_fpdu(0, 2));  // MSN 1 was the SEND RTR
+    EXPECT_EQ(alone.seen[0].payload, alone.send_fpdu(0, 1));  // MSN 1: no RTR went before
     EXPECT_EQ(alone.seen[0].at, alone.established_b + std::chrono::milliseconds(200));
 
     ResponderRun answered(2, true, std::chrono::milliseconds(200));
     answered.send(0);
     answered.send(1);
-    const Instant sent_b = answered.n.now;
     ASSERT_TRUE(answered.n.run([&] { return answered.received(0) && answered.received(1); }));
     ASSERT_EQ(answered.seen.size(), 2u);
     EXPECT_EQ(answered.seen[0].from, 1);
+    EXPECT_EQ(answered.seen[0].at, answered.established_b + std::chrono::milliseconds(100));
     EXPECT_EQ(answered.seen[1].from, 0);
-    EXPECT_EQ(answered.seen[1].payload, answered.send_fpdu(0, 2));
-    EXPECT_EQ(answered.seen[1].at, sent_b);
+    EXPECT_EQ(answered.seen[1].payload, answered.send_fpdu(0, 1));
+    EXPECT_EQ(answered.seen[1].at, answered.seen[0].at);
 }
 
 TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
