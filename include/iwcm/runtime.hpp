@@ -79,6 +79,14 @@ struct RuntimeConfig {
     // recently wait (the peer retransmits) instead of being reset, so that a program
     // listening again on the same port (perftest -R) keeps a quick client.
     Duration listener_grace = std::chrono::seconds(3);
+    // Keepalive on every connection's stream (StreamConfig::keepalive): after
+    // keepalive_idle without a segment from the peer, a probe every keepalive_interval;
+    // keepalive_probes unanswered ones end the connection (DISCONNECTED, -ETIMEDOUT, the
+    // work requests flushed). A process killed over a TAP sends no FIN or reset, so its
+    // idle peers learn of it only so. 0 s idle: off, as a kernel socket has it.
+    Duration keepalive_idle = std::chrono::seconds(30);
+    Duration keepalive_interval = std::chrono::seconds(5);
+    std::uint8_t keepalive_probes = 4;
 
     // From the environment, as `iwarp-cm run` sets it (README "Running
     // programs"): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,

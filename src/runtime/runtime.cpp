@@ -73,6 +73,12 @@ CoreConfig core_config(const RuntimeConfig& c, const io::Interface& iface) {
     cfg.mpa.peer_to_peer = true;
     cfg.tos = static_cast<std::uint8_t>(c.tos);
     cfg.listener_grace = c.listener_grace;
+    cfg.stream.keepalive = c.keepalive_idle > Duration::zero();
+    if (cfg.stream.keepalive) {
+        cfg.stream.keepalive_idle = c.keepalive_idle;
+        cfg.stream.keepalive_interval = c.keepalive_interval;
+        cfg.stream.keepalive_probes = c.keepalive_probes;
+    }
     cfg.mpa.initiator_send_wait = std::chrono::milliseconds(c.settle_ms);
     cfg.connect_refused_grace = std::chrono::milliseconds(c.settle_ms);
     // The secrets of initial sequence numbers and SYN cookies (RFC 6528):
@@ -148,6 +154,10 @@ Expected<void, std::string> RuntimeConfig::validate() const {
         return fail("progress thread nice " + std::to_string(*progress_nice) + ": -20 to 19");
     if (settle_ms < 0 || settle_ms > 60000)
         return fail("settle " + std::to_string(settle_ms) + " ms: 0 to 60000");
+    if (keepalive_idle < Duration::zero() ||
+        (keepalive_idle > Duration::zero() &&
+         (keepalive_interval <= Duration::zero() || keepalive_probes == 0)))
+        return fail("keepalive: an idle time of 0 (off), or an interval and probes above 0");
     if (vlan < -1 || vlan > 4094) return fail("VLAN " + std::to_string(vlan) + ": 0 to 4094");
     if (mpa_revision != 1 && mpa_revision != 2)
         return fail("MPA revision " + std::to_string(mpa_revision) + ": 1 or 2");

@@ -377,6 +377,70 @@ int refused_then_listening() {
     return 0;
 }
 
+// RuntimeConfig::keepalive_*: a peer that vanishes without a FIN or reset (here its TAP goes
+// down; a killed process does the same) ends an idle connection after the idle time and the
+// unanswered probes, and the application hears of it.
+int vanished_peer() {
+    if (::unshare(CLONE_NEWNET) != 0) {
+        std::perror("unshare(CLONE_NEWNET)");
+        return 10;
+    }
+    RuntimeConfig watcher = tap_config("iwcmrt-ka", "10.99.214.1/24");
+    watcher.keepalive_idle = std::chrono::seconds(1);
+    watcher.keepalive_interval = std::chrono::milliseconds(200);
+    watcher.keepalive_probes = 3;
+    auto a = Runtime::start(watcher);
+    auto b = Runtime::start(tap_config("iwcmrt-kb", "10.99.214.2/24"));
+    if (!a || !b) {
+        std::fprintf(stderr, "start: %s\n", (!a ? a.error() : b.error()).c_str());
+        return 11;
+    }
+    CHILD_CHECK(bridge("iwcmrt-ka", "iwcmrt-kb"), 12);
+    Runtime& ra = **a;
+    Runtime& rb = **b;
+    const Endpoint server{*IpAddr::parse("10.99.214.1"), 7176};
+    CHILD_CHECK(ra.call([&](Session& s) { return s.listen({server, 8}); }).has_value(), 13);
+    CHILD_CHECK(rb.call([&](Session& s) {
+        return s.resolve(server.addr, 1, std::chrono::seconds(3)).has_value();
+    }),
+                14);
+    auto resolved = wait_for<ResolvedEvent>(rb);
+    CHILD_CHECK(resolved && resolved->mac, 15);
+    CHILD_CHECK(rb.call([&](Session& s) {
+        ConnectParams cp;
+        cp.remote = server;
+        cp.remote_mac = *resolved->mac;
+        return s.connect(cp).has_value();
+    }),
+                16);
+    auto request = wait_core(ra, EventType::kConnectRequest);
+    CHILD_CHECK(request.has_value(), 17);
+    CHILD_CHECK(ra.call([&](Session& s) {
+        return s.core().accept(s.now(), request->event.conn, {}).has_value();
+    }),
+                18);
+    auto up_a = wait_core(ra, EventType::kEstablished);
+    auto up_b = wait_core(rb, EventType::kEstablished);
+    CHILD_CHECK(up_a && up_b, 19);
+    auto end_a = make_qp(ra, up_a->event.conn);
+    auto end_b = make_qp(rb, up_b->event.conn);
+    CHILD_CHECK(end_a && end_b, 20);
+    const auto gone = std::chrono::steady_clock::now();
+    CHILD_CHECK(sh("ip link set iwcmrt-kb down") == 0, 21);
+    auto ended = wait_for<rdma::QpEvent>(ra, std::chrono::seconds(10));
+    const auto after = std::chrono::steady_clock::now() - gone;
+    std::fprintf(stderr, "the connection ended %lld ms after the peer went\n",
+                 static_cast<long long>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(after).count()));
+    CHILD_CHECK(ended && ended->type == rdma::QpEventType::kDisconnected &&
+                    ended->qp == end_a->qp && ended->status == -ETIMEDOUT,
+                22);
+    // Not before the idle time and the probes' intervals (1.6 s after the peer's last
+    // segment, which came a little before it went).
+    CHILD_CHECK(after >= std::chrono::milliseconds(1400), 23);
+    return 0;
+}
+
 void run_in_child(int (*body)()) {
     ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
     const pid_t pid = ::fork();
@@ -402,6 +466,10 @@ TEST(RuntimeTap, ProgressThreadTakesItsNiceValue) {
 
 TEST(RuntimeTap, SettleRetriesARefusedConnect) {
     run_in_child(refused_then_listening);
+}
+
+TEST(RuntimeTap, KeepaliveEndsTheConnectionOfAVanishedPeer) {
+    run_in_child(vanished_peer);
 }
 
 // ---- configuration (no device touched) ----
