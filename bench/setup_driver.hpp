@@ -111,7 +111,7 @@ protected:
         while (auto e = a_.poll_event()) {
             switch (e->type) {
                 case EventType::kEstablished:
-                    if (e->private_data.size() == rep_pd_.size() && e->mpa.revision == 2) {
+                    if (same(e->private_data, rep_pd_) && e->mpa.revision == 2) {
                         ++c_.established_a;
                     } else {
                         ++c_.errors;
@@ -134,8 +134,7 @@ protected:
         while (auto e = b_.poll_event()) {
             switch (e->type) {
                 case EventType::kConnectRequest:
-                    if (e->private_data.size() != req_pd_.size() || e->mpa.revision != 2)
-                        ++c_.errors;
+                    if (!same(e->private_data, req_pd_) || e->mpa.revision != 2) ++c_.errors;
                     ++c_.requests_b;
                     if (!b_.accept(now_, e->conn, ap_)) ++c_.errors;
                     break;
@@ -158,6 +157,12 @@ protected:
     SetupCounters c_;
 
 private:
+    // The private data an event carries is the other side's, byte for byte.
+    template <class Bytes>
+    static bool same(const Bytes& got, const std::vector<std::byte>& sent) {
+        return std::equal(got.begin(), got.end(), sent.begin(), sent.end());
+    }
+
     std::vector<std::byte> req_pd_;
     std::vector<std::byte> rep_pd_;
     ConnectParams cp_;

@@ -18,8 +18,9 @@ namespace iwcm::tools {
 // One repetition at one thread count.
 struct ShardRep {
     std::uint64_t setups = 0;
-    double wall_rate = 0;       // sum over threads of setups / wall time in setup rounds
-    double cpu_rate = 0;        // sum over threads of setups / thread CPU time in them
+    double wall_rate = 0;       // all threads' setups / the wall time until the last one's rounds
+                                // (setup and teardown) ended
+    double cpu_rate = 0;        // sum over threads of setups / thread CPU time of their rounds
     double seconds = 0;         // wall time of the whole repetition
     std::uint64_t crossed = 0;  // frames that went from one thread to another
     std::uint64_t errors = 0;
