@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <vector>
 
 #include "iwcm/core.hpp"
@@ -157,10 +159,11 @@ protected:
     SetupCounters c_;
 
 private:
-    // The private data an event carries is the other side's, byte for byte.
-    template <class Bytes>
-    static bool same(const Bytes& got, const std::vector<std::byte>& sent) {
-        return std::equal(got.begin(), got.end(), sent.begin(), sent.end());
+    // The private data an event carries is the other side's, byte for byte (memcmp: a
+    // byte loop here would be a few hundred of the profiled instructions per setup).
+    static bool same(std::span<const std::byte> got, const std::vector<std::byte>& sent) {
+        return got.size() == sent.size() &&
+               (got.empty() || std::memcmp(got.data(), sent.data(), got.size()) == 0);
     }
 
     std::vector<std::byte> req_pd_;
