@@ -408,6 +408,9 @@ void Rping::on_qp_event(const rdma::QpEvent& ev) {
             fail(exit_codes::kError,
                  "TERMINATE not sent (the peer had closed)" + at + ": " + rdma::describe(ev.term));
             return;
+        case rdma::QpEventType::kCqError:
+            fail(exit_codes::kError, "completion queue overflow" + at);
+            return;
         case rdma::QpEventType::kDisconnected: break;
     }
     if (phase_ == Phase::kDone || phase_ == Phase::kFailed) return;

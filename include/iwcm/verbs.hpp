@@ -186,6 +186,12 @@ enum class QpEventType : std::uint8_t {
     // already (the peer's FIN had come and ours followed it): no TERMINATE
     // went out. The connection is closing.
     kTerminateUnsent,
+    // A completion found the CQ `cq` full (status -EOVERFLOW; no qp or conn). It is a
+    // CQ error, as siw raises IB_EVENT_CQ_ERR, never a silent loss: the CQ takes no
+    // completion after it (poll_cq still returns those it holds, then cq_failed() is
+    // true), and every QP on it ends with a TERMINATE (RDMAP, local catastrophic error)
+    // and flushes its work.
+    kCqError,
 };
 std::string_view to_string(QpEventType type) noexcept;
 
@@ -193,6 +199,7 @@ struct QpEvent {
     QpEventType type = QpEventType::kDisconnected;
     QpHandle qp;
     ConnHandle conn;
+    CqHandle cq;  // kCqError only
     int status = 0;
     TermInfo term;
 };
@@ -266,6 +273,8 @@ public:
     VResult<void> post_recv(Instant now, QpHandle qp, const RecvWr& wr);
     // Moves up to out.size() completions out; returns how many.
     std::size_t poll_cq(CqHandle cq, std::span<WorkCompletion> out);
+    // The CQ overflowed (QpEventType::kCqError): it takes no completion any more.
+    bool cq_failed(CqHandle cq) const;
 
     // ---- driving ----
     // Give every event of the Core here first; true: it was a QP's and is

@@ -138,6 +138,23 @@ void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const std::
     ::pthread_mutex_unlock(&mutex);
 }
 
+// The Device's CQ overflowed: IBV_EVENT_CQ_ERR on its context, as siw raises
+// IB_EVENT_CQ_ERR. Its QPs' ends follow as their own events.
+void verbs_on_cq_error(rdma::CqHandle cq) {
+    auto& by_handle = registry().cq_by_handle;
+    auto it = by_handle.find(key_of(cq));
+    if (it == by_handle.end()) return;
+    Cq& c = *it->second;
+    c.failed = true;
+    c.ready.store(true, std::memory_order_release);
+    ibv_async_event e{};
+    e.element.cq = &c.api;
+    e.event_type = IBV_EVENT_CQ_ERR;
+    c.ctx->async_events.push_back(e);
+    signal_fd(c.ctx->api.async_fd);
+    notify(c, true);  // a thread asleep on the channel wakes to find the error
+}
+
 void raise_async_event(Qp& qp, ibv_event_type type) {
     ibv_async_event e{};
     e.element.qp = &qp.api;
@@ -164,8 +181,9 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
             c->local.pop_front();
         }
         got += poll_device(s, *c, wc + got, num_entries - got);
-        if (got < num_entries) c->ready.store(false, std::memory_order_relaxed);  // emptied
-        return 0;
+        // Emptied: the next poll may read `ready` alone; a failed CQ's poll always locks.
+        if (got < num_entries && !c->failed) c->ready.store(false, std::memory_order_relaxed);
+        return got == 0 && num_entries > 0 && c->failed ? EIO : 0;
     });
     return err != 0 ? -err : got;
 }
@@ -290,10 +308,14 @@ IWCM_VERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
         if (waiting == nullptr) return EINVAL;
         if (waiting->users > 0) return EBUSY;
         if (waiting->channel != nullptr) std::erase(waiting->channel->events, waiting);
+        std::erase_if(waiting->ctx->async_events, [cq](const ibv_async_event& e) {
+            return e.event_type == IBV_EVENT_CQ_ERR && e.element.cq == cq;
+        });
         return 0;
     });
     if (err != 0) return err;
     wait_acknowledged(cq->mutex, cq->cond, cq->comp_events_completed, waiting->events_reported);
+    wait_acknowledged(cq->mutex, cq->cond, cq->async_events_completed, waiting->async_reported);
     return locked([&](Session& s) {
         Registry& r = registry();
         Cq* c = r.cqs.find(cq);
@@ -379,7 +401,13 @@ IWCM_VERBS_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event*
             *event = c->async_events.front();
             c->async_events.pop_front();
             got = true;
-            if (Qp* q = registry().qps.find(event->element.qp)) {
+            if (event->event_type == IBV_EVENT_CQ_ERR) {
+                if (Cq* cq = registry().cqs.find(event->element.cq)) {
+                    ::pthread_mutex_lock(&cq->api.mutex);
+                    ++cq->async_reported;
+                    ::pthread_mutex_unlock(&cq->api.mutex);
+                }
+            } else if (Qp* q = registry().qps.find(event->element.qp)) {
                 ::pthread_mutex_lock(&q->api.mutex);
                 ++q->events_reported;
                 ::pthread_mutex_unlock(&q->api.mutex);
@@ -392,10 +420,20 @@ IWCM_VERBS_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event*
     return -1;
 }
 
-// Only QP events are raised (QP_FATAL); others are acknowledged as nothing.
+// QP events (QP_FATAL) and CQ_ERR are raised; others are acknowledged as nothing.
 IWCM_VERBS_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     if (event == nullptr) return;
     const ibv_event_type t = event->event_type;
+    if (t == IBV_EVENT_CQ_ERR) {
+        ibv_cq* cq = event->element.cq;
+        int err = locked([&](Session&) { return registry().cqs.find(cq) == nullptr ? EINVAL : 0; });
+        if (err != 0) return;
+        ::pthread_mutex_lock(&cq->mutex);
+        ++cq->async_events_completed;
+        ::pthread_cond_broadcast(&cq->cond);
+        ::pthread_mutex_unlock(&cq->mutex);
+        return;
+    }
     const bool qp_event = t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
                           t == IBV_EVENT_QP_ACCESS_ERR || t == IBV_EVENT_COMM_EST ||
                           t == IBV_EVENT_SQ_DRAINED || t == IBV_EVENT_PATH_MIG ||

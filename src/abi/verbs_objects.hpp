@@ -91,6 +91,12 @@ struct Cq {
     // a poll that emptied it: ibv_poll_cq of an empty CQ reads this alone and
     // leaves the lock to the progress thread (verbs_cq.cpp "Polling").
     std::atomic<bool> ready{false};
+    // The Device's CQ overflowed (IBV_EVENT_CQ_ERR raised): once what it holds is taken,
+    // ibv_poll_cq fails with -EIO. `ready` stays set, so that a poll takes the lock.
+    bool failed = false;
+    // Its IBV_EVENT_CQ_ERR once ibv_get_async_event returned it (under api.mutex, beside
+    // api.async_events_completed, which ibv_ack_async_event counts).
+    std::uint32_t async_reported = 0;
 };
 
 struct PendingRecv {
@@ -209,6 +215,8 @@ Context* find_context(const ibv_context* ctx);
 void push_local_completion(Cq& cq, const ibv_wc& wc);
 // A QP's async event to its context's async_fd (verbs_cq.cpp).
 void raise_async_event(Qp& qp, ibv_event_type type);
+// The Device's CQ `cq` overflowed: IBV_EVENT_CQ_ERR, and its polls fail once empty.
+void verbs_on_cq_error(rdma::CqHandle cq);
 
 // Blocks until `completed` (an ibv_cq / ibv_qp event counter that the ack
 // calls raise under `mutex`) reaches `reported`. Without the runtime's lock.

@@ -396,6 +396,10 @@ std::optional<rdma::QpHandle> qp_handle(ibv_qp* qp) {
 // its terminate paths. IBV_EVENT_QP_LAST_WQE_REACHED belongs to QPs on a
 // shared receive queue, which this device has not.
 void verbs_on_qp_event(Session&, const rdma::QpEvent& e) {
+    if (e.type == rdma::QpEventType::kCqError) {
+        verbs_on_cq_error(e.cq);
+        return;
+    }
     auto& by_handle = registry().qp_by_handle;
     auto it = by_handle.find(key_of(e.qp));
     if (it == by_handle.end()) return;

@@ -273,6 +273,10 @@ std::size_t Device::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
     return impl_->engine.poll_cq(cq, out);
 }
 
+bool Device::cq_failed(CqHandle cq) const {
+    return impl_->engine.cq_failed(cq);
+}
+
 bool Device::on_event(Instant now, const Event& event) {
     Impl& d = *impl_;
     ConnSlot* s = d.slot(event.conn);

@@ -128,6 +128,7 @@ VResult<CqHandle> Engine::create_cq(std::uint32_t capacity) {
     c.head = c.count = 0;
     c.users = 0;
     c.overflows = 0;
+    c.failed = false;
     c.live = true;
     return CqHandle{index, c.generation};
 }
@@ -148,13 +149,22 @@ std::uint64_t Engine::cq_overflows(CqHandle cq) const {
     return c == nullptr ? 0 : c->overflows;
 }
 
-// A full queue drops the completion and counts it (an application that sizes
-// its queue below its outstanding work, as an ibv CQ overrun).
+bool Engine::cq_failed(CqHandle cq) const {
+    const Cq* c = const_cast<Engine*>(this)->find_cq(cq);
+    return c != nullptr && c->failed;
+}
+
+// A completion that finds its queue full is an error of the CQ, never a silent loss (an
+// application that sized its queue below its outstanding work; siw raises
+// IB_EVENT_CQ_ERR): the CQ fails and takes nothing more, and its QPs end at the end of
+// the call (settle_cq_failures), whose own state this one may be in the middle of.
 void Engine::complete(std::uint32_t cq, const WorkCompletion& wc) {
     IWCM_ASSERT(cq < cqs_.size() && cqs_[cq].live);
     Cq& c = cqs_[cq];
-    if (c.count == c.ring.size()) {
+    if (c.failed || c.count == c.ring.size()) {
         ++c.overflows;
+        if (!c.failed) cqs_failed_.push_back(cq);
+        c.failed = true;
         return;
     }
     c.ring[(c.head + c.count) % c.ring.size()] = wc;
@@ -197,6 +207,7 @@ std::size_t Engine::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
 }
 
 std::optional<QpEvent> Engine::poll_qp_event() {
+    settle_cq_failures();  // a CQ that failed in the core's StreamSink
     if (events_.empty()) return std::nullopt;
     QpEvent e = events_.front();
     events_.pop_front();
@@ -261,6 +272,7 @@ VResult<QpHandle> Engine::create_qp(const QpParams& p) {
 }
 
 VResult<void> Engine::destroy_qp(QpHandle qp) {
+    const SettleOnExit settle{*this};
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
@@ -319,6 +331,7 @@ VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, st
 }
 
 VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
+    const SettleOnExit settle{*this};
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
@@ -351,6 +364,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
 }
 
 VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
+    const SettleOnExit settle{*this};
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
@@ -393,6 +407,36 @@ void Engine::flush_all(std::uint32_t qp) {
     r.rx_in_send = r.rx_in_rresp = false;
 }
 
+// The CQs that failed since the last call: the application hears kCqError, and every QP
+// still running on one ends with a TERMINATE (RDMAP, local catastrophic error) that
+// leaves now; their flushed work finds the failed CQ and is counted in its overflows.
+// Called on the way out of every call that may reach the links.
+void Engine::settle_cq_failures() {
+    while (!cqs_failed_.empty()) {
+        const std::uint32_t cq = cqs_failed_.back();
+        cqs_failed_.pop_back();
+        IWCM_ASSERT(cqs_[cq].failed);
+        QpEvent e;
+        e.type = QpEventType::kCqError;
+        e.cq = {cq, cqs_[cq].generation};
+        e.status = -EOVERFLOW;
+        events_.push_back(e);
+        for (std::uint32_t qp = 0; qp < qps_.size(); ++qp) {
+            const QpRecord& r = qps_[qp];
+            if (!r.live || r.state != QpState::kRts || (r.send_cq != cq && r.recv_cq != cq)) {
+                continue;
+            }
+            wire::TerminateRepr term;
+            term.layer = wire::TermLayer::kRdmap;
+            term.etype = wire::kRdmapEtypeLocalCatastrophic;
+            term.code = 0;
+            (void)terminate(qp, term);
+            tx_progress(qp);
+            IWCM_ASSERT(qps_[qp].state != QpState::kRts);
+        }
+    }
+}
+
 // After a TERMINATE (sent or received): no new work, the rest flushed; the
 // link closes once our TERMINATE (if any) was taken.
 void Engine::enter_closing(std::uint32_t qp) {
@@ -403,6 +447,7 @@ void Engine::enter_closing(std::uint32_t qp) {
 }
 
 void Engine::on_link_down(QpHandle qp, int status) {
+    const SettleOnExit settle{*this};
     QpRecord* r = find_qp(qp);
     if (r == nullptr || !r->link_up) return;
     // The stream ended inside an FPDU (bytes left that are no whole one): the

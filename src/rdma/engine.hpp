@@ -201,7 +201,9 @@ public:
 
     std::size_t live_qps() const;
     std::size_t wr_slab_size() const { return wrs_.size(); }
+    // Completions a full or failed CQ could not take (QpEventType::kCqError).
     std::uint64_t cq_overflows(CqHandle cq) const;
+    bool cq_failed(CqHandle cq) const;
     // Device::set_completion_hook: told of each completion a CQ takes.
     void set_completion_hook(std::function<void(CqHandle, bool)> hook) {
         completion_hook_ = std::move(hook);
@@ -215,6 +217,7 @@ private:
         std::uint32_t generation = 0;
         std::uint32_t users = 0;
         std::uint64_t overflows = 0;
+        bool failed = false;  // overflowed: takes nothing more (kCqError)
         bool live = false;
     };
     // The outcome of one inbound FPDU.
@@ -237,6 +240,12 @@ private:
     void complete(std::uint32_t cq, const WorkCompletion& wc);
     void complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status, std::uint32_t byte_len);
     void flush_all(std::uint32_t qp);
+    void settle_cq_failures();
+    // On the way out of a call that may reach the links: settle_cq_failures().
+    struct SettleOnExit {
+        Engine& engine;
+        ~SettleOnExit() { engine.settle_cq_failures(); }
+    };
     void enter_closing(std::uint32_t qp);
     VResult<void> check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                              std::uint32_t& total) const;
@@ -300,6 +309,9 @@ private:
     std::vector<WrEntry> wrs_;
     std::uint32_t wr_free_ = kNil;
     std::deque<QpEvent> events_;
+    // CQs that overflowed inside a call that may not reach the links (the core's
+    // StreamSink): their QPs end at the next call that may (settle_cq_failures).
+    std::vector<std::uint32_t> cqs_failed_;
     // TERMINATE FPDUs not yet taken by their link, by QP index, with what
     // the event reports once the link takes it (or cannot).
     struct PendingTerm {

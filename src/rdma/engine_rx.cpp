@@ -125,6 +125,7 @@ TermInfo read_term_control(wire::Bytes b) {
 }  // namespace
 
 void Engine::on_readable(QpHandle qp) {
+    const SettleOnExit settle{*this};
     if (find_qp(qp) != nullptr) rx_drain(qp.index);
 }
 
@@ -153,6 +154,7 @@ void Engine::rx_drain(std::uint32_t qp) {
 }
 
 void Engine::take_early_rtr_response(QpHandle handle) {
+    const SettleOnExit settle{*this};
     QpRecord* r = find_qp(handle);
     if (r == nullptr || !r->rtr_read_due || !r->link_up || r->rx_held) return;
     const wire::Bytes view = links_.peek(r->link);

@@ -21,6 +21,7 @@ using wire::kDdpTaggedHeaderLen;
 using wire::kDdpUntaggedHeaderLen;
 
 void Engine::on_writable(QpHandle qp) {
+    const SettleOnExit settle{*this};
     if (find_qp(qp) != nullptr) tx_progress(qp.index);
 }
 

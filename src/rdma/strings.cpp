@@ -53,6 +53,7 @@ std::string_view to_string(QpEventType type) noexcept {
         case QpEventType::kTerminateReceived: return "TERMINATE received";
         case QpEventType::kTerminateSent: return "TERMINATE sent";
         case QpEventType::kTerminateUnsent: return "TERMINATE not sent";
+        case QpEventType::kCqError: return "CQ overflow";
     }
     return "?";
 }

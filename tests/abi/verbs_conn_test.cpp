@@ -78,6 +78,8 @@ std::string expect_event(Side& s, rdma_cm_event_type type, rdma_cm_id** child = 
     return {};
 }
 
+int g_cq_entries = 32;  // the CQ setup() makes
+
 // PD, channel, CQ, MRs and a QP on s.id; two receives posted at once (before
 // the connection).
 std::string setup(Side& s) {
@@ -85,7 +87,7 @@ std::string setup(Side& s) {
     REQUIRE(s.pd != nullptr);
     s.channel = ibv_create_comp_channel(s.id->verbs);
     REQUIRE(s.channel != nullptr);
-    s.cq = ibv_create_cq(s.id->verbs, 32, nullptr, s.channel, 0);
+    s.cq = ibv_create_cq(s.id->verbs, g_cq_entries, nullptr, s.channel, 0);
     REQUIRE(s.cq != nullptr);
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = s.cq;
@@ -387,6 +389,38 @@ std::string term_client() {
     return {};
 }
 
+// The server's CQ has room for one completion; the client's two Sends complete both of
+// its receives. The second finds the CQ full: IBV_EVENT_CQ_ERR for that CQ, then
+// QP_FATAL (the QP ended with a TERMINATE). ibv_poll_cq still returns the receive the CQ
+// took, then fails (-EIO) instead of returning 0 for ever. The client's QP is ended by the
+// TERMINATE: QP_FATAL there too.
+std::string cq_server() {
+    g_cq_entries = 1;
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    ibv_async_event ev{};
+    REQUIRE(ibv_get_async_event(s.id->verbs, &ev) == 0);
+    const bool cq_error = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == s.cq;
+    ibv_ack_async_event(&ev);
+    REQUIRE(cq_error);
+    STEP(expect_fatal(s));
+    ibv_wc wc[4];
+    REQUIRE(ibv_poll_cq(s.cq, 4, wc) == 1);
+    REQUIRE(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_RECV);
+    REQUIRE(ibv_poll_cq(s.cq, 4, wc) == -EIO);
+    return {};
+}
+
+std::string cq_client() {
+    Side s;
+    STEP(connect_one(s, [] { return std::string(); }));
+    for (std::uint64_t id = 50; id < 52; ++id)
+        STEP(post_send(s, IBV_WR_SEND, s.data.data(), 16, s.data_mr->lkey, IBV_SEND_SIGNALED, id));
+    STEP(expect_fatal(s));
+    return {};
+}
+
 // The server gives the client the rkey of a region of another PD than its
 // QP's: the client's Write to it is refused with a TERMINATE (STag not
 // associated with the stream), the region keeps its bytes, and both QPs go
@@ -451,6 +485,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
                     : r == "term-server" ? term_server()
                     : r == "pd-server"   ? pd_server()
                     : r == "pd-client"   ? pd_client()
+                    : r == "cq-server"   ? cq_server()
+                    : r == "cq-client"   ? cq_client()
                                          : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
@@ -564,6 +600,10 @@ TEST(ConnectedVerbs, TerminateIsQpFatalOnBothSides) {
 
 TEST(ConnectedVerbs, AnotherPdsRkeyIsRefusedByThePeer) {
     run_pair("pd-server", "pd-client");
+}
+
+TEST(ConnectedVerbs, CqOverflowIsCqErrorAndEndsTheQp) {
+    run_pair("cq-server", "cq-client");
 }
 
 }  // namespace

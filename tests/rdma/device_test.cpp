@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "iwcm/verbs.hpp"
+#include "wire/ddp.hpp"
 #include "wire/frame.hpp"
 
 namespace iwcm::rdma::test {
@@ -567,6 +568,66 @@ TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
     EXPECT_EQ(r.seen[0].from, 1);
     EXPECT_EQ(r.seen[0].payload, r.send_fpdu(1));
     EXPECT_EQ(r.seen[0].at, posted);
+}
+
+// A CQ too small for its work overflows: an error, never a silent loss. The two receives
+// it holds still come out, then nothing (cq_failed); the application hears kCqError, and
+// the QP on it ends with a TERMINATE (RDMAP, local catastrophic error) that the peer
+// receives; the rest of the QP's work is flushed into the failed CQ, which takes none.
+TEST(DeviceCq, OverflowIsAnErrorThatEndsItsQueuePairs) {
+    Net n(false);
+    n.defer_qp_a = true;
+    ASSERT_TRUE(n.run([&] { return n.sb.up && n.sa.conn.valid(); }));
+    const CqHandle small = *n.sa.dev.create_cq(2);
+    QpAttr attr;
+    attr.send_cq = attr.recv_cq = small;
+    auto qp = n.sa.dev.create_qp(n.now, n.sa.conn, attr);
+    ASSERT_TRUE(qp.has_value());
+    n.sa.qp = *qp;  // n.sa.cq stays unset: the Net does not poll the small CQ
+    std::vector<std::byte> sink(4 * 64), body(64, std::byte{0x5a});
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
+    auto mr_body = *n.sb.dev.reg_mr(body, 0);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        Sge d{mr_sink.addr + i * 64, 64, mr_sink.lkey};
+        RecvWr r;
+        r.wr_id = i;
+        r.sg_list = std::span(&d, 1);
+        ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, r).has_value());
+    }
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        Sge g{mr_body.addr, 64, mr_body.lkey};
+        SendWr w;
+        w.wr_id = 10 + i;
+        w.sg_list = std::span(&g, 1);
+        w.signaled = true;
+        ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w).has_value());
+    }
+    ASSERT_TRUE(n.run([&] { return n.sa.qp_events.size() >= 3 && !n.sb.qp_events.empty(); }));
+    ASSERT_GE(n.sa.qp_events.size(), 3u);
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kCqError);
+    EXPECT_EQ(n.sa.qp_events[0].cq, small);
+    EXPECT_EQ(n.sa.qp_events[0].status, -EOVERFLOW);
+    EXPECT_EQ(n.sa.qp_events[1].type, QpEventType::kTerminateSent);
+    EXPECT_EQ(n.sa.qp_events[1].qp, n.sa.qp);
+    EXPECT_EQ(n.sa.qp_events[1].term.layer, 0u);  // RDMAP
+    EXPECT_EQ(n.sa.qp_events[1].term.etype, wire::kRdmapEtypeLocalCatastrophic);
+    EXPECT_EQ(n.sa.qp_events[2].type, QpEventType::kDisconnected);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(n.sb.qp_events[0].term.layer, 0u);
+    EXPECT_EQ(n.sb.qp_events[0].term.etype, wire::kRdmapEtypeLocalCatastrophic);
+    // What the CQ took before it filled, in order; then nothing, and it says why.
+    WorkCompletion wc[8];
+    ASSERT_EQ(n.sa.dev.poll_cq(small, wc), 2u);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(wc[i].wr_id, i);
+        EXPECT_EQ(wc[i].status, WcStatus::kSuccess);
+        EXPECT_EQ(wc[i].opcode, WcOpcode::kRecv);
+        EXPECT_EQ(wc[i].byte_len, 64u);
+    }
+    EXPECT_EQ(n.sa.dev.poll_cq(small, wc), 0u);
+    EXPECT_TRUE(n.sa.dev.cq_failed(small));
+    EXPECT_FALSE(n.sb.dev.cq_failed(n.sb.cq));
+    EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->state, QpState::kError);
 }
 
 // An in-order Write the checks refuse (an STag nobody registered) is not
