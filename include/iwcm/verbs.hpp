@@ -99,16 +99,20 @@ enum class WrOpcode : std::uint8_t {
     kSend,       // IBV_WR_SEND
     kRdmaWrite,  // IBV_WR_RDMA_WRITE
     kRdmaRead,   // IBV_WR_RDMA_READ (one SGE: the local sink)
+    // IBV_WR_SEND_WITH_INV: a Send that invalidates the peer's STag `invalidate_rkey`
+    // (RFC 5040 section 6.10) before its receive completes there.
+    kSendWithInvalidate,
 };
 
 struct SendWr {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::kSend;
-    std::span<const Sge> sg_list;   // copied by post_send
-    bool signaled = true;           // IBV_SEND_SIGNALED (ignored with QpAttr::sq_sig_all)
-    bool solicited = false;         // IBV_SEND_SOLICITED: Send with Solicited Event
-    std::uint64_t remote_addr = 0;  // WRITE / READ: the peer's tagged offset
-    std::uint32_t rkey = 0;         // WRITE / READ: the peer's STag
+    std::span<const Sge> sg_list;       // copied by post_send
+    bool signaled = true;               // IBV_SEND_SIGNALED (ignored with QpAttr::sq_sig_all)
+    bool solicited = false;             // IBV_SEND_SOLICITED: Send with Solicited Event
+    std::uint64_t remote_addr = 0;      // WRITE / READ: the peer's tagged offset
+    std::uint32_t rkey = 0;             // WRITE / READ: the peer's STag
+    std::uint32_t invalidate_rkey = 0;  // kSendWithInvalidate: the peer's STag to invalidate
 };
 
 struct RecvWr {
@@ -146,6 +150,9 @@ struct WorkCompletion {
     std::uint32_t byte_len = 0;  // kRecv: bytes received; kRdmaRead: bytes read
     QpHandle qp;
     bool solicited = false;  // kRecv: the Send asked for a solicited event
+    // kRecv of a Send with Invalidate (IBV_WC_WITH_INV): the STag of ours it invalidated.
+    bool with_invalidate = false;
+    std::uint32_t invalidated_rkey = 0;
 };
 
 struct QpAttr {
@@ -271,6 +278,22 @@ public:
     // `now`: a receive may let bytes that waited for it be read (and the
     // window they held open again).
     VResult<void> post_recv(Instant now, QpHandle qp, const RecvWr& wr);
+    // While one lives, receives posted to `qp` do not read the bytes that waited for the
+    // first receive; its end reads them, once every receive of the batch is there. A list
+    // of receives (ibv_post_recv's, or those a QP took before its connection) is posted in
+    // one, or a message waiting for the second receive would find only the first.
+    class RecvBatch {
+    public:
+        RecvBatch(Device& device, Instant now, QpHandle qp);
+        ~RecvBatch();
+        RecvBatch(const RecvBatch&) = delete;
+        RecvBatch& operator=(const RecvBatch&) = delete;
+
+    private:
+        Device& device_;
+        Instant now_;
+        QpHandle qp_;
+    };
     // Moves up to out.size() completions out; returns how many.
     std::size_t poll_cq(CqHandle cq, std::span<WorkCompletion> out);
     // The CQ overflowed (QpEventType::kCqError): it takes no completion any more.

@@ -87,13 +87,18 @@ ibv_wc_opcode opcode_of(rdma::WcOpcode o) {
 }
 
 // An iWARP completion carries no immediate data, no source QP, no P_Key:
-// those fields are zero.
+// those fields are zero. A receive of a Send with Invalidate has IBV_WC_WITH_INV and
+// the invalidated key (which shares the immediate data's field).
 ibv_wc wc_of(const rdma::WorkCompletion& c) {
     ibv_wc w{};
     w.wr_id = c.wr_id;
     w.status = status_of(c.status);
     w.opcode = opcode_of(c.opcode);
     w.byte_len = c.byte_len;
+    if (c.with_invalidate) {
+        w.wc_flags |= IBV_WC_WITH_INV;
+        w.invalidated_rkey = c.invalidated_rkey;
+    }
     const auto& nums = registry().qp_num_by_handle;
     auto it = nums.find(key_of(c.qp));
     w.qp_num = it == nums.end() ? 0 : it->second.qp_num;

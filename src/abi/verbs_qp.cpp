@@ -28,6 +28,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "abi/verbs_objects.hpp"
 #include "iwcm/assert.hpp"
@@ -199,11 +201,15 @@ struct SendPlan {
     ibv_wc_opcode wc_opcode = IBV_WC_SEND;
 };
 
-// The ibv opcodes the Device carries: Send, RDMA Write, RDMA Read. Immediate
-// data, atomics, invalidation and memory windows have no Device operation.
+// The ibv opcodes the Device carries: Send, Send with Invalidate, RDMA Write, RDMA Read.
+// Immediate data (which iWARP has not), atomics, local invalidation and memory windows
+// have no Device operation.
 int plan_of(const ibv_send_wr& w, SendPlan& plan) {
     switch (w.opcode) {
         case IBV_WR_SEND: plan = {rdma::WrOpcode::kSend, IBV_WC_SEND}; return 0;
+        case IBV_WR_SEND_WITH_INV:
+            plan = {rdma::WrOpcode::kSendWithInvalidate, IBV_WC_SEND};
+            return 0;
         case IBV_WR_RDMA_WRITE: plan = {rdma::WrOpcode::kRdmaWrite, IBV_WC_RDMA_WRITE}; return 0;
         case IBV_WR_RDMA_READ: plan = {rdma::WrOpcode::kRdmaRead, IBV_WC_RDMA_READ}; return 0;
         case IBV_WR_SEND_WITH_IMM:
@@ -213,7 +219,6 @@ int plan_of(const ibv_send_wr& w, SendPlan& plan) {
         case IBV_WR_ATOMIC_WRITE:
         case IBV_WR_LOCAL_INV:
         case IBV_WR_BIND_MW:
-        case IBV_WR_SEND_WITH_INV:
         case IBV_WR_TSO:
         case IBV_WR_DRIVER1:
         default: return EINVAL;
@@ -272,9 +277,15 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     sw.opcode = plan.opcode;
     sw.sg_list = std::span(sge.data(), num);
     sw.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
-    sw.solicited = plan.opcode == rdma::WrOpcode::kSend && (w.send_flags & IBV_SEND_SOLICITED) != 0;
-    sw.remote_addr = w.wr.rdma.remote_addr;
-    sw.rkey = w.wr.rdma.rkey;
+    const bool send =
+        plan.opcode == rdma::WrOpcode::kSend || plan.opcode == rdma::WrOpcode::kSendWithInvalidate;
+    sw.solicited = send && (w.send_flags & IBV_SEND_SOLICITED) != 0;
+    if (plan.opcode == rdma::WrOpcode::kSendWithInvalidate) {
+        sw.invalidate_rkey = w.invalidate_rkey;
+    } else {
+        sw.remote_addr = w.wr.rdma.remote_addr;
+        sw.rkey = w.wr.rdma.rkey;
+    }
     auto done = s.device().post_send(s.now(), *q.handle, sw);
     if (done) {
         if (inl && num > 0) ++q.inline_seq;
@@ -299,6 +310,11 @@ int post_list(ibv_qp* qp, Wr* wr, Wr** bad_wr, F&& post_one) {
     int err = locked([&](Session& s) {
         Qp* q = registry().qps.find(qp);
         if (q == nullptr) return EINVAL;
+        // A list of receives is posted whole before bytes that waited for a receive are
+        // read (rdma::Device::RecvBatch).
+        std::optional<rdma::Device::RecvBatch> batch;
+        if (std::is_same_v<Wr, ibv_recv_wr> && q->handle)
+            batch.emplace(s.device(), s.now(), *q->handle);
         for (Wr* w = wr; w != nullptr; w = w->next) {
             bad = w;
             if (int e = post_one(s, *q, *w); e != 0) return e;
@@ -363,10 +379,11 @@ int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn) {
         q->inline_mr = *mr;
     }
     q->api.state = IBV_QPS_RTS;
-    // The receives that waited, in order. One whose region went meanwhile
-    // completes with a protection error instead.
+    // The receives that waited, in order, all posted before bytes that waited for them
+    // are read. One whose region went meanwhile completes with a protection error instead.
     std::deque<PendingRecv> waiting;
     waiting.swap(q->waiting);
+    const rdma::Device::RecvBatch batch(s.device(), s.now(), *h);
     for (const PendingRecv& p : waiting) {
         rdma::RecvWr rw{p.wr_id, std::span(p.sge.data(), p.num_sge)};
         if (s.device().post_recv(s.now(), *h, rw)) continue;

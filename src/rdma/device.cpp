@@ -161,6 +161,17 @@ struct Device::Impl final : StreamSink {
     Core& core;
     CoreLinks links;
     Engine engine;
+    QpHandle batch;  // the QP of the RecvBatch that lives, if one does
+
+    // What arrived before the QP's first receive, once it has one.
+    void read_unread(QpHandle qp) {
+        auto info = engine.query_qp(qp);
+        ConnSlot* s = info ? slot(info->conn) : nullptr;
+        if (s != nullptr && s->unread && info->recv_posted > 0) {
+            s->unread = false;
+            engine.on_readable(qp);
+        }
+    }
     std::vector<ConnSlot> slots;
 };
 
@@ -260,13 +271,22 @@ VResult<void> Device::post_recv(Instant now, QpHandle qp, const RecvWr& wr) {
     d.links.now = now;
     auto r = d.engine.post_recv(qp, wr);
     if (!r) return r;
-    auto info = d.engine.query_qp(qp);
-    ConnSlot* s = info ? d.slot(info->conn) : nullptr;
-    if (s != nullptr && s->unread) {
-        s->unread = false;
-        d.engine.on_readable(qp);  // what arrived before the first receive
-    }
+    if (!(d.batch == qp)) d.read_unread(qp);
     return r;
+}
+
+Device::RecvBatch::RecvBatch(Device& device, Instant now, QpHandle qp)
+    : device_(device), now_(now), qp_(qp) {
+    IWCM_ASSERT(device_.impl_->batch == QpHandle{});  // one batch at a time
+    device_.impl_->batch = qp;
+}
+
+Device::RecvBatch::~RecvBatch() {
+    Impl& d = *device_.impl_;
+    IWCM_ASSERT(d.batch == qp_);
+    d.batch = QpHandle{};
+    d.links.now = now_;
+    d.read_unread(qp_);
 }
 
 std::size_t Device::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {

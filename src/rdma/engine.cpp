@@ -350,8 +350,9 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.wr_id = wr.wr_id;
     e.kind =
         read ? WrKind::kRead : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
+    e.invalidate = wr.opcode == WrOpcode::kSendWithInvalidate;
     e.remote_addr = wr.remote_addr;
-    e.rkey = wr.rkey;
+    e.rkey = e.invalidate ? wr.invalidate_rkey : wr.rkey;
     e.length = total;
     e.signaled = wr.signaled;
     e.solicited = wr.solicited;

@@ -78,6 +78,7 @@ struct WrEntry {
     std::uint8_t num_sge = 0;
     bool signaled = true;
     bool solicited = false;
+    bool invalidate = false;  // kSend: a Send with Invalidate of the peer's STag `rkey`
     Sge sge[kMaxSge]{};
     // In QpRecord::ackq: the link's ack_mark once the message's last FPDU
     // was taken; complete when Engine::on_acked reaches it.

@@ -37,6 +37,15 @@ namespace {
 using wire::RdmapOpcode;
 using wire::TermLayer;
 
+// The four Sends of RFC 5040 (section 4.3, opcodes 0x3 to 0x6), and those that invalidate.
+constexpr bool is_send(RdmapOpcode op) {
+    return op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe ||
+           op == RdmapOpcode::kSendInvalidate || op == RdmapOpcode::kSendSeInvalidate;
+}
+constexpr bool invalidates(RdmapOpcode op) {
+    return op == RdmapOpcode::kSendInvalidate || op == RdmapOpcode::kSendSeInvalidate;
+}
+
 wire::TerminateRepr term_of(TermLayer layer, std::uint8_t etype, std::uint8_t code) {
     wire::TerminateRepr t;
     t.layer = layer;
@@ -283,7 +292,7 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
     if (op == RdmapOpcode::kReadResponse && h.tagged) {
         if (!read_response_placeable(qps_[qp], h, n)) return false;
         v = rx_read_response(qp, seg, ulpdu_len, payload);
-    } else if ((op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) && !h.tagged) {
+    } else if (is_send(op) && !h.tagged) {
         if (!send_placeable(qps_[qp], h, payload)) return false;
         v = rx_send(qp, seg, ulpdu_len, payload);
         message_end_ = message_end_ || h.last;
@@ -300,6 +309,10 @@ bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
                             const wire::Pieces& payload) {
     if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
     if (r.rx_in_send && h.opcode != r.rx_send_op) return false;
+    // A last segment whose invalidation would fail ends in a TERMINATE there.
+    if (h.last && invalidates(static_cast<RdmapOpcode>(h.opcode)) &&
+        mrs_.invalidate(h.inval_stag, r.pd, true) != MrTable::Invalidation::kOk)
+        return false;
     const WrEntry& e = wrs_[r.rq.head];
     return h.mo == e.done && payload.size() <= e.length - e.done &&
            place(r.pd, e, e.done, payload, true);
@@ -418,19 +431,18 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
     // A Write or Send completes at its sender once we acknowledge its last
     // segment: read from the stream's buffer (it came before its receive, or
     // behind unread bytes), it asks for the ACK at once too (ack_now).
-    if ((op == RdmapOpcode::kWrite || op == RdmapOpcode::kSend || op == RdmapOpcode::kSendSe) &&
-        h.last)
-        message_end_ = true;
+    if ((op == RdmapOpcode::kWrite || is_send(op)) && h.last) message_end_ = true;
     switch (op) {
         case RdmapOpcode::kWrite: return rx_write(qp, seg, len);
         case RdmapOpcode::kReadRequest: return rx_read_request(qp, seg, len);
         case RdmapOpcode::kReadResponse:
             return rx_read_response(qp, seg, len, wire::Pieces::of(seg.payload));
         case RdmapOpcode::kSend:
-        case RdmapOpcode::kSendSe: return rx_send(qp, seg, len, wire::Pieces::of(seg.payload));
-        case RdmapOpcode::kTerminate: return rx_terminate(qp, seg);
+        case RdmapOpcode::kSendSe:
         case RdmapOpcode::kSendInvalidate:
-        case RdmapOpcode::kSendSeInvalidate: break;  // optional; not offered
+        case RdmapOpcode::kSendSeInvalidate:
+            return rx_send(qp, seg, len, wire::Pieces::of(seg.payload));
+        case RdmapOpcode::kTerminate: return rx_terminate(qp, seg);
     }
     return remote_op(wire::kRdmapCodeUnexpectedOpcode);
 }
@@ -509,14 +521,32 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
         pop(r.rq);
         --r.recv_count;
         ++r.rx_msn_send;
+        const auto op = static_cast<RdmapOpcode>(h.opcode);
         WorkCompletion wc;
         wc.wr_id = e.wr_id;
         wc.opcode = WcOpcode::kRecv;
         wc.byte_len = e.done;
         wc.qp = {qp, r.generation};
-        wc.solicited = h.opcode == static_cast<std::uint8_t>(RdmapOpcode::kSendSe);
+        wc.solicited = op == RdmapOpcode::kSendSe || op == RdmapOpcode::kSendSeInvalidate;
+        // RFC 5040 section 6.10: the STag is invalid before the receive completes.
+        auto inv = MrTable::Invalidation::kOk;
+        if (invalidates(op)) {
+            inv = mrs_.invalidate(h.inval_stag, r.pd);
+            wc.with_invalidate = inv == MrTable::Invalidation::kOk;
+            wc.invalidated_rkey = wc.with_invalidate ? h.inval_stag : 0;
+        }
         complete(r.recv_cq, wc);
         free_wr(index);
+        // As siw: the message was placed and its receive completes (without the
+        // invalidation); an STag of another domain is a protection error, one that names
+        // no region an operation error, both "cannot be invalidated".
+        if (inv != MrTable::Invalidation::kOk) {
+            return terminate(qp, term_of(TermLayer::kRdmap,
+                                         inv == MrTable::Invalidation::kPdMismatch
+                                             ? wire::kRdmapEtypeRemoteProtection
+                                             : wire::kRdmapEtypeRemoteOperation,
+                                         wire::kRdmapCodeCannotInvalidate));
+        }
     }
     return {};
 }

@@ -130,8 +130,12 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     h.tagged = !send;
     h.last = last;
     if (send) {
-        h.opcode = static_cast<std::uint8_t>(e.solicited ? wire::RdmapOpcode::kSendSe
-                                                         : wire::RdmapOpcode::kSend);
+        using Op = wire::RdmapOpcode;
+        const Op op = e.invalidate ? (e.solicited ? Op::kSendSeInvalidate : Op::kSendInvalidate)
+                                   : (e.solicited ? Op::kSendSe : Op::kSend);
+        h.opcode = static_cast<std::uint8_t>(op);
+        // Every segment of the message names the STag (siw reads it from the last).
+        if (e.invalidate) h.inval_stag = e.rkey;
         h.qn = wire::kQnSend;
         h.msn = r.tx_msn_send;
         h.mo = e.done;

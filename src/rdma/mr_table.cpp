@@ -52,6 +52,7 @@ VResult<MemoryRegion> MrTable::reg(std::span<std::byte> memory, std::uint32_t ac
     std::uint8_t key = static_cast<std::uint8_t>(r % 254 + 1);
     if (key >= s.key && s.key != 0) ++key;
     s.key = key;
+    s.match = key;
     s.base = memory.data();
     s.addr = reinterpret_cast<std::uintptr_t>(memory.data());
     s.length = memory.size();
@@ -74,12 +75,25 @@ VResult<void> MrTable::dereg(MrHandle mr) {
     Slot& s = slots_[mr.index];
     if (!s.live || s.generation != mr.generation) return fail(VerbsError::kStaleHandle);
     s.live = false;
+    s.match = 0x100;
     s.base = nullptr;
     ++s.generation;
     free_.push_back(mr.index);
     IWCM_ASSERT(live_ > 0);
     --live_;
     return {};
+}
+
+MrTable::Invalidation MrTable::invalidate(std::uint32_t stag, std::uint32_t pd, bool dry) {
+    const std::uint32_t index = (stag >> 8) ^ index_mask_;
+    if (index >= slots_.size()) return Invalidation::kNoSuchStag;
+    Slot& s = slots_[index];
+    // A live region's STag names it, valid or invalidated already (the key is kept).
+    if (!s.live || s.key != (stag & 0xFF)) return Invalidation::kNoSuchStag;
+    if (s.pd != pd) return Invalidation::kPdMismatch;
+    if (!dry) s.match = 0x100;
+    IWCM_ASSERT(dry || check(stag, s.addr, 0, 0, pd, nullptr) == MemCheck::kInvalidStag);
+    return Invalidation::kOk;
 }
 
 }  // namespace iwcm::rdma

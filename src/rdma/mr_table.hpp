@@ -45,7 +45,7 @@ public:
         const std::uint32_t index = (stag >> 8) ^ index_mask_;
         if (index >= slots_.size()) return MemCheck::kInvalidStag;
         const Slot& s = slots_[index];
-        if (!s.live || s.key != (stag & 0xFF)) return MemCheck::kInvalidStag;
+        if (!s.live || s.match != (stag & 0xFF)) return MemCheck::kInvalidStag;
         if (s.pd != pd) return MemCheck::kPdMismatch;
         if ((s.access & access) != access) return MemCheck::kAccessRights;
         // Overflow-safe: to >= addr and to + len <= addr + length.
@@ -57,6 +57,13 @@ public:
     }
     std::size_t live() const { return live_; }
 
+    // Invalidation (RFC 5040 section 6.10, a Send with Invalidate; siw_invalidate_stag): the
+    // STag of a live region of `pd` names it no more, for the peer and for us, until the
+    // region is deregistered. An STag already invalidated may be invalidated again, as
+    // the verbs allow. `dry`: only says whether it could be.
+    enum class Invalidation : std::uint8_t { kOk, kNoSuchStag, kPdMismatch };
+    Invalidation invalidate(std::uint32_t stag, std::uint32_t pd, bool dry = false);
+
 private:
     struct Slot {
         std::byte* base = nullptr;
@@ -66,6 +73,9 @@ private:
         std::uint32_t pd = 0;
         std::uint32_t generation = 0;
         std::uint8_t key = 0;  // 0 while the slot was never registered
+        // What an STag's low byte must equal: the key while the STag is valid, a value
+        // no byte has once it was invalidated.
+        std::uint16_t match = 0x100;
         bool live = false;
     };
     // The next output of the keyed function.

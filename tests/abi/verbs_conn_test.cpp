@@ -402,8 +402,9 @@ std::string cq_server() {
     ibv_async_event ev{};
     REQUIRE(ibv_get_async_event(s.id->verbs, &ev) == 0);
     const bool cq_error = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == s.cq;
+    const int first = ev.event_type;
     ibv_ack_async_event(&ev);
-    REQUIRE(cq_error);
+    if (!cq_error) return "the first async event is " + std::to_string(first) + ", not CQ_ERR";
     STEP(expect_fatal(s));
     ibv_wc wc[4];
     REQUIRE(ibv_poll_cq(s.cq, 4, wc) == 1);
@@ -453,17 +454,68 @@ std::string pd_server() {
     return {};
 }
 
-std::string pd_client() {
-    Side s;
+// Connects, and takes the server's Hello (`text`) into receive 1.
+std::string connect_for_hello(Side& s, const char* text, Hello& peer, std::vector<ibv_wc>& wcs) {
     STEP(connect_one(s, [] { return std::string(); }));
-    std::vector<ibv_wc> wcs;
     STEP(wait_wcs(s, wcs, 1));
     REQUIRE(wcs[0].wr_id == 1 && wcs[0].status == IBV_WC_SUCCESS);
-    Hello peer;
     std::memcpy(&peer, s.recv_buf.data(), sizeof peer);
-    REQUIRE(std::string(peer.text) == "other-pd");
+    REQUIRE(std::string(peer.text) == text);
+    return {};
+}
+
+std::string pd_client() {
+    Side s;
+    Hello peer;
+    std::vector<ibv_wc> wcs;
+    STEP(connect_for_hello(s, "other-pd", peer, wcs));
     std::memset(s.data.data(), 'W', 64);
     STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 41,
+                   peer.addr, peer.rkey));
+    STEP(expect_fatal(s));
+    return {};
+}
+
+// Send with Invalidate over the ABI: the server gives the client its data region's rkey;
+// the client's IBV_WR_SEND_WITH_INV names it, and the server's receive completes with
+// IBV_WC_WITH_INV and that key. The client's Write to the key afterwards is refused with
+// a TERMINATE: QP_FATAL on both sides.
+std::string inv_server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "invalidate"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 40));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 2));
+    const ibv_wc* recv = wcs[0].opcode == IBV_WC_RECV ? &wcs[0] : &wcs[1];
+    REQUIRE(recv->opcode == IBV_WC_RECV && recv->status == IBV_WC_SUCCESS && recv->wr_id == 1);
+    REQUIRE((recv->wc_flags & IBV_WC_WITH_INV) != 0);
+    REQUIRE(recv->invalidated_rkey == s.data_mr->rkey);
+    STEP(expect_fatal(s));
+    REQUIRE(s.data[0] == 'S');  // the Write after the invalidation placed nothing
+    return {};
+}
+
+std::string inv_client() {
+    Side s;
+    Hello peer;
+    std::vector<ibv_wc> wcs;
+    STEP(connect_for_hello(s, "invalidate", peer, wcs));
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.data.data()), 16, s.data_mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 60;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = peer.rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+    STEP(wait_wcs(s, wcs, 2));
+    REQUIRE(wcs[1].wr_id == 60 && wcs[1].opcode == IBV_WC_SEND && wcs[1].status == IBV_WC_SUCCESS);
+    std::memset(s.data.data(), 'W', 64);
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 61,
                    peer.addr, peer.rkey));
     STEP(expect_fatal(s));
     return {};
@@ -487,6 +539,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
                     : r == "pd-client"   ? pd_client()
                     : r == "cq-server"   ? cq_server()
                     : r == "cq-client"   ? cq_client()
+                    : r == "inv-server"  ? inv_server()
+                    : r == "inv-client"  ? inv_client()
                                          : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
@@ -604,6 +658,10 @@ TEST(ConnectedVerbs, AnotherPdsRkeyIsRefusedByThePeer) {
 
 TEST(ConnectedVerbs, CqOverflowIsCqErrorAndEndsTheQp) {
     run_pair("cq-server", "cq-client");
+}
+
+TEST(ConnectedVerbs, SendWithInvalidateInvalidatesThePeersKey) {
+    run_pair("inv-server", "inv-client");
 }
 
 }  // namespace

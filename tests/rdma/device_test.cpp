@@ -630,6 +630,173 @@ TEST(DeviceCq, OverflowIsAnErrorThatEndsItsQueuePairs) {
     EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->state, QpState::kError);
 }
 
+// Two Sends wait in the stream for the QP's first receives (they came right after the
+// hand-off). Posted in one RecvBatch, the two receives both take one; posted one by one,
+// the first receive's post would read both Sends and the second would find no buffer.
+TEST(DeviceRecvBatch, ReceivesPostedTogetherTakeTheMessagesThatWaited) {
+    Net n(false);
+    n.defer_qp_a = true;
+    ASSERT_TRUE(n.run([&] { return n.sb.up && n.sa.conn.valid(); }));
+    std::vector<std::byte> body(16, std::byte{0x33}), sink(64);
+    auto mr_body = *n.sb.dev.reg_mr(body, 0);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        Sge g{mr_body.addr, 16, mr_body.lkey};
+        SendWr w;
+        w.wr_id = 20 + i;
+        w.sg_list = std::span(&g, 1);
+        ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, w).has_value());
+    }
+    // Until both Sends wait, acknowledged, in a's stream.
+    ASSERT_TRUE(n.run([&] { return has(n.sb, WcOpcode::kSend, 2); }));
+    n.make_qp(n.sa);
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
+    {
+        const Device::RecvBatch batch(n.sa.dev, n.now, n.sa.qp);
+        for (std::uint64_t i = 0; i < 2; ++i) {
+            Sge d{mr_sink.addr + i * 32, 32, mr_sink.lkey};
+            RecvWr r;
+            r.wr_id = i;
+            r.sg_list = std::span(&d, 1);
+            ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, r).has_value());
+            EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->recv_posted, i + 1);  // nothing read yet
+        }
+    }
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
+    EXPECT_EQ(n.sa.wcs[0].wr_id, 0u);
+    EXPECT_EQ(n.sa.wcs[1].wr_id, 1u);
+    EXPECT_TRUE(n.sa.qp_events.empty());
+    EXPECT_TRUE(n.sb.qp_events.empty());
+}
+
+// ---- Send with Invalidate (RFC 5040 sections 4.4 and 6.10)
+
+// b's Sends and the DDP header of each, as the wire carries them.
+struct InvalidateRun {
+    Net n{false};
+    std::vector<std::byte> sink = std::vector<std::byte>(256);
+    std::vector<std::byte> target = std::vector<std::byte>(64);
+    std::vector<std::byte> body = std::vector<std::byte>(32, std::byte{0x42});
+    MemoryRegion mr_sink, mr_target, mr_body;
+    std::vector<wire::DdpHeader> sent_by_b;
+
+    explicit InvalidateRun(std::uint32_t target_pd = 0) {
+        n.on_wire = [this](int from, std::span<const std::byte> f) {
+            auto frame = wire::parse_tcp_frame(f);
+            if (from == 1 && frame && !frame->payload.empty()) {
+                auto fpdu = wire::parse_fpdu(frame->payload, false);
+                if (fpdu) {
+                    if (auto seg = wire::parse_ddp(fpdu->ulpdu)) sent_by_b.push_back(seg->header);
+                }
+            }
+            return false;
+        };
+        EXPECT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        mr_sink = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
+        mr_target = *n.sa.dev.reg_mr(target, kAccessLocalWrite | kAccessRemoteWrite, target_pd);
+        mr_body = *n.sb.dev.reg_mr(body, 0);
+        Sge d{mr_sink.addr, 256, mr_sink.lkey};
+        RecvWr r;
+        r.wr_id = 1;
+        r.sg_list = std::span(&d, 1);
+        EXPECT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, r).has_value());
+    }
+    VResult<void> send(std::uint32_t stag, bool solicited) {
+        Sge g{mr_body.addr, 32, mr_body.lkey};
+        SendWr w;
+        w.wr_id = 9;
+        w.opcode = WrOpcode::kSendWithInvalidate;
+        w.sg_list = std::span(&g, 1);
+        w.solicited = solicited;
+        w.invalidate_rkey = stag;
+        return n.sb.dev.post_send(n.now, n.sb.qp, w);
+    }
+    // The header b's Send carries: opcode 0x4 (or 0x6 with Solicited Event) and the STag
+    // in the untagged header's first word; MSN 1 (b, the responder, sent no RTR).
+    static wire::DdpHeader expected(std::uint32_t stag, bool solicited) {
+        wire::DdpHeader h;
+        h.tagged = false;
+        h.last = true;
+        h.opcode = static_cast<std::uint8_t>(solicited ? wire::RdmapOpcode::kSendSeInvalidate
+                                                       : wire::RdmapOpcode::kSendInvalidate);
+        h.inval_stag = stag;
+        h.qn = wire::kQnSend;
+        h.msn = 1;
+        h.mo = 0;
+        return h;
+    }
+};
+
+class DeviceSendInvalidate : public ::testing::TestWithParam<bool> {};
+
+// The named STag is invalid before the receive completes, and the completion says so; the
+// peer's Write to it afterwards draws a TERMINATE (DDP, invalid STag), and our own use of
+// it is refused at post time.
+TEST_P(DeviceSendInvalidate, InvalidatesTheStagBeforeTheReceiveCompletes) {
+    const bool solicited = GetParam();
+    InvalidateRun t;
+    const std::uint32_t stag = t.mr_target.rkey;
+    ASSERT_TRUE(t.send(stag, solicited).has_value());
+    ASSERT_TRUE(t.n.run([&] { return has(t.n.sa, WcOpcode::kRecv, 1); }));
+    ASSERT_EQ(t.sent_by_b.size(), 1u);
+    EXPECT_EQ(t.sent_by_b[0], InvalidateRun::expected(stag, solicited));
+    ASSERT_EQ(t.n.sa.wcs.size(), 1u);
+    const WorkCompletion& wc = t.n.sa.wcs[0];
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.byte_len, 32u);
+    EXPECT_TRUE(wc.with_invalidate);
+    EXPECT_EQ(wc.invalidated_rkey, stag);
+    EXPECT_EQ(wc.solicited, solicited);
+    EXPECT_TRUE(std::all_of(t.sink.begin(), t.sink.begin() + 32,
+                            [](std::byte b) { return b == std::byte{0x42}; }));
+    ASSERT_TRUE(t.n.run([&] { return has(t.n.sb, WcOpcode::kSend, 1); }));
+    EXPECT_TRUE(t.n.sa.qp_events.empty());
+    // Ours no more, locally either.
+    Sge local{t.mr_target.addr, 8, t.mr_target.lkey};
+    SendWr own;
+    own.sg_list = std::span(&local, 1);
+    EXPECT_EQ(t.n.sa.dev.post_send(t.n.now, t.n.sa.qp, own).error(), VerbsError::kLocalProtection);
+    // The peer's Write with the old STag.
+    Sge g{t.mr_body.addr, 8, t.mr_body.lkey};
+    SendWr write;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&g, 1);
+    write.remote_addr = t.mr_target.addr;
+    write.rkey = stag;
+    ASSERT_TRUE(t.n.sb.dev.post_send(t.n.now, t.n.sb.qp, write).has_value());
+    ASSERT_TRUE(t.n.run([&] { return !t.n.sb.qp_events.empty(); }));
+    EXPECT_EQ(t.n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(t.n.sb.qp_events[0].term.layer, 1u);  // DDP
+    EXPECT_EQ(t.n.sb.qp_events[0].term.code, wire::kDdpTaggedInvalidStag);
+    EXPECT_TRUE(std::all_of(t.target.begin(), t.target.end(),
+                            [](std::byte b) { return b == std::byte{0}; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(SolicitedEvent, DeviceSendInvalidate, ::testing::Bool());
+
+// An STag that cannot be invalidated: one of another protection domain (RDMAP, remote
+// protection error) or one that names no region (remote operation error), both with code
+// "cannot be invalidated", as siw answers. The message was placed: its receive completes,
+// without the invalidation.
+TEST(DeviceSendInvalidate, AnStagThatCannotBeInvalidatedIsATerminate) {
+    for (bool other_pd : {true, false}) {
+        InvalidateRun t(other_pd ? 7 : 0);
+        const std::uint32_t stag = other_pd ? t.mr_target.rkey : (t.mr_target.rkey ^ 0x5500);
+        ASSERT_TRUE(t.send(stag, false).has_value());
+        ASSERT_TRUE(t.n.run([&] { return !t.n.sb.qp_events.empty(); })) << other_pd;
+        ASSERT_EQ(t.n.sa.wcs.size(), 1u) << other_pd;  // the receive, then nothing
+        EXPECT_EQ(t.n.sa.wcs[0].status, WcStatus::kSuccess);
+        EXPECT_FALSE(t.n.sa.wcs[0].with_invalidate);
+        ASSERT_FALSE(t.n.sa.qp_events.empty());
+        EXPECT_EQ(t.n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+        const QpEvent& got = t.n.sb.qp_events[0];
+        EXPECT_EQ(got.type, QpEventType::kTerminateReceived);
+        EXPECT_EQ(got.term.layer, 0u);  // RDMAP
+        EXPECT_EQ(got.term.etype,
+                  other_pd ? wire::kRdmapEtypeRemoteProtection : wire::kRdmapEtypeRemoteOperation);
+        EXPECT_EQ(got.term.code, wire::kRdmapCodeCannotInvalidate);
+    }
+}
+
 // An in-order Write the checks refuse (an STag nobody registered) is not
 // placed from the segment: it goes through the buffer to rx_fpdu, whose
 // TERMINATE ends the queue pair on both sides.
