@@ -479,5 +479,83 @@ TEST(SiwTerminate, ReadBeyondBoundsTerminateFailsTheRead) {
     EXPECT_EQ(r.role_->verified, 0u);
 }
 
+// ---- Send with Invalidate (tests/fixtures/siw/send_inv_peer.c, docs/fixtures.md)
+
+constexpr std::uint8_t kOpSendInvalidate = 4;
+
+// siw's Send with Invalidate, recorded with `send_inv_peer -c` in the guest and ours as
+// the server: it names, in the untagged header's first word, the rkey our Send gave it.
+// Fed to the engine with the engine's own region's STag in that word, it invalidates
+// the region before the receive completes: IBV_WC_WITH_INV and that key.
+TEST(SiwSendInvalidate, SiwsSendWithInvalidateInvalidatesOurRegion) {
+    auto c = load_conversation("iwcm-server-send-inv.pcap");
+    ASSERT_TRUE(c.has_value());
+    ASSERT_TRUE(c->siw_initiated);
+    ASSERT_EQ(c->peer.fpdus.size(), 1u);  // our Send of the region's rkey
+    ASSERT_EQ(c->siw.fpdus.size(), 1u);   // siw's Send with Invalidate
+    const ByteVec& ours = c->peer.fpdus[0];
+    const ByteVec& theirs = c->siw.fpdus[0];
+    const Fpdu f{theirs};
+    ASSERT_FALSE(f.tagged());
+    EXPECT_EQ(f.opcode(), kOpSendInvalidate);
+    EXPECT_EQ(f.qn(), 0u);
+    EXPECT_EQ(be(theirs, 4, 4), be(ours, Fpdu{ours}.payload(), 4));
+
+    ReplayLinks links;
+    Engine engine(links, {});
+    const CqHandle cq = *engine.create_cq(16);
+    QpParams p;
+    p.link = {0};
+    p.attr.send_cq = p.attr.recv_cq = cq;
+    p.crc = c->crc;
+    const QpHandle qp = *engine.create_qp(p);
+    std::vector<std::byte> region(64), sink(64);
+    const MemoryRegion mr = *engine.reg_mr(region, kAccessLocalWrite | kAccessRemoteWrite);
+    const MemoryRegion mr_sink = *engine.reg_mr(sink, kAccessLocalWrite);
+    Sge d{mr_sink.addr, 64, mr_sink.lkey};
+    ASSERT_TRUE(engine.post_recv(qp, {7, std::span(&d, 1)}).has_value());
+
+    ByteVec fpdu = theirs;
+    put_be(fpdu, 4, mr.rkey, 4);
+    reseal(fpdu, c->crc);
+    links.deliver(fpdu);
+    engine.on_readable(qp);
+    WorkCompletion wc[4];
+    ASSERT_EQ(engine.poll_cq(cq, wc), 1u);
+    EXPECT_EQ(wc[0].wr_id, 7u);
+    EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(wc[0].opcode, WcOpcode::kRecv);
+    const std::size_t len = theirs.size() - f.payload() - 4;
+    EXPECT_EQ(wc[0].byte_len, len);
+    EXPECT_TRUE(wc[0].with_invalidate);
+    EXPECT_EQ(wc[0].invalidated_rkey, mr.rkey);
+    EXPECT_TRUE(std::equal(sink.begin(), sink.begin() + static_cast<std::ptrdiff_t>(len),
+                           theirs.begin() + static_cast<std::ptrdiff_t>(f.payload())));
+    EXPECT_FALSE(engine.poll_qp_event().has_value());
+    EXPECT_TRUE(links.sent.empty());
+    // The region's STag names it no more, for us either.
+    Sge own{mr.addr, 8, mr.lkey};
+    SendWr w;
+    w.sg_list = std::span(&own, 1);
+    EXPECT_EQ(engine.post_send(qp, w).error(), VerbsError::kLocalProtection);
+}
+
+// Ours to siw, recorded with ours as the client (`run --settle 500`) and `send_inv_peer
+// -s` in the guest: our Send with Invalidate names siw's rkey from its Send, and siw takes
+// it (its log: "siw_invalidate_stag: STag ... now invalid"). It answers no TERMINATE:
+// after its Send, its side carries nothing but the FIN.
+TEST(SiwSendInvalidate, SiwTakesOurSendWithInvalidate) {
+    auto c = load_conversation("iwcm-client-send-inv.pcap");
+    ASSERT_TRUE(c.has_value());
+    ASSERT_FALSE(c->siw_initiated);
+    ASSERT_EQ(c->siw.fpdus.size(), 1u);   // siw's Send of its rkey, then no TERMINATE
+    ASSERT_EQ(c->peer.fpdus.size(), 1u);  // our Send with Invalidate
+    const ByteVec& theirs = c->siw.fpdus[0];
+    const ByteVec& ours = c->peer.fpdus[0];
+    EXPECT_EQ(Fpdu{theirs}.opcode(), kOpSend);
+    EXPECT_EQ(Fpdu{ours}.opcode(), kOpSendInvalidate);
+    EXPECT_EQ(be(ours, 4, 4), be(theirs, Fpdu{theirs}.payload(), 4));
+}
+
 }  // namespace
 }  // namespace iwcm::rdma::test

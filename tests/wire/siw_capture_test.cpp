@@ -232,7 +232,7 @@ TEST(Siw, EveryCaptureFrameByFrame) {
     for (const auto& e : std::filesystem::directory_iterator(capture_path("")))
         if (e.path().extension() == ".pcap") paths.push_back(e.path().string());
     std::sort(paths.begin(), paths.end());
-    ASSERT_EQ(paths.size(), 14u) << "docs/fixtures.md lists 14 captures";
+    ASSERT_EQ(paths.size(), 16u) << "docs/fixtures.md lists 16 captures";
     for (const std::string& path : paths) {
         SCOPED_TRACE(path);
         const CaptureSummary s = read_capture(path);
