@@ -160,8 +160,8 @@ struct QpAttr {
     CqHandle recv_cq;
     std::uint32_t max_send_wr = 64;
     std::uint32_t max_recv_wr = 64;
-    std::uint32_t max_sge = 4;
-    bool sq_sig_all = false;  // every send work request completes with a WC
+    std::uint32_t max_sge = 4;  // SGEs of a work request, at most 6 (siw's SIW_MAX_SGE)
+    bool sq_sig_all = false;    // every send work request completes with a WC
     // The protection domain: the QP's SGEs and the STags its peer names must
     // be of regions registered with the same number.
     std::uint32_t pd = 0;

@@ -35,7 +35,7 @@ namespace iwcm::abi::verbs {
 // Device's engine are restated here because they are its contract
 // (src/rdma/engine.cpp, mr_table.cpp, include/iwcm/verbs.hpp DeviceConfig).
 constexpr std::uint32_t kMaxQpWr = 1u << 16;  // max_send_wr / max_recv_wr of a QP
-constexpr std::uint32_t kMaxSge = 4;          // SGEs of a work request
+constexpr std::uint32_t kMaxSge = 6;          // SGEs of a work request (rdma::kMaxSge)
 constexpr std::uint32_t kMaxSgeRead = 1;      // an RDMA Read has one local sink
 constexpr std::uint32_t kMaxCqe = 1u << 22;   // entries of a CQ
 constexpr std::uint32_t kMaxMessage = 1u << 31;

@@ -38,7 +38,7 @@
 namespace iwcm::rdma {
 
 constexpr std::uint32_t kNil = UINT32_MAX;
-constexpr std::size_t kMaxSge = 4;
+constexpr std::size_t kMaxSge = 6;  // as siw (SIW_MAX_SGE)
 // Largest FPDU we build (a 16-bit ULPDU length, pad and CRC).
 constexpr std::size_t kMaxFpdu = 2 + 65535 + 3 + 4;
 // IRD/ORD above this are capped (0x3FFF, "no value", among them).

@@ -210,7 +210,7 @@ TEST_F(Verbs, ContextOpsTableIsFilledAndNotExtended) {
     // Non-extended: the header's inline helpers fall back to the plain calls.
     ibv_device_attr_ex ex{};
     ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &ex), 0);
-    EXPECT_EQ(ex.orig_attr.max_sge, 4);
+    EXPECT_EQ(ex.orig_attr.max_sge, 6);
     ibv_qp_init_attr_ex qx{};
     qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     qx.pd = pd_;
@@ -224,7 +224,7 @@ TEST_F(Verbs, ContextOpsTableIsFilledAndNotExtended) {
 TEST_F(Verbs, QueryDeviceGivesTheDevicesLimits) {
     ibv_device_attr a{};
     ASSERT_EQ(ibv_query_device(ctx_, &a), 0);
-    EXPECT_EQ(a.max_sge, 4);
+    EXPECT_EQ(a.max_sge, 6);
     EXPECT_EQ(a.max_sge_rd, 1);
     EXPECT_EQ(a.max_qp_wr, 65536);
     EXPECT_EQ(a.max_cqe, 1 << 22);
@@ -350,7 +350,7 @@ TEST_F(Verbs, CreateQpChecksTheLimits) {
     EXPECT_EQ(ibv_create_qp(pd_, &a), nullptr);
     EXPECT_EQ(errno, EINVAL);
     a = rc_attr();
-    a.cap.max_recv_sge = 5;
+    a.cap.max_recv_sge = 7;
     EXPECT_EQ(ibv_create_qp(pd_, &a), nullptr);
     EXPECT_EQ(errno, EINVAL);
     a = rc_attr();

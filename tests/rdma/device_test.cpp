@@ -167,6 +167,7 @@ struct Net {
         s.cq = *s.dev.create_cq(64);
         QpAttr attr;
         attr.send_cq = attr.recv_cq = s.cq;
+        attr.max_sge = max_sge;
         auto qp = s.dev.create_qp(now, s.conn, attr);
         EXPECT_TRUE(qp.has_value());
         s.qp = *qp;
@@ -186,6 +187,7 @@ struct Net {
     std::function<void(std::vector<std::byte>&)> tamper;
     std::size_t multi_piece = 0;  // frames handed over in more than one piece
     bool defer_qp_a = false;      // a's QP is not made at ESTABLISHED (make_qp(sa))
+    std::uint32_t max_sge = 4;    // QpAttr::max_sge of the QPs make_qp makes
     Core a, b;
     Side sa, sb;
 };
@@ -666,6 +668,65 @@ TEST(DeviceRecvBatch, ReceivesPostedTogetherTakeTheMessagesThatWaited) {
     EXPECT_EQ(n.sa.wcs[1].wr_id, 1u);
     EXPECT_TRUE(n.sa.qp_events.empty());
     EXPECT_TRUE(n.sb.qp_events.empty());
+}
+
+// Six SGEs a work request, as siw: a Send gathered from six pieces of three regions into a
+// receive that scatters it over six, and an RDMA Write gathered from six; every byte lands
+// where the SGEs say, and a seventh SGE is refused.
+TEST(DeviceSge, SixSgesGatherAndScatter) {
+    Net n(false);
+    n.max_sge = 6;
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    // b: the message in three regions, six pieces of 10, 20, ... 60 bytes.
+    std::vector<std::vector<std::byte>> src(3, std::vector<std::byte>(150));
+    std::vector<MemoryRegion> mr_src;
+    for (std::size_t r = 0; r < 3; ++r) {
+        for (std::size_t i = 0; i < 150; ++i) src[r][i] = std::byte((r * 150 + i) * 7 % 251);
+        mr_src.push_back(*n.sb.dev.reg_mr(src[r], 0));
+    }
+    std::vector<Sge> gather;
+    std::vector<std::byte> want;
+    for (std::size_t k = 0; k < 6; ++k) {
+        const std::size_t r = k % 3, off = (k / 3) * 70, len = 10 * (k + 1);
+        gather.push_back({mr_src[r].addr + off, static_cast<std::uint32_t>(len), mr_src[r].lkey});
+        want.insert(want.end(), src[r].begin() + static_cast<std::ptrdiff_t>(off),
+                    src[r].begin() + static_cast<std::ptrdiff_t>(off + len));
+    }
+    // a: six sinks of 35 bytes each, every other one in a second region.
+    std::vector<std::byte> sink_a(210), sink_b(210), target(210);
+    auto mr_a = *n.sa.dev.reg_mr(sink_a, kAccessLocalWrite);
+    auto mr_b = *n.sa.dev.reg_mr(sink_b, kAccessLocalWrite);
+    auto mr_t = *n.sa.dev.reg_mr(target, kAccessLocalWrite | kAccessRemoteWrite);
+    std::vector<Sge> scatter;
+    for (std::size_t k = 0; k < 6; ++k) {
+        const MemoryRegion& m = k % 2 ? mr_b : mr_a;
+        scatter.push_back({m.addr + k * 35, 35, m.lkey});
+    }
+    ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {1, scatter}).has_value());
+    SendWr send;
+    send.wr_id = 2;
+    send.sg_list = gather;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, send).has_value());
+    SendWr write;
+    write.wr_id = 3;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = gather;
+    write.remote_addr = mr_t.addr;
+    write.rkey = mr_t.rkey;
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1) && n.sb.wcs.size() >= 2; }));
+    EXPECT_EQ(n.sa.wcs[0].byte_len, 210u);
+    std::vector<std::byte> got;
+    for (std::size_t k = 0; k < 6; ++k) {
+        const std::vector<std::byte>& s = k % 2 ? sink_b : sink_a;
+        got.insert(got.end(), s.begin() + static_cast<std::ptrdiff_t>(k * 35),
+                   s.begin() + static_cast<std::ptrdiff_t>(k * 35 + 35));
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(target, want);
+    Sge seven[7] = {gather[0], gather[0], gather[0], gather[0], gather[0], gather[0], gather[0]};
+    send.sg_list = seven;
+    EXPECT_EQ(n.sa.dev.post_send(n.now, n.sa.qp, send).error(), VerbsError::kTooManySge);
 }
 
 // ---- Send with Invalidate (RFC 5040 sections 4.4 and 6.10)
