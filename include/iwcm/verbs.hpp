@@ -110,6 +110,7 @@ struct SendWr {
     std::span<const Sge> sg_list;       // copied by post_send
     bool signaled = true;               // IBV_SEND_SIGNALED (ignored with QpAttr::sq_sig_all)
     bool solicited = false;             // IBV_SEND_SOLICITED: Send with Solicited Event
+    bool fence = false;                 // IBV_SEND_FENCE: waits until every earlier Read is done
     std::uint64_t remote_addr = 0;      // WRITE / READ: the peer's tagged offset
     std::uint32_t rkey = 0;             // WRITE / READ: the peer's STag
     std::uint32_t invalidate_rkey = 0;  // kSendWithInvalidate: the peer's STag to invalidate

@@ -243,12 +243,13 @@ int stage_inline(Qp& q, const ibv_send_wr& w, rdma::Sge& out) {
     return 0;
 }
 
-constexpr unsigned kSendFlagsKnown = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
+constexpr unsigned kSendFlagsKnown =
+    IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_FENCE;
 
 int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     SendPlan plan;
     if (int e = plan_of(w, plan); e != 0) return e;
-    // IBV_SEND_FENCE and IBV_SEND_IP_CSUM: the Device has neither.
+    // IBV_SEND_IP_CSUM: the Device has no such offload.
     if ((w.send_flags & ~kSendFlagsKnown) != 0) return EINVAL;
     const bool read = plan.opcode == rdma::WrOpcode::kRdmaRead;
     const bool inl = (w.send_flags & IBV_SEND_INLINE) != 0;
@@ -277,6 +278,7 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     sw.opcode = plan.opcode;
     sw.sg_list = std::span(sge.data(), num);
     sw.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
+    sw.fence = (w.send_flags & IBV_SEND_FENCE) != 0;
     const bool send =
         plan.opcode == rdma::WrOpcode::kSend || plan.opcode == rdma::WrOpcode::kSendWithInvalidate;
     sw.solicited = send && (w.send_flags & IBV_SEND_SOLICITED) != 0;

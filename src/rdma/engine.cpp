@@ -351,6 +351,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.kind =
         read ? WrKind::kRead : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
     e.invalidate = wr.opcode == WrOpcode::kSendWithInvalidate;
+    e.fence = wr.fence;
     e.remote_addr = wr.remote_addr;
     e.rkey = e.invalidate ? wr.invalidate_rkey : wr.rkey;
     e.length = total;

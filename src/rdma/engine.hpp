@@ -79,6 +79,7 @@ struct WrEntry {
     bool signaled = true;
     bool solicited = false;
     bool invalidate = false;  // kSend: a Send with Invalidate of the peer's STag `rkey`
+    bool fence = false;       // send queue: waits for every earlier Read to complete
     Sge sge[kMaxSge]{};
     // In QpRecord::ackq: the link's ack_mark once the message's last FPDU
     // was taken; complete when Engine::on_acked reaches it.

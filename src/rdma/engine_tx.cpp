@@ -117,6 +117,9 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     QpRecord& r = qps_[qp];
     std::uint32_t index = r.sq.head;
     WrEntry& e = wrs_[index];
+    // IBV_SEND_FENCE: the request waits until every earlier Read has completed (the
+    // last Read Response's drain sends again, rx_drain).
+    if (e.fence && e.done == 0 && r.orq_count > 0) return false;
     if (e.kind == WrKind::kRead) {
         // The send queue stalls at a READ while ORD reads are outstanding.
         return r.orq_count < r.ord && tx_read_request(qp, e);

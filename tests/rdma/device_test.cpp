@@ -729,6 +729,71 @@ TEST(DeviceSge, SixSgesGatherAndScatter) {
     EXPECT_EQ(n.sa.dev.post_send(n.now, n.sa.qp, send).error(), VerbsError::kTooManySge);
 }
 
+// IBV_SEND_FENCE: a's Send posted right behind its 64 KiB Read leaves only after the last
+// Read Response came in; without the fence it leaves right behind the Read Request.
+TEST(DeviceFence, AFencedSendWaitsForTheReadBeforeIt) {
+    for (bool fence : {true, false}) {
+        Net n(false);
+        // The DDP/RDMAP header of each FPDU on the wire, in order, with its sender.
+        std::vector<std::pair<int, wire::DdpHeader>> seen;
+        n.on_wire = [&](int from, std::span<const std::byte> f) {
+            auto frame = wire::parse_tcp_frame(f);
+            if (frame && !frame->payload.empty()) {
+                if (auto fpdu = wire::parse_fpdu(frame->payload, false)) {
+                    if (auto seg = wire::parse_ddp(fpdu->ulpdu))
+                        seen.emplace_back(from, seg->header);
+                }
+            }
+            return false;
+        };
+        ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        std::vector<std::byte> src(65536, std::byte{0x77}), dst(65536), msg(16), in(16);
+        auto mr_src = *n.sb.dev.reg_mr(src, kAccessRemoteRead);
+        auto mr_dst = *n.sa.dev.reg_mr(dst, kAccessLocalWrite);
+        auto mr_msg = *n.sa.dev.reg_mr(msg, 0);
+        auto mr_in = *n.sb.dev.reg_mr(in, kAccessLocalWrite);
+        Sge r{mr_in.addr, 16, mr_in.lkey};
+        ASSERT_TRUE(n.sb.dev.post_recv(n.now, n.sb.qp, {1, std::span(&r, 1)}).has_value());
+        seen.clear();
+        Sge d{mr_dst.addr, 65536, mr_dst.lkey};
+        SendWr read;
+        read.wr_id = 10;
+        read.opcode = WrOpcode::kRdmaRead;
+        read.sg_list = std::span(&d, 1);
+        read.remote_addr = mr_src.addr;
+        read.rkey = mr_src.rkey;
+        ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, read).has_value());
+        Sge m{mr_msg.addr, 16, mr_msg.lkey};
+        SendWr send;
+        send.wr_id = 11;
+        send.sg_list = std::span(&m, 1);
+        send.fence = fence;
+        ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, send).has_value());
+        ASSERT_TRUE(n.run(
+            [&] { return has(n.sb, WcOpcode::kRecv, 1) && has(n.sa, WcOpcode::kRdmaRead, 1); }));
+        const auto op = [](const wire::DdpHeader& h) {
+            return static_cast<wire::RdmapOpcode>(h.opcode);
+        };
+        std::ptrdiff_t send_at = -1, last_response_at = -1;
+        for (std::size_t i = 0; i < seen.size(); ++i) {
+            if (seen[i].first == 0 && op(seen[i].second) == wire::RdmapOpcode::kSend) send_at = i;
+            if (seen[i].first == 1 && op(seen[i].second) == wire::RdmapOpcode::kReadResponse &&
+                seen[i].second.last)
+                last_response_at = static_cast<std::ptrdiff_t>(i);
+        }
+        ASSERT_GE(send_at, 0);
+        ASSERT_GE(last_response_at, 0);
+        ASSERT_FALSE(seen.empty());
+        EXPECT_EQ(op(seen[0].second), wire::RdmapOpcode::kReadRequest);
+        if (fence) {
+            EXPECT_GT(send_at, last_response_at) << "the fenced Send went before the Read's end";
+        } else {
+            EXPECT_EQ(send_at, 1) << "the Send right behind the Read Request";
+        }
+        EXPECT_TRUE(dst == src);
+    }
+}
+
 // ---- Send with Invalidate (RFC 5040 sections 4.4 and 6.10)
 
 // b's Sends and the DDP header of each, as the wire carries them.
