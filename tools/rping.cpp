@@ -411,6 +411,7 @@ void Rping::on_qp_event(const rdma::QpEvent& ev) {
         case rdma::QpEventType::kCqError:
             fail(exit_codes::kError, "completion queue overflow" + at);
             return;
+        case rdma::QpEventType::kSrqLimit: return;  // rping makes no shared receive queue
         case rdma::QpEventType::kDisconnected: break;
     }
     if (phase_ == Phase::kDone || phase_ == Phase::kFailed) return;

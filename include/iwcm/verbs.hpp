@@ -66,6 +66,26 @@ struct CqHandle {
     std::uint32_t generation = 0;
     friend constexpr bool operator==(CqHandle, CqHandle) = default;
 };
+// A shared receive queue (ibv_create_srq): receives that any QP made with it takes.
+struct SrqHandle {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+    bool valid() const { return index != UINT32_MAX; }
+    friend constexpr bool operator==(SrqHandle, SrqHandle) = default;
+};
+
+struct SrqAttr {
+    std::uint32_t max_wr = 64;  // receives posted and not yet taken by a QP, at most
+    std::uint32_t max_sge = 4;  // SGEs of a receive, at most 6
+    std::uint32_t pd = 0;       // its receives' regions and its QPs' domain
+};
+
+struct SrqInfo {
+    std::uint32_t max_wr = 0;
+    std::uint32_t max_sge = 0;
+    std::uint32_t posted = 0;  // receives waiting for a QP
+    std::uint32_t limit = 0;   // armed limit (0: not armed)
+};
 struct QpHandle {
     std::uint32_t index = UINT32_MAX;
     std::uint32_t generation = 0;
@@ -162,7 +182,10 @@ struct QpAttr {
     std::uint32_t max_send_wr = 64;
     std::uint32_t max_recv_wr = 64;
     std::uint32_t max_sge = 4;  // SGEs of a work request, at most 6 (siw's SIW_MAX_SGE)
-    bool sq_sig_all = false;    // every send work request completes with a WC
+    // Receives from this shared receive queue instead of the QP's own (post_recv to the
+    // QP is then refused); a Send takes the SRQ's oldest receive when it begins.
+    SrqHandle srq{};
+    bool sq_sig_all = false;  // every send work request completes with a WC
     // The protection domain: the QP's SGEs and the STags its peer names must
     // be of regions registered with the same number.
     std::uint32_t pd = 0;
@@ -200,6 +223,9 @@ enum class QpEventType : std::uint8_t {
     // true), and every QP on it ends with a TERMINATE (RDMAP, local catastrophic error)
     // and flushes its work.
     kCqError,
+    // The SRQ `srq` holds fewer receives than the limit armed with arm_srq_limit (no qp
+    // or conn; IBV_EVENT_SRQ_LIMIT_REACHED). The limit is disarmed.
+    kSrqLimit,
 };
 std::string_view to_string(QpEventType type) noexcept;
 
@@ -207,7 +233,8 @@ struct QpEvent {
     QpEventType type = QpEventType::kDisconnected;
     QpHandle qp;
     ConnHandle conn;
-    CqHandle cq;  // kCqError only
+    CqHandle cq;    // kCqError only
+    SrqHandle srq;  // kSrqLimit only
     int status = 0;
     TermInfo term;
 };
@@ -263,6 +290,14 @@ public:
     // ---- queues ----
     VResult<CqHandle> create_cq(std::uint32_t capacity);
     VResult<void> destroy_cq(CqHandle cq);  // kWrongState while a QP uses it
+    // Shared receive queues: create, destroy (kWrongState while a QP uses it), post a
+    // receive, arm the limit event (0 disarms; kSrqLimit once fewer than `limit`
+    // receives are left), query.
+    VResult<SrqHandle> create_srq(const SrqAttr& attr);
+    VResult<void> destroy_srq(SrqHandle srq);
+    VResult<void> post_srq_recv(Instant now, SrqHandle srq, const RecvWr& wr);
+    VResult<void> arm_srq_limit(SrqHandle srq, std::uint32_t limit);
+    VResult<SrqInfo> query_srq(SrqHandle srq) const;
     // Binds an established connection (after kEstablished) to a new QP: the
     // connection is handed off in HandoffMode::kStream, the negotiated CRC
     // and IRD/ORD come from its MPA exchange. kInvalidArgument when

@@ -230,11 +230,13 @@ VResult<QpHandle> Device::create_qp(Instant now, ConnHandle conn, const QpAttr& 
     // Bytes that came with or right after the hand-off (a Send right behind
     // the RTR, say) wait for the first post_recv: read now, they would find
     // no receive posted and end the QP with a TERMINATE.
-    d.slots[conn.index].unread = true;
+    // A QP on a shared receive queue has its receives already: nothing waits for one.
+    d.slots[conn.index].unread = !attr.srq.valid();
     auto sunk = d.core.set_stream_sink(conn, &d);
     IWCM_ASSERT(sunk.has_value());
     // Only our READ RTR's answer, if it is there, is read at once: it frees an ORD slot.
     d.engine.take_early_rtr_response(*qp);
+    if (attr.srq.valid()) d.engine.on_readable(*qp);
     return qp;
 }
 
@@ -291,6 +293,27 @@ Device::RecvBatch::~RecvBatch() {
 
 std::size_t Device::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
     return impl_->engine.poll_cq(cq, out);
+}
+
+VResult<SrqHandle> Device::create_srq(const SrqAttr& attr) {
+    return impl_->engine.create_srq(attr);
+}
+
+VResult<void> Device::destroy_srq(SrqHandle srq) {
+    return impl_->engine.destroy_srq(srq);
+}
+
+VResult<void> Device::post_srq_recv(Instant now, SrqHandle srq, const RecvWr& wr) {
+    impl_->links.now = now;
+    return impl_->engine.post_srq_recv(srq, wr);
+}
+
+VResult<void> Device::arm_srq_limit(SrqHandle srq, std::uint32_t limit) {
+    return impl_->engine.arm_srq_limit(srq, limit);
+}
+
+VResult<SrqInfo> Device::query_srq(SrqHandle srq) const {
+    return impl_->engine.query_srq(srq);
 }
 
 bool Device::cq_failed(CqHandle cq) const {

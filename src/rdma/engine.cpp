@@ -221,6 +221,9 @@ VResult<QpHandle> Engine::create_qp(const QpParams& p) {
     Cq* scq = find_cq(a.send_cq);
     Cq* rcq = find_cq(a.recv_cq);
     if (scq == nullptr || rcq == nullptr) return fail(VerbsError::kStaleHandle);
+    const Srq* srq = a.srq.valid() ? find_srq(a.srq) : nullptr;
+    if (a.srq.valid() && srq == nullptr) return fail(VerbsError::kStaleHandle);
+    if (srq != nullptr && srq->pd != a.pd) return fail(VerbsError::kInvalidArgument);
     if (a.max_send_wr == 0 || a.max_recv_wr == 0 || a.max_send_wr > kMaxQueueDepth ||
         a.max_recv_wr > kMaxQueueDepth || a.max_sge == 0 || a.max_sge > kMaxSge ||
         p.max_fpdu < 64) {
@@ -242,6 +245,8 @@ VResult<QpHandle> Engine::create_qp(const QpParams& p) {
     r.conn = p.conn;
     r.send_cq = a.send_cq.index;
     r.recv_cq = a.recv_cq.index;
+    r.srq = srq != nullptr ? a.srq.index : kNil;
+    if (srq != nullptr) ++srqs_[a.srq.index].users;
     r.pd = a.pd;
     r.max_fpdu = static_cast<std::uint32_t>(std::min<std::size_t>(p.max_fpdu, kMaxFpdu));
     r.max_send_wr = a.max_send_wr;
@@ -290,6 +295,7 @@ VResult<void> Engine::destroy_qp(QpHandle qp) {
     pending_terms_.erase(qp.index);
     --cqs_[r.send_cq].users;
     --cqs_[r.recv_cq].users;
+    if (r.srq != kNil) --srqs_[r.srq].users;
     r.live = false;
     ++r.generation;
     r.sq.head = qp_free_;
@@ -370,6 +376,7 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
+    if (r.srq != kNil) return fail(VerbsError::kInvalidArgument);  // its receives are the SRQ's
     if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
     if (wr.sg_list.size() > r.max_sge) return fail(VerbsError::kTooManySge);
     if (r.recv_count >= r.max_recv_wr) return fail(VerbsError::kQueueFull);
@@ -386,6 +393,97 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     push(r.rq, index);
     ++r.recv_count;
     return {};
+}
+
+// ---------------------------------------------------------------- shared receive queues
+
+VResult<SrqHandle> Engine::create_srq(const SrqAttr& a) {
+    if (a.max_wr == 0 || a.max_wr > kMaxQueueDepth || a.max_sge == 0 || a.max_sge > kMaxSge)
+        return fail(VerbsError::kInvalidArgument);
+    std::uint32_t index = 0;
+    while (index < srqs_.size() && srqs_[index].live) ++index;
+    if (index == srqs_.size()) srqs_.emplace_back();
+    Srq& s = srqs_[index];
+    const std::uint32_t generation = s.generation;
+    s = Srq{};
+    s.generation = generation;
+    s.max_wr = a.max_wr;
+    s.max_sge = static_cast<std::uint8_t>(a.max_sge);
+    s.pd = a.pd;
+    s.live = true;
+    return SrqHandle{index, generation};
+}
+
+const Engine::Srq* Engine::find_srq(SrqHandle srq) const {
+    if (srq.index >= srqs_.size()) return nullptr;
+    const Srq& s = srqs_[srq.index];
+    return s.live && s.generation == srq.generation ? &s : nullptr;
+}
+
+VResult<void> Engine::destroy_srq(SrqHandle srq) {
+    if (!srq.valid()) return fail(VerbsError::kInvalidHandle);
+    if (find_srq(srq) == nullptr) return fail(VerbsError::kStaleHandle);
+    Srq& s = srqs_[srq.index];
+    if (s.users > 0) return fail(VerbsError::kWrongState);
+    // Its receives go without completions, as ibv_destroy_srq's do.
+    while (!s.rq.empty()) free_wr(pop(s.rq));
+    s.live = false;
+    ++s.generation;
+    return {};
+}
+
+VResult<void> Engine::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
+    if (find_srq(srq) == nullptr)
+        return fail(srq.valid() ? VerbsError::kStaleHandle : VerbsError::kInvalidHandle);
+    Srq& s = srqs_[srq.index];
+    if (wr.sg_list.size() > s.max_sge) return fail(VerbsError::kTooManySge);
+    if (s.count >= s.max_wr) return fail(VerbsError::kQueueFull);
+    std::uint32_t total = 0;
+    auto ok = check_sges(s.pd, wr.sg_list, kAccessLocalWrite, total);
+    if (!ok) return fail(ok.error());
+    std::uint32_t index = alloc_wr();
+    WrEntry& e = wrs_[index];
+    e.wr_id = wr.wr_id;
+    e.kind = WrKind::kRecv;
+    e.length = total;
+    e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
+    push(s.rq, index);
+    ++s.count;
+    return {};
+}
+
+VResult<void> Engine::arm_srq_limit(SrqHandle srq, std::uint32_t limit) {
+    if (find_srq(srq) == nullptr) return fail(VerbsError::kStaleHandle);
+    Srq& s = srqs_[srq.index];
+    if (limit > s.max_wr) return fail(VerbsError::kInvalidArgument);
+    s.limit = limit;
+    return {};
+}
+
+VResult<SrqInfo> Engine::query_srq(SrqHandle srq) const {
+    const Srq* s = find_srq(srq);
+    if (s == nullptr) return fail(VerbsError::kStaleHandle);
+    return SrqInfo{s->max_wr, s->max_sge, s->count, s->limit};
+}
+
+void Engine::take_srq_recv(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    if (r.srq == kNil || !r.rq.empty() || r.rx_in_send) return;
+    Srq& s = srqs_[r.srq];
+    if (s.rq.empty()) return;
+    push(r.rq, pop(s.rq));
+    --s.count;
+    ++r.recv_count;
+    if (s.limit != 0 && s.count < s.limit) {
+        // IBV_EVENT_SRQ_LIMIT_REACHED: once, then disarmed (ibv_modify_srq(3)).
+        s.limit = 0;
+        QpEvent e;
+        e.type = QpEventType::kSrqLimit;
+        e.srq = {r.srq, s.generation};
+        events_.push_back(e);
+    }
+    IWCM_ASSERT(!r.rq.empty());
 }
 
 // ---------------------------------------------------------------- ends

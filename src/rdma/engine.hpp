@@ -97,6 +97,7 @@ struct QpRecord {
     std::uint32_t generation = 0;
     std::uint32_t send_cq = kNil;
     std::uint32_t recv_cq = kNil;
+    std::uint32_t srq = kNil;  // its shared receive queue, if made with one
     std::uint32_t pd = 0;
     std::uint32_t max_fpdu = 0;
     std::uint32_t tx_msn_send = 1;  // next MSN of queue 0 (Send)
@@ -206,6 +207,11 @@ public:
     // Completions a full or failed CQ could not take (QpEventType::kCqError).
     std::uint64_t cq_overflows(CqHandle cq) const;
     bool cq_failed(CqHandle cq) const;
+    VResult<SrqHandle> create_srq(const SrqAttr& attr);
+    VResult<void> destroy_srq(SrqHandle srq);
+    VResult<void> post_srq_recv(SrqHandle srq, const RecvWr& wr);
+    VResult<void> arm_srq_limit(SrqHandle srq, std::uint32_t limit);
+    VResult<SrqInfo> query_srq(SrqHandle srq) const;
     // Device::set_completion_hook: told of each completion a CQ takes.
     void set_completion_hook(std::function<void(CqHandle, bool)> hook) {
         completion_hook_ = std::move(hook);
@@ -222,6 +228,21 @@ private:
         bool failed = false;  // overflowed: takes nothing more (kCqError)
         bool live = false;
     };
+    struct Srq {
+        WrQueue rq;
+        std::uint32_t count = 0;
+        std::uint32_t max_wr = 0;
+        std::uint32_t limit = 0;  // armed when not 0
+        std::uint32_t users = 0;  // QPs made with it
+        std::uint32_t pd = 0;
+        std::uint32_t generation = 0;
+        std::uint8_t max_sge = 0;
+        bool live = false;
+    };
+    const Srq* find_srq(SrqHandle srq) const;
+    // A QP on an SRQ with no receive of its own takes the SRQ's oldest for the Send that
+    // begins (it stays the QP's until the Send's last segment, or its flush).
+    void take_srq_recv(std::uint32_t qp);
     // The outcome of one inbound FPDU.
     struct RxVerdict {
         bool terminate = false;  // a TERMINATE was built into term_buf_
@@ -305,6 +326,7 @@ private:
     DeviceConfig config_;
     MrTable mrs_;
     std::vector<Cq> cqs_;
+    std::vector<Srq> srqs_;
     std::function<void(CqHandle, bool)> completion_hook_;
     std::vector<QpRecord> qps_;
     std::uint32_t qp_free_ = kNil;

@@ -293,6 +293,7 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
         if (!read_response_placeable(qps_[qp], h, n)) return false;
         v = rx_read_response(qp, seg, ulpdu_len, payload);
     } else if (is_send(op) && !h.tagged) {
+        take_srq_recv(qp);
         if (!send_placeable(qps_[qp], h, payload)) return false;
         v = rx_send(qp, seg, ulpdu_len, payload);
         message_end_ = message_end_ || h.last;
@@ -478,6 +479,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
     // siw_proc_send, then siw_send_check_ntoh, in their order.
+    take_srq_recv(qp);
     if (r.rq.empty()) return terminate(qp, ddp_untagged(wire::kDdpUntaggedNoBuffer, seg, len));
     if (h.qn != wire::kQnSend) {
         return terminate(qp, ddp_untagged(wire::kDdpUntaggedInvalidQn, seg, len));

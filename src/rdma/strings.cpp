@@ -54,6 +54,7 @@ std::string_view to_string(QpEventType type) noexcept {
         case QpEventType::kTerminateSent: return "TERMINATE sent";
         case QpEventType::kTerminateUnsent: return "TERMINATE not sent";
         case QpEventType::kCqError: return "CQ overflow";
+        case QpEventType::kSrqLimit: return "SRQ limit reached";
     }
     return "?";
 }

@@ -794,6 +794,69 @@ TEST(DeviceFence, AFencedSendWaitsForTheReadBeforeIt) {
     }
 }
 
+// A shared receive queue under two QPs of one device: each QP's Send takes the SRQ's
+// oldest receive, completes on that QP's CQ with that QP's handle, and the limit event
+// comes once fewer receives than the armed limit are left.
+TEST(DeviceSrq, TwoQueuePairsTakeTheSharedReceivesInTurn) {
+    Net n(false);
+    n.defer_qp_a = true;
+    ASSERT_TRUE(n.run([&] { return n.sb.up && n.sa.conn.valid(); }));
+    const ConnHandle conn1 = n.sa.conn;
+    const QpHandle qp_b1 = n.sb.qp;
+    ConnectParams p;
+    p.local = {n.ip_a, 0};
+    p.remote = {n.ip_b, 4791};
+    p.remote_mac = n.b.config().mac;
+    ASSERT_TRUE(n.a.connect(n.now, p).has_value());
+    ASSERT_TRUE(n.run([&] { return n.sa.conn != conn1 && n.sb.qp != qp_b1; }));
+    const ConnHandle conn2 = n.sa.conn;
+    const QpHandle qp_b2 = n.sb.qp;
+
+    const SrqHandle srq = *n.sa.dev.create_srq({8, 1, 0});
+    n.sa.cq = *n.sa.dev.create_cq(16);  // the Net polls it
+    QpAttr attr;
+    attr.send_cq = attr.recv_cq = n.sa.cq;
+    attr.srq = srq;
+    const QpHandle qa1 = *n.sa.dev.create_qp(n.now, conn1, attr);
+    const QpHandle qa2 = *n.sa.dev.create_qp(n.now, conn2, attr);
+    std::vector<std::byte> sink(3 * 32), body(16, std::byte{0x61});
+    auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
+    auto mr_body = *n.sb.dev.reg_mr(body, 0);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        Sge d{mr_sink.addr + i * 32, 32, mr_sink.lkey};
+        ASSERT_TRUE(n.sa.dev.post_srq_recv(n.now, srq, {100 + i, std::span(&d, 1)}).has_value());
+    }
+    ASSERT_TRUE(n.sa.dev.arm_srq_limit(srq, 2).has_value());
+    EXPECT_EQ(n.sa.dev.query_srq(srq)->posted, 3u);
+    Sge own{mr_sink.addr, 8, mr_sink.lkey};
+    EXPECT_EQ(n.sa.dev.post_recv(n.now, qa1, {1, std::span(&own, 1)}).error(),
+              VerbsError::kInvalidArgument);
+
+    Sge g{mr_body.addr, 16, mr_body.lkey};
+    SendWr w;
+    w.sg_list = std::span(&g, 1);
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, qp_b2, w).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 1); }));
+    EXPECT_TRUE(n.sa.qp_events.empty());  // two left: not below the limit
+    ASSERT_TRUE(n.sb.dev.post_send(n.now, qp_b1, w).has_value());
+    ASSERT_TRUE(n.run([&] { return has(n.sa, WcOpcode::kRecv, 2); }));
+    ASSERT_EQ(n.sa.wcs.size(), 2u);
+    EXPECT_EQ(n.sa.wcs[0].wr_id, 100u);
+    EXPECT_EQ(n.sa.wcs[0].qp, qa2);
+    EXPECT_EQ(n.sa.wcs[1].wr_id, 101u);
+    EXPECT_EQ(n.sa.wcs[1].qp, qa1);
+    ASSERT_EQ(n.sa.qp_events.size(), 1u);
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kSrqLimit);
+    EXPECT_EQ(n.sa.qp_events[0].srq, srq);
+    EXPECT_EQ(n.sa.dev.query_srq(srq)->posted, 1u);
+    EXPECT_EQ(n.sa.dev.query_srq(srq)->limit, 0u);  // disarmed
+    EXPECT_EQ(n.sa.dev.destroy_srq(srq).error(), VerbsError::kWrongState);
+    ASSERT_TRUE(n.sa.dev.destroy_qp(n.now, qa1).has_value());
+    ASSERT_TRUE(n.sa.dev.destroy_qp(n.now, qa2).has_value());
+    EXPECT_TRUE(n.sa.dev.destroy_srq(srq).has_value());
+    EXPECT_EQ(n.sa.dev.query_srq(srq).error(), VerbsError::kStaleHandle);
+}
+
 // ---- Send with Invalidate (RFC 5040 sections 4.4 and 6.10)
 
 // b's Sends and the DDP header of each, as the wire carries them.
