@@ -160,6 +160,19 @@ void verbs_on_cq_error(rdma::CqHandle cq) {
     notify(c, true);  // a thread asleep on the channel wakes to find the error
 }
 
+// The Device's SRQ fell below its armed limit: IBV_EVENT_SRQ_LIMIT_REACHED on its context.
+void verbs_on_srq_limit(rdma::SrqHandle srq) {
+    auto& by_handle = registry().srq_by_handle;
+    auto it = by_handle.find(key_of(srq));
+    if (it == by_handle.end()) return;
+    Srq& q = *it->second;
+    ibv_async_event e{};
+    e.element.srq = &q.api;
+    e.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+    q.ctx->async_events.push_back(e);
+    signal_fd(q.ctx->api.async_fd);
+}
+
 void raise_async_event(Qp& qp, ibv_event_type type) {
     ibv_async_event e{};
     e.element.qp = &qp.api;
@@ -412,6 +425,12 @@ IWCM_VERBS_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event*
                     ++cq->async_reported;
                     ::pthread_mutex_unlock(&cq->api.mutex);
                 }
+            } else if (event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+                if (Srq* q = registry().srqs.find(event->element.srq)) {
+                    ::pthread_mutex_lock(&q->api.mutex);
+                    ++q->events_reported;
+                    ::pthread_mutex_unlock(&q->api.mutex);
+                }
             } else if (Qp* q = registry().qps.find(event->element.qp)) {
                 ::pthread_mutex_lock(&q->api.mutex);
                 ++q->events_reported;
@@ -425,10 +444,22 @@ IWCM_VERBS_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event*
     return -1;
 }
 
-// QP events (QP_FATAL) and CQ_ERR are raised; others are acknowledged as nothing.
+// QP events (QP_FATAL, QP_LAST_WQE_REACHED), CQ_ERR and SRQ_LIMIT_REACHED are raised;
+// others are acknowledged as nothing.
 IWCM_VERBS_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     if (event == nullptr) return;
     const ibv_event_type t = event->event_type;
+    if (t == IBV_EVENT_SRQ_LIMIT_REACHED) {
+        ibv_srq* srq = event->element.srq;
+        int err =
+            locked([&](Session&) { return registry().srqs.find(srq) == nullptr ? EINVAL : 0; });
+        if (err != 0) return;
+        ::pthread_mutex_lock(&srq->mutex);
+        ++srq->events_completed;
+        ::pthread_cond_broadcast(&srq->cond);
+        ::pthread_mutex_unlock(&srq->mutex);
+        return;
+    }
     if (t == IBV_EVENT_CQ_ERR) {
         ibv_cq* cq = event->element.cq;
         int err = locked([&](Session&) { return registry().cqs.find(cq) == nullptr ? EINVAL : 0; });

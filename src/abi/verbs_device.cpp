@@ -59,9 +59,30 @@ int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
 int op_dealloc_mw(ibv_mw*) {
     return EOPNOTSUPP;
 }
-int op_post_srq_recv(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    *bad_wr = wr;
-    return EOPNOTSUPP;
+// ibv_post_srq_recv: each receive's SGEs inside regions of the SRQ's PD, in order; the
+// first refused one is *bad_wr.
+int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    ibv_recv_wr* bad = wr;
+    int err = locked([&](Session& s) {
+        Srq* q = registry().srqs.find(srq);
+        if (q == nullptr) return EINVAL;
+        for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
+            bad = w;
+            if (w->num_sge < 0 || static_cast<std::uint32_t>(w->num_sge) > q->max_sge)
+                return EINVAL;
+            std::array<rdma::Sge, kMaxSge> sge{};
+            if (int e = sges_of(*q->pd, w->sg_list, w->num_sge, true, sge); e != 0) return e;
+            auto done = s.device().post_srq_recv(
+                s.now(), q->handle,
+                {w->wr_id, std::span(sge.data(), static_cast<std::size_t>(w->num_sge))});
+            if (!done)
+                return done.error() == rdma::VerbsError::kQueueFull ? ENOMEM
+                                                                    : errno_of(done.error());
+        }
+        return 0;
+    });
+    if (err != 0 && bad_wr != nullptr) *bad_wr = bad;
+    return err;
 }
 
 // The context's Device-independent part. No runtime lock needed: the
@@ -157,6 +178,24 @@ int errno_of(rdma::VerbsError e) {
         case rdma::VerbsError::kCoreError: return EIO;
     }
     return EINVAL;
+}
+
+int sges_of(const Pd& pd, const ibv_sge* list, int num, bool sink,
+            std::array<rdma::Sge, kMaxSge>& out) {
+    const auto& by_lkey = registry().mr_by_lkey;
+    for (int i = 0; i < num; ++i) {
+        const ibv_sge& g = list[i];
+        auto it = by_lkey.find(g.lkey);
+        if (it == by_lkey.end() || it->second->pd != &pd) return EINVAL;
+        const ibv_mr& mr = it->second->api;
+        const auto base = reinterpret_cast<std::uintptr_t>(mr.addr);
+        if (g.addr < base || g.addr - base > mr.length || g.length > mr.length - (g.addr - base)) {
+            return EINVAL;
+        }
+        if (sink && (it->second->access & IBV_ACCESS_LOCAL_WRITE) == 0) return EINVAL;
+        out[static_cast<std::size_t>(i)] = {g.addr, g.length, g.lkey};
+    }
+    return 0;
 }
 
 ibv_context* default_context() {
@@ -282,6 +321,9 @@ IWCM_VERBS_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* at
     attr->max_qp_init_rd_atom = kMaxReadDepth;
     attr->max_res_rd_atom = static_cast<int>(kMaxQp * kMaxReadDepth);
     attr->atomic_cap = IBV_ATOMIC_NONE;
+    attr->max_srq = kMaxSrq;
+    attr->max_srq_wr = kMaxQpWr;
+    attr->max_srq_sge = kMaxSge;
     attr->max_pkeys = 1;
     attr->phys_port_cnt = 1;
     return 0;
@@ -512,21 +554,96 @@ IWCM_VERBS_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) {
     return EOPNOTSUPP;
 }
 
-IWCM_VERBS_EXPORT ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+// ---------------------------------------------------------------- shared receive queues
+
+IWCM_VERBS_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+    ibv_srq* out = nullptr;
+    int err = locked([&](Session& s) {
+        Registry& r = registry();
+        Pd* p = r.pds.find(pd);
+        if (p == nullptr || init == nullptr) return EINVAL;
+        if (r.srqs.size() >= kMaxSrq) return ENOMEM;
+        ibv_srq_attr& want = init->attr;
+        if (want.max_wr < 1 || want.max_wr > kMaxQpWr || want.max_sge < 1 ||
+            want.max_sge > kMaxSge || want.srq_limit > want.max_wr) {
+            return EINVAL;
+        }
+        auto h = s.device().create_srq({want.max_wr, want.max_sge, pd->handle});
+        if (!h) return errno_of(h.error());
+        if (want.srq_limit > 0) (void)s.device().arm_srq_limit(*h, want.srq_limit);
+        auto q = std::make_unique<Srq>();
+        static std::uint32_t next_handle = 1;
+        q->ctx = p->ctx;
+        q->pd = p;
+        q->handle = *h;
+        q->max_wr = want.max_wr;
+        q->max_sge = want.max_sge;
+        ibv_srq& a = q->api;
+        a.context = pd->context;
+        a.srq_context = init->srq_context;
+        a.pd = pd;
+        a.handle = next_handle++;
+        ::pthread_mutex_init(&a.mutex, nullptr);
+        ::pthread_cond_init(&a.cond, nullptr);
+        Srq* raw = r.srqs.add(std::move(q));
+        r.srq_by_handle[key_of(*h)] = raw;
+        ++p->users;
+        out = &raw->api;
+        return 0;
+    });
+    if (err != 0) errno = err;
+    return out;
 }
 
-IWCM_VERBS_EXPORT int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) {
-    return EOPNOTSUPP;
+// IBV_SRQ_LIMIT arms the limit event; a resize (IBV_SRQ_MAX_WR) is refused.
+IWCM_VERBS_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+    return locked([&](Session& s) {
+        Srq* q = registry().srqs.find(srq);
+        if (q == nullptr || attr == nullptr) return EINVAL;
+        if ((mask & ~IBV_SRQ_LIMIT) != 0) return EINVAL;
+        if ((mask & IBV_SRQ_LIMIT) == 0) return 0;
+        if (attr->srq_limit > q->max_wr) return EINVAL;
+        auto done = s.device().arm_srq_limit(q->handle, attr->srq_limit);
+        return done ? 0 : errno_of(done.error());
+    });
 }
 
-IWCM_VERBS_EXPORT int ibv_query_srq(ibv_srq*, ibv_srq_attr*) {
-    return EOPNOTSUPP;
+IWCM_VERBS_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    return locked([&](Session& s) {
+        Srq* q = registry().srqs.find(srq);
+        if (q == nullptr || attr == nullptr) return EINVAL;
+        auto info = s.device().query_srq(q->handle);
+        if (!info) return errno_of(info.error());
+        *attr = ibv_srq_attr{info->max_wr, info->max_sge, info->limit};
+        return 0;
+    });
 }
 
-IWCM_VERBS_EXPORT int ibv_destroy_srq(ibv_srq*) {
-    return EOPNOTSUPP;
+IWCM_VERBS_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
+    Srq* waiting = nullptr;
+    int err = locked([&](Session&) {
+        waiting = registry().srqs.find(srq);
+        if (waiting == nullptr) return EINVAL;
+        if (waiting->users > 0) return EBUSY;
+        std::erase_if(waiting->ctx->async_events, [srq](const ibv_async_event& e) {
+            return e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && e.element.srq == srq;
+        });
+        return 0;
+    });
+    if (err != 0) return err;
+    wait_acknowledged(srq->mutex, srq->cond, srq->events_completed, waiting->events_reported);
+    return locked([&](Session& s) {
+        Registry& r = registry();
+        Srq* q = r.srqs.find(srq);
+        if (q == nullptr) return EINVAL;
+        if (q->users > 0) return EBUSY;
+        auto done = s.device().destroy_srq(q->handle);
+        IWCM_ASSERT(done.has_value());
+        r.srq_by_handle.erase(key_of(q->handle));
+        --q->pd->users;
+        r.srqs.retire(q);
+        return 0;
+    });
 }
 
 IWCM_VERBS_EXPORT int ibv_resize_cq(ibv_cq*, int) {

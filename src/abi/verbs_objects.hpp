@@ -35,6 +35,7 @@ namespace iwcm::abi::verbs {
 // Device's engine are restated here because they are its contract
 // (src/rdma/engine.cpp, mr_table.cpp, include/iwcm/verbs.hpp DeviceConfig).
 constexpr std::uint32_t kMaxQpWr = 1u << 16;  // max_send_wr / max_recv_wr of a QP
+constexpr std::uint32_t kMaxSrq = 1024;       // shared receive queues of the device
 constexpr std::uint32_t kMaxSge = 6;          // SGEs of a work request (rdma::kMaxSge)
 constexpr std::uint32_t kMaxSgeRead = 1;      // an RDMA Read has one local sink
 constexpr std::uint32_t kMaxCqe = 1u << 22;   // entries of a CQ
@@ -99,6 +100,20 @@ struct Cq {
     std::uint32_t async_reported = 0;
 };
 
+// A shared receive queue: the Device's, on a PD.
+struct Srq {
+    ibv_srq api{};
+    Context* ctx = nullptr;
+    Pd* pd = nullptr;
+    rdma::SrqHandle handle;
+    std::uint32_t max_wr = 0;
+    std::uint32_t max_sge = 0;
+    std::uint32_t users = 0;  // QPs made with it
+    // Its IBV_EVENT_SRQ_LIMIT_REACHED events ibv_get_async_event returned (under
+    // api.mutex, beside api.events_completed).
+    std::uint32_t events_reported = 0;
+};
+
 struct PendingRecv {
     std::uint64_t wr_id = 0;
     std::array<rdma::Sge, kMaxSge> sge{};
@@ -111,6 +126,7 @@ struct Qp {
     Pd* pd = nullptr;
     Cq* send_cq = nullptr;
     Cq* recv_cq = nullptr;
+    Srq* srq = nullptr;  // its receives come from this shared queue
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
     int access_flags = 0;
@@ -177,6 +193,9 @@ constexpr std::uint64_t key_of(rdma::QpHandle h) {
 constexpr std::uint64_t key_of(rdma::CqHandle h) {
     return std::uint64_t{h.index} << 32 | h.generation;
 }
+constexpr std::uint64_t key_of(rdma::SrqHandle h) {
+    return std::uint64_t{h.index} << 32 | h.generation;
+}
 
 struct QpNum {
     std::uint32_t qp_num = 0;
@@ -194,6 +213,8 @@ struct Registry {
     // exclusively (with the runtime's lock) while cqs changes.
     std::shared_mutex cqs_mutex;
     Table<ibv_qp, Qp> qps;
+    Table<ibv_srq, Srq> srqs;
+    std::unordered_map<std::uint64_t, Srq*> srq_by_handle;
     std::unordered_map<std::uint32_t, Mr*> mr_by_lkey;
     std::unordered_map<std::uint64_t, Cq*> cq_by_handle;
     std::unordered_map<std::uint64_t, Qp*> qp_by_handle;
@@ -217,6 +238,8 @@ void push_local_completion(Cq& cq, const ibv_wc& wc);
 void raise_async_event(Qp& qp, ibv_event_type type);
 // The Device's CQ `cq` overflowed: IBV_EVENT_CQ_ERR, and its polls fail once empty.
 void verbs_on_cq_error(rdma::CqHandle cq);
+// The Device's SRQ `srq` fell below its armed limit: IBV_EVENT_SRQ_LIMIT_REACHED.
+void verbs_on_srq_limit(rdma::SrqHandle srq);
 
 // Blocks until `completed` (an ibv_cq / ibv_qp event counter that the ack
 // calls raise under `mutex`) reaches `reported`. Without the runtime's lock.
@@ -225,6 +248,10 @@ void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const std::
 
 // errno value of a Device error.
 int errno_of(rdma::VerbsError e);
+// The SGEs of a work request in the Device's form, each inside a region of `pd` with the
+// access asked (IBV_ACCESS_LOCAL_WRITE for a sink); EINVAL otherwise (verbs_qp.cpp).
+int sges_of(const Pd& pd, const ibv_sge* list, int num, bool sink,
+            std::array<rdma::Sge, kMaxSge>& out);
 
 // Runs f(Session&) -> int (0 or an errno value) under the runtime's lock; errno
 // is set after the lock is released (the runtime's sends would clobber it).

@@ -68,24 +68,9 @@ void flush_waiting(Qp& q) {
     q.waiting.clear();
 }
 
-// The SGEs of a work request in the Device's form, each inside a region of
-// the QP's PD with the access asked (IBV_ACCESS_LOCAL_WRITE for a sink).
 int check_sges(const Qp& q, const ibv_sge* list, int num, bool sink,
                std::array<rdma::Sge, kMaxSge>& out) {
-    const auto& by_lkey = registry().mr_by_lkey;
-    for (int i = 0; i < num; ++i) {
-        const ibv_sge& g = list[i];
-        auto it = by_lkey.find(g.lkey);
-        if (it == by_lkey.end() || it->second->pd != q.pd) return EINVAL;
-        const ibv_mr& mr = it->second->api;
-        const auto base = reinterpret_cast<std::uintptr_t>(mr.addr);
-        if (g.addr < base || g.addr - base > mr.length || g.length > mr.length - (g.addr - base)) {
-            return EINVAL;
-        }
-        if (sink && (it->second->access & IBV_ACCESS_LOCAL_WRITE) == 0) return EINVAL;
-        out[static_cast<std::size_t>(i)] = {g.addr, g.length, g.lkey};
-    }
-    return 0;
+    return sges_of(*q.pd, list, num, sink, out);
 }
 
 void release_inline(Session& s, Qp& q) {
@@ -170,6 +155,7 @@ int transition(Session& s, Qp& q, ibv_qp_state to) {
 // ---------------------------------------------------------------- posting
 
 int post_recv_one(Session& s, Qp& q, const ibv_recv_wr& w) {
+    if (q.srq != nullptr) return EINVAL;  // its receives are the SRQ's (ibv_post_srq_recv)
     if (w.num_sge < 0 || static_cast<std::uint32_t>(w.num_sge) > q.cap.max_recv_sge) {
         return EINVAL;
     }
@@ -359,6 +345,7 @@ int qp_attach(Session& s, ibv_qp* qp, ConnHandle conn) {
     a.max_sge = std::max({1u, q->cap.max_send_sge, q->cap.max_recv_sge});
     a.sq_sig_all = q->sq_sig_all;
     a.pd = q->pd->api.handle;  // the STags its peer names must be of this PD's regions
+    if (q->srq != nullptr) a.srq = q->srq->handle;
     auto h = s.device().create_qp(s.now(), conn, a);
     if (!h && h.error() == rdma::VerbsError::kStaleHandle) {
         // The connection ended before it could be bound (its end event is
@@ -412,11 +399,15 @@ std::optional<rdma::QpHandle> qp_handle(ibv_qp* qp) {
 // The Device's QP ended: the QP is in ERR (its work was flushed by the
 // Device). A TERMINATE, sent or received, and a stream that ended inside an
 // FPDU are fatal errors of the QP: IBV_EVENT_QP_FATAL, as siw raises on
-// its terminate paths. IBV_EVENT_QP_LAST_WQE_REACHED belongs to QPs on a
-// shared receive queue, which this device has not.
+// its terminate paths. A QP on a shared receive queue then also raises
+// IBV_EVENT_QP_LAST_WQE_REACHED: it takes none of the SRQ's receives any more.
 void verbs_on_qp_event(Session&, const rdma::QpEvent& e) {
     if (e.type == rdma::QpEventType::kCqError) {
         verbs_on_cq_error(e.cq);
+        return;
+    }
+    if (e.type == rdma::QpEventType::kSrqLimit) {
+        verbs_on_srq_limit(e.srq);
         return;
     }
     auto& by_handle = registry().qp_by_handle;
@@ -427,6 +418,8 @@ void verbs_on_qp_event(Session&, const rdma::QpEvent& e) {
     q.api.state = IBV_QPS_ERR;
     const bool fatal = e.type != rdma::QpEventType::kDisconnected || e.status == -EPROTO;
     if (fatal && !was_error) raise_async_event(q, IBV_EVENT_QP_FATAL);
+    // A QP on an SRQ takes no more of its receives (ibv_create_srq(3)).
+    if (q.srq != nullptr && !was_error) raise_async_event(q, IBV_EVENT_QP_LAST_WQE_REACHED);
 }
 
 }  // namespace iwcm::abi
@@ -454,7 +447,8 @@ IWCM_VERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         Pd* p = r.pds.find(pd);
         if (p == nullptr || attr == nullptr) return EINVAL;
         if (attr->qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // as siw: RC only
-        if (attr->srq != nullptr) return EINVAL;             // none is ever issued
+        Srq* srq = attr->srq == nullptr ? nullptr : r.srqs.find(attr->srq);
+        if (attr->srq != nullptr && (srq == nullptr || srq->pd != p)) return EINVAL;
         Cq* scq = r.cqs.find(attr->send_cq);
         Cq* rcq = r.cqs.find(attr->recv_cq);
         if (scq == nullptr || rcq == nullptr || scq->ctx != p->ctx || rcq->ctx != p->ctx) {
@@ -468,6 +462,7 @@ IWCM_VERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         q->pd = p;
         q->send_cq = scq;
         q->recv_cq = rcq;
+        q->srq = srq;
         q->cap = attr->cap;
         q->sq_sig_all = attr->sq_sig_all != 0;
         ibv_qp& a = q->api;
@@ -476,6 +471,7 @@ IWCM_VERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         a.pd = pd;
         a.send_cq = attr->send_cq;
         a.recv_cq = attr->recv_cq;
+        a.srq = attr->srq;
         a.handle = next_handle++;
         a.qp_num = r.next_qp_num++;
         a.state = IBV_QPS_RESET;
@@ -485,6 +481,7 @@ IWCM_VERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         ++p->users;
         ++scq->users;
         ++rcq->users;
+        if (srq != nullptr) ++srq->users;
         out = &r.qps.add(std::move(q))->api;
         return 0;
     });
@@ -579,6 +576,7 @@ IWCM_VERBS_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
         --q->pd->users;
         --q->send_cq->users;
         --q->recv_cq->users;
+        if (q->srq != nullptr) --q->srq->users;
         r.qps.retire(q);
         return 0;
     });

@@ -63,6 +63,7 @@ struct Side {
     ibv_cq* cq = nullptr;
     ibv_mr* recv_mr = nullptr;
     ibv_mr* data_mr = nullptr;
+    ibv_srq* srq = nullptr;
     std::array<char, 256> recv_buf{};
     std::vector<char> data = std::vector<char>(kData);
 };
@@ -78,7 +79,8 @@ std::string expect_event(Side& s, rdma_cm_event_type type, rdma_cm_id** child = 
     return {};
 }
 
-int g_cq_entries = 32;  // the CQ setup() makes
+int g_cq_entries = 32;   // the CQ setup() makes
+bool g_use_srq = false;  // setup() puts the QP on a shared receive queue (limit 2)
 
 // PD, channel, CQ, MRs and a QP on s.id; two receives posted at once (before
 // the connection).
@@ -89,8 +91,15 @@ std::string setup(Side& s) {
     REQUIRE(s.channel != nullptr);
     s.cq = ibv_create_cq(s.id->verbs, g_cq_entries, nullptr, s.channel, 0);
     REQUIRE(s.cq != nullptr);
+    if (g_use_srq) {
+        ibv_srq_init_attr si{};
+        si.attr = {8, 1, 2};
+        s.srq = ibv_create_srq(s.pd, &si);
+        REQUIRE(s.srq != nullptr);
+    }
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = s.cq;
+    a.srq = s.srq;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = 8;
     a.cap.max_recv_wr = 8;
@@ -104,11 +113,12 @@ std::string setup(Side& s) {
         ibv_reg_mr(s.pd, s.data.data(), s.data.size(),
                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     REQUIRE(s.data_mr != nullptr);
-    for (std::uint64_t id = 1; id <= 2; ++id) {
+    for (std::uint64_t id = 1; id <= (g_use_srq ? 3 : 2); ++id) {
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.recv_buf.data()), 128, s.recv_mr->lkey};
         ibv_recv_wr wr{id, nullptr, &sge, 1};
         ibv_recv_wr* bad = nullptr;
-        REQUIRE(ibv_post_recv(s.id->qp, &wr, &bad) == 0);
+        REQUIRE((g_use_srq ? ibv_post_srq_recv(s.srq, &wr, &bad)
+                           : ibv_post_recv(s.id->qp, &wr, &bad)) == 0);
     }
     return {};
 }
@@ -476,6 +486,41 @@ std::string pd_client() {
     return {};
 }
 
+// The server's QP takes its receives from a shared receive queue of three, armed at 2:
+// the client's two Sends complete the SRQ's first two receives on the QP, and the second
+// leaves one, below the limit: IBV_EVENT_SRQ_LIMIT_REACHED for that SRQ.
+std::string srq_server() {
+    g_use_srq = true;
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 2));
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        REQUIRE(wcs[i].wr_id == i + 1 && wcs[i].status == IBV_WC_SUCCESS);
+        REQUIRE(wcs[i].opcode == IBV_WC_RECV && wcs[i].qp_num == s.id->qp->qp_num);
+    }
+    ibv_async_event ev{};
+    REQUIRE(ibv_get_async_event(s.id->verbs, &ev) == 0);
+    const bool limit = ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == s.srq;
+    ibv_ack_async_event(&ev);
+    REQUIRE(limit);
+    ibv_srq_attr a{};
+    REQUIRE(ibv_query_srq(s.srq, &a) == 0 && a.srq_limit == 0);  // disarmed
+    return {};
+}
+
+std::string srq_client() {
+    Side s;
+    STEP(connect_one(s, [] { return std::string(); }));
+    for (std::uint64_t id = 70; id < 72; ++id)
+        STEP(post_send(s, IBV_WR_SEND, s.data.data(), 16, s.data_mr->lkey, IBV_SEND_SIGNALED, id));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 2));
+    REQUIRE(wcs[0].status == IBV_WC_SUCCESS && wcs[1].status == IBV_WC_SUCCESS);
+    return {};
+}
+
 // Send with Invalidate over the ABI: the server gives the client its data region's rkey;
 // the client's IBV_WR_SEND_WITH_INV names it, and the server's receive completes with
 // IBV_WC_WITH_INV and that key. The client's Write to the key afterwards is refused with
@@ -541,6 +586,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
                     : r == "cq-client"   ? cq_client()
                     : r == "inv-server"  ? inv_server()
                     : r == "inv-client"  ? inv_client()
+                    : r == "srq-server"  ? srq_server()
+                    : r == "srq-client"  ? srq_client()
                                          : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
@@ -662,6 +709,10 @@ TEST(ConnectedVerbs, CqOverflowIsCqErrorAndEndsTheQp) {
 
 TEST(ConnectedVerbs, SendWithInvalidateInvalidatesThePeersKey) {
     run_pair("inv-server", "inv-client");
+}
+
+TEST(ConnectedVerbs, AQueuePairOnASharedReceiveQueue) {
+    run_pair("srq-server", "srq-client");
 }
 
 }  // namespace

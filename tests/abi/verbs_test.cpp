@@ -232,7 +232,9 @@ TEST_F(Verbs, QueryDeviceGivesTheDevicesLimits) {
     EXPECT_EQ(a.max_qp_init_rd_atom, 128);
     EXPECT_EQ(a.phys_port_cnt, 1);
     EXPECT_EQ(a.atomic_cap, IBV_ATOMIC_NONE);
-    EXPECT_EQ(a.max_srq, 0);
+    EXPECT_EQ(a.max_srq, 1024);
+    EXPECT_EQ(a.max_srq_wr, 65536);
+    EXPECT_EQ(a.max_srq_sge, 6);
     EXPECT_EQ(a.node_guid, ibv_get_device_guid(list_[0]));
 }
 
@@ -546,12 +548,64 @@ TEST_F(Verbs, AsyncFdHonoursNonBlocking) {
     EXPECT_EQ(errno, EAGAIN);
 }
 
+// ibv_create_srq(3) and its calls: limits checked, receives posted within the SRQ's PD,
+// the limit armed and read back, a QP made on it takes no receive of its own, and an SRQ
+// a QP uses cannot be destroyed.
+TEST_F(Verbs, SharedReceiveQueueCalls) {
+    ibv_srq_init_attr init{};
+    init.attr = {65537, 1, 0};
+    EXPECT_EQ(ibv_create_srq(pd_, &init), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    init.attr = {4, 7, 0};
+    EXPECT_EQ(ibv_create_srq(pd_, &init), nullptr);
+    init.attr = {4, 1, 5};  // a limit above max_wr
+    EXPECT_EQ(ibv_create_srq(pd_, &init), nullptr);
+    init.attr = {4, 1, 2};
+    ibv_srq* srq = ibv_create_srq(pd_, &init);
+    ASSERT_NE(srq, nullptr);
+    EXPECT_EQ(srq->pd, pd_);
+    ibv_srq_attr got{};
+    ASSERT_EQ(ibv_query_srq(srq, &got), 0);
+    EXPECT_EQ(got.max_wr, 4u);
+    EXPECT_EQ(got.max_sge, 1u);
+    EXPECT_EQ(got.srq_limit, 2u);
+    std::vector<char> buf(64);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 16, mr->lkey};
+    ibv_recv_wr wrs[5];
+    for (int i = 0; i < 5; ++i)
+        wrs[i] = {static_cast<std::uint64_t>(i), i < 4 ? &wrs[i + 1] : nullptr, &sge, 1};
+    ibv_recv_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_srq_recv(srq, wrs, &bad), ENOMEM);  // the fifth finds it full
+    EXPECT_EQ(bad, &wrs[4]);
+    ibv_sge outside{reinterpret_cast<std::uintptr_t>(buf.data()) + 60, 16, mr->lkey};
+    ibv_recv_wr one{9, nullptr, &outside, 1};
+    EXPECT_EQ(ibv_post_srq_recv(srq, &one, &bad), EINVAL);
+    ibv_srq_attr arm{};
+    arm.srq_limit = 1;
+    EXPECT_EQ(ibv_modify_srq(srq, &arm, IBV_SRQ_LIMIT), 0);
+    ASSERT_EQ(ibv_query_srq(srq, &got), 0);
+    EXPECT_EQ(got.srq_limit, 1u);
+    arm.max_wr = 8;
+    EXPECT_EQ(ibv_modify_srq(srq, &arm, IBV_SRQ_MAX_WR), EINVAL);  // no resizing
+    ibv_qp_init_attr qa = rc_attr();
+    qa.srq = srq;
+    ibv_qp* qp = ibv_create_qp(pd_, &qa);
+    ASSERT_NE(qp, nullptr);
+    EXPECT_EQ(qp->srq, srq);
+    ibv_recv_wr own{1, nullptr, &sge, 1};
+    EXPECT_EQ(ibv_post_recv(qp, &own, &bad), EINVAL);  // its receives are the SRQ's
+    EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
+    EXPECT_EQ(ibv_query_srq(srq, &got), EINVAL);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST_F(Verbs, WhatIwarpLacksIsNotSupported) {
     ibv_ah_attr ah{};
     EXPECT_EQ(ibv_create_ah(pd_, &ah), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
-    ibv_srq_init_attr srq{};
-    EXPECT_EQ(ibv_create_srq(pd_, &srq), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);
     ibv_qp* qp = make_qp();
     ASSERT_NE(qp, nullptr);
