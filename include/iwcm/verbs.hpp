@@ -122,6 +122,9 @@ enum class WrOpcode : std::uint8_t {
     // IBV_WR_SEND_WITH_INV: a Send that invalidates the peer's STag `invalidate_rkey`
     // (RFC 5040 section 6.10) before its receive completes there.
     kSendWithInvalidate,
+    // IBV_WR_LOCAL_INV: our own STag `invalidate_rkey` (a region of the QP's PD) names its
+    // region no more, in send-queue order; no SGEs, nothing on the wire.
+    kLocalInvalidate,
 };
 
 struct SendWr {
@@ -133,7 +136,8 @@ struct SendWr {
     bool fence = false;                 // IBV_SEND_FENCE: waits until every earlier Read is done
     std::uint64_t remote_addr = 0;      // WRITE / READ: the peer's tagged offset
     std::uint32_t rkey = 0;             // WRITE / READ: the peer's STag
-    std::uint32_t invalidate_rkey = 0;  // kSendWithInvalidate: the peer's STag to invalidate
+    std::uint32_t invalidate_rkey = 0;  // kSendWithInvalidate: the peer's STag to invalidate;
+                                        // kLocalInvalidate: ours
 };
 
 struct RecvWr {
@@ -157,10 +161,11 @@ enum class WcStatus : std::uint8_t {
 std::string_view to_string(WcStatus status) noexcept;
 
 enum class WcOpcode : std::uint8_t {
-    kSend,       // IBV_WC_SEND
-    kRdmaWrite,  // IBV_WC_RDMA_WRITE
-    kRdmaRead,   // IBV_WC_RDMA_READ
-    kRecv,       // IBV_WC_RECV
+    kSend,             // IBV_WC_SEND
+    kRdmaWrite,        // IBV_WC_RDMA_WRITE
+    kRdmaRead,         // IBV_WC_RDMA_READ
+    kRecv,             // IBV_WC_RECV
+    kLocalInvalidate,  // IBV_WC_LOCAL_INV
 };
 std::string_view to_string(WcOpcode opcode) noexcept;
 

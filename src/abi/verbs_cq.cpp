@@ -82,6 +82,7 @@ ibv_wc_opcode opcode_of(rdma::WcOpcode o) {
         case rdma::WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
         case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
         case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
+        case rdma::WcOpcode::kLocalInvalidate: return IBV_WC_LOCAL_INV;
     }
     return IBV_WC_SEND;
 }

@@ -187,14 +187,17 @@ struct SendPlan {
     ibv_wc_opcode wc_opcode = IBV_WC_SEND;
 };
 
-// The ibv opcodes the Device carries: Send, Send with Invalidate, RDMA Write, RDMA Read.
-// Immediate data (which iWARP has not), atomics, local invalidation and memory windows
+// The ibv opcodes the Device carries: Send, Send with Invalidate, RDMA Write, RDMA Read,
+// local invalidation. Immediate data (which iWARP has not), atomics and memory windows
 // have no Device operation.
 int plan_of(const ibv_send_wr& w, SendPlan& plan) {
     switch (w.opcode) {
         case IBV_WR_SEND: plan = {rdma::WrOpcode::kSend, IBV_WC_SEND}; return 0;
         case IBV_WR_SEND_WITH_INV:
             plan = {rdma::WrOpcode::kSendWithInvalidate, IBV_WC_SEND};
+            return 0;
+        case IBV_WR_LOCAL_INV:
+            plan = {rdma::WrOpcode::kLocalInvalidate, IBV_WC_LOCAL_INV};
             return 0;
         case IBV_WR_RDMA_WRITE: plan = {rdma::WrOpcode::kRdmaWrite, IBV_WC_RDMA_WRITE}; return 0;
         case IBV_WR_RDMA_READ: plan = {rdma::WrOpcode::kRdmaRead, IBV_WC_RDMA_READ}; return 0;
@@ -203,7 +206,6 @@ int plan_of(const ibv_send_wr& w, SendPlan& plan) {
         case IBV_WR_ATOMIC_CMP_AND_SWP:
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
         case IBV_WR_ATOMIC_WRITE:
-        case IBV_WR_LOCAL_INV:
         case IBV_WR_BIND_MW:
         case IBV_WR_TSO:
         case IBV_WR_DRIVER1:
@@ -268,7 +270,8 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     const bool send =
         plan.opcode == rdma::WrOpcode::kSend || plan.opcode == rdma::WrOpcode::kSendWithInvalidate;
     sw.solicited = send && (w.send_flags & IBV_SEND_SOLICITED) != 0;
-    if (plan.opcode == rdma::WrOpcode::kSendWithInvalidate) {
+    if (plan.opcode == rdma::WrOpcode::kSendWithInvalidate ||
+        plan.opcode == rdma::WrOpcode::kLocalInvalidate) {
         sw.invalidate_rkey = w.invalidate_rkey;
     } else {
         sw.remote_addr = w.wr.rdma.remote_addr;

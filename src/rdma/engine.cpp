@@ -186,6 +186,7 @@ void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,
         case WrKind::kRead: wc.opcode = WcOpcode::kRdmaRead; break;
         case WrKind::kRecv: wc.opcode = WcOpcode::kRecv; break;
         case WrKind::kReadResponse: return;  // the peer's work, no completion here
+        case WrKind::kLocalInvalidate: wc.opcode = WcOpcode::kLocalInvalidate; break;
     }
     // Errors always complete; successes of send work as signaled.
     if (e.kind != WrKind::kRecv && status == WcStatus::kSuccess && !e.signaled && !r.sq_sig_all) {
@@ -343,7 +344,9 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     QpRecord& r = **found;
     if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
     bool read = wr.opcode == WrOpcode::kRdmaRead;
-    if (wr.sg_list.size() > r.max_sge || (read && wr.sg_list.size() > 1)) {
+    const bool local_inv = wr.opcode == WrOpcode::kLocalInvalidate;
+    if (wr.sg_list.size() > r.max_sge || (read && wr.sg_list.size() > 1) ||
+        (local_inv && !wr.sg_list.empty())) {
         return fail(VerbsError::kTooManySge);
     }
     if (read && r.ord == 0) return fail(VerbsError::kInvalidArgument);
@@ -354,12 +357,13 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     std::uint32_t index = alloc_wr();
     WrEntry& e = wrs_[index];
     e.wr_id = wr.wr_id;
-    e.kind =
-        read ? WrKind::kRead : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
+    e.kind = read        ? WrKind::kRead
+             : local_inv ? WrKind::kLocalInvalidate
+                         : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
     e.invalidate = wr.opcode == WrOpcode::kSendWithInvalidate;
     e.fence = wr.fence;
     e.remote_addr = wr.remote_addr;
-    e.rkey = e.invalidate ? wr.invalidate_rkey : wr.rkey;
+    e.rkey = e.invalidate || local_inv ? wr.invalidate_rkey : wr.rkey;
     e.length = total;
     e.signaled = wr.signaled;
     e.solicited = wr.solicited;

@@ -62,7 +62,7 @@ struct WrQueue {
     bool empty() const { return head == kNil; }
 };
 
-enum class WrKind : std::uint8_t { kSend, kWrite, kRead, kRecv, kReadResponse };
+enum class WrKind : std::uint8_t { kSend, kWrite, kRead, kRecv, kReadResponse, kLocalInvalidate };
 
 // One work request (or one inbound Read Request to answer). For
 // kReadResponse: sge[0] is the source (STag in lkey, TO in addr, size in

@@ -124,6 +124,19 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
         // The send queue stalls at a READ while ORD reads are outstanding.
         return r.orq_count < r.ord && tx_read_request(qp, e);
     }
+    if (e.kind == WrKind::kLocalInvalidate) {
+        // siw_qp_sq_proc_local: the STag goes at its turn; one that is not ours to
+        // invalidate fails the request and ends the QP, as a local protection error.
+        if (mrs_.invalidate(e.rkey, r.pd) != MrTable::Invalidation::kOk) {
+            local_failure(qp, index, WcStatus::kLocProtErr);
+            return false;
+        }
+        pop(r.sq);
+        --r.send_count;
+        complete_wr(qp, e, WcStatus::kSuccess, 0);
+        free_wr(index);
+        return true;
+    }
     bool send = e.kind == WrKind::kSend;
     std::size_t header_len = send ? kDdpUntaggedHeaderLen : kDdpTaggedHeaderLen;
     std::size_t room = wire::max_ulpdu_for_fpdu(r.max_fpdu) - header_len;

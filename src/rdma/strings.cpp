@@ -43,6 +43,7 @@ std::string_view to_string(WcOpcode opcode) noexcept {
         case WcOpcode::kRdmaWrite: return "IBV_WC_RDMA_WRITE";
         case WcOpcode::kRdmaRead: return "IBV_WC_RDMA_READ";
         case WcOpcode::kRecv: return "IBV_WC_RECV";
+        case WcOpcode::kLocalInvalidate: return "IBV_WC_LOCAL_INV";
     }
     return "?";
 }

@@ -857,6 +857,51 @@ TEST(DeviceSrq, TwoQueuePairsTakeTheSharedReceivesInTurn) {
     EXPECT_EQ(n.sa.dev.query_srq(srq).error(), VerbsError::kStaleHandle);
 }
 
+// IBV_WR_LOCAL_INV: our own STag is invalidated at its turn in the send queue and the
+// request completes (IBV_WC_LOCAL_INV); the peer's Write to it is refused after. An STag
+// of another domain is not ours to invalidate: the request fails and the QP ends.
+TEST(DeviceLocalInvalidate, InvalidatesOurStagInSendQueueOrder) {
+    for (bool other_pd : {false, true}) {
+        Net n(false);
+        ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+        std::vector<std::byte> region(64), body(8, std::byte{0x21});
+        const auto mr =
+            *n.sa.dev.reg_mr(region, kAccessLocalWrite | kAccessRemoteWrite, other_pd ? 3 : 0);
+        const auto mr_body = *n.sb.dev.reg_mr(body, 0);
+        SendWr inv;
+        inv.wr_id = 5;
+        inv.opcode = WrOpcode::kLocalInvalidate;
+        inv.invalidate_rkey = mr.rkey;
+        Sge stray{mr_body.addr, 8, mr_body.lkey};
+        inv.sg_list = std::span(&stray, 1);
+        EXPECT_EQ(n.sa.dev.post_send(n.now, n.sa.qp, inv).error(), VerbsError::kTooManySge);
+        inv.sg_list = {};
+        ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, inv).has_value());
+        ASSERT_TRUE(n.run([&] { return !n.sa.wcs.empty(); }));
+        EXPECT_EQ(n.sa.wcs[0].wr_id, 5u);
+        EXPECT_EQ(n.sa.wcs[0].opcode, WcOpcode::kLocalInvalidate);
+        if (other_pd) {
+            EXPECT_EQ(n.sa.wcs[0].status, WcStatus::kLocProtErr);
+            ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty(); }));
+            EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+            continue;
+        }
+        EXPECT_EQ(n.sa.wcs[0].status, WcStatus::kSuccess);
+        Sge g{mr_body.addr, 8, mr_body.lkey};
+        SendWr write;
+        write.opcode = WrOpcode::kRdmaWrite;
+        write.sg_list = std::span(&g, 1);
+        write.remote_addr = mr.addr;
+        write.rkey = mr.rkey;
+        ASSERT_TRUE(n.sb.dev.post_send(n.now, n.sb.qp, write).has_value());
+        ASSERT_TRUE(n.run([&] { return !n.sb.qp_events.empty(); }));
+        EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kTerminateReceived);
+        EXPECT_EQ(n.sb.qp_events[0].term.code, wire::kDdpTaggedInvalidStag);
+        EXPECT_TRUE(std::all_of(region.begin(), region.end(),
+                                [](std::byte b) { return b == std::byte{0}; }));
+    }
+}
+
 // ---- Send with Invalidate (RFC 5040 sections 4.4 and 6.10)
 
 // b's Sends and the DDP header of each, as the wire carries them.
