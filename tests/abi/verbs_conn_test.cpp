@@ -486,6 +486,43 @@ std::string pd_client() {
     return {};
 }
 
+// IBV_WR_LOCAL_INV over the ABI: the server invalidates its own data region's rkey
+// (IBV_WC_LOCAL_INV), then gives the client that key; the client's Write to it is
+// refused with a TERMINATE, and the region keeps its bytes.
+std::string linv_server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    ibv_send_wr wr{};
+    wr.wr_id = 80;
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = s.data_mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 80 && wcs[0].opcode == IBV_WC_LOCAL_INV &&
+            wcs[0].status == IBV_WC_SUCCESS);
+    Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "invalidate"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 81));
+    STEP(expect_fatal(s));
+    REQUIRE(s.data[0] == 'S');
+    return {};
+}
+
+std::string linv_client() {
+    Side s;
+    Hello peer;
+    std::vector<ibv_wc> wcs;
+    STEP(connect_for_hello(s, "invalidate", peer, wcs));
+    std::memset(s.data.data(), 'W', 64);
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 82,
+                   peer.addr, peer.rkey));
+    STEP(expect_fatal(s));
+    return {};
+}
+
 // The server's QP takes its receives from a shared receive queue of three, armed at 2:
 // the client's two Sends complete the SRQ's first two receives on the QP, and the second
 // leaves one, below the limit: IBV_EVENT_SRQ_LIMIT_REACHED for that SRQ.
@@ -587,6 +624,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
                     : r == "inv-server"  ? inv_server()
                     : r == "inv-client"  ? inv_client()
                     : r == "srq-server"  ? srq_server()
+                    : r == "linv-server" ? linv_server()
+                    : r == "linv-client" ? linv_client()
                     : r == "srq-client"  ? srq_client()
                                          : term_client();
     if (v.empty()) v = "ok";
@@ -713,6 +752,10 @@ TEST(ConnectedVerbs, SendWithInvalidateInvalidatesThePeersKey) {
 
 TEST(ConnectedVerbs, AQueuePairOnASharedReceiveQueue) {
     run_pair("srq-server", "srq-client");
+}
+
+TEST(ConnectedVerbs, LocalInvalidateRevokesOurKey) {
+    run_pair("linv-server", "linv-client");
 }
 
 }  // namespace
