@@ -445,42 +445,39 @@ IWCM_VERBS_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event*
     return -1;
 }
 
+namespace {
+
+// One acknowledged event of `obj`, if this library still issues it: its counter up under
+// its mutex, and its destroy call (wait_acknowledged) woken.
+template <class Api, class Obj>
+void count_ack(const Table<Api, Obj> Registry::*table, Api* obj, std::uint32_t Api::*counter) {
+    int err =
+        locked([&](Session&) { return (registry().*table).find(obj) == nullptr ? EINVAL : 0; });
+    if (err != 0) return;
+    ::pthread_mutex_lock(&obj->mutex);
+    ++(obj->*counter);
+    ::pthread_cond_broadcast(&obj->cond);
+    ::pthread_mutex_unlock(&obj->mutex);
+}
+
+}  // namespace
+
 // QP events (QP_FATAL, QP_LAST_WQE_REACHED), CQ_ERR and SRQ_LIMIT_REACHED are raised;
 // others are acknowledged as nothing.
 IWCM_VERBS_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     if (event == nullptr) return;
     const ibv_event_type t = event->event_type;
     if (t == IBV_EVENT_SRQ_LIMIT_REACHED) {
-        ibv_srq* srq = event->element.srq;
-        int err =
-            locked([&](Session&) { return registry().srqs.find(srq) == nullptr ? EINVAL : 0; });
-        if (err != 0) return;
-        ::pthread_mutex_lock(&srq->mutex);
-        ++srq->events_completed;
-        ::pthread_cond_broadcast(&srq->cond);
-        ::pthread_mutex_unlock(&srq->mutex);
+        count_ack(&Registry::srqs, event->element.srq, &ibv_srq::events_completed);
         return;
     }
     if (t == IBV_EVENT_CQ_ERR) {
-        ibv_cq* cq = event->element.cq;
-        int err = locked([&](Session&) { return registry().cqs.find(cq) == nullptr ? EINVAL : 0; });
-        if (err != 0) return;
-        ::pthread_mutex_lock(&cq->mutex);
-        ++cq->async_events_completed;
-        ::pthread_cond_broadcast(&cq->cond);
-        ::pthread_mutex_unlock(&cq->mutex);
+        count_ack(&Registry::cqs, event->element.cq, &ibv_cq::async_events_completed);
         return;
     }
     const bool qp_event = t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
                           t == IBV_EVENT_QP_ACCESS_ERR || t == IBV_EVENT_COMM_EST ||
                           t == IBV_EVENT_SQ_DRAINED || t == IBV_EVENT_PATH_MIG ||
                           t == IBV_EVENT_PATH_MIG_ERR || t == IBV_EVENT_QP_LAST_WQE_REACHED;
-    if (!qp_event) return;
-    ibv_qp* qp = event->element.qp;
-    int err = locked([&](Session&) { return registry().qps.find(qp) == nullptr ? EINVAL : 0; });
-    if (err != 0) return;
-    ::pthread_mutex_lock(&qp->mutex);
-    ++qp->events_completed;
-    ::pthread_cond_broadcast(&qp->cond);
-    ::pthread_mutex_unlock(&qp->mutex);
+    if (qp_event) count_ack(&Registry::qps, event->element.qp, &ibv_qp::events_completed);
 }

@@ -384,8 +384,15 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
     if (wr.sg_list.size() > r.max_sge) return fail(VerbsError::kTooManySge);
     if (r.recv_count >= r.max_recv_wr) return fail(VerbsError::kQueueFull);
+    auto queued = queue_recv(r.pd, wr, r.rq);
+    if (queued) ++r.recv_count;
+    return queued;
+}
+
+// A receive's SGEs checked against `pd` (local write), then its entry at the end of `q`.
+VResult<void> Engine::queue_recv(std::uint32_t pd, const RecvWr& wr, WrQueue& q) {
     std::uint32_t total = 0;
-    auto ok = check_sges(r.pd, wr.sg_list, kAccessLocalWrite, total);
+    auto ok = check_sges(pd, wr.sg_list, kAccessLocalWrite, total);
     if (!ok) return fail(ok.error());
     std::uint32_t index = alloc_wr();
     WrEntry& e = wrs_[index];
@@ -394,8 +401,7 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     e.length = total;
     e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
-    push(r.rq, index);
-    ++r.recv_count;
+    push(q, index);
     return {};
 }
 
@@ -442,19 +448,9 @@ VResult<void> Engine::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
     Srq& s = srqs_[srq.index];
     if (wr.sg_list.size() > s.max_sge) return fail(VerbsError::kTooManySge);
     if (s.count >= s.max_wr) return fail(VerbsError::kQueueFull);
-    std::uint32_t total = 0;
-    auto ok = check_sges(s.pd, wr.sg_list, kAccessLocalWrite, total);
-    if (!ok) return fail(ok.error());
-    std::uint32_t index = alloc_wr();
-    WrEntry& e = wrs_[index];
-    e.wr_id = wr.wr_id;
-    e.kind = WrKind::kRecv;
-    e.length = total;
-    e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
-    std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
-    push(s.rq, index);
-    ++s.count;
-    return {};
+    auto queued = queue_recv(s.pd, wr, s.rq);
+    if (queued) ++s.count;
+    return queued;
 }
 
 VResult<void> Engine::arm_srq_limit(SrqHandle srq, std::uint32_t limit) {

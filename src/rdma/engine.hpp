@@ -243,6 +243,7 @@ private:
     // A QP on an SRQ with no receive of its own takes the SRQ's oldest for the Send that
     // begins (it stays the QP's until the Send's last segment, or its flush).
     void take_srq_recv(std::uint32_t qp);
+    VResult<void> queue_recv(std::uint32_t pd, const RecvWr& wr, WrQueue& q);
     // The outcome of one inbound FPDU.
     struct RxVerdict {
         bool terminate = false;  // a TERMINATE was built into term_buf_
