@@ -248,7 +248,8 @@ void Rping::on_completion(Instant now, const rdma::WorkCompletion& wc) {
         case rdma::WcOpcode::kRdmaRead: on_read_done(now, wc.byte_len); return;
         case rdma::WcOpcode::kRdmaWrite: on_write_done(now); return;
         case rdma::WcOpcode::kRecv: on_recv(now, wc); return;
-        case rdma::WcOpcode::kLocalInvalidate: return;  // rping posts none
+        case rdma::WcOpcode::kLocalInvalidate:  // rping posts neither
+        case rdma::WcOpcode::kBindMw: return;
     }
     IWCM_ASSERT(false && "unknown completion opcode");
 }

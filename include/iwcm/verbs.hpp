@@ -54,12 +54,19 @@ enum Access : std::uint32_t {
     kAccessLocalWrite = 1u << 0,
     kAccessRemoteWrite = 1u << 1,
     kAccessRemoteRead = 1u << 2,
+    kAccessMwBind = 1u << 3,  // IBV_ACCESS_MW_BIND: memory windows may be bound to it
 };
 
 struct MrHandle {
     std::uint32_t index = UINT32_MAX;
     std::uint32_t generation = 0;
     friend constexpr bool operator==(MrHandle, MrHandle) = default;
+};
+// A memory window (ibv_alloc_mw, type 2B).
+struct MwHandle {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t generation = 0;
+    friend constexpr bool operator==(MwHandle, MwHandle) = default;
 };
 struct CqHandle {
     std::uint32_t index = UINT32_MAX;
@@ -107,6 +114,17 @@ struct MemoryRegion {
     std::uint32_t pd = 0;
 };
 
+// What alloc_mw returns: a type 2B window of domain `pd`, invalid until a kBindMw work
+// request binds it under an STag with the index part of `rkey` (the key byte is the
+// binder's choice, ibv_inc_rkey's). Bound, it gives the peer of the binding QP (and
+// no one else) remote access to a range of a region, until it is invalidated
+// (kLocalInvalidate, or the peer's Send with Invalidate) and may be bound again.
+struct MemoryWindow {
+    MwHandle handle;
+    std::uint32_t rkey = 0;
+    std::uint32_t pd = 0;
+};
+
 // A scatter/gather entry (ibv_sge): `length` bytes at address `addr` inside
 // the memory region whose lkey is `lkey`.
 struct Sge {
@@ -118,13 +136,33 @@ struct Sge {
 enum class WrOpcode : std::uint8_t {
     kSend,       // IBV_WR_SEND
     kRdmaWrite,  // IBV_WR_RDMA_WRITE
-    kRdmaRead,   // IBV_WR_RDMA_READ (one SGE: the local sink)
+    // IBV_WR_RDMA_READ into its SGEs in order. A Read Request names one sink, so a Read
+    // of several SGEs asks with one request per SGE (each an ORD slot; the source offset
+    // follows on) and completes when the last is answered.
+    kRdmaRead,
     // IBV_WR_SEND_WITH_INV: a Send that invalidates the peer's STag `invalidate_rkey`
     // (RFC 5040 section 6.10) before its receive completes there.
     kSendWithInvalidate,
-    // IBV_WR_LOCAL_INV: our own STag `invalidate_rkey` (a region of the QP's PD) names its
-    // region no more, in send-queue order; no SGEs, nothing on the wire.
+    // IBV_WR_LOCAL_INV: our own STag `invalidate_rkey` (a region of the QP's PD, or a
+    // window bound on this QP) names its memory no more, in send-queue order; no SGEs,
+    // nothing on the wire.
     kLocalInvalidate,
+    // IBV_WR_BIND_MW: binds the window `bind.mw` under the STag `rkey` to `bind`'s range,
+    // in send-queue order; no SGEs, nothing on the wire. A failure completes with
+    // kMwBindErr and ends the QP.
+    kBindMw,
+};
+
+// The range a kBindMw work request binds a window to (ibv_mw_bind_info): `length`
+// bytes from tagged offset `addr` of the region whose lkey is `lkey` (registered with
+// kAccessMwBind), with the remote rights `access` (kAccessRemoteRead,
+// kAccessRemoteWrite; remote write needs the region's local write).
+struct MwBind {
+    MwHandle mw;
+    std::uint32_t lkey = 0;
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+    std::uint32_t access = 0;
 };
 
 struct SendWr {
@@ -138,6 +176,7 @@ struct SendWr {
     std::uint32_t rkey = 0;             // WRITE / READ: the peer's STag
     std::uint32_t invalidate_rkey = 0;  // kSendWithInvalidate: the peer's STag to invalidate;
                                         // kLocalInvalidate: ours
+    MwBind bind;                        // kBindMw: the window and its range (STag in rkey)
 };
 
 struct RecvWr {
@@ -155,6 +194,7 @@ enum class WcStatus : std::uint8_t {
     kRemAccessErr,  // IBV_WC_REM_ACCESS_ERR: the peer refused our STag, bounds or rights
     kRemOpErr,      // IBV_WC_REM_OP_ERR: the peer could not carry the operation out
     kRemInvReqErr,  // IBV_WC_REM_INV_REQ_ERR: the peer found our request invalid
+    kMwBindErr,     // IBV_WC_MW_BIND_ERR: a window could not be bound as asked
     kFatalErr,      // IBV_WC_FATAL_ERR
     kGeneralErr,    // IBV_WC_GENERAL_ERR
 };
@@ -166,6 +206,7 @@ enum class WcOpcode : std::uint8_t {
     kRdmaRead,         // IBV_WC_RDMA_READ
     kRecv,             // IBV_WC_RECV
     kLocalInvalidate,  // IBV_WC_LOCAL_INV
+    kBindMw,           // IBV_WC_BIND_MW
 };
 std::string_view to_string(WcOpcode opcode) noexcept;
 
@@ -290,7 +331,13 @@ public:
     // memory itself until the peer acknowledges them; deregistering first
     // copies what they still hold of any region into their own buffers, so
     // the memory may go at once (docs/perf.md "Copies").
+    // kWrongState while windows are bound to the region.
     VResult<void> dereg_mr(MrHandle mr);
+    // Memory windows of domain `pd` (type 2B): bound and invalidated through a QP's
+    // send queue (WrOpcode::kBindMw, kLocalInvalidate). Deallocating one that is bound
+    // unbinds it.
+    VResult<MemoryWindow> alloc_mw(std::uint32_t pd = 0);
+    VResult<void> dealloc_mw(MwHandle mw);
 
     // ---- queues ----
     VResult<CqHandle> create_cq(std::uint32_t capacity);

@@ -66,6 +66,7 @@ ibv_wc_status status_of(rdma::WcStatus s) {
         case rdma::WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
         case rdma::WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
         case rdma::WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
+        case rdma::WcStatus::kMwBindErr: return IBV_WC_MW_BIND_ERR;
         case rdma::WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
         case rdma::WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
         case rdma::WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
@@ -83,6 +84,7 @@ ibv_wc_opcode opcode_of(rdma::WcOpcode o) {
         case rdma::WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
         case rdma::WcOpcode::kRecv: return IBV_WC_RECV;
         case rdma::WcOpcode::kLocalInvalidate: return IBV_WC_LOCAL_INV;
+        case rdma::WcOpcode::kBindMw: return IBV_WC_BIND_MW;
     }
     return IBV_WC_SEND;
 }

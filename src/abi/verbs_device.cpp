@@ -49,15 +49,52 @@ namespace {
 
 constexpr const char* kDeviceName = "iwcm0";
 
-ibv_mw* op_alloc_mw(ibv_pd*, ibv_mw_type) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+// ibv_alloc_mw(3): type 2 windows only, as the Device binds them through a QP's send
+// queue (IBV_WR_BIND_MW, type 2B: the window serves that QP's peer). Type 1 windows
+// (bound with ibv_bind_mw) are EOPNOTSUPP. The window's rkey has a random index; its
+// key byte is the binder's (ibv_inc_rkey).
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+    ibv_mw* out = nullptr;
+    int err = locked([&](Session& s) {
+        Registry& r = registry();
+        Pd* p = r.pds.find(pd);
+        if (p == nullptr) return EINVAL;
+        if (type != IBV_MW_TYPE_2) return type == IBV_MW_TYPE_1 ? EOPNOTSUPP : EINVAL;
+        auto w = s.device().alloc_mw(pd->handle);
+        if (!w) return ENOMEM;
+        auto mw = std::make_unique<Mw>();
+        mw->pd = p;
+        mw->handle = w->handle;
+        mw->api.context = pd->context;
+        mw->api.pd = pd;
+        mw->api.rkey = w->rkey;
+        mw->api.handle = w->handle.index;
+        mw->api.type = IBV_MW_TYPE_2;
+        Mw* raw = r.mws.add(std::move(mw));
+        ++p->users;
+        out = &raw->api;
+        return 0;
+    });
+    if (err != 0) errno = err;
+    return out;
 }
+// ibv_bind_mw(3) binds type 1 windows, which ibv_alloc_mw never makes here (the header's
+// inline ibv_bind_mw refuses type 2 before it calls this).
 int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
-    return EOPNOTSUPP;
+    return EINVAL;
 }
-int op_dealloc_mw(ibv_mw*) {
-    return EOPNOTSUPP;
+// A bound window is unbound first (its STag names nothing after this).
+int op_dealloc_mw(ibv_mw* mw) {
+    return locked([&](Session& s) {
+        Registry& r = registry();
+        Mw* w = r.mws.find(mw);
+        if (w == nullptr) return EINVAL;
+        auto done = s.device().dealloc_mw(w->handle);
+        IWCM_ASSERT(done.has_value());
+        --w->pd->users;
+        r.mws.retire(w);
+        return 0;
+    });
 }
 // ibv_post_srq_recv: each receive's SGEs inside regions of the SRQ's PD, in order; the
 // first refused one is *bad_wr.
@@ -316,6 +353,8 @@ IWCM_VERBS_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* at
     attr->max_cq = kMaxCq;
     attr->max_cqe = kMaxCqe;
     attr->max_mr = kMaxMr;
+    attr->max_mw = kMaxMr;  // windows and regions share the Device's STag table
+    attr->device_cap_flags = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
     attr->max_pd = kMaxPd;
     attr->max_qp_rd_atom = kMaxReadDepth;
     attr->max_qp_init_rd_atom = kMaxReadDepth;
@@ -439,8 +478,8 @@ constexpr unsigned kAccessKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
                                   IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB;
 
 // The Device's access bits of an ibv access set; EINVAL for one it cannot
-// honour. REMOTE_ATOMIC and MW_BIND are accepted and have no effect (the
-// device has no atomics and no memory windows); the optional range
+// honour. REMOTE_ATOMIC is accepted and has no effect (the device has no
+// atomics); MW_BIND lets windows be bound to the region; the optional range
 // (IBV_ACCESS_OPTIONAL_RANGE, e.g. RELAXED_ORDERING) is ignored, as
 // libibverbs masks it where the kernel lacks it.
 int device_access(unsigned access, std::uint32_t& out) {
@@ -455,6 +494,7 @@ int device_access(unsigned access, std::uint32_t& out) {
     if ((access & IBV_ACCESS_LOCAL_WRITE) != 0) out |= rdma::kAccessLocalWrite;
     if ((access & IBV_ACCESS_REMOTE_WRITE) != 0) out |= rdma::kAccessRemoteWrite;
     if ((access & IBV_ACCESS_REMOTE_READ) != 0) out |= rdma::kAccessRemoteRead;
+    if ((access & IBV_ACCESS_MW_BIND) != 0) out |= rdma::kAccessMwBind;
     return 0;
 }
 
@@ -521,7 +561,8 @@ IWCM_VERBS_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
         Mr* m = r.mrs.find(mr);
         if (m == nullptr) return EINVAL;
         auto done = s.device().dereg_mr(m->handle);
-        IWCM_ASSERT(done.has_value());
+        // ibv_dereg_mr(3): EBUSY while memory windows are bound to it.
+        if (!done) return done.error() == rdma::VerbsError::kWrongState ? EBUSY : EINVAL;
         r.mr_by_lkey.erase(m->api.lkey);
         --m->pd->users;
         r.mrs.retire(m);

@@ -34,11 +34,11 @@ namespace iwcm::abi::verbs {
 // The limits the device reports (ibv_query_device) and enforces. Those of the
 // Device's engine are restated here because they are its contract
 // (src/rdma/engine.cpp, mr_table.cpp, include/iwcm/verbs.hpp DeviceConfig).
-constexpr std::uint32_t kMaxQpWr = 1u << 16;  // max_send_wr / max_recv_wr of a QP
-constexpr std::uint32_t kMaxSrq = 1024;       // shared receive queues of the device
-constexpr std::uint32_t kMaxSge = 6;          // SGEs of a work request (rdma::kMaxSge)
-constexpr std::uint32_t kMaxSgeRead = 1;      // an RDMA Read has one local sink
-constexpr std::uint32_t kMaxCqe = 1u << 22;   // entries of a CQ
+constexpr std::uint32_t kMaxQpWr = 1u << 16;    // max_send_wr / max_recv_wr of a QP
+constexpr std::uint32_t kMaxSrq = 1024;         // shared receive queues of the device
+constexpr std::uint32_t kMaxSge = 6;            // SGEs of a work request (rdma::kMaxSge)
+constexpr std::uint32_t kMaxSgeRead = kMaxSge;  // an RDMA Read's sinks (a Read Request each)
+constexpr std::uint32_t kMaxCqe = 1u << 22;     // entries of a CQ
 constexpr std::uint32_t kMaxMessage = 1u << 31;
 constexpr std::uint32_t kMaxReadDepth = 128;  // IRD / ORD of a QP
 constexpr std::uint32_t kMaxMr = 4096;        // DeviceConfig::max_mrs
@@ -56,7 +56,7 @@ struct Cq;
 struct Pd {
     ibv_pd api{};
     Context* ctx = nullptr;
-    std::uint32_t users = 0;  // MRs and QPs made on it
+    std::uint32_t users = 0;  // MRs, MWs, QPs and SRQs made on it
 };
 
 struct Mr {
@@ -64,6 +64,13 @@ struct Mr {
     Pd* pd = nullptr;
     rdma::MrHandle handle;
     std::uint32_t access = 0;  // ibv_access_flags
+};
+
+// A memory window (type 2 only: bound through the send queue, IBV_WR_BIND_MW).
+struct Mw {
+    ibv_mw api{};
+    Pd* pd = nullptr;
+    rdma::MwHandle handle;
 };
 
 struct Channel {
@@ -207,6 +214,7 @@ struct Registry {
     Table<ibv_context, Context> contexts;
     Table<ibv_pd, Pd> pds;
     Table<ibv_mr, Mr> mrs;
+    Table<ibv_mw, Mw> mws;
     Table<ibv_comp_channel, Channel> channels;
     Table<ibv_cq, Cq> cqs;
     // Held shared by ibv_poll_cq's look-up outside the runtime's lock; held

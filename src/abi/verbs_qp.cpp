@@ -188,8 +188,8 @@ struct SendPlan {
 };
 
 // The ibv opcodes the Device carries: Send, Send with Invalidate, RDMA Write, RDMA Read,
-// local invalidation. Immediate data (which iWARP has not), atomics and memory windows
-// have no Device operation.
+// local invalidation, the bind of a type 2 window. Immediate data (which iWARP has not)
+// and atomics have no Device operation.
 int plan_of(const ibv_send_wr& w, SendPlan& plan) {
     switch (w.opcode) {
         case IBV_WR_SEND: plan = {rdma::WrOpcode::kSend, IBV_WC_SEND}; return 0;
@@ -201,12 +201,12 @@ int plan_of(const ibv_send_wr& w, SendPlan& plan) {
             return 0;
         case IBV_WR_RDMA_WRITE: plan = {rdma::WrOpcode::kRdmaWrite, IBV_WC_RDMA_WRITE}; return 0;
         case IBV_WR_RDMA_READ: plan = {rdma::WrOpcode::kRdmaRead, IBV_WC_RDMA_READ}; return 0;
+        case IBV_WR_BIND_MW: plan = {rdma::WrOpcode::kBindMw, IBV_WC_BIND_MW}; return 0;
         case IBV_WR_SEND_WITH_IMM:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
         case IBV_WR_ATOMIC_CMP_AND_SWP:
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
         case IBV_WR_ATOMIC_WRITE:
-        case IBV_WR_BIND_MW:
         case IBV_WR_TSO:
         case IBV_WR_DRIVER1:
         default: return EINVAL;
@@ -231,6 +231,30 @@ int stage_inline(Qp& q, const ibv_send_wr& w, rdma::Sge& out) {
     return 0;
 }
 
+// IBV_WR_BIND_MW's window and range in the Device's form: a type 2 window and a region of
+// this library, a range the Device can name (32-bit length), remote read and write only
+// (no atomics, no zero-based offsets). Whether the bind is allowed (domains, the
+// region's MW_BIND right, bounds) is the Device's to find, at the request's turn, as a
+// completion with IBV_WC_MW_BIND_ERR.
+int bind_of(const ibv_send_wr& w, rdma::MwBind& out) {
+    const Registry& r = registry();
+    const Mw* mw = r.mws.find(w.bind_mw.mw);
+    const ibv_mw_bind_info& info = w.bind_mw.bind_info;
+    const Mr* mr = r.mrs.find(info.mr);
+    if (mw == nullptr || mr == nullptr || info.length > UINT32_MAX) return EINVAL;
+    constexpr unsigned kRemote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if ((info.mw_access_flags & ~kRemote) != 0) return EINVAL;
+    out.mw = mw->handle;
+    out.lkey = mr->api.lkey;
+    out.addr = info.addr;
+    out.length = static_cast<std::uint32_t>(info.length);
+    out.access = 0;
+    if ((info.mw_access_flags & IBV_ACCESS_REMOTE_READ) != 0) out.access |= rdma::kAccessRemoteRead;
+    if ((info.mw_access_flags & IBV_ACCESS_REMOTE_WRITE) != 0)
+        out.access |= rdma::kAccessRemoteWrite;
+    return 0;
+}
+
 constexpr unsigned kSendFlagsKnown =
     IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_FENCE;
 
@@ -240,13 +264,20 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     // IBV_SEND_IP_CSUM: the Device has no such offload.
     if ((w.send_flags & ~kSendFlagsKnown) != 0) return EINVAL;
     const bool read = plan.opcode == rdma::WrOpcode::kRdmaRead;
+    const bool bind = plan.opcode == rdma::WrOpcode::kBindMw;
     const bool inl = (w.send_flags & IBV_SEND_INLINE) != 0;
     if (w.num_sge < 0 || static_cast<std::uint32_t>(w.num_sge) > q.cap.max_send_sge ||
-        (read && w.num_sge > static_cast<int>(kMaxSgeRead)) || (read && inl)) {
+        (read && w.num_sge > static_cast<int>(kMaxSgeRead)) || ((read || bind) && inl)) {
         return EINVAL;
     }
+    rdma::MwBind mw_bind;
+    if (bind) {
+        if (int e = bind_of(w, mw_bind); e != 0) return e;
+    }
     std::array<rdma::Sge, kMaxSge> sge{};
-    if (!inl) {
+    if (bind) {
+        // A bind's sg_list is not read (libibverbs: the window and range say it all).
+    } else if (!inl) {
         if (int e = check_sges(q, w.sg_list, w.num_sge, read, sge); e != 0) return e;
     } else if (w.num_sge > 0 && q.cap.max_inline_data == 0) {
         return EINVAL;
@@ -256,7 +287,7 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
         return 0;
     }
     if (!q.handle || q.api.state != IBV_QPS_RTS) return ENOTCONN;
-    std::size_t num = static_cast<std::size_t>(w.num_sge);
+    std::size_t num = bind ? 0 : static_cast<std::size_t>(w.num_sge);
     if (inl && num > 0) {
         if (int e = stage_inline(q, w, sge[0]); e != 0) return e;
         num = sge[0].length > 0 ? 1 : 0;
@@ -273,6 +304,9 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     if (plan.opcode == rdma::WrOpcode::kSendWithInvalidate ||
         plan.opcode == rdma::WrOpcode::kLocalInvalidate) {
         sw.invalidate_rkey = w.invalidate_rkey;
+    } else if (bind) {
+        sw.rkey = w.bind_mw.rkey;
+        sw.bind = mw_bind;
     } else {
         sw.remote_addr = w.wr.rdma.remote_addr;
         sw.rkey = w.wr.rdma.rkey;
@@ -280,6 +314,9 @@ int post_send_one(Session& s, Qp& q, const ibv_send_wr& w) {
     auto done = s.device().post_send(s.now(), *q.handle, sw);
     if (done) {
         if (inl && num > 0) ++q.inline_seq;
+        // The window's rkey is the bind's from now on, so that ibv_inc_rkey(mw->rkey)
+        // steps from it for the next bind.
+        if (bind) w.bind_mw.mw->rkey = w.bind_mw.rkey;
         return 0;
     }
     if (done.error() == rdma::VerbsError::kWrongState) {

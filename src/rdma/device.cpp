@@ -189,6 +189,14 @@ VResult<void> Device::dereg_mr(MrHandle mr) {
     return impl_->engine.dereg_mr(mr);
 }
 
+VResult<MemoryWindow> Device::alloc_mw(std::uint32_t pd) {
+    return impl_->engine.alloc_mw(pd);
+}
+
+VResult<void> Device::dealloc_mw(MwHandle mw) {
+    return impl_->engine.dealloc_mw(mw);
+}
+
 VResult<CqHandle> Device::create_cq(std::uint32_t capacity) {
     return impl_->engine.create_cq(capacity);
 }

@@ -187,6 +187,7 @@ void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,
         case WrKind::kRecv: wc.opcode = WcOpcode::kRecv; break;
         case WrKind::kReadResponse: return;  // the peer's work, no completion here
         case WrKind::kLocalInvalidate: wc.opcode = WcOpcode::kLocalInvalidate; break;
+        case WrKind::kBindMw: wc.opcode = WcOpcode::kBindMw; break;
     }
     // Errors always complete; successes of send work as signaled.
     if (e.kind != WrKind::kRecv && status == WcStatus::kSuccess && !e.signaled && !r.sq_sig_all) {
@@ -283,6 +284,7 @@ VResult<void> Engine::destroy_qp(QpHandle qp) {
     if (!found) return fail(found.error());
     QpRecord& r = **found;
     flush_all(qp.index);
+    mrs_.unbind_qp(qp.index);  // its windows serve no stream any more
     // The link may go on sending (a graceful close) after the memory is gone.
     if (r.refs_out) links_.own_refs(r.link);
     r.refs_out = false;
@@ -327,7 +329,7 @@ VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, st
                                  std::uint32_t& total) const {
     std::uint64_t sum = 0;
     for (const Sge& s : sges) {
-        if (mrs_.check(s.lkey, s.addr, s.length, access, pd, nullptr) != MemCheck::kOk) {
+        if (mrs_.check(s.lkey, s.addr, s.length, access, pd, kLocalUse, nullptr) != MemCheck::kOk) {
             return fail(VerbsError::kLocalProtection);
         }
         sum += s.length;
@@ -345,10 +347,12 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     if (r.state != QpState::kRts) return fail(VerbsError::kWrongState);
     bool read = wr.opcode == WrOpcode::kRdmaRead;
     const bool local_inv = wr.opcode == WrOpcode::kLocalInvalidate;
-    if (wr.sg_list.size() > r.max_sge || (read && wr.sg_list.size() > 1) ||
-        (local_inv && !wr.sg_list.empty())) {
+    const bool bind = wr.opcode == WrOpcode::kBindMw;
+    if (wr.sg_list.size() > r.max_sge || ((local_inv || bind) && !wr.sg_list.empty())) {
         return fail(VerbsError::kTooManySge);
     }
+    if (bind && (wr.bind.access & ~(kAccessRemoteRead | kAccessRemoteWrite)) != 0)
+        return fail(VerbsError::kInvalidArgument);
     if (read && r.ord == 0) return fail(VerbsError::kInvalidArgument);
     if (r.send_count >= r.max_send_wr) return fail(VerbsError::kQueueFull);
     std::uint32_t total = 0;
@@ -359,6 +363,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.wr_id = wr.wr_id;
     e.kind = read        ? WrKind::kRead
              : local_inv ? WrKind::kLocalInvalidate
+             : bind      ? WrKind::kBindMw
                          : (wr.opcode == WrOpcode::kRdmaWrite ? WrKind::kWrite : WrKind::kSend);
     e.invalidate = wr.opcode == WrOpcode::kSendWithInvalidate;
     e.fence = wr.fence;
@@ -369,6 +374,11 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.solicited = wr.solicited;
     e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
+    if (bind) {
+        e.mw = wr.bind.mw;
+        e.mw_access = static_cast<std::uint8_t>(wr.bind.access);
+        e.sge[0] = Sge{wr.bind.addr, wr.bind.length, wr.bind.lkey};
+    }
     push(r.sq, index);
     ++r.send_count;
     tx_progress(qp.index);

@@ -62,11 +62,21 @@ struct WrQueue {
     bool empty() const { return head == kNil; }
 };
 
-enum class WrKind : std::uint8_t { kSend, kWrite, kRead, kRecv, kReadResponse, kLocalInvalidate };
+enum class WrKind : std::uint8_t {
+    kSend,
+    kWrite,
+    kRead,
+    kRecv,
+    kReadResponse,
+    kLocalInvalidate,
+    kBindMw,
+};
 
 // One work request (or one inbound Read Request to answer). For
 // kReadResponse: sge[0] is the source (STag in lkey, TO in addr, size in
-// length), rkey / remote_addr the requester's sink.
+// length), rkey / remote_addr the requester's sink. For kBindMw: sge[0] is the
+// range (num_sge 0: no bytes to send), rkey the window's new STag, mw and
+// mw_access the window and its rights.
 struct WrEntry {
     std::uint64_t wr_id = 0;
     std::uint64_t remote_addr = 0;
@@ -80,6 +90,12 @@ struct WrEntry {
     bool solicited = false;
     bool invalidate = false;  // kSend: a Send with Invalidate of the peer's STag `rkey`
     bool fence = false;       // send queue: waits for every earlier Read to complete
+    // kRead: a Read Request goes for each sink SGE (RFC 5040's request names one sink);
+    // how many went, and how many were answered whole.
+    std::uint8_t parts_sent = 0;
+    std::uint8_t parts_done = 0;
+    std::uint8_t mw_access = 0;
+    MwHandle mw;
     Sge sge[kMaxSge]{};
     // In QpRecord::ackq: the link's ack_mark once the message's last FPDU
     // was taken; complete when Engine::on_acked reaches it.
@@ -151,6 +167,8 @@ public:
     VResult<MemoryRegion> reg_mr(std::span<std::byte> memory, std::uint32_t access,
                                  std::uint32_t pd = 0);
     VResult<void> dereg_mr(MrHandle mr);
+    VResult<MemoryWindow> alloc_mw(std::uint32_t pd) { return mrs_.alloc_mw(pd); }
+    VResult<void> dealloc_mw(MwHandle mw) { return mrs_.dealloc_mw(mw); }
     VResult<CqHandle> create_cq(std::uint32_t capacity);
     VResult<void> destroy_cq(CqHandle cq);
     VResult<QpHandle> create_qp(const QpParams& params);
@@ -279,6 +297,7 @@ private:
     bool tx_send_queue(std::uint32_t qp);
     bool tx_read_response(std::uint32_t qp);
     bool tx_read_request(std::uint32_t qp, WrEntry& e);
+    bool tx_local(std::uint32_t qp);
     bool tx_terminate(std::uint32_t qp);
     // Where the message's bytes [offset, offset + len) lie in registered
     // memory: one view per SGE touched (at most kMaxSge).
@@ -286,7 +305,7 @@ private:
         wire::Bytes part[kMaxSge];
         std::size_t count = 0;
     };
-    bool gather(std::uint32_t pd, const WrEntry& e, std::size_t offset, std::size_t len,
+    bool gather(std::uint32_t qp, const WrEntry& e, std::size_t offset, std::size_t len,
                 Views& out) const;
     bool send_fpdu(std::uint32_t qp, std::size_t ulpdu_len);
     bool send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& payload);
@@ -315,7 +334,20 @@ private:
     bool place_split(std::uint32_t qp, const wire::Pieces& fpdu);
     bool place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t ulpdu_len,
                        const wire::Pieces& payload);
-    bool send_placeable(const QpRecord& r, const wire::DdpHeader& h, const wire::Pieces& payload);
+    bool send_placeable(std::uint32_t qp, const wire::DdpHeader& h, const wire::Pieces& payload);
+    // The Read whose Read Response comes next: the oldest one sent whole (orq), else the
+    // one at the send queue's head with parts sent and not answered; kNil when none.
+    std::uint32_t read_in_flight(const QpRecord& r) const;
+    // Where the next Read Response of the Read `e` goes: its part's sink STag, the tagged
+    // offset of its next byte, and how many bytes the part still takes.
+    struct ReadSink {
+        std::uint32_t stag = 0;
+        std::uint64_t to = 0;
+        std::uint32_t left = 0;
+    };
+    static ReadSink read_sink(const WrEntry& e);
+    // The Read `index` failed or ended: out of its queue, its ORD slots freed.
+    void drop_read(std::uint32_t qp, std::uint32_t index);
     bool read_response_placeable(const QpRecord& r, const wire::DdpHeader& h, std::size_t n) const;
     RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);

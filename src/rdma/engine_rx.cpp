@@ -280,7 +280,8 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
         message_end_ = message_end_ || h.last;
         if (n == 0) return true;  // rx_write checks nothing of it either
         std::byte* to = nullptr;
-        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, qps_[qp].pd, &to) != MemCheck::kOk) {
+        if (mrs_.check(h.stag, h.to, n, kAccessRemoteWrite, qps_[qp].pd, qp, &to) !=
+            MemCheck::kOk) {
             return false;
         }
         payload.copy_to(to);
@@ -294,7 +295,7 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
         v = rx_read_response(qp, seg, ulpdu_len, payload);
     } else if (is_send(op) && !h.tagged) {
         take_srq_recv(qp);
-        if (!send_placeable(qps_[qp], h, payload)) return false;
+        if (!send_placeable(qp, h, payload)) return false;
         v = rx_send(qp, seg, ulpdu_len, payload);
         message_end_ = message_end_ || h.last;
     } else {
@@ -306,13 +307,14 @@ bool Engine::place_segment(std::uint32_t qp, const wire::DdpSegment& seg, std::s
 }
 
 // rx_send's checks, each of which ends in a TERMINATE there.
-bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
+bool Engine::send_placeable(std::uint32_t qp, const wire::DdpHeader& h,
                             const wire::Pieces& payload) {
+    const QpRecord& r = qps_[qp];
     if (r.rq.empty() || h.qn != wire::kQnSend || h.msn != r.rx_msn_send) return false;
     if (r.rx_in_send && h.opcode != r.rx_send_op) return false;
     // A last segment whose invalidation would fail ends in a TERMINATE there.
     if (h.last && invalidates(static_cast<RdmapOpcode>(h.opcode)) &&
-        mrs_.invalidate(h.inval_stag, r.pd, true) != MrTable::Invalidation::kOk)
+        mrs_.invalidate(h.inval_stag, r.pd, qp, true) != MrTable::Invalidation::kOk)
         return false;
     const WrEntry& e = wrs_[r.rq.head];
     return h.mo == e.done && payload.size() <= e.length - e.done &&
@@ -322,17 +324,45 @@ bool Engine::send_placeable(const QpRecord& r, const wire::DdpHeader& h,
 // rx_read_response's checks, each of which ends in a TERMINATE there.
 bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpHeader& h,
                                      std::size_t n) const {
-    if (r.orq.empty() || r.rtr_read_due) return false;
-    const WrEntry& e = wrs_[r.orq.head];
-    const std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
-    const std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
-    if (h.stag != sink_stag || h.to != sink_to || n > e.length - e.done) return false;
-    if (h.last && e.done + n != e.length) return false;
+    const std::uint32_t index = read_in_flight(r);
+    if (index == kNil || r.rtr_read_due) return false;
+    const ReadSink sink = read_sink(wrs_[index]);
+    if (h.stag != sink.stag || h.to != sink.to || n > sink.left) return false;
+    if (h.last && n != sink.left) return false;
     // The last one frees an ORD slot a Read in the send queue may wait for:
     // it goes through the buffer, whose drain sends (the sink sends nothing).
     if (h.last && !r.sq.empty()) return false;
-    return n == 0 ||
-           mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, r.pd, nullptr) == MemCheck::kOk;
+    return n == 0 || mrs_.check(sink.stag, h.to, n, kAccessLocalWrite, r.pd, kLocalUse, nullptr) ==
+                         MemCheck::kOk;
+}
+
+std::uint32_t Engine::read_in_flight(const QpRecord& r) const {
+    if (!r.orq.empty()) return r.orq.head;
+    if (r.sq.empty()) return kNil;
+    const WrEntry& e = wrs_[r.sq.head];
+    return e.kind == WrKind::kRead && e.parts_sent > e.parts_done ? r.sq.head : kNil;
+}
+
+Engine::ReadSink Engine::read_sink(const WrEntry& e) {
+    IWCM_ASSERT(e.kind == WrKind::kRead && e.parts_done < e.parts_sent);
+    if (e.num_sge == 0) return {};
+    std::uint64_t before = 0;
+    for (std::uint8_t i = 0; i < e.parts_done; ++i) before += e.sge[i].length;
+    const Sge& s = e.sge[e.parts_done];
+    const auto within = static_cast<std::uint32_t>(e.done - before);
+    IWCM_ASSERT(within <= s.length);
+    return {s.lkey, s.addr + within, s.length - within};
+}
+
+void Engine::drop_read(std::uint32_t qp, std::uint32_t index) {
+    QpRecord& r = qps_[qp];
+    WrEntry& e = wrs_[index];
+    IWCM_ASSERT(index == r.orq.head || index == r.sq.head);
+    pop(index == r.orq.head ? r.orq : r.sq);
+    const std::uint16_t slots = e.parts_sent - e.parts_done;
+    IWCM_ASSERT(r.orq_count >= slots && r.send_count > 0);
+    r.orq_count = static_cast<std::uint16_t>(r.orq_count - slots);
+    --r.send_count;
 }
 
 void Engine::rx_consume(std::uint32_t qp, std::size_t& done) {
@@ -461,7 +491,8 @@ bool Engine::place(std::uint32_t pd, const WrEntry& e, std::size_t offset, const
         }
         std::size_t n = std::min<std::size_t>(s.length - offset, data.size() - placed);
         std::byte* to = nullptr;
-        if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, pd, &to) != MemCheck::kOk) {
+        if (mrs_.check(s.lkey, s.addr + offset, n, kAccessLocalWrite, pd, kLocalUse, &to) !=
+            MemCheck::kOk) {
             return false;
         }
         if (!dry) {
@@ -533,7 +564,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
         // RFC 5040 section 6.10: the STag is invalid before the receive completes.
         auto inv = MrTable::Invalidation::kOk;
         if (invalidates(op)) {
-            inv = mrs_.invalidate(h.inval_stag, r.pd);
+            inv = mrs_.invalidate(h.inval_stag, r.pd, qp);
             wc.with_invalidate = inv == MrTable::Invalidation::kOk;
             wc.invalidated_rkey = wc.with_invalidate ? h.inval_stag : 0;
         }
@@ -557,7 +588,8 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     const wire::DdpHeader& h = seg.header;
     if (seg.payload.empty()) return {};  // siw checks nothing of a zero-length Write
     std::byte* to = nullptr;
-    MemCheck c = mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, qps_[qp].pd, &to);
+    MemCheck c =
+        mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, qps_[qp].pd, qp, &to);
     if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
     wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
     placed_bytes_ += seg.payload.size();
@@ -584,7 +616,7 @@ Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegme
                                      wire::kRdmapCodeCatastrophicStream, seg, len));
     }
     MemCheck c =
-        mrs_.check(rr->source_stag, rr->source_to, rr->size, kAccessRemoteRead, r.pd, nullptr);
+        mrs_.check(rr->source_stag, rr->source_to, rr->size, kAccessRemoteRead, r.pd, qp, nullptr);
     if (c != MemCheck::kOk) {
         wire::TerminateRepr t =
             quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, rdmap_code(c), seg, len);
@@ -610,28 +642,25 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
     QpRecord& r = qps_[qp];
     const wire::DdpHeader& h = seg.header;
     if (r.rtr_read_due) return rx_rtr_read_response(qp, seg, len, payload.size());
-    if (r.orq.empty()) {
+    const std::uint32_t index = read_in_flight(r);
+    if (index == kNil) {
         // siw_proc_rresp: nothing was asked for (ORQ empty).
         return terminate(qp,
                          quoting(TermLayer::kDdp, wire::kDdpEtypeLocalCatastrophic, 0, seg, len));
     }
-    std::uint32_t index = r.orq.head;
     WrEntry& e = wrs_[index];
-    std::uint32_t sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
-    std::uint64_t sink_to = (e.num_sge > 0 ? e.sge[0].addr : 0) + e.done;
+    const ReadSink sink = read_sink(e);
     std::size_t n = payload.size();
-    if (h.stag != sink_stag)
+    if (h.stag != sink.stag)
         return terminate(qp, ddp_tagged(wire::kDdpTaggedInvalidStag, seg, len));
-    if (h.to != sink_to || n > e.length - e.done || (h.last && e.done + n != e.length)) {
+    if (h.to != sink.to || n > sink.left || (h.last && n != sink.left)) {
         return terminate(qp, ddp_tagged(wire::kDdpTaggedBaseBounds, seg, len));
     }
     if (n > 0) {
         std::byte* to = nullptr;
-        MemCheck c = mrs_.check(sink_stag, h.to, n, kAccessLocalWrite, r.pd, &to);
+        MemCheck c = mrs_.check(sink.stag, h.to, n, kAccessLocalWrite, r.pd, kLocalUse, &to);
         if (c != MemCheck::kOk) {
-            pop(r.orq);
-            --r.orq_count;
-            --r.send_count;
+            drop_read(qp, index);
             complete_wr(qp, e, WcStatus::kLocProtErr, 0);
             free_wr(index);
             return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
@@ -641,13 +670,17 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
     }
     e.done += static_cast<std::uint32_t>(n);
     r.rx_in_rresp = !h.last;
-    if (h.last) {
-        pop(r.orq);
-        --r.orq_count;
-        --r.send_count;
-        complete_wr(qp, e, WcStatus::kSuccess, e.length);
-        free_wr(index);
-    }
+    if (!h.last) return {};
+    // The part is answered whole: its ORD slot is free; the last part completes the Read.
+    IWCM_ASSERT(r.orq_count > 0);
+    --r.orq_count;
+    const std::uint8_t parts = std::max<std::uint8_t>(e.num_sge, 1);
+    if (++e.parts_done < parts) return {};
+    IWCM_ASSERT(index == r.orq.head && e.done == e.length);
+    pop(r.orq);
+    --r.send_count;
+    complete_wr(qp, e, WcStatus::kSuccess, e.length);
+    free_wr(index);
     return {};
 }
 

@@ -91,9 +91,13 @@ bool Engine::send_fpdu(std::uint32_t qp, std::size_t header_len, const Views& pa
 
 // Finds the message's bytes [offset, offset + len) in its SGEs. False when a
 // region went away or shrank under the request.
-bool Engine::gather(std::uint32_t pd, const WrEntry& e, std::size_t offset, std::size_t len,
+bool Engine::gather(std::uint32_t qp, const WrEntry& e, std::size_t offset, std::size_t len,
                     Views& out) const {
-    std::uint32_t access = e.kind == WrKind::kReadResponse ? std::uint32_t{kAccessRemoteRead} : 0u;
+    // A Read Response's source is the peer's to name (it may be a window of this QP).
+    const bool remote = e.kind == WrKind::kReadResponse;
+    const std::uint32_t access = remote ? std::uint32_t{kAccessRemoteRead} : 0u;
+    const std::uint32_t user = remote ? qp : kLocalUse;
+    const std::uint32_t pd = qps_[qp].pd;
     std::size_t found = 0;
     out.count = 0;
     for (std::uint8_t i = 0; i < e.num_sge && found < len; ++i) {
@@ -104,7 +108,7 @@ bool Engine::gather(std::uint32_t pd, const WrEntry& e, std::size_t offset, std:
         }
         std::size_t n = std::min<std::size_t>(s.length - offset, len - found);
         std::byte* from = nullptr;
-        if (mrs_.check(s.lkey, s.addr + offset, n, access, pd, &from) != MemCheck::kOk)
+        if (mrs_.check(s.lkey, s.addr + offset, n, access, pd, user, &from) != MemCheck::kOk)
             return false;
         out.part[out.count++] = wire::Bytes(from, n);
         found += n;
@@ -119,24 +123,12 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     WrEntry& e = wrs_[index];
     // IBV_SEND_FENCE: the request waits until every earlier Read has completed (the
     // last Read Response's drain sends again, rx_drain).
-    if (e.fence && e.done == 0 && r.orq_count > 0) return false;
+    if (e.fence && e.done == 0 && e.parts_sent == 0 && r.orq_count > 0) return false;
     if (e.kind == WrKind::kRead) {
         // The send queue stalls at a READ while ORD reads are outstanding.
         return r.orq_count < r.ord && tx_read_request(qp, e);
     }
-    if (e.kind == WrKind::kLocalInvalidate) {
-        // siw_qp_sq_proc_local: the STag goes at its turn; one that is not ours to
-        // invalidate fails the request and ends the QP, as a local protection error.
-        if (mrs_.invalidate(e.rkey, r.pd) != MrTable::Invalidation::kOk) {
-            local_failure(qp, index, WcStatus::kLocProtErr);
-            return false;
-        }
-        pop(r.sq);
-        --r.send_count;
-        complete_wr(qp, e, WcStatus::kSuccess, 0);
-        free_wr(index);
-        return true;
-    }
+    if (e.kind == WrKind::kLocalInvalidate || e.kind == WrKind::kBindMw) return tx_local(qp);
     bool send = e.kind == WrKind::kSend;
     std::size_t header_len = send ? kDdpUntaggedHeaderLen : kDdpTaggedHeaderLen;
     std::size_t room = wire::max_ulpdu_for_fpdu(r.max_fpdu) - header_len;
@@ -164,7 +156,7 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == header_len);
     Views payload;
-    if (!gather(r.pd, e, e.done, chunk, payload)) {
+    if (!gather(qp, e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }
@@ -202,8 +194,43 @@ void Engine::on_acked(QpHandle qp, std::uint64_t acked) {
     }
 }
 
+// A work request of the send queue that sends nothing, carried out at its turn: a local
+// invalidation (siw_qp_sq_proc_local) or a window's bind. One that cannot be carried
+// out fails (a local protection or a bind error) and ends the QP.
+bool Engine::tx_local(std::uint32_t qp) {
+    QpRecord& r = qps_[qp];
+    const std::uint32_t index = r.sq.head;
+    const WrEntry& e = wrs_[index];
+    if (e.kind == WrKind::kLocalInvalidate) {
+        if (mrs_.invalidate(e.rkey, r.pd, qp) != MrTable::Invalidation::kOk) {
+            local_failure(qp, index, WcStatus::kLocProtErr);
+            return false;
+        }
+    } else {
+        IWCM_ASSERT(e.kind == WrKind::kBindMw && e.num_sge == 0);
+        const WindowBind to{e.sge[0].lkey, e.sge[0].addr, e.sge[0].length, e.mw_access};
+        if (mrs_.bind(e.mw, e.rkey, qp, r.pd, to) != MrTable::Bind::kOk) {
+            local_failure(qp, index, WcStatus::kMwBindErr);
+            return false;
+        }
+    }
+    pop(r.sq);
+    --r.send_count;
+    complete_wr(qp, e, WcStatus::kSuccess, 0);
+    free_wr(index);
+    return true;
+}
+
+// One Read Request for the Read's next sink SGE (a Read of no SGE asks for nothing, into
+// no sink); the source offsets follow on from one request to the next. Each takes an ORD
+// slot; the Read moves to the ORQ once its last request went.
 bool Engine::tx_read_request(std::uint32_t qp, WrEntry& e) {
     QpRecord& r = qps_[qp];
+    const std::uint8_t k = e.parts_sent;
+    const std::uint8_t parts = std::max<std::uint8_t>(e.num_sge, 1);
+    IWCM_ASSERT(k < parts);
+    std::uint64_t before = 0;
+    for (std::uint8_t i = 0; i < k; ++i) before += e.sge[i].length;
     wire::DdpHeader h;
     h.tagged = false;
     h.last = true;
@@ -212,20 +239,21 @@ bool Engine::tx_read_request(std::uint32_t qp, WrEntry& e) {
     h.msn = r.tx_msn_rreq;
     h.mo = 0;
     wire::ReadRequest rr;
-    rr.sink_stag = e.num_sge > 0 ? e.sge[0].lkey : 0;
-    rr.sink_to = e.num_sge > 0 ? e.sge[0].addr : 0;
-    rr.size = e.length;
+    rr.sink_stag = e.num_sge > 0 ? e.sge[k].lkey : 0;
+    rr.sink_to = e.num_sge > 0 ? e.sge[k].addr : 0;
+    rr.size = e.num_sge > 0 ? e.sge[k].length : 0;
     rr.source_stag = e.rkey;
-    rr.source_to = e.remote_addr;
+    rr.source_to = e.remote_addr + before;
     wire::MutBytes ulpdu = wire::MutBytes(tx_buf_).subspan(2);
     std::size_t n = wire::emit_ddp_header(h, ulpdu);
     n += wire::emit_read_request(rr, ulpdu.subspan(n));
     IWCM_ASSERT(n == kDdpUntaggedHeaderLen + wire::kReadRequestPayloadLen);
     if (!send_fpdu(qp, n)) return false;
     ++r.tx_msn_rreq;
+    ++r.orq_count;
+    if (++e.parts_sent < parts) return true;
     std::uint32_t index = pop(r.sq);
     push(r.orq, index);
-    ++r.orq_count;
     return true;
 }
 
@@ -246,7 +274,7 @@ bool Engine::tx_read_response(std::uint32_t qp) {
     std::size_t written = wire::emit_ddp_header(h, ulpdu);
     IWCM_ASSERT(written == kDdpTaggedHeaderLen);
     Views payload;
-    if (!gather(r.pd, e, e.done, chunk, payload)) {
+    if (!gather(qp, e, e.done, chunk, payload)) {
         local_failure(qp, index, WcStatus::kLocProtErr);
         return false;
     }

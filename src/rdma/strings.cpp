@@ -27,6 +27,7 @@ std::string_view to_string(WcStatus status) noexcept {
         case WcStatus::kLocLenErr: return "IBV_WC_LOC_LEN_ERR";
         case WcStatus::kLocQpOpErr: return "IBV_WC_LOC_QP_OP_ERR";
         case WcStatus::kLocProtErr: return "IBV_WC_LOC_PROT_ERR";
+        case WcStatus::kMwBindErr: return "IBV_WC_MW_BIND_ERR";
         case WcStatus::kWrFlushErr: return "IBV_WC_WR_FLUSH_ERR";
         case WcStatus::kRemAccessErr: return "IBV_WC_REM_ACCESS_ERR";
         case WcStatus::kRemOpErr: return "IBV_WC_REM_OP_ERR";
@@ -44,6 +45,7 @@ std::string_view to_string(WcOpcode opcode) noexcept {
         case WcOpcode::kRdmaRead: return "IBV_WC_RDMA_READ";
         case WcOpcode::kRecv: return "IBV_WC_RECV";
         case WcOpcode::kLocalInvalidate: return "IBV_WC_LOCAL_INV";
+        case WcOpcode::kBindMw: return "IBV_WC_BIND_MW";
     }
     return "?";
 }

@@ -103,7 +103,7 @@ std::string setup(Side& s) {
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = 8;
     a.cap.max_recv_wr = 8;
-    a.cap.max_send_sge = 1;
+    a.cap.max_send_sge = 2;
     a.cap.max_recv_sge = 1;
     a.cap.max_inline_data = 64;
     REQUIRE(rdma_create_qp(s.id, s.pd, &a) == 0);
@@ -159,6 +159,21 @@ std::string post_send(Side& s, ibv_wr_opcode op, const void* addr, std::uint32_t
     wr.send_flags = flags;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+    return {};
+}
+
+// A signaled Send with Invalidate of 16 bytes of s.data naming the peer's `rkey`.
+std::string send_with_invalidate(Side& s, std::uint64_t wr_id, std::uint32_t rkey) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.data.data()), 16, s.data_mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = rkey;
     ibv_send_wr* bad = nullptr;
     REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
     return {};
@@ -584,22 +599,116 @@ std::string inv_client() {
     Hello peer;
     std::vector<ibv_wc> wcs;
     STEP(connect_for_hello(s, "invalidate", peer, wcs));
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(s.data.data()), 16, s.data_mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = 60;
-    wr.opcode = IBV_WR_SEND_WITH_INV;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = peer.rkey;
-    ibv_send_wr* bad = nullptr;
-    REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+    STEP(send_with_invalidate(s, 60, peer.rkey));
     STEP(wait_wcs(s, wcs, 2));
     REQUIRE(wcs[1].wr_id == 60 && wcs[1].opcode == IBV_WC_SEND && wcs[1].status == IBV_WC_SUCCESS);
     std::memset(s.data.data(), 'W', 64);
     STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 61,
                    peer.addr, peer.rkey));
     STEP(expect_fatal(s));
+    return {};
+}
+
+// A type 2 memory window over the ABI. The server binds a window (IBV_WR_BIND_MW, the key
+// stepped with ibv_inc_rkey) to [64, 320) of a region that gives no remote access itself,
+// and gives the client the window's rkey. The client writes 64 bytes through it and reads
+// 128 back into two SGEs (two Read Requests), then invalidates it with a Send with
+// Invalidate. The server's receive completes with IBV_WC_WITH_INV and the window's key;
+// the region kept its other bytes, and it can be deregistered once the window is gone.
+std::string mw_server() {
+    Side s;
+    rdma_cm_id* listener = nullptr;
+    STEP(accept_one(s, listener));
+    errno = 0;
+    REQUIRE(ibv_alloc_mw(s.pd, IBV_MW_TYPE_1) == nullptr && errno == EOPNOTSUPP);
+    ibv_mw* mw = ibv_alloc_mw(s.pd, IBV_MW_TYPE_2);
+    REQUIRE(mw != nullptr && mw->type == IBV_MW_TYPE_2 && mw->pd == s.pd);
+    std::vector<char> region(kData, 'S');
+    ibv_mr* mr =
+        ibv_reg_mr(s.pd, region.data(), region.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    REQUIRE(mr != nullptr);
+    auto bind = [&](std::uint64_t wr_id, std::uint32_t rkey) -> std::string {
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.opcode = IBV_WR_BIND_MW;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.bind_mw.mw = mw;
+        wr.bind_mw.rkey = rkey;
+        wr.bind_mw.bind_info.mr = mr;
+        wr.bind_mw.bind_info.addr = reinterpret_cast<std::uintptr_t>(region.data()) + 64;
+        wr.bind_mw.bind_info.length = 256;
+        wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        ibv_send_wr* bad = nullptr;
+        REQUIRE(ibv_post_send(s.id->qp, &wr, &bad) == 0);
+        REQUIRE(mw->rkey == rkey);
+        std::vector<ibv_wc> wcs;
+        STEP(wait_wcs(s, wcs, 1));
+        REQUIRE(wcs[0].wr_id == wr_id && wcs[0].opcode == IBV_WC_BIND_MW &&
+                wcs[0].status == IBV_WC_SUCCESS);
+        return {};
+    };
+    const std::uint32_t key = ibv_inc_rkey(mw->rkey);
+    REQUIRE(key != mw->rkey && (key >> 8) == (mw->rkey >> 8));
+    STEP(bind(90, key));
+    errno = 0;
+    REQUIRE(ibv_dereg_mr(mr) == EBUSY);  // a window is bound to it
+    Hello mine{reinterpret_cast<std::uintptr_t>(region.data()) + 64, key, "window"};
+    STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 91));
+    std::vector<ibv_wc> wcs;
+    STEP(wait_wcs(s, wcs, 2));
+    const ibv_wc* recv = wcs[0].opcode == IBV_WC_RECV ? &wcs[0] : &wcs[1];
+    REQUIRE(recv->opcode == IBV_WC_RECV && recv->status == IBV_WC_SUCCESS && recv->wr_id == 1);
+    REQUIRE((recv->wc_flags & IBV_WC_WITH_INV) != 0 && recv->invalidated_rkey == key);
+    std::string expect(kData, 'S');
+    std::fill_n(expect.begin() + 64, 64, 'W');
+    REQUIRE(std::string(region.data(), region.size()) == expect);
+    // Invalidated by the peer, the window binds again under the next key.
+    STEP(bind(92, ibv_inc_rkey(key)));
+    REQUIRE(ibv_dealloc_mw(mw) == 0);
+    REQUIRE(ibv_dereg_mr(mr) == 0);
+    // Then the client may go.
+    Hello done{0, 0, "done"};
+    STEP(post_send(s, IBV_WR_SEND, &done, sizeof done, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 93));
+    wcs.clear();
+    STEP(wait_wcs(s, wcs, 1));
+    REQUIRE(wcs[0].wr_id == 93 && wcs[0].status == IBV_WC_SUCCESS);
+    STEP(expect_event(s, RDMA_CM_EVENT_DISCONNECTED));
+    return {};
+}
+
+std::string mw_client() {
+    Side s;
+    Hello peer;
+    std::vector<ibv_wc> wcs;
+    STEP(connect_for_hello(s, "window", peer, wcs));
+    std::memset(s.data.data(), 'W', 64);
+    STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 70,
+                   peer.addr, peer.rkey));
+    ibv_sge sinks[2] = {
+        {reinterpret_cast<std::uintptr_t>(s.data.data()) + 2048, 64, s.data_mr->lkey},
+        {reinterpret_cast<std::uintptr_t>(s.data.data()) + 1024, 64, s.data_mr->lkey}};
+    ibv_send_wr read{};
+    read.wr_id = 71;
+    read.opcode = IBV_WR_RDMA_READ;
+    read.sg_list = sinks;
+    read.num_sge = 2;
+    read.send_flags = IBV_SEND_SIGNALED;
+    read.wr.rdma.remote_addr = peer.addr;
+    read.wr.rdma.rkey = peer.rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(s.id->qp, &read, &bad) == 0);
+    STEP(wait_wcs(s, wcs, 3));
+    REQUIRE(wcs[1].wr_id == 70 && wcs[1].status == IBV_WC_SUCCESS);
+    REQUIRE(wcs[2].wr_id == 71 && wcs[2].status == IBV_WC_SUCCESS && wcs[2].byte_len == 128);
+    REQUIRE(std::string(s.data.data() + 2048, 64) == std::string(64, 'W'));
+    REQUIRE(std::string(s.data.data() + 1024, 64) == std::string(64, 'S'));
+    STEP(send_with_invalidate(s, 72, peer.rkey));
+    STEP(wait_wcs(s, wcs, 4));
+    REQUIRE(wcs[3].wr_id == 72 && wcs[3].status == IBV_WC_SUCCESS);
+    STEP(wait_wcs(s, wcs, 5));  // the server's "done", after its last bind
+    REQUIRE(wcs[4].wr_id == 2 && wcs[4].status == IBV_WC_SUCCESS);
+    REQUIRE(rdma_disconnect(s.id) == 0);
+    STEP(expect_event(s, RDMA_CM_EVENT_DISCONNECTED));
     return {};
 }
 
@@ -627,6 +736,8 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
                     : r == "linv-server" ? linv_server()
                     : r == "linv-client" ? linv_client()
                     : r == "srq-client"  ? srq_client()
+                    : r == "mw-server"   ? mw_server()
+                    : r == "mw-client"   ? mw_client()
                                          : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
@@ -756,6 +867,10 @@ TEST(ConnectedVerbs, AQueuePairOnASharedReceiveQueue) {
 
 TEST(ConnectedVerbs, LocalInvalidateRevokesOurKey) {
     run_pair("linv-server", "linv-client");
+}
+
+TEST(ConnectedVerbs, AMemoryWindowServesThePeerUntilItInvalidatesIt) {
+    run_pair("mw-server", "mw-client");
 }
 
 }  // namespace

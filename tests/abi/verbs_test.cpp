@@ -225,7 +225,10 @@ TEST_F(Verbs, QueryDeviceGivesTheDevicesLimits) {
     ibv_device_attr a{};
     ASSERT_EQ(ibv_query_device(ctx_, &a), 0);
     EXPECT_EQ(a.max_sge, 6);
-    EXPECT_EQ(a.max_sge_rd, 1);
+    EXPECT_EQ(a.max_sge_rd, 6);  // a Read Request per sink
+    EXPECT_EQ(a.max_mw, 4096);
+    EXPECT_EQ(a.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B),
+              IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
     EXPECT_EQ(a.max_qp_wr, 65536);
     EXPECT_EQ(a.max_cqe, 1 << 22);
     EXPECT_EQ(a.max_qp_rd_atom, 128);
@@ -288,6 +291,50 @@ TEST_F(Verbs, PdIsBusyWhileAnMrUsesIt) {
     EXPECT_EQ(ibv_dereg_mr(mr), EINVAL);  // stale
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);
     EXPECT_EQ(ibv_dealloc_pd(pd), EINVAL);  // stale
+}
+
+// ibv_alloc_mw makes type 2 windows only; a bind is checked at post for what the ABI can
+// tell (the window and region are ours, 32-bit length, remote rights only) and, like any
+// send, is ENOTCONN before the connection; the PD is busy while a window lives.
+TEST_F(Verbs, MemoryWindowCalls) {
+    errno = 0;
+    EXPECT_EQ(ibv_alloc_mw(pd_, IBV_MW_TYPE_1), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_alloc_mw(pd_, static_cast<ibv_mw_type>(7)), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_pd* pd = ibv_alloc_pd(ctx_);
+    ASSERT_NE(pd, nullptr);
+    ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+    EXPECT_EQ(mw->type, IBV_MW_TYPE_2);
+    EXPECT_EQ(mw->pd, pd);
+    EXPECT_EQ(mw->context, ctx_);
+    EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+    ibv_qp* qp = make_qp();
+    ASSERT_NE(qp, nullptr);
+    ibv_mw_bind type1{};
+    EXPECT_EQ(ibv_bind_mw(qp, mw, &type1), EINVAL);  // type 2 binds through the send queue
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+    wr.bind_mw.bind_info.mr = mr_;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<std::uintptr_t>(buf_.data());
+    wr.bind_mw.bind_info.length = 64;
+    ibv_send_wr* bad = nullptr;
+    wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_ATOMIC;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+    wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+    wr.bind_mw.bind_info.length = 1ull << 32;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+    wr.bind_mw.bind_info.length = 64;
+    wr.bind_mw.bind_info.mr = nullptr;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+    wr.bind_mw.bind_info.mr = mr_;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), ENOTCONN);
+    EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 TEST_F(Verbs, RegMrRefusesWhatTheDeviceCannotHonour) {

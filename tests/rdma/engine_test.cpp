@@ -293,6 +293,100 @@ TEST(Engine, GatherAndScatterOverSeveralSges) {
     EXPECT_EQ(got, sent);
 }
 
+// A Read into several SGEs: a Read Request per sink, each whole on the wire (queue 1,
+// MSNs in turn, the sink SGE, its size, the source offset following on), as ORD allows;
+// the bytes land in the sinks in order and the Read completes once, with the total.
+class ReadSinks : public ::testing::TestWithParam<std::uint16_t> {};
+
+TEST_P(ReadSinks, OneRequestPerSinkAndOneCompletion) {
+    PairOptions o;
+    o.ord_a = GetParam();
+    o.crc = true;
+    Pair p(o);
+    Buf sink = Pair::buf(p.a, 9000, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 9000, kAccessRemoteRead, 2);
+    const ByteVec before = sink.mem;
+    // Out of order in memory, one of no bytes, one over several Read Response FPDUs.
+    Sge s[4] = {sink.sge(6000, 100), sink.sge(10, 0), sink.sge(100, 5000), sink.sge(7000, 7)};
+    SendWr wr;
+    wr.wr_id = 31;
+    wr.opcode = WrOpcode::kRdmaRead;
+    wr.sg_list = s;
+    wr.remote_addr = source.mr.addr + 3;
+    wr.rkey = source.mr.rkey;
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    EXPECT_EQ(p.a.query_qp(p.qa)->reads_outstanding, std::min<std::uint32_t>(4, GetParam()));
+    std::size_t most = 0;
+    std::vector<WorkCompletion> done;
+    for (int round = 0; round < 10000 && done.empty(); ++round) {
+        p.links.deliver(0, 700);
+        p.links.deliver(1, 700);
+        p.b.on_readable(p.qb);
+        p.a.on_readable(p.qa);
+        most = std::max<std::size_t>(most, p.a.query_qp(p.qa)->reads_outstanding);
+        done = Pair::wcs(p.a, p.acq);
+    }
+    EXPECT_EQ(most, std::min<std::size_t>(4, GetParam()));
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 31u);
+    EXPECT_EQ(done[0].opcode, WcOpcode::kRdmaRead);
+    EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(done[0].byte_len, 5107u);
+    EXPECT_EQ(p.a.query_qp(p.qa)->reads_outstanding, 0u);
+    EXPECT_EQ(p.a.query_qp(p.qa)->send_queued, 0u);
+    ByteVec expect = before;
+    std::uint64_t from = 3;
+    for (const Sge& g : s) {
+        const std::size_t at = g.addr - sink.mr.addr;
+        std::copy_n(source.mem.begin() + static_cast<std::ptrdiff_t>(from), g.length,
+                    expect.begin() + static_cast<std::ptrdiff_t>(at));
+        from += g.length;
+    }
+    EXPECT_EQ(sink.mem, expect);
+    // The requests, whole: what a's link carried, byte for byte.
+    std::vector<ByteVec> requests;
+    for (const ByteVec& r : p.links.end(0).sent) {
+        if (r[3] == std::byte{0x41}) requests.push_back(r);
+    }
+    ASSERT_EQ(requests.size(), 4u);
+    from = 3;
+    for (std::uint32_t i = 0; i < 4; ++i) {
+        ByteVec want = fpdu(untagged(0x41, 0x41, 1, i + 1, 0,
+                                     read_request(s[i].lkey, s[i].addr, s[i].length, source.mr.rkey,
+                                                  source.mr.addr + from)),
+                            true);
+        EXPECT_EQ(requests[i], want) << "request " << i;
+        from += s[i].length;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ord, ReadSinks, ::testing::Values(1, 2, 4));
+
+// The peer's TERMINATE while a Read of several sinks is half asked: the Read completes
+// once (with the peer's reason), nothing twice, and no ORD slot is left taken.
+TEST(Engine, ReadOfSeveralSinksEndsOnceWhenThePeerTerminates) {
+    PairOptions o;
+    o.ord_a = 1;
+    Pair p(o);
+    Buf sink = Pair::buf(p.a, 300, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 300, kAccessRemoteRead, 2);
+    Sge s[3] = {sink.sge(0, 100), sink.sge(100, 100), sink.sge(200, 100)};
+    SendWr wr;
+    wr.wr_id = 8;
+    wr.opcode = WrOpcode::kRdmaRead;
+    wr.sg_list = s;
+    wr.remote_addr = source.mr.addr;
+    wr.rkey = source.mr.rkey + 1;  // no such STag at b: b answers with a TERMINATE
+    ASSERT_TRUE(p.a.post_send(p.qa, wr).has_value());
+    p.pump();
+    auto wc = Pair::wcs(p.a, p.acq);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, 8u);
+    EXPECT_EQ(wc[0].status, WcStatus::kRemAccessErr);
+    EXPECT_EQ(p.a.query_qp(p.qa)->reads_outstanding, 0u);
+    EXPECT_EQ(p.a.query_qp(p.qa)->send_queued, 0u);
+}
+
 TEST(Engine, IdleQueuePairIsSmall) {
     // The record plus the Device's connection slot (16 bytes) per idle QP.
     EXPECT_LE(kQpStateBytes + 16, 256u);
