@@ -189,11 +189,41 @@ void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,
         case WrKind::kLocalInvalidate: wc.opcode = WcOpcode::kLocalInvalidate; break;
         case WrKind::kBindMw: wc.opcode = WcOpcode::kBindMw; break;
     }
-    // Errors always complete; successes of send work as signaled.
-    if (e.kind != WrKind::kRecv && status == WcStatus::kSuccess && !e.signaled && !r.sq_sig_all) {
+    if (e.kind == WrKind::kRecv) {
+        complete(r.recv_cq, wc);
         return;
     }
-    complete(e.kind == WrKind::kRecv ? r.recv_cq : r.send_cq, wc);
+    // Errors always complete; successes of send work as signaled.
+    const bool report = status != WcStatus::kSuccess || e.signaled || r.sq_sig_all;
+    complete_in_order(qp, e.seq, report, wc);
+}
+
+// A request ends out of order when a Read before it still waits for its response (a
+// Write or Send completes at the peer's ACK, a local invalidation or a bind at its turn)
+// or when a flush takes the queues one after another: it is held, and given once every
+// request before it was. held_ is short (only what overtook a Read), so it is searched.
+void Engine::complete_in_order(std::uint32_t qp, std::uint32_t seq, bool report,
+                               const WorkCompletion& wc) {
+    QpRecord& r = qps_[qp];
+    IWCM_ASSERT(seq - r.reported < r.posted - r.reported);  // posted, not yet given
+    if (seq != r.reported) {
+        held_.push_back({qp, seq, report, wc});
+        return;
+    }
+    if (report) complete(r.send_cq, wc);
+    ++r.reported;
+    for (std::size_t i = 0; i < held_.size();) {
+        if (held_[i].qp != qp || held_[i].seq != r.reported) {
+            ++i;
+            continue;
+        }
+        const Held h = held_[i];
+        held_[i] = held_.back();
+        held_.pop_back();
+        if (h.report) complete(r.send_cq, h.wc);
+        ++r.reported;
+        i = 0;  // the next one may lie anywhere
+    }
 }
 
 std::size_t Engine::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
@@ -379,6 +409,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
         e.mw_access = static_cast<std::uint8_t>(wr.bind.access);
         e.sge[0] = Sge{wr.bind.addr, wr.bind.length, wr.bind.lkey};
     }
+    e.seq = r.posted++;
     push(r.sq, index);
     ++r.send_count;
     tx_progress(qp.index);
@@ -510,6 +541,7 @@ void Engine::flush_all(std::uint32_t qp) {
             free_wr(index);
         }
     }
+    IWCM_ASSERT(r.reported == r.posted);  // every send-queue request ended, none held
     r.send_count = r.recv_count = 0;
     r.orq_count = r.irq_count = 0;
     r.rtr_read_due = false;  // no work request of the application's: nothing completes

@@ -84,6 +84,7 @@ struct WrEntry {
     std::uint32_t length = 0;  // bytes of the message
     std::uint32_t done = 0;    // bytes sent or placed so far
     std::uint32_t next = kNil;
+    std::uint32_t seq = 0;  // send queue: its place in post order (QpRecord::posted)
     WrKind kind = WrKind::kSend;
     std::uint8_t num_sge = 0;
     bool signaled = true;
@@ -126,6 +127,11 @@ struct QpRecord {
     WrQueue irq;                    // inbound reads to answer
     WrQueue rq;                     // posted receives
     std::uint32_t send_count = 0;   // entries in ackq, sq and orq
+    // Send-queue completions in post order (ibv_poll_cq(3): an RC send queue completes
+    // in order): `posted` numbers the requests, `reported` is the first one whose
+    // completion has not been given; one that ends earlier waits in Engine::held_.
+    std::uint32_t posted = 0;
+    std::uint32_t reported = 0;
     std::uint32_t recv_count = 0;
     std::uint32_t max_send_wr = 0;
     std::uint32_t max_recv_wr = 0;
@@ -281,6 +287,10 @@ private:
     Cq* find_cq(CqHandle cq);
     void complete(std::uint32_t cq, const WorkCompletion& wc);
     void complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status, std::uint32_t byte_len);
+    // A send-queue request `seq` ended (`report`: with a completion to give, `wc`): given
+    // now if every request before it was, held until then otherwise.
+    void complete_in_order(std::uint32_t qp, std::uint32_t seq, bool report,
+                           const WorkCompletion& wc);
     void flush_all(std::uint32_t qp);
     void settle_cq_failures();
     // On the way out of a call that may reach the links: settle_cq_failures().
@@ -366,6 +376,15 @@ private:
     std::vector<WrEntry> wrs_;
     std::uint32_t wr_free_ = kNil;
     std::deque<QpEvent> events_;
+    // Send-queue completions that ended before an earlier request of their QP (a Write
+    // acknowledged while a Read before it waits for its response): complete_in_order.
+    struct Held {
+        std::uint32_t qp = 0;
+        std::uint32_t seq = 0;
+        bool report = false;
+        WorkCompletion wc;
+    };
+    std::vector<Held> held_;
     // CQs that overflowed inside a call that may not reach the links (the core's
     // StreamSink): their QPs end at the next call that may (settle_cq_failures).
     std::vector<std::uint32_t> cqs_failed_;

@@ -387,6 +387,89 @@ TEST(Engine, ReadOfSeveralSinksEndsOnceWhenThePeerTerminates) {
     EXPECT_EQ(p.a.query_qp(p.qa)->send_queued, 0u);
 }
 
+// ibv_poll_cq(3): an RC send queue completes in post order. A Write and a local
+// invalidation posted after a Read end before the Read's response comes (the link takes
+// the Write whole; the invalidation needs no peer); their completions wait for the Read's.
+TEST(Engine, SendQueueCompletesInPostOrder) {
+    Pair p;
+    Buf sink = Pair::buf(p.a, 60000, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 60000, kAccessRemoteRead, 2);
+    Buf src = Pair::buf(p.a, 100, 0, 3);
+    Buf target = Pair::buf(p.b, 100, kAccessRemoteWrite, 4);
+    Buf ours = Pair::buf(p.a, 8, kAccessLocalWrite | kAccessRemoteWrite, 5);
+    Sge rs = sink.all();
+    SendWr read;
+    read.wr_id = 1;
+    read.opcode = WrOpcode::kRdmaRead;
+    read.sg_list = std::span(&rs, 1);
+    read.remote_addr = source.mr.addr;
+    read.rkey = source.mr.rkey;
+    Sge ws = src.all();
+    SendWr write;
+    write.wr_id = 2;
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = std::span(&ws, 1);
+    write.remote_addr = target.mr.addr;
+    write.rkey = target.mr.rkey;
+    SendWr inv;
+    inv.wr_id = 3;
+    inv.opcode = WrOpcode::kLocalInvalidate;
+    inv.invalidate_rkey = ours.mr.rkey;
+    for (const SendWr* wr : {&read, &write, &inv}) {
+        ASSERT_TRUE(p.a.post_send(p.qa, *wr).has_value());
+    }
+    EXPECT_TRUE(Pair::wcs(p.a, p.acq).empty()) << "Write and invalidation done, held";
+    std::vector<WorkCompletion> got;
+    for (int round = 0; round < 10000 && got.size() < 3; ++round) {
+        p.links.deliver(0, 900);
+        p.links.deliver(1, 900);
+        p.b.on_readable(p.qb);
+        p.a.on_readable(p.qa);
+        for (const WorkCompletion& wc : Pair::wcs(p.a, p.acq)) got.push_back(wc);
+    }
+    ASSERT_EQ(got.size(), 3u);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].wr_id, i + 1);
+        EXPECT_EQ(got[i].status, WcStatus::kSuccess);
+    }
+    EXPECT_EQ(got[0].opcode, WcOpcode::kRdmaRead);
+    EXPECT_EQ(got[1].opcode, WcOpcode::kRdmaWrite);
+    EXPECT_EQ(got[2].opcode, WcOpcode::kLocalInvalidate);
+    EXPECT_EQ(sink.mem, source.mem);
+}
+
+// A flush gives the send queue's requests in post order too, across the queues they
+// were in (a Read awaiting its response, a Write done, a Read and a Write not yet sent).
+TEST(Engine, FlushCompletesTheSendQueueInPostOrder) {
+    PairOptions o;
+    o.ord_a = 1;
+    Pair p(o);
+    Buf sink = Pair::buf(p.a, 64, kAccessLocalWrite, 1);
+    Buf source = Pair::buf(p.b, 64, kAccessRemoteRead, 2);
+    Buf src = Pair::buf(p.a, 16, 0, 3);
+    Sge rs = sink.all();
+    Sge ws = src.all();
+    std::vector<SendWr> wrs(4);
+    for (std::uint64_t i = 0; i < wrs.size(); ++i) {
+        wrs[i].wr_id = i + 1;
+        wrs[i].opcode = i % 2 == 0 ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite;
+        wrs[i].sg_list = std::span(i % 2 == 0 ? &rs : &ws, 1);
+        wrs[i].remote_addr = source.mr.addr;
+        wrs[i].rkey = source.mr.rkey;  // the Write is refused by b, if it ever got there
+        ASSERT_TRUE(p.a.post_send(p.qa, wrs[i]).has_value());
+    }
+    // Nothing moves: the first Read waits for its response (ORD 1), the Write went (the
+    // link took it whole: done, held behind the Read), the rest wait in the send queue.
+    EXPECT_TRUE(Pair::wcs(p.a, p.acq).empty());
+    ASSERT_TRUE(p.a.destroy_qp(p.qa).has_value());
+    auto got = Pair::wcs(p.a, p.acq);
+    ASSERT_EQ(got.size(), 4u);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].wr_id, i + 1) << i;
+        EXPECT_EQ(got[i].status, i == 1 ? WcStatus::kSuccess : WcStatus::kWrFlushErr) << i;
+    }
+}
+
 TEST(Engine, IdleQueuePairIsSmall) {
     // The record plus the Device's connection slot (16 bytes) per idle QP.
     EXPECT_LE(kQpStateBytes + 16, 256u);
