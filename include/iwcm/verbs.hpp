@@ -275,6 +275,25 @@ enum class QpEventType : std::uint8_t {
 };
 std::string_view to_string(QpEventType type) noexcept;
 
+// What a QP's end is to the application: the affiliated asynchronous error the verbs
+// raise for it (src/abi raises IBV_EVENT_QP_FATAL or IBV_EVENT_QP_ACCESS_ERR). Decided
+// where the end is met, as Linux siw and irdma decide (docs/design.md "The libibverbs
+// ABI" has the table):
+//   kAccess: our TERMINATE because a check of our memory refused the peer's request
+//     (its STag, bounds, rights or domain: a Write's sink, a Read Request's source, a
+//     Send with Invalidate's STag, or our own receive or Read sink region);
+//   kFatal: any other TERMINATE of ours (the peer's request was invalid, an MPA or CRC
+//     error, a local catastrophic error), the peer's TERMINATE, a stream cut inside an
+//     FPDU, and a connection lost to a retransmission or keepalive timeout or to its
+//     address going;
+//   kNone: a graceful close, the application's own abortive close, the peer's reset.
+// siw and irdma raise QP_FATAL, not QP_REQ_ERR, for an invalid request (siw's
+// siw_send_check_ntoh and siw_write_check_ntoh, irdma's DDP and RDMAP AEs, which take
+// IRDMA_QP_EVENT_CATASTROPHIC), and no QP event at all for a reset (siw_qp_llp_close,
+// irdma_cm_disconn_true): the reset reaches the application as the connection's end.
+enum class QpError : std::uint8_t { kNone, kFatal, kAccess };
+std::string_view to_string(QpError error) noexcept;
+
 struct QpEvent {
     QpEventType type = QpEventType::kDisconnected;
     QpHandle qp;
@@ -283,6 +302,7 @@ struct QpEvent {
     SrqHandle srq;  // kSrqLimit only
     int status = 0;
     TermInfo term;
+    QpError error = QpError::kNone;  // kDisconnected and the TERMINATE events
 };
 
 enum class QpState : std::uint8_t {

@@ -603,7 +603,7 @@ void Engine::on_link_down(QpHandle qp, int status) {
         // Built, never taken: the link could not send it before its end.
         auto it = pending_terms_.find(qp.index);
         IWCM_ASSERT(it != pending_terms_.end());
-        push_term_event(qp.index, QpEventType::kTerminateUnsent, it->second.term);
+        push_term_event(qp.index, QpEventType::kTerminateUnsent, it->second.term, it->second.error);
     }
     r->term_pending = false;
     pending_terms_.erase(qp.index);
@@ -616,6 +616,9 @@ void Engine::on_link_down(QpHandle qp, int status) {
     e.qp = qp;
     e.conn = r->conn;
     e.status = status;
+    // A close, graceful or our own abortive one, is no error of the QP, and neither is the
+    // peer's reset (QpError); anything else lost the connection.
+    e.error = status == 0 || status == -ECONNRESET ? QpError::kNone : QpError::kFatal;
     events_.push_back(e);
 }
 

@@ -359,10 +359,12 @@ private:
     // The Read `index` failed or ended: out of its queue, its ORD slots freed.
     void drop_read(std::uint32_t qp, std::uint32_t index);
     bool read_response_placeable(const QpRecord& r, const wire::DdpHeader& h, std::size_t n) const;
-    RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term);
+    // `error`: kAccess when a check of our memory refused the peer's request (QpError).
+    RxVerdict terminate(std::uint32_t qp, const wire::TerminateRepr& term,
+                        QpError error = QpError::kFatal);
     RxVerdict terminate_mpa(std::uint32_t qp, wire::TermError error);
-    RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term);
-    void push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term);
+    RxVerdict terminate_pending(std::uint32_t qp, const TermInfo& term, QpError error);
+    void push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term, QpError error);
     void after_rx(std::uint32_t qp, const RxVerdict& verdict);
 
     Links& links_;
@@ -393,6 +395,7 @@ private:
     struct PendingTerm {
         std::vector<std::byte> fpdu;
         TermInfo term;
+        QpError error = QpError::kFatal;
     };
     std::unordered_map<std::uint32_t, PendingTerm> pending_terms_;
     // Shared by every QP: one FPDU being built, one being reassembled.

@@ -545,7 +545,9 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
         --r.recv_count;
         complete_wr(qp, e, WcStatus::kLocProtErr, 0);
         free_wr(index);
-        return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeLocalCatastrophic, 0));
+        // siw_proc_send raises IB_EVENT_QP_ACCESS_ERR when the receive's SGE fails its check.
+        return terminate(qp, term_of(TermLayer::kRdmap, wire::kRdmapEtypeLocalCatastrophic, 0),
+                         QpError::kAccess);
     }
     e.done += static_cast<std::uint32_t>(payload.size());
     r.rx_in_send = !h.last;
@@ -574,11 +576,13 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
         // invalidation); an STag of another domain is a protection error, one that names
         // no region an operation error, both "cannot be invalidated".
         if (inv != MrTable::Invalidation::kOk) {
-            return terminate(qp, term_of(TermLayer::kRdmap,
-                                         inv == MrTable::Invalidation::kPdMismatch
-                                             ? wire::kRdmapEtypeRemoteProtection
-                                             : wire::kRdmapEtypeRemoteOperation,
-                                         wire::kRdmapCodeCannotInvalidate));
+            const bool other_pd = inv == MrTable::Invalidation::kPdMismatch;
+            return terminate(qp,
+                             term_of(TermLayer::kRdmap,
+                                     other_pd ? wire::kRdmapEtypeRemoteProtection
+                                              : wire::kRdmapEtypeRemoteOperation,
+                                     wire::kRdmapCodeCannotInvalidate),
+                             other_pd ? QpError::kAccess : QpError::kFatal);
         }
     }
     return {};
@@ -590,7 +594,9 @@ Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg
     std::byte* to = nullptr;
     MemCheck c =
         mrs_.check(h.stag, h.to, seg.payload.size(), kAccessRemoteWrite, qps_[qp].pd, qp, &to);
-    if (c != MemCheck::kOk) return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
+    if (c != MemCheck::kOk) {
+        return terminate(qp, ddp_tagged(tagged_code(c), seg, len), QpError::kAccess);
+    }
     wire::copy_bytes(to, seg.payload.data(), seg.payload.size());
     placed_bytes_ += seg.payload.size();
     return {};
@@ -621,7 +627,7 @@ Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegme
         wire::TerminateRepr t =
             quoting(TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, rdmap_code(c), seg, len);
         t.rdmap_header = seg.payload;
-        return terminate(qp, t);
+        return terminate(qp, t, QpError::kAccess);
     }
     ++r.rx_msn_rreq;
     std::uint32_t index = alloc_wr();
@@ -663,7 +669,7 @@ Engine::RxVerdict Engine::rx_read_response(std::uint32_t qp, const wire::DdpSegm
             drop_read(qp, index);
             complete_wr(qp, e, WcStatus::kLocProtErr, 0);
             free_wr(index);
-            return terminate(qp, ddp_tagged(tagged_code(c), seg, len));
+            return terminate(qp, ddp_tagged(tagged_code(c), seg, len), QpError::kAccess);
         }
         payload.copy_to(to);
         placed_bytes_ += n;
@@ -733,13 +739,14 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
         free_wr(index);
     }
     enter_closing(qp);
-    push_term_event(qp, QpEventType::kTerminateReceived, v.term);
+    push_term_event(qp, QpEventType::kTerminateReceived, v.term, QpError::kFatal);
     return v;
 }
 
 // Builds our TERMINATE (sent by tx_progress once the FPDU in hand is
 // consumed), reports it and flushes the QP's work.
-Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr& term) {
+Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr& term,
+                                    QpError error) {
     QpRecord& r = qps_[qp];
     std::size_t ulpdu_len = wire::terminate_ulpdu_len(term);
     std::vector<std::byte>& out = pending_terms_[qp].fpdu;
@@ -748,7 +755,8 @@ Engine::RxVerdict Engine::terminate(std::uint32_t qp, const wire::TerminateRepr&
     IWCM_ASSERT(n == ulpdu_len);
     std::size_t total = wire::seal_fpdu_in_place(ulpdu_len, r.crc, out);
     IWCM_ASSERT(total == out.size());
-    return terminate_pending(qp, {static_cast<std::uint8_t>(term.layer), term.etype, term.code});
+    return terminate_pending(qp, {static_cast<std::uint8_t>(term.layer), term.etype, term.code},
+                             error);
 }
 
 Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error) {
@@ -758,30 +766,34 @@ Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error)
     std::size_t n = wire::emit_terminate_fpdu(error, r.crc, out);
     IWCM_ASSERT(n == out.size());
     return terminate_pending(
-        qp, {wire::kTermLayerLlp, wire::kTermEtypeMpa, static_cast<std::uint8_t>(error)});
+        qp, {wire::kTermLayerLlp, wire::kTermEtypeMpa, static_cast<std::uint8_t>(error)},
+        QpError::kFatal);
 }
 
 // Our TERMINATE waits in pending_terms_: the QP closes, and the application
 // hears kTerminateSent when the link takes it (tx_terminate), or
 // kTerminateUnsent when it cannot.
-Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& term) {
+Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& term, QpError error) {
     QpRecord& r = qps_[qp];
     RxVerdict v;
     v.terminate = true;
     v.term = term;
     r.term_pending = true;
     pending_terms_[qp].term = term;
+    pending_terms_[qp].error = error;
     enter_closing(qp);
     return v;
 }
 
-void Engine::push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term) {
+void Engine::push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term,
+                             QpError error) {
     const QpRecord& r = qps_[qp];
     QpEvent e;
     e.type = type;
     e.qp = {qp, r.generation};
     e.conn = r.conn;
     e.term = term;
+    e.error = error;
     events_.push_back(e);
 }
 

@@ -322,9 +322,11 @@ bool Engine::tx_terminate(std::uint32_t qp) {
     const bool open = links_.send_open(r.link);
     if (open && !links_.send_record(r.link, it->second.fpdu)) return false;
     const TermInfo term = it->second.term;
+    const QpError error = it->second.error;
     pending_terms_.erase(it);
     r.term_pending = false;
-    push_term_event(qp, open ? QpEventType::kTerminateSent : QpEventType::kTerminateUnsent, term);
+    push_term_event(qp, open ? QpEventType::kTerminateSent : QpEventType::kTerminateUnsent, term,
+                    error);
     // RFC 5040 section 5.3: the stream ends after the TERMINATE; our FIN
     // follows it in sequence, and the peer reads it after the TERMINATE.
     if (open) links_.close(r.link, false);

@@ -62,6 +62,15 @@ std::string_view to_string(QpEventType type) noexcept {
     return "?";
 }
 
+std::string_view to_string(QpError error) noexcept {
+    switch (error) {
+        case QpError::kNone: return "none";
+        case QpError::kFatal: return "QP fatal";
+        case QpError::kAccess: return "QP access error";
+    }
+    return "?";
+}
+
 std::string describe(const TermInfo& term) {
     std::string s = "layer " + std::to_string(term.layer) + " type " + std::to_string(term.etype) +
                     " code " + std::to_string(term.code);

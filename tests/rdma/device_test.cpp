@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <tuple>
@@ -31,6 +32,8 @@ struct Side {
     int disconnected = 0;
     std::vector<WorkCompletion> wcs;
     std::vector<QpEvent> qp_events;
+    // wcs.size() as each of qp_events was taken: the completions the CQ had given by then.
+    std::vector<std::size_t> wcs_at_event;
 };
 
 struct Net {
@@ -159,7 +162,10 @@ struct Net {
         for (std::size_t n; (n = s.dev.poll_cq(s.cq, wc)) > 0; moved += static_cast<int>(n)) {
             s.wcs.insert(s.wcs.end(), wc, wc + n);
         }
-        while (auto q = s.dev.poll_qp_event()) s.qp_events.push_back(*q);
+        while (auto q = s.dev.poll_qp_event()) {
+            s.qp_events.push_back(*q);
+            s.wcs_at_event.push_back(s.wcs.size());
+        }
         return moved;
     }
 
@@ -632,6 +638,51 @@ TEST(DeviceCq, OverflowIsAnErrorThatEndsItsQueuePairs) {
     EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->state, QpState::kError);
 }
 
+// The peer goes silent (every frame is lost): a's retransmissions run out and its
+// connection is lost (-ETIMEDOUT), a fatal error of its QP. The QP's work was flushed
+// before the event could be polled.
+TEST(DeviceQpError, ASilentPeerIsAFatalEndAfterTheFlushes) {
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    std::vector<std::byte> buf(3 * 64);
+    auto mr = *n.sa.dev.reg_mr(buf, kAccessLocalWrite);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        Sge d{mr.addr + i * 64, 64, mr.lkey};
+        ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {i, std::span(&d, 1)}).has_value());
+    }
+    n.on_wire = [](int, std::span<const std::byte>) { return true; };
+    Sge g{mr.addr + 128, 64, mr.lkey};
+    SendWr w;
+    w.wr_id = 9;
+    w.sg_list = std::span(&g, 1);
+    ASSERT_TRUE(n.sa.dev.post_send(n.now, n.sa.qp, w).has_value());
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty(); }));
+    const QpEvent& e = n.sa.qp_events[0];
+    EXPECT_EQ(e.type, QpEventType::kDisconnected);
+    EXPECT_EQ(e.status, -ETIMEDOUT);
+    EXPECT_EQ(e.error, QpError::kFatal) << to_string(e.error);
+    ASSERT_EQ(n.sa.wcs_at_event[0], 3u);  // the Send, then both receives
+    EXPECT_EQ(n.sa.wcs[0].wr_id, 9u);
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(n.sa.wcs[i].status, WcStatus::kWrFlushErr);
+    EXPECT_TRUE(n.sb.qp_events.empty());  // b has sent nothing, and waits
+}
+
+// b resets its connection: no error of either QP (siw and irdma raise no QP event for a
+// reset; the application hears the connection's end), each QP in ERR.
+TEST(DeviceQpError, AResetIsNoErrorOfTheQp) {
+    Net n(false);
+    ASSERT_TRUE(n.run([&] { return n.sa.up && n.sb.up; }));
+    ASSERT_TRUE(n.b.disconnect(n.now, n.sb.conn, DisconnectMode::kAbortive).has_value());
+    ASSERT_TRUE(n.run([&] { return !n.sa.qp_events.empty() && !n.sb.qp_events.empty(); }));
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kDisconnected);
+    EXPECT_EQ(n.sa.qp_events[0].status, -ECONNRESET);
+    EXPECT_EQ(n.sa.qp_events[0].error, QpError::kNone);
+    EXPECT_EQ(n.sb.qp_events[0].type, QpEventType::kDisconnected);
+    EXPECT_EQ(n.sb.qp_events[0].status, 0);
+    EXPECT_EQ(n.sb.qp_events[0].error, QpError::kNone);
+    EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->state, QpState::kError);
+}
+
 // Two Sends wait in the stream for the QP's first receives (they came right after the
 // hand-off). Posted in one RecvBatch, the two receives both take one; posted one by one,
 // the first receive's post would read both Sends and the second would find no buffer.
@@ -1022,6 +1073,8 @@ TEST(DeviceSendInvalidate, AnStagThatCannotBeInvalidatedIsATerminate) {
         EXPECT_FALSE(t.n.sa.wcs[0].with_invalidate);
         ASSERT_FALSE(t.n.sa.qp_events.empty());
         EXPECT_EQ(t.n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+        // Another domain's STag is a protection error of the request; no region, not.
+        EXPECT_EQ(t.n.sa.qp_events[0].error, other_pd ? QpError::kAccess : QpError::kFatal);
         const QpEvent& got = t.n.sb.qp_events[0];
         EXPECT_EQ(got.type, QpEventType::kTerminateReceived);
         EXPECT_EQ(got.term.layer, 0u);  // RDMAP
@@ -1151,6 +1204,7 @@ void expect_terminate_received(const TermRun& t) {
     if (q.size() == 2) {
         EXPECT_EQ(q[1].type, QpEventType::kDisconnected);
         EXPECT_EQ(q[1].status, 0);
+        EXPECT_EQ(q[1].error, QpError::kNone);
     }
 }
 
@@ -1160,7 +1214,10 @@ TEST(DeviceTerminate, SentThenFinAndNoResetEitherSide) {
     ASSERT_TRUE(t.close_on_terminate());
     ASSERT_EQ(t.n.sa.qp_events.size(), 1u);
     EXPECT_EQ(t.n.sa.qp_events[0].type, QpEventType::kTerminateSent);
+    // a refused the Write's STag: an access error; b's end is the peer's TERMINATE.
+    EXPECT_EQ(t.n.sa.qp_events[0].error, QpError::kAccess);
     expect_terminate_received(t);
+    EXPECT_EQ(t.n.sb.qp_events[0].error, QpError::kFatal);
     EXPECT_EQ(t.n.sb.qp_events[0].term.layer, 1);  // DDP, tagged, invalid STag
     EXPECT_EQ(t.n.sb.qp_events[0].term.etype, 1);
     EXPECT_EQ(t.n.sb.qp_events[0].term.code, 0);

@@ -38,6 +38,7 @@ struct Victim {
             EXPECT_EQ(e->term.layer, t.layer);
             EXPECT_EQ(e->term.etype, t.etype);
             EXPECT_EQ(e->term.code, t.code);
+            error = e->error;
         }
         return t;
     }
@@ -52,6 +53,7 @@ struct Victim {
     Buf ro = Pair::buf(p.b, 4096, kAccessRemoteRead);   // no remote write
     Buf wo = Pair::buf(p.b, 4096, kAccessRemoteWrite);  // no remote read
     Sge rs{};
+    QpError error = QpError::kNone;  // the last hit's
 };
 
 void expect_quoted(const TermSeen& t, const ByteVec& ulpdu, std::size_t header_len) {
@@ -72,12 +74,14 @@ TEST(Terminate, WriteToUnknownStagIsDdpTaggedInvalidStag) {
     EXPECT_EQ(t.code, 0);
     EXPECT_FALSE(t.r);
     expect_quoted(t, u, 14);
+    EXPECT_EQ(v.error, QpError::kAccess) << to_string(v.error);
 }
 
 TEST(Terminate, WriteOutsideTheRegionIsBaseBounds) {
     Victim v;
     ByteVec u = tagged(0xC1, 0x40, v.dst.mr.rkey, v.dst.mr.addr + 4090, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kAccess);
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 1);
@@ -88,6 +92,7 @@ TEST(Terminate, WriteWithoutRemoteWriteRightIsInvalidStagAsSiwSays) {
     Victim v;
     ByteVec u = tagged(0xC1, 0x40, v.ro.mr.rkey, v.ro.mr.addr, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kAccess);
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 0);
@@ -119,6 +124,7 @@ TEST(Terminate, WriteToAnotherProtectionDomainIsStagNotAssociated) {
     const ByteVec before = other.mem;
     ByteVec u = tagged(0xC1, 0x40, other.mr.rkey, other.mr.addr, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kAccess);
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 2);
@@ -139,6 +145,7 @@ TEST(Terminate, ReadRequestForAnotherProtectionDomainIsStagNotAssociated) {
     ByteVec rr = read_request(0x1234501, 0x1000, 16, other.mr.rkey, other.mr.addr);
     ByteVec u = untagged(0x41, 0x41, 1, 1, 0, rr);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kAccess);
     EXPECT_EQ(t.layer, 0);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 3);
@@ -153,6 +160,7 @@ TEST(Terminate, SendWithWrongMsnIsMsnRange) {
     v.post_recv(64);
     ByteVec u = untagged(0x41, 0x43, 0, 5, 0, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kFatal);  // an invalid request: QP_FATAL as siw and irdma
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 2);
     EXPECT_EQ(t.code, 3);
@@ -168,6 +176,7 @@ TEST(Terminate, SendWithoutReceiveIsNoBuffer) {
     Victim v;
     ByteVec u = untagged(0x41, 0x43, 0, 1, 0, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kFatal);
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 2);
     EXPECT_EQ(t.code, 2);
@@ -192,6 +201,7 @@ TEST(Terminate, SendToWrongQueueOrOffset) {
         Victim v;
         v.post_recv(64);
         TermSeen t = v.hit(untagged(0x41, 0x43, 3, 1, 0, kEight));
+        EXPECT_EQ(v.error, QpError::kFatal);
         EXPECT_EQ(t.etype, 2);
         EXPECT_EQ(t.code, 1);  // invalid QN
     }
@@ -227,6 +237,7 @@ TEST(Terminate, BadRdmapVersionAndUnknownOpcode) {
     {
         Victim v;
         TermSeen t = v.hit(untagged(0x41, 0x49, 0, 1, 0, kEight));
+        EXPECT_EQ(v.error, QpError::kFatal);  // an unknown opcode
         EXPECT_EQ(t.layer, 0);
         EXPECT_EQ(t.etype, 2);
         EXPECT_EQ(t.code, 6);
@@ -238,6 +249,7 @@ TEST(Terminate, UnsolicitedReadResponseIsDdpCatastrophic) {
     Victim v;
     ByteVec u = tagged(0xC1, 0x42, v.dst.mr.rkey, v.dst.mr.addr, kEight);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kFatal);
     EXPECT_EQ(t.layer, 1);
     EXPECT_EQ(t.etype, 0);
     EXPECT_EQ(t.code, 0);
@@ -249,6 +261,7 @@ TEST(Terminate, ReadRequestForUnreadableSourceIsRemoteProtectionWithR) {
     ByteVec rr = read_request(0x1234501, 0x1000, 16, v.wo.mr.rkey, v.wo.mr.addr);
     ByteVec u = untagged(0x41, 0x41, 1, 1, 0, rr);
     TermSeen t = v.hit(u);
+    EXPECT_EQ(v.error, QpError::kAccess);
     EXPECT_EQ(t.layer, 0);
     EXPECT_EQ(t.etype, 1);
     EXPECT_EQ(t.code, 2);  // access rights
@@ -262,6 +275,7 @@ TEST(Terminate, ReadRequestForUnknownStagOrOutOfBounds) {
         Victim v;
         TermSeen t =
             v.hit(untagged(0x41, 0x41, 1, 1, 0, read_request(1, 0, 16, 0x00BEEF01, v.dst.mr.addr)));
+        EXPECT_EQ(v.error, QpError::kAccess);
         EXPECT_EQ(t.layer, 0);
         EXPECT_EQ(t.etype, 1);
         EXPECT_EQ(t.code, 0);
@@ -332,6 +346,7 @@ TEST(Terminate, IrdExceededWholeBytes) {
     auto e = p.a.poll_qp_event();
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->type, QpEventType::kTerminateReceived);
+    EXPECT_EQ(e->error, QpError::kFatal);  // the peer's TERMINATE, whatever its reason
     EXPECT_EQ(e->term.layer, 0);
     EXPECT_EQ(e->term.etype, 2);
     EXPECT_EQ(e->term.code, 7);
@@ -352,6 +367,7 @@ TEST(Terminate, BadCrcIsMpaTerminate) {
     ByteVec f = fpdu(untagged(0x41, 0x43, 0, 1, 0, kEight), true);
     f.back() ^= std::byte{1};
     TermSeen t = v.hit_raw(f);
+    EXPECT_EQ(v.error, QpError::kFatal);
     EXPECT_EQ(t.layer, 2);
     EXPECT_EQ(t.etype, 0);
     EXPECT_EQ(t.code, 2);
@@ -388,6 +404,7 @@ TEST(Terminate, AfterOurSideClosedIsReportedUnsent) {
     auto e = v.p.b.poll_qp_event();
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->type, QpEventType::kTerminateUnsent);
+    EXPECT_EQ(e->error, QpError::kFatal);
     EXPECT_EQ(e->term.layer, 1);  // DDP, untagged, MSN out of range
     EXPECT_EQ(e->term.etype, 2);
     EXPECT_EQ(e->term.code, 3);
@@ -444,6 +461,7 @@ TEST(Flush, StreamEndingInsideAnFpduIsAProtocolError) {
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->type, QpEventType::kDisconnected);
     EXPECT_EQ(e->status, -EPROTO);
+    EXPECT_EQ(e->error, QpError::kFatal);
     EXPECT_TRUE(v.p.links.end(1).sent.empty());  // no TERMINATE after the peer's FIN
 }
 
@@ -459,6 +477,24 @@ TEST(Flush, StreamEndingBetweenFpdusIsClean) {
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->type, QpEventType::kDisconnected);
     EXPECT_EQ(e->status, 0);
+    EXPECT_EQ(e->error, QpError::kNone);
+}
+
+// A connection that ends otherwise than by a close is an error of its QP: a
+// retransmission or keepalive timeout, or the address gone. Not the peer's reset:
+// siw and irdma raise no QP event for one (the reset is the connection's end).
+TEST(Flush, ALostConnectionIsFatalAResetIsNot) {
+    for (const int status : {-ETIMEDOUT, -ECONNABORTED, -ECONNRESET, 0}) {
+        Pair p;
+        p.a.on_link_down(p.qa, status);
+        auto e = p.a.poll_qp_event();
+        ASSERT_TRUE(e.has_value());
+        EXPECT_EQ(e->type, QpEventType::kDisconnected);
+        EXPECT_EQ(e->status, status);
+        const bool lost = status == -ETIMEDOUT || status == -ECONNABORTED;
+        EXPECT_EQ(e->error, lost ? QpError::kFatal : QpError::kNone)
+            << status << ": " << to_string(e->error);
+    }
 }
 
 TEST(Flush, LinkDownFlushesEverythingAndReports) {
