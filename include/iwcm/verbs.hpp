@@ -267,7 +267,8 @@ enum class QpEventType : std::uint8_t {
     // CQ error, as siw raises IB_EVENT_CQ_ERR, never a silent loss: the CQ takes no
     // completion after it (poll_cq still returns those it holds, then cq_failed() is
     // true), and every QP on it ends with a TERMINATE (RDMAP, local catastrophic error)
-    // and flushes its work.
+    // and flushes its work. It is reported as the CQ fails: before the events of the QPs
+    // it ends, and of a QP whose flush overflowed it.
     kCqError,
     // The SRQ `srq` holds fewer receives than the limit armed with arm_srq_limit (no qp
     // or conn; IBV_EVENT_SRQ_LIMIT_REACHED). The limit is disarmed.

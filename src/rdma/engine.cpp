@@ -156,14 +156,23 @@ bool Engine::cq_failed(CqHandle cq) const {
 
 // A completion that finds its queue full is an error of the CQ, never a silent loss (an
 // application that sized its queue below its outstanding work; siw raises
-// IB_EVENT_CQ_ERR): the CQ fails and takes nothing more, and its QPs end at the end of
+// IB_EVENT_CQ_ERR): the CQ fails and takes nothing more. The application hears kCqError
+// at once, ahead of any event of a QP on the CQ that this call or a later one reports
+// (the QP whose flush overflowed it may be ending right now); its QPs end at the end of
 // the call (settle_cq_failures), whose own state this one may be in the middle of.
 void Engine::complete(std::uint32_t cq, const WorkCompletion& wc) {
     IWCM_ASSERT(cq < cqs_.size() && cqs_[cq].live);
     Cq& c = cqs_[cq];
     if (c.failed || c.count == c.ring.size()) {
         ++c.overflows;
-        if (!c.failed) cqs_failed_.push_back(cq);
+        if (!c.failed) {
+            cqs_failed_.push_back(cq);
+            QpEvent e;
+            e.type = QpEventType::kCqError;
+            e.cq = {cq, c.generation};
+            e.status = -EOVERFLOW;
+            events_.push_back(e);
+        }
         c.failed = true;
         return;
     }
@@ -549,7 +558,7 @@ void Engine::flush_all(std::uint32_t qp) {
     r.rx_in_send = r.rx_in_rresp = false;
 }
 
-// The CQs that failed since the last call: the application hears kCqError, and every QP
+// The CQs that failed since the last call (their kCqError is queued already): every QP
 // still running on one ends with a TERMINATE (RDMAP, local catastrophic error) that
 // leaves now; their flushed work finds the failed CQ and is counted in its overflows.
 // Called on the way out of every call that may reach the links.
@@ -558,11 +567,6 @@ void Engine::settle_cq_failures() {
         const std::uint32_t cq = cqs_failed_.back();
         cqs_failed_.pop_back();
         IWCM_ASSERT(cqs_[cq].failed);
-        QpEvent e;
-        e.type = QpEventType::kCqError;
-        e.cq = {cq, cqs_[cq].generation};
-        e.status = -EOVERFLOW;
-        events_.push_back(e);
         for (std::uint32_t qp = 0; qp < qps_.size(); ++qp) {
             const QpRecord& r = qps_[qp];
             if (!r.live || r.state != QpState::kRts || (r.send_cq != cq && r.recv_cq != cq)) {

@@ -578,6 +578,19 @@ TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
     EXPECT_EQ(r.seen[0].at, posted);
 }
 
+// Once a is connected (its QP deferred), makes a's QP on a CQ of `capacity` entries,
+// which the Net does not poll (n.sa.cq stays unset); returns that CQ.
+CqHandle make_qp_on_cq_of(Net& n, std::uint32_t capacity) {
+    EXPECT_TRUE(n.run([&] { return n.sb.up && n.sa.conn.valid(); }));
+    const CqHandle cq = *n.sa.dev.create_cq(capacity);
+    QpAttr attr;
+    attr.send_cq = attr.recv_cq = cq;
+    auto qp = n.sa.dev.create_qp(n.now, n.sa.conn, attr);
+    EXPECT_TRUE(qp.has_value());
+    if (qp) n.sa.qp = *qp;
+    return cq;
+}
+
 // A CQ too small for its work overflows: an error, never a silent loss. The two receives
 // it holds still come out, then nothing (cq_failed); the application hears kCqError, and
 // the QP on it ends with a TERMINATE (RDMAP, local catastrophic error) that the peer
@@ -585,13 +598,7 @@ TEST(DeviceResponderPeerToPeer, SendsAtOnce) {
 TEST(DeviceCq, OverflowIsAnErrorThatEndsItsQueuePairs) {
     Net n(false);
     n.defer_qp_a = true;
-    ASSERT_TRUE(n.run([&] { return n.sb.up && n.sa.conn.valid(); }));
-    const CqHandle small = *n.sa.dev.create_cq(2);
-    QpAttr attr;
-    attr.send_cq = attr.recv_cq = small;
-    auto qp = n.sa.dev.create_qp(n.now, n.sa.conn, attr);
-    ASSERT_TRUE(qp.has_value());
-    n.sa.qp = *qp;  // n.sa.cq stays unset: the Net does not poll the small CQ
+    const CqHandle small = make_qp_on_cq_of(n, 2);
     std::vector<std::byte> sink(4 * 64), body(64, std::byte{0x5a});
     auto mr_sink = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
     auto mr_body = *n.sb.dev.reg_mr(body, 0);
@@ -636,6 +643,30 @@ TEST(DeviceCq, OverflowIsAnErrorThatEndsItsQueuePairs) {
     EXPECT_TRUE(n.sa.dev.cq_failed(small));
     EXPECT_FALSE(n.sb.dev.cq_failed(n.sb.cq));
     EXPECT_EQ(n.sa.dev.query_qp(n.sa.qp)->state, QpState::kError);
+}
+
+// The connection's end flushes more receives than the QP's CQ can take: the CQ's failure
+// is reported as it happens, before the end whose flush overflowed it (the application
+// hears IBV_EVENT_CQ_ERR before anything of the QPs on the CQ).
+TEST(DeviceCq, AnOverflowByAFlushComesBeforeTheEndThatFlushed) {
+    Net n(false);
+    n.defer_qp_a = true;
+    const CqHandle small = make_qp_on_cq_of(n, 1);
+    std::vector<std::byte> sink(3 * 64);
+    auto mr = *n.sa.dev.reg_mr(sink, kAccessLocalWrite);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        Sge d{mr.addr + i * 64, 64, mr.lkey};
+        ASSERT_TRUE(n.sa.dev.post_recv(n.now, n.sa.qp, {i, std::span(&d, 1)}).has_value());
+    }
+    ASSERT_TRUE(n.b.disconnect(n.now, n.sb.conn, DisconnectMode::kGraceful).has_value());
+    ASSERT_TRUE(n.run([&] { return n.sa.qp_events.size() >= 2; }));
+    ASSERT_EQ(n.sa.qp_events.size(), 2u);
+    EXPECT_EQ(n.sa.qp_events[0].type, QpEventType::kCqError);
+    EXPECT_EQ(n.sa.qp_events[0].cq, small);
+    EXPECT_EQ(n.sa.qp_events[1].type, QpEventType::kDisconnected);
+    EXPECT_EQ(n.sa.qp_events[1].qp, n.sa.qp);
+    EXPECT_EQ(n.sa.qp_events[1].status, 0);
+    EXPECT_TRUE(n.sa.dev.cq_failed(small));
 }
 
 // The peer goes silent (every frame is lost): a's retransmissions run out and its
