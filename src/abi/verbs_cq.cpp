@@ -464,8 +464,8 @@ void count_ack(const Table<Api, Obj> Registry::*table, Api* obj, std::uint32_t A
 
 }  // namespace
 
-// QP events (QP_FATAL, QP_LAST_WQE_REACHED), CQ_ERR and SRQ_LIMIT_REACHED are raised;
-// others are acknowledged as nothing.
+// QP events (QP_FATAL, QP_ACCESS_ERR, QP_LAST_WQE_REACHED), CQ_ERR and SRQ_LIMIT_REACHED
+// are raised; others are acknowledged as nothing.
 IWCM_VERBS_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     if (event == nullptr) return;
     const ibv_event_type t = event->event_type;

@@ -148,6 +148,10 @@ struct Qp {
     // Async events ibv_get_async_event returned for this QP (under
     // api.mutex, beside api.events_completed).
     std::uint32_t events_reported = 0;
+    // The Device QP's end was heard (its error event, if any, raised: one per QP).
+    bool ended = false;
+    // IBV_EVENT_QP_LAST_WQE_REACHED raised (a QP on an SRQ, once in ERR).
+    bool last_wqe_reached = false;
 };
 
 struct Context {

@@ -96,10 +96,20 @@ void detach(Session& s, Qp& q) {
 
 // ---------------------------------------------------------------- state changes
 
+// A QP on an SRQ in ERR takes none of its receives any more: IBV_EVENT_QP_LAST_WQE_REACHED,
+// once, after the QP's own work was flushed and its error event raised (ibv_create_srq(3):
+// a program moves such a QP to ERR and waits for this event before destroying it).
+void last_wqe_reached(Qp& q) {
+    if (q.srq == nullptr || q.last_wqe_reached) return;
+    q.last_wqe_reached = true;
+    raise_async_event(q, IBV_EVENT_QP_LAST_WQE_REACHED);
+}
+
 // To ERR: an attached QP's connection is reset (the RDMAC verbs' abortive
 // close from RTS); the Device flushes its work when the connection's end
-// is drained, before the runtime call that made it returns. A shell's
-// receives are flushed here.
+// is drained, before the runtime call that made it returns, and the end
+// raises what it raises (verbs_on_qp_event). A shell's receives are flushed
+// here; a shell on an SRQ has taken its last receive.
 void to_error(Session& s, Qp& q) {
     if (q.handle) {
         auto info = s.device().query_qp(*q.handle);
@@ -109,6 +119,7 @@ void to_error(Session& s, Qp& q) {
     }
     flush_waiting(q);
     q.api.state = IBV_QPS_ERR;
+    if (!q.handle) last_wqe_reached(q);
 }
 
 int transition(Session& s, Qp& q, ibv_qp_state to) {
@@ -436,11 +447,28 @@ std::optional<rdma::QpHandle> qp_handle(ibv_qp* qp) {
     return q == nullptr ? std::nullopt : q->handle;
 }
 
-// The Device's QP ended: the QP is in ERR (its work was flushed by the
-// Device). A TERMINATE, sent or received, and a stream that ended inside an
-// FPDU are fatal errors of the QP: IBV_EVENT_QP_FATAL, as siw raises on
-// its terminate paths. A QP on a shared receive queue then also raises
-// IBV_EVENT_QP_LAST_WQE_REACHED: it takes none of the SRQ's receives any more.
+namespace {
+
+// The affiliated asynchronous event of a QP's end (rdma::QpError says which ends are
+// errors, and why as siw and irdma).
+std::optional<ibv_event_type> async_event_of(rdma::QpError error) {
+    switch (error) {
+        case rdma::QpError::kNone: return std::nullopt;
+        case rdma::QpError::kFatal: return IBV_EVENT_QP_FATAL;
+        case rdma::QpError::kAccess: return IBV_EVENT_QP_ACCESS_ERR;
+    }
+    return IBV_EVENT_QP_FATAL;
+}
+
+}  // namespace
+
+// The Device's QP ended: the QP is in ERR, its work already flushed into its CQs by the
+// Device, so a program that reads the event and then polls finds every flush. The first
+// of the QP's end events (a TERMINATE comes before the connection's end) raises the
+// QP's one error event, if its end is an error (rdma::QpError): IBV_EVENT_QP_FATAL or
+// IBV_EVENT_QP_ACCESS_ERR. IBV_EVENT_QP_LAST_WQE_REACHED follows for a QP on an SRQ.
+// An IBV_EVENT_CQ_ERR comes first: the Device reports a CQ's failure before the ends of
+// the QPs it brings.
 void verbs_on_qp_event(Session&, const rdma::QpEvent& e) {
     if (e.type == rdma::QpEventType::kCqError) {
         verbs_on_cq_error(e.cq);
@@ -454,12 +482,12 @@ void verbs_on_qp_event(Session&, const rdma::QpEvent& e) {
     auto it = by_handle.find(key_of(e.qp));
     if (it == by_handle.end()) return;
     Qp& q = *it->second;
-    const bool was_error = q.api.state == IBV_QPS_ERR;
     q.api.state = IBV_QPS_ERR;
-    const bool fatal = e.type != rdma::QpEventType::kDisconnected || e.status == -EPROTO;
-    if (fatal && !was_error) raise_async_event(q, IBV_EVENT_QP_FATAL);
-    // A QP on an SRQ takes no more of its receives (ibv_create_srq(3)).
-    if (q.srq != nullptr && !was_error) raise_async_event(q, IBV_EVENT_QP_LAST_WQE_REACHED);
+    if (!q.ended) {
+        q.ended = true;
+        if (auto type = async_event_of(e.error)) raise_async_event(q, *type);
+    }
+    last_wqe_reached(q);
 }
 
 }  // namespace iwcm::abi

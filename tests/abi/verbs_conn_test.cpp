@@ -8,7 +8,10 @@
 // solicited-only arm wakes once, for the receive of a Send with Solicited
 // Event and not for our own send's completion; RDMA Read; modify_qp to ERR
 // flushes the receives still posted, and posts in ERR flush at once; the peer
-// of an abortive close sees its connection end and its receive flushed.
+// of an abortive close sees its connection end and its receive flushed, and
+// neither side an async event. The other pairs show the errors: which async
+// event each side of a refused request raises, one per QP, read before a poll
+// that finds every flush completion, then QP_LAST_WQE_REACHED on an SRQ.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -237,13 +240,56 @@ std::string connect_one(Side& s, F&& before_connect) {
     return {};
 }
 
-// The QP's next async event is QP_FATAL for it; acknowledged.
-std::string expect_fatal(Side& s) {
+// The context's next async event is `type` for the QP of s; acknowledged.
+std::string expect_qp_event(Side& s, ibv_event_type type) {
     ibv_async_event ev{};
     REQUIRE(ibv_get_async_event(s.id->verbs, &ev) == 0);
-    const bool fatal = ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == s.id->qp;
+    const ibv_event_type got = ev.event_type;
+    const bool ours = ev.element.qp == s.id->qp;
     ibv_ack_async_event(&ev);
-    REQUIRE(fatal);
+    if (got != type || !ours) {
+        return "async event " + std::to_string(got) + (ours ? "" : " of another QP") + ", not " +
+               std::to_string(type);
+    }
+    return {};
+}
+
+std::string expect_fatal(Side& s) {
+    return expect_qp_event(s, IBV_EVENT_QP_FATAL);
+}
+
+// No async event waits (the async fd, non-blocking for the look, has nothing).
+std::string expect_no_async_event(Side& s) {
+    const int fd = s.id->verbs->async_fd;
+    const int flags = ::fcntl(fd, F_GETFL);
+    REQUIRE(::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
+    ibv_async_event ev{};
+    const int got = ibv_get_async_event(s.id->verbs, &ev);
+    const int err = errno;
+    if (got == 0) ibv_ack_async_event(&ev);
+    REQUIRE(::fcntl(fd, F_SETFL, flags) == 0);
+    if (got == 0) return "an unexpected async event " + std::to_string(ev.event_type);
+    errno = err;
+    REQUIRE(err == EAGAIN);
+    return {};
+}
+
+// The completions the CQ holds now, taken without waiting: after a QP's async event,
+// every completion of its flushed work is there already.
+std::vector<ibv_wc> poll_now(Side& s) {
+    std::vector<ibv_wc> out;
+    ibv_wc wc[8];
+    for (int n; (n = ibv_poll_cq(s.cq, 8, wc)) > 0;) out.insert(out.end(), wc, wc + n);
+    return out;
+}
+
+// The connection's end, whatever its status (a TERMINATE's FIN, a reset).
+std::string expect_disconnected(Side& s) {
+    rdma_cm_event* e = nullptr;
+    REQUIRE(rdma_get_cm_event(s.events, &e) == 0);
+    const rdma_cm_event_type got = e->event;
+    rdma_ack_cm_event(e);
+    REQUIRE(got == RDMA_CM_EVENT_DISCONNECTED);
     return {};
 }
 
@@ -285,6 +331,8 @@ std::string server() {
     wcs.clear();
     STEP(wait_wcs(s, wcs, 1));
     REQUIRE(wcs[0].wr_id == 3 && wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+    // The peer's reset is no error of the QP (siw and irdma raise no event for it).
+    STEP(expect_no_async_event(s));
     rdma_destroy_qp(s.id);
     REQUIRE(ibv_dereg_mr(s.recv_mr) == 0 && ibv_dereg_mr(s.data_mr) == 0);
     REQUIRE(ibv_destroy_cq(s.cq) == 0);
@@ -364,6 +412,7 @@ std::string client() {
     wcs.clear();
     STEP(wait_wcs(s, wcs, 1));
     REQUIRE(wcs[0].wr_id == 23 && wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+    STEP(expect_no_async_event(s));  // our own move to ERR is no error of the QP
     rdma_destroy_qp(s.id);
     REQUIRE(ibv_dereg_mr(s.recv_mr) == 0 && ibv_dereg_mr(s.data_mr) == 0);
     REQUIRE(ibv_destroy_cq(s.cq) == 0);
@@ -373,20 +422,30 @@ std::string client() {
 }
 
 // A Write naming an STag the server never issued: the server answers with a
-// TERMINATE; each side's QP goes to ERR with QP_FATAL on its context's
-// async_fd, and its work flushes.
+// TERMINATE. The server's QP, which refused the peer's request, goes to ERR with
+// QP_ACCESS_ERR on its context's async_fd; the client's, ended by the peer's
+// TERMINATE, with QP_FATAL. Each side's work is flushed before its event can be read,
+// and the connection's end that follows raises nothing more.
 std::string term_server() {
     Side s;
     rdma_cm_id* listener = nullptr;
     STEP(accept_one(s, listener));
-    STEP(expect_fatal(s));
-    std::vector<ibv_wc> wcs;
-    STEP(wait_wcs(s, wcs, 2));
-    // Both receives end in error (the Device may give the first the error
-    // that ended the QP, the rest are flushed).
-    REQUIRE(wcs[0].status != IBV_WC_SUCCESS && wcs[1].status != IBV_WC_SUCCESS);
-    REQUIRE(wcs[0].wr_id + wcs[1].wr_id == 3);
-    REQUIRE(wcs[0].status == IBV_WC_WR_FLUSH_ERR || wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+    STEP(expect_qp_event(s, IBV_EVENT_QP_ACCESS_ERR));
+    if (g_use_srq) {
+        // Its receives are the SRQ's, which keeps them; the QP takes no more of them.
+        STEP(expect_qp_event(s, IBV_EVENT_QP_LAST_WQE_REACHED));
+        REQUIRE(poll_now(s).empty());
+    } else {
+        const std::vector<ibv_wc> wcs = poll_now(s);
+        REQUIRE(wcs.size() == 2);
+        // Both receives end in error (the Device may give the first the error
+        // that ended the QP, the rest are flushed).
+        REQUIRE(wcs[0].status != IBV_WC_SUCCESS && wcs[1].status != IBV_WC_SUCCESS);
+        REQUIRE(wcs[0].wr_id + wcs[1].wr_id == 3);
+        REQUIRE(wcs[0].status == IBV_WC_WR_FLUSH_ERR || wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+    }
+    STEP(expect_disconnected(s));
+    STEP(expect_no_async_event(s));
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
     REQUIRE(ibv_query_qp(s.id->qp, &attr, IBV_QP_STATE, &init) == 0);
@@ -394,15 +453,23 @@ std::string term_server() {
     return {};
 }
 
+// The same on a server whose QP takes its receives from a shared receive queue: its error
+// event, then IBV_EVENT_QP_LAST_WQE_REACHED.
+std::string srq_term_server() {
+    g_use_srq = true;
+    return term_server();
+}
+
 std::string term_client() {
     Side s;
     STEP(connect_one(s, [] { return std::string(); }));
     STEP(post_send(s, IBV_WR_RDMA_WRITE, s.data.data(), 64, s.data_mr->lkey, IBV_SEND_SIGNALED, 30,
                    0x1000, 0xdeadbe00));
-    // The Write completes (an iWARP Write may complete once sent, before the
-    // peer checks it); the two receives flush.
-    std::vector<ibv_wc> wcs;
-    STEP(wait_wcs(s, wcs, 3));
+    STEP(expect_fatal(s));
+    // The Write has completed (an iWARP Write may complete once sent, before the
+    // peer checks it) and the two receives were flushed, before the event.
+    const std::vector<ibv_wc> wcs = poll_now(s);
+    REQUIRE(wcs.size() == 3);
     int writes = 0;
     int flushed = 0;
     for (const ibv_wc& w : wcs) {
@@ -410,7 +477,8 @@ std::string term_client() {
         flushed += (w.wr_id == 1 || w.wr_id == 2) && w.status == IBV_WC_WR_FLUSH_ERR;
     }
     REQUIRE(writes == 1 && flushed == 2);
-    STEP(expect_fatal(s));
+    STEP(expect_disconnected(s));
+    STEP(expect_no_async_event(s));
     return {};
 }
 
@@ -450,7 +518,7 @@ std::string cq_client() {
 // The server gives the client the rkey of a region of another PD than its
 // QP's: the client's Write to it is refused with a TERMINATE (STag not
 // associated with the stream), the region keeps its bytes, and both QPs go
-// to ERR with QP_FATAL.
+// to ERR: QP_ACCESS_ERR on the server, QP_FATAL on the client.
 std::string pd_server() {
     Side s;
     rdma_cm_id* listener = nullptr;
@@ -463,10 +531,10 @@ std::string pd_server() {
     REQUIRE(other_mr != nullptr);
     Hello mine{reinterpret_cast<std::uintptr_t>(other.data()), other_mr->rkey, "other-pd"};
     STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 40));
-    STEP(expect_fatal(s));
+    STEP(expect_qp_event(s, IBV_EVENT_QP_ACCESS_ERR));
     REQUIRE(std::string(other.data(), other.size()) == std::string(kData, 'O'));
-    std::vector<ibv_wc> wcs;
-    STEP(wait_wcs(s, wcs, 3));  // the Send's and the two receives'
+    const std::vector<ibv_wc> wcs = poll_now(s);  // the Send's and the two receives'
+    REQUIRE(wcs.size() == 3);
     int sent = 0;
     int failed_recvs = 0;
     for (const ibv_wc& w : wcs) {
@@ -521,7 +589,7 @@ std::string linv_server() {
             wcs[0].status == IBV_WC_SUCCESS);
     Hello mine{reinterpret_cast<std::uintptr_t>(s.data.data()), s.data_mr->rkey, "invalidate"};
     STEP(post_send(s, IBV_WR_SEND, &mine, sizeof mine, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 81));
-    STEP(expect_fatal(s));
+    STEP(expect_qp_event(s, IBV_EVENT_QP_ACCESS_ERR));
     REQUIRE(s.data[0] == 'S');
     return {};
 }
@@ -540,7 +608,9 @@ std::string linv_client() {
 
 // The server's QP takes its receives from a shared receive queue of three, armed at 2:
 // the client's two Sends complete the SRQ's first two receives on the QP, and the second
-// leaves one, below the limit: IBV_EVENT_SRQ_LIMIT_REACHED for that SRQ.
+// leaves one, below the limit: IBV_EVENT_SRQ_LIMIT_REACHED for that SRQ. Then the server
+// moves the QP to ERR: IBV_EVENT_QP_LAST_WQE_REACHED, and no error event (the end is
+// the application's own).
 std::string srq_server() {
     g_use_srq = true;
     Side s;
@@ -559,6 +629,11 @@ std::string srq_server() {
     REQUIRE(limit);
     ibv_srq_attr a{};
     REQUIRE(ibv_query_srq(s.srq, &a) == 0 && a.srq_limit == 0);  // disarmed
+    ibv_qp_attr to_err{};
+    to_err.qp_state = IBV_QPS_ERR;
+    REQUIRE(ibv_modify_qp(s.id->qp, &to_err, IBV_QP_STATE) == 0);
+    STEP(expect_qp_event(s, IBV_EVENT_QP_LAST_WQE_REACHED));
+    STEP(expect_no_async_event(s));
     return {};
 }
 
@@ -570,13 +645,14 @@ std::string srq_client() {
     std::vector<ibv_wc> wcs;
     STEP(wait_wcs(s, wcs, 2));
     REQUIRE(wcs[0].status == IBV_WC_SUCCESS && wcs[1].status == IBV_WC_SUCCESS);
+    STEP(expect_disconnected(s));  // the server's move to ERR: its connection ends first
     return {};
 }
 
 // Send with Invalidate over the ABI: the server gives the client its data region's rkey;
 // the client's IBV_WR_SEND_WITH_INV names it, and the server's receive completes with
 // IBV_WC_WITH_INV and that key. The client's Write to the key afterwards is refused with
-// a TERMINATE: QP_FATAL on both sides.
+// a TERMINATE: QP_ACCESS_ERR on the server, QP_FATAL on the client.
 std::string inv_server() {
     Side s;
     rdma_cm_id* listener = nullptr;
@@ -589,7 +665,7 @@ std::string inv_server() {
     REQUIRE(recv->opcode == IBV_WC_RECV && recv->status == IBV_WC_SUCCESS && recv->wr_id == 1);
     REQUIRE((recv->wc_flags & IBV_WC_WITH_INV) != 0);
     REQUIRE(recv->invalidated_rkey == s.data_mr->rkey);
-    STEP(expect_fatal(s));
+    STEP(expect_qp_event(s, IBV_EVENT_QP_ACCESS_ERR));
     REQUIRE(s.data[0] == 'S');  // the Write after the invalidation placed nothing
     return {};
 }
@@ -723,22 +799,23 @@ constexpr const char* kFdsVar = "IWCM_VERBS_TEST_FDS";
     const char* fds = std::getenv(kFdsVar);
     if (fds == nullptr || std::sscanf(fds, "%d %d", &verdict, &g_ready_fd) != 2) ::_exit(2);
     const std::string r = role;
-    std::string v = r == "server"        ? server()
-                    : r == "client"      ? client()
-                    : r == "term-server" ? term_server()
-                    : r == "pd-server"   ? pd_server()
-                    : r == "pd-client"   ? pd_client()
-                    : r == "cq-server"   ? cq_server()
-                    : r == "cq-client"   ? cq_client()
-                    : r == "inv-server"  ? inv_server()
-                    : r == "inv-client"  ? inv_client()
-                    : r == "srq-server"  ? srq_server()
-                    : r == "linv-server" ? linv_server()
-                    : r == "linv-client" ? linv_client()
-                    : r == "srq-client"  ? srq_client()
-                    : r == "mw-server"   ? mw_server()
-                    : r == "mw-client"   ? mw_client()
-                                         : term_client();
+    std::string v = r == "server"            ? server()
+                    : r == "client"          ? client()
+                    : r == "term-server"     ? term_server()
+                    : r == "srq-term-server" ? srq_term_server()
+                    : r == "pd-server"       ? pd_server()
+                    : r == "pd-client"       ? pd_client()
+                    : r == "cq-server"       ? cq_server()
+                    : r == "cq-client"       ? cq_client()
+                    : r == "inv-server"      ? inv_server()
+                    : r == "inv-client"      ? inv_client()
+                    : r == "srq-server"      ? srq_server()
+                    : r == "linv-server"     ? linv_server()
+                    : r == "linv-client"     ? linv_client()
+                    : r == "srq-client"      ? srq_client()
+                    : r == "mw-server"       ? mw_server()
+                    : r == "mw-client"       ? mw_client()
+                                             : term_client();
     if (v.empty()) v = "ok";
     ssize_t w = ::write(verdict, v.data(), v.size());
     ::_exit(w == static_cast<ssize_t>(v.size()) ? 0 : 1);
@@ -845,8 +922,12 @@ TEST(ConnectedVerbs, SendWriteReadInlineNotifyAndFlush) {
     run_pair("server", "client");
 }
 
-TEST(ConnectedVerbs, TerminateIsQpFatalOnBothSides) {
+TEST(ConnectedVerbs, RefusedWriteIsAccessErrorThereAndQpFatalHere) {
     run_pair("term-server", "term-client");
+}
+
+TEST(ConnectedVerbs, AQpOnASharedReceiveQueueEndsWithItsErrorThenLastWqeReached) {
+    run_pair("srq-term-server", "term-client");
 }
 
 TEST(ConnectedVerbs, AnotherPdsRkeyIsRefusedByThePeer) {

@@ -643,6 +643,22 @@ TEST_F(Verbs, SharedReceiveQueueCalls) {
     EXPECT_EQ(qp->srq, srq);
     ibv_recv_wr own{1, nullptr, &sge, 1};
     EXPECT_EQ(ibv_post_recv(qp, &own, &bad), EINVAL);  // its receives are the SRQ's
+    // Moved to ERR, the QP takes no more of the SRQ's receives: QP_LAST_WQE_REACHED, the
+    // event a program waits for before it destroys the QP. Once: ERR again raises nothing.
+    ibv_qp_attr to_err{};
+    to_err.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(qp, &to_err, IBV_QP_STATE), 0);
+    const int flags = ::fcntl(ctx_->async_fd, F_GETFL);
+    ASSERT_EQ(::fcntl(ctx_->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+    ibv_async_event ev{};
+    ASSERT_EQ(ibv_get_async_event(ctx_, &ev), 0);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    EXPECT_EQ(ev.element.qp, qp);
+    ibv_ack_async_event(&ev);
+    ASSERT_EQ(ibv_modify_qp(qp, &to_err, IBV_QP_STATE), 0);
+    EXPECT_EQ(ibv_get_async_event(ctx_, &ev), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_EQ(::fcntl(ctx_->async_fd, F_SETFL, flags), 0);
     EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
     EXPECT_EQ(ibv_destroy_qp(qp), 0);
     EXPECT_EQ(ibv_destroy_srq(srq), 0);
