@@ -10,7 +10,7 @@
 // RdmaSim.RpingUnderFaults, per seed: CRC on or off, a message size from 26
 // bytes to 64 KiB (several FPDUs per message), 5 to 24 iterations, loss of
 // 1-5 %, duplication, reordering and jitter from the first SYN, corruption
-// from the moment both QPs exist (see run_seed). Odd seeds move every frame in parts
+// from the moment both QPs exist (SeedFaults, rdma_sim.hpp). Odd seeds move every frame in parts
 // (io::PartsShuttle: payloads read where they lie, cut at uneven offsets on arrival), so
 // RDMA Writes are placed from pieces (Engine::on_in_order_parts).
 // Checked: both sides finish every iteration with rping's -V checks (the
@@ -36,8 +36,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +44,7 @@
 #include "io/rng.hpp"
 #include "io/sim.hpp"
 #include "iwcm/verbs.hpp"
+#include "sim/rdma_sim.hpp"
 #include "sim/seeds.hpp"
 #include "tools/rping.hpp"
 #include "wire/frame.hpp"
@@ -53,8 +52,6 @@
 
 namespace iwcm::test {
 namespace {
-
-using std::chrono::microseconds;
 
 // One host: a Core, its Device, and the application around them.
 struct Node {
@@ -155,41 +152,16 @@ Outcome run_seed(std::uint64_t seed) {
     io::SimNetwork net(seed);
     net.add_host(ha);
     net.add_host(hb);
-    io::LinkFaults f;
-    f.loss = static_cast<double>(1 + draw.below(5)) / 100.0;
-    f.duplicate = static_cast<double>(draw.below(4)) / 100.0;
-    f.reorder = static_cast<double>(draw.below(6)) / 100.0;
-    f.corrupt = static_cast<double>(draw.below(3)) / 100.0;
-    f.jitter = microseconds(draw.below(200));
-    // Corruption starts once both QPs exist: the simulator has no Ethernet
-    // FCS, so a flipped source MAC in the SYN would be believed by the
-    // listener and its SYN-ACKs would go nowhere (a real NIC drops that
-    // frame). Loss, duplication and reordering run from the first SYN.
-    io::LinkFaults setup = f;
-    setup.corrupt = 0;
-    net.set_faults(setup);
-    if (std::getenv("IWCM_RDMA_SIM_TRACE") != nullptr) {
-        net.set_observer([](const io::FrameRecord& r) {
-            auto p = wire::parse_tcp_frame(r.bytes);
-            std::printf("%.6f %zu->%zu %s", r.sent.time_since_epoch().count() / 1e9, r.from, r.to,
-                        io::to_string(r.fate));
-            if (p)
-                std::printf(" seq %u ack %u len %zu flags %02x", p->repr.tcp.seq.value(),
-                            p->repr.tcp.ack.value(), p->payload.size(), p->repr.tcp.flags);
-            std::printf("\n");
-        });
-    }
-    ConnectParams p;
-    p.local = {ip_a(), 0};
-    p.remote = {ip_b(), 4791};
-    p.remote_mac = kMacB;
-    auto c = client.core.connect(net.now(), p);
+    const SeedFaults faults(draw);
+    const io::LinkFaults& f = faults.full();
+    faults.start(net);
+    trace_if_asked(net);
+    auto c = client.core.connect(net.now(), connect_to_b());
     if (!c) return {false, "connect"};
     std::size_t steps = 0;
     while (steps < 5'000'000 && net.step()) {
         ++steps;
-        if (f.corrupt > 0 && client.qp && server.qp && net.faults(0, 1).corrupt == 0)
-            net.set_faults(f);
+        if (client.qp && server.qp) faults.qps_ready(net);
         if (!client.failure.empty() || !server.failure.empty()) break;
     }
     const std::string ctx = " (crc " + std::to_string(crc) + ", size " + std::to_string(size) +
@@ -221,18 +193,7 @@ Outcome run_seed(std::uint64_t seed) {
         if (!n->qp || n->dev.query_qp(*n->qp).error() != rdma::VerbsError::kStaleHandle)
             return {false, "the QP outlived stop()" + ctx};
     }
-    if (std::getenv("IWCM_RDMA_SIM_LOG") != nullptr) {
-        const auto& k = net.counters();
-        std::printf(
-            "seed %llu ok%s: %llu frames, %llu lost, %llu duplicated, %llu reordered, "
-            "%llu corrupted, %.3f s virtual\n",
-            static_cast<unsigned long long>(seed), ctx.c_str(),
-            static_cast<unsigned long long>(k.sent), static_cast<unsigned long long>(k.lost),
-            static_cast<unsigned long long>(k.duplicated),
-            static_cast<unsigned long long>(k.reordered),
-            static_cast<unsigned long long>(k.corrupted),
-            std::chrono::duration<double>(net.now().time_since_epoch()).count());
-    }
+    log_if_asked(seed, ctx, net);
     return {true, {}};
 }
 
