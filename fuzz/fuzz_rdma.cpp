@@ -14,6 +14,7 @@
 //
 // Properties, checked after every delivery and at the end:
 //   - no crash, no ASan or UBSan report, no IWCM_ASSERT;
+//   - the regions' STags are the same in every run (the seeds name them);
 //   - every record we send is an FPDU that parses (with a right CRC when CRC
 //     is on) with a DDP header, at most one is a TERMINATE, and nothing is
 //     sent after the link was closed;
@@ -213,6 +214,17 @@ bool post_work(Run& run, rdma::Engine& e, const rdma::MemoryRegion (&mrs)[kRegio
     return true;
 }
 
+// Every run's scene is the same: the STags of one set of registrations do not change from
+// run to run (a seed's Writes name them).
+void check_stags_repeat(const rdma::MemoryRegion (&mrs)[kRegionCount]) {
+    static const auto first = [&] {
+        std::array<std::uint32_t, kRegionCount> k{};
+        for (std::size_t i = 0; i < kRegionCount; ++i) k[i] = mrs[i].rkey;
+        return k;
+    }();
+    for (std::size_t i = 0; i < kRegionCount; ++i) FUZZ_CHECK(mrs[i].rkey == first[i]);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -231,9 +243,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(run.initial.data(), fuzz::arena(), fuzz::kArenaLen);
 
     FuzzLinks links(512 + static_cast<std::size_t>(shape & 0x0F) * 1024);
-    rdma::Engine engine(links, {});
+    rdma::Engine engine(links, fuzz::device_config());
     rdma::MemoryRegion mrs[kRegionCount];
     FUZZ_CHECK(fuzz::register_regions(engine, mrs));
+    check_stags_repeat(mrs);
     auto cq = engine.create_cq(64);
     FUZZ_CHECK(cq.has_value());
     rdma::QpParams p;

@@ -270,7 +270,7 @@ std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegion
 
 void write_rdma_seeds() {
     NullLinks links;
-    rdma::Engine engine(links, {});
+    rdma::Engine engine(links, fuzz::device_config());
     rdma::MemoryRegion mrs[fuzz::kRegionCount];
     if (!fuzz::register_regions(engine, mrs)) return;
     // flags: bit 0 CRC, 1 FPDU by FPDU, 2 link down, 3 fix CRCs, 4-5 FPDU size, 6-7 IRD/ORD.

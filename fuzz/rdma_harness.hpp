@@ -9,10 +9,13 @@
 //   R   512 bytes, remote read only: the peer's Read Requests;
 //   L  1024 bytes, local write: our receives and our RDMA Read's sink;
 //   S   256 bytes, no rights: the source of our Send and Write.
+// The STags' keys come from a fixed secret (device_config), so that the
+// same registrations give the same STags in every run and in make_corpus.
 #pragma once
 
 #include <sys/mman.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -73,6 +76,15 @@ inline void reset_arena() {
 
 inline std::uint64_t region_to(const RegionSpec& r, std::size_t offset = 0) {
     return reinterpret_cast<std::uint64_t>(arena() + r.offset + offset);
+}
+
+// The engine's configuration: a fixed STag secret (DeviceConfig::key_secret), or every run
+// would draw its own from the kernel and the seeds' STags would name nothing.
+inline rdma::DeviceConfig device_config() {
+    rdma::DeviceConfig c;
+    c.key_secret = std::array<std::uint8_t, 16>{0x69, 0x77, 0x61, 0x72, 0x70, 0x2d, 0x66, 0x75,
+                                                0x7a, 0x7a, 0x2d, 0x72, 0x64, 0x6d, 0x61, 0x01};
+    return c;
 }
 
 // Registers the four regions in kRegions order; STags land in stags.
