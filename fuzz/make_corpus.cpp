@@ -153,6 +153,25 @@ void write_ddp_seeds() {
     std::vector<std::byte> write_seg(w.header_len() + 8, std::byte{'x'});
     wire::emit_ddp_header(w, write_seg);
     write("ddp", 0, false, write_seg);
+    // Sends with Invalidate, with and without Solicited Event: the STag in the untagged
+    // header's first word. Also as FPDUs (with and without CRC) for fuzz_fpdu.
+    for (auto op : {wire::RdmapOpcode::kSendInvalidate, wire::RdmapOpcode::kSendSeInvalidate}) {
+        wire::DdpHeader h;
+        h.opcode = static_cast<std::uint8_t>(op);
+        h.inval_stag = 0x923AD900;
+        h.qn = wire::kQnSend;
+        h.msn = 3;
+        h.last = op == wire::RdmapOpcode::kSendInvalidate;
+        std::vector<std::byte> seg(h.header_len() + 12, std::byte{'s'});
+        wire::emit_ddp_header(h, seg);
+        write("ddp", 0, false, seg);
+        for (bool crc : {false, true}) {
+            std::vector<std::byte> f(wire::fpdu_len_for_ulpdu(seg.size()));
+            wire::store_bytes(f, wire::kFpduLengthLen, seg);
+            wire::seal_fpdu_in_place(seg.size(), crc, f);
+            write("fpdu", crc ? 1 : 0, true, f);
+        }
+    }
     std::byte rr[64];
     wire::emit_rtr_fpdu({wire::RtrType::kRead, 0x1234}, false, rr);
     const std::byte* read_ulpdu = rr + wire::kFpduLengthLen;
@@ -268,19 +287,66 @@ std::vector<std::byte> rdma_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegion
     return s;
 }
 
+// Which STag the peer's Sends with Invalidate name (invalidate_stream).
+enum class Naming : std::uint8_t { kLive, kReceiveRegion, kForeign, kUnknown };
+
+// The peer's Sends with Invalidate: a plain Send, then one naming I (or, per `naming`,
+// our receives' region L, F of another domain, an STag nobody registered) and one with
+// Solicited Event naming W in three segments, each Send in its own receive; then an RDMA
+// Write into I, which names it no more when the first one took it (a TERMINATE), and a
+// last Send.
+std::vector<std::byte> invalidate_stream(const rdma::MemoryRegion (&mrs)[fuzz::kRegionCount],
+                                         bool crc, Naming naming) {
+    using wire::RdmapOpcode;
+    std::vector<std::byte> s;
+    std::vector<std::byte> data(120);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>('A' + i % 26);
+    const wire::Bytes d(data);
+    const std::uint32_t named = naming == Naming::kLive            ? mrs[fuzz::kInvalidatable].rkey
+                                : naming == Naming::kReceiveRegion ? mrs[2].rkey
+                                : naming == Naming::kForeign
+                                    ? mrs[fuzz::kForeign].rkey
+                                    : 0x5EED0000u ^ mrs[fuzz::kInvalidatable].rkey;
+    add_fpdu(s, untagged_header(RdmapOpcode::kSend, 0, 1, 0, true), d.first(10), crc);
+    auto inv = untagged_header(RdmapOpcode::kSendInvalidate, 0, 2, 0, true);
+    inv.inval_stag = named;
+    add_fpdu(s, inv, d.first(30), crc);
+    for (std::uint32_t mo : {0u, 20u, 40u}) {
+        auto se = untagged_header(RdmapOpcode::kSendSeInvalidate, 0, 3, mo, mo == 40);
+        se.inval_stag = mrs[0].rkey;
+        add_fpdu(s, se, d.subspan(mo, 20), crc);
+    }
+    const auto& i = mrs[fuzz::kInvalidatable];
+    add_fpdu(s, tagged_header(RdmapOpcode::kWrite, i.rkey, i.addr + 8, true), d.first(16), crc);
+    add_fpdu(s, untagged_header(RdmapOpcode::kSend, 0, 4, 0, true), d.first(8), crc);
+    return s;
+}
+
 void write_rdma_seeds() {
     NullLinks links;
     rdma::Engine engine(links, fuzz::device_config());
     rdma::MemoryRegion mrs[fuzz::kRegionCount];
     if (!fuzz::register_regions(engine, mrs)) return;
-    // flags: bit 0 CRC, 1 FPDU by FPDU, 2 link down, 3 fix CRCs, 4-5 FPDU size, 6-7 IRD/ORD.
-    const std::uint8_t variants[][2] = {{0x00, 0x35}, {0x09, 0x35}, {0x0B, 0x5F}, {0x02, 0xA1},
-                                        {0x1D, 0x73}, {0xE8, 0x20}, {0x31, 0x3C}};
+    // flags: bit 0 CRC, 1 FPDU by FPDU, 2 link down, 3 fix CRCs, 4-5 FPDU size, 6-7 IRD/ORD;
+    // shape; scene: bit 0 SRQ, 1 SGEs, 2 SRQ limit, 3 our Send with Invalidate, 4 with
+    // Solicited Event, 5 local invalidate of I, 6 a fenced Send.
+    const std::uint8_t variants[][3] = {{0x00, 0x35, 0x00}, {0x09, 0x35, 0x01}, {0x0B, 0x5F, 0x07},
+                                        {0x02, 0xA1, 0x18}, {0x1D, 0x73, 0x42}, {0xE8, 0x20, 0x25},
+                                        {0x31, 0x3C, 0x5F}};
     for (const auto& v : variants) {
         const bool crc = v[0] & 1;
         for (bool term : {false, true}) {
-            std::vector<std::byte> in{std::byte{v[0]}, std::byte{v[1]}};
+            std::vector<std::byte> in{std::byte{v[0]}, std::byte{v[1]}, std::byte{v[2]}};
             auto s = rdma_stream(mrs, crc, term);
+            in.insert(in.end(), s.begin(), s.end());
+            write("rdma", 0, false, in);
+        }
+    }
+    for (auto naming :
+         {Naming::kLive, Naming::kReceiveRegion, Naming::kForeign, Naming::kUnknown}) {
+        for (const auto& v : variants) {
+            std::vector<std::byte> in{std::byte{v[0]}, std::byte{v[1]}, std::byte{v[2]}};
+            auto s = invalidate_stream(mrs, v[0] & 1, naming);
             in.insert(in.end(), s.begin(), s.end());
             write("rdma", 0, false, in);
         }

@@ -2,13 +2,17 @@
 // make_corpus so that its seeds name real STags and tagged offsets.
 //
 // Read first: src/rdma/engine.hpp, src/rdma/link.hpp. An Engine with one
-// queue pair over an in-memory link; four memory regions inside one arena
+// queue pair over an in-memory link; six memory regions inside one arena
 // mapped at a fixed address (a tagged offset is the memory's address, so the
 // same input names the same bytes in every run), each between guard bytes:
 //   W  1024 bytes, local and remote write: the peer's RDMA Writes;
 //   R   512 bytes, remote read only: the peer's Read Requests;
 //   L  1024 bytes, local write: our receives and our RDMA Read's sink;
-//   S   256 bytes, no rights: the source of our Send and Write.
+//   S   256 bytes, no rights: the source of our Send and Write;
+//   I   256 bytes, local and remote write: a region the peer's Send with
+//       Invalidate or our local invalidate may take away;
+//   F   256 bytes, remote write, in another protection domain (1): an STag
+//       the peer may name that is not the queue pair's.
 // The STags' keys come from a fixed secret (device_config), so that the
 // same registrations give the same STags in every run and in make_corpus.
 #pragma once
@@ -37,9 +41,15 @@ constexpr RegionSpec kRegionW{64, 1024, rdma::kAccessLocalWrite | rdma::kAccessR
 constexpr RegionSpec kRegionR{64 + 1024 + 64, 512, rdma::kAccessRemoteRead};
 constexpr RegionSpec kRegionL{64 + 1024 + 64 + 512 + 64, 1024, rdma::kAccessLocalWrite};
 constexpr RegionSpec kRegionS{64 + 1024 + 64 + 512 + 64 + 1024 + 64, 256, 0};
-constexpr RegionSpec kRegions[] = {kRegionW, kRegionR, kRegionL, kRegionS};
-constexpr std::size_t kRegionCount = 4;
-constexpr std::size_t kArenaLen = kRegionS.offset + kRegionS.length + kGuardLen;
+constexpr RegionSpec kRegionI{kRegionS.offset + 256 + 64, 256,
+                              rdma::kAccessLocalWrite | rdma::kAccessRemoteWrite};
+constexpr RegionSpec kRegionF{kRegionI.offset + 256 + 64, 256, rdma::kAccessRemoteWrite};
+constexpr RegionSpec kRegions[] = {kRegionW, kRegionR, kRegionL, kRegionS, kRegionI, kRegionF};
+constexpr std::size_t kRegionCount = 6;
+constexpr std::size_t kInvalidatable = 4;  // I
+constexpr std::size_t kForeign = 5;        // F, the region of another protection domain
+constexpr std::uint32_t kForeignPd = 1;
+constexpr std::size_t kArenaLen = kRegionF.offset + kRegionF.length + kGuardLen;
 
 // Our posted work: receives of 64, 64, 300 and 600 bytes in L (wr_id 100 +
 // i), a Send of 100 bytes (1), an RDMA Write of 200 bytes (2) and an RDMA
@@ -87,10 +97,11 @@ inline rdma::DeviceConfig device_config() {
     return c;
 }
 
-// Registers the four regions in kRegions order; STags land in stags.
+// Registers the regions in kRegions order (F in kForeignPd, the rest in 0).
 inline bool register_regions(rdma::Engine& e, rdma::MemoryRegion (&mrs)[kRegionCount]) {
     for (std::size_t i = 0; i < kRegionCount; ++i) {
-        auto mr = e.reg_mr({arena() + kRegions[i].offset, kRegions[i].length}, kRegions[i].access);
+        auto mr = e.reg_mr({arena() + kRegions[i].offset, kRegions[i].length}, kRegions[i].access,
+                           i == kForeign ? kForeignPd : 0);
         if (!mr) return false;
         mrs[i] = *mr;
     }
