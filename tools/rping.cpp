@@ -273,6 +273,7 @@ void Rping::on_recv(Instant now, const rdma::WorkCompletion& wc) {
 void Rping::on_recv_server(Instant now, const RpingInfo& info) {
     remote_ = info;
     if (step_ == Step::kWaitStartInfo) {
+        if (!began_) began_ = now;
         if (info.size == 0 || info.size > cfg_.size) {
             fail(exit_codes::kError, "the client's buffer of " + std::to_string(info.size) +
                                          " bytes does not fit ours (-S " +
@@ -325,6 +326,7 @@ void Rping::on_write_done(Instant now) {
 
 void Rping::begin_client_iteration(Instant now) {
     IWCM_ASSERT(!cfg_.server && start_ && rdma_);
+    if (!began_) began_ = now;
     // A sink cleared each time: -V compares only what this iteration wrote.
     std::fill(rdma_->mem.begin(), rdma_->mem.end(), std::byte{0});
     rping_fill(start_->mem, static_cast<std::uint32_t>(done_));
@@ -349,6 +351,7 @@ void Rping::on_recv_client(Instant now) {
 
 bool Rping::verify_client() {
     if (std::equal(start_->mem.begin(), start_->mem.end(), rdma_->mem.begin())) return true;
+    verify_failed_ = true;
     fail(exit_codes::kError,
          first_difference(start_->mem, rdma_->mem, done_, "the data written back"));
     return false;
@@ -364,6 +367,7 @@ bool Rping::verify_server(std::uint32_t bytes) {
     rping_fill(want, static_cast<std::uint32_t>(done_));
     const std::span<const std::byte> got(rdma_->mem.data(), bytes);
     if (std::equal(want.begin(), want.end(), got.begin())) return true;
+    verify_failed_ = true;
     fail(exit_codes::kError, first_difference(want, got, done_, "the data read"));
     return false;
 }

@@ -125,6 +125,11 @@ public:
     std::optional<RpingLine> take_line();
     // When the last step of an iteration happened (for the stall timeout).
     Instant last_progress() const { return last_progress_; }
+    // When the first iteration began (the client's first Send, after the
+    // settle time; the server's receipt of it); nothing before.
+    std::optional<Instant> began() const { return began_; }
+    // A -V comparison failed (the failure's reason says where).
+    bool verify_failed() const { return verify_failed_; }
 
 private:
     enum class Step : std::uint8_t {
@@ -172,6 +177,8 @@ private:
     std::deque<RpingLine> lines_;
     Instant last_progress_{};
     std::optional<Instant> first_send_at_;  // client: the end of the settle time
+    std::optional<Instant> began_;
+    bool verify_failed_ = false;
     int code_ = 0;
     std::string reason_;
 };

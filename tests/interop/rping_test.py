@@ -527,6 +527,66 @@ def case_rping_sigint(c):
         check(len([r for r in rows if r[2]]) == 2, "not one FIN each way: %s" % [r for r in rows if r[2]])
 
 
+def case_rping_figures(c):
+    """The summary's figures leave out --settle: -C 20 after a settle of 1.5 s
+    takes far less than it on both ends; iterations per second, MB/s and the
+    latency per iteration agree with the iterations, bytes and seconds. The
+    client binds with -I to --ip's address, takes -t as its TOS (on its SYN in
+    the capture) and -q; -d traces frames on stderr, not stdout."""
+    count = 20
+    with Net("rping-fig", 79, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap("rping-figures")
+        srv = c.cm(net, "cm-server", "rping", "-s", "-C", str(count), "-V", ip="10.99.79.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        cli = c.cm(net, "cm-client", "rping", "-c", "-a", "10.99.79.3", "-I", "10.99.79.2", "-C", str(count),
+                   "-V", "-q", "-d", "-t", "0x20", "--settle", "1500", "--pcap", pcap)
+        for proc, role in ((cli, "client"), (srv, "server")):
+            expect_exit(proc, 0, timeout=60)
+            s = proc.events("rping")
+            check(len(s) == 1 and s[0]["iterations"] == count and s[0]["verified"] is True, "%s: %s" % (proc.name, s))
+            s = s[0]
+            est = proc.events("established")[0]
+            check(s["time"] - est["time"] >= 1.5 if role == "client" else True,
+                  "%s: the run took %.3f s, less than --settle" % (proc.name, s["time"] - est["time"]))
+            check(0 < s["seconds"] < 1.0, "%s: seconds %s includes the settle wait" % (proc.name, s["seconds"]))
+            check(abs(s["iterations_per_s"] - count / s["seconds"]) <= 0.01 * count / s["seconds"] + 0.1,
+                  "%s: iterations_per_s %s for %d in %s s" % (proc.name, s["iterations_per_s"], count, s["seconds"]))
+            check(abs(s["mbyte_s"] - s["bytes"] / s["seconds"] / 1e6) <= 0.01 * s["mbyte_s"] + 0.001,
+                  "%s: mbyte_s %s for %d bytes in %s s" % (proc.name, s["mbyte_s"], s["bytes"], s["seconds"]))
+            check(abs(s["latency_us"] - s["seconds"] / count * 1e6) <= 0.01 * s["latency_us"] + 0.1,
+                  "%s: latency_us %s" % (proc.name, s["latency_us"]))
+            check(proc.events("stats")[0]["live_nodes"] == 0, "%s: %s" % (proc.name, proc.events("stats")))
+        check(cli.events("established")[0]["local"].startswith("10.99.79.2:"), "client: %s" % cli.events("established"))
+        check(" out " in cli.stderr or "out " in cli.stderr, "-d printed no frame: %r" % cli.stderr[:300])
+        check("] out" not in srv.stderr, "the server traced without -d: %r" % srv.stderr[:300])
+        tos = tshark(pcap, "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0", "-T", "fields", "-e", "ip.dsfield")
+        check(tos.split() == ["0x20"], "the SYN's TOS: %r" % tos)
+
+
+def case_rping_persistent(c):
+    """rping -s -P serves client after client: two clients of -C 3 one after
+    the other, each summed up on its own line; SIGINT between clients ends
+    the server (130) with no connection to reset."""
+    with Net("rping-pers", 80, taps=("tap0", "tap1")) as net:
+        srv = c.cm(net, "cm-server", "rping", "-s", "-P", "-C", "3", "-V", ip="10.99.80.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        for n in (1, 2):
+            cli = c.cm(net, "cm-client%d" % n, "rping", "-c", "-a", "10.99.80.3", "-C", "3", "-V",
+                       "--settle", "0")
+            expect_exit(cli, 0, timeout=60)
+            srv.wait_for("rping", timeout=20)
+            s = srv.events("rping")
+            check(len(s) == n and s[-1]["iterations"] == 3 and s[-1]["verified"] is True and s[-1]["error"] is None,
+                  "server after client %d: %s" % (n, s))
+        srv.p.send_signal(signal.SIGINT)
+        st = expect_exit(srv, 130, timeout=30)
+        check("after 2 clients" in srv.stderr, "server's reason: %r" % srv.stderr)
+        check(st["accepts"] == 2 and st["resets_sent"] == 0 and not srv.events("reset_sent"), "stats: %s" % st)
+        check(len(srv.events("rping")) == 2, "a summary without a client: %s" % srv.events("rping"))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
