@@ -10,15 +10,33 @@ namespace iwcm::io {
 
 std::string not_unicast(const IpAddr& addr, const Interface& iface) {
     const auto& r = addr.raw();
-    if (addr.is_v6()) return r[0] == 0xFF ? "a multicast address" : "";
-    if ((r[0] & 0xF0) == 0xE0) return "a multicast address";
-    if (r[0] == 255 && r[1] == 255 && r[2] == 255 && r[3] == 255) return "the broadcast address";
-    if (iface.prefix <= 30 && iface.in_subnet(addr)) {
-        bool all_ones = true;
-        for (unsigned bit = iface.prefix; bit < 32; ++bit)
-            all_ones = all_ones && (r[bit / 8] & (0x80u >> (bit % 8))) != 0;
-        if (all_ones) return "the subnet's broadcast address";
+    if (addr.is_unspecified()) return "the unspecified address";
+    const unsigned bits = addr.is_v4() ? 32 : 128;
+    if (addr.is_v6()) {
+        if (r[0] == 0xFF) return "a multicast address";
+        bool loopback = r[15] == 1;
+        for (unsigned i = 0; i < 15; ++i) loopback = loopback && r[i] == 0;
+        if (loopback) return "the loopback address";
+    } else {
+        if (r[0] == 127) return "a loopback address";
+        if ((r[0] & 0xF0) == 0xE0) return "a multicast address";
+        if (r[0] == 255 && r[1] == 255 && r[2] == 255 && r[3] == 255)
+            return "the broadcast address";
     }
+    // The host part of the prefix all ones (IPv4: the subnet's broadcast) or
+    // all zeros (the network itself; IPv6's Subnet-Router anycast address,
+    // RFC 4291 section 2.6.1). A /31 or /32 (IPv4), a /127 or /128 (IPv6)
+    // has no such addresses (RFC 3021, RFC 6164).
+    if (iface.prefix + 2 > bits || !iface.in_subnet(addr)) return "";
+    bool all_ones = true;
+    bool all_zeros = true;
+    for (unsigned bit = iface.prefix; bit < bits; ++bit) {
+        const bool set = (r[bit / 8] & (0x80u >> (bit % 8))) != 0;
+        all_ones = all_ones && set;
+        all_zeros = all_zeros && !set;
+    }
+    if (all_ones && addr.is_v4()) return "the subnet's broadcast address";
+    if (all_zeros) return "the subnet's network address";
     return "";
 }
 
@@ -45,8 +63,6 @@ Expected<IpAddr, std::string> parse_gateway(const std::string& text, const Inter
                                             const std::string& ip) {
     auto gw = IpAddr::parse(text);
     if (!gw) return fail("--gateway " + text + ": not an IPv4 or IPv6 address");
-    if (gw->is_unspecified())
-        return fail("--gateway " + text + ": the unspecified address cannot be a gateway");
     if (const std::string why = not_unicast(*gw, i); !why.empty())
         return fail("--gateway " + text + ": " + why + " cannot be a gateway");
     if (*gw == i.addr) return fail("--gateway " + text + ": that is our own address (--ip)");
@@ -100,8 +116,7 @@ Expected<Interface, std::string> parse_interface(const InterfaceOptions& o) {
     if (slash == std::string::npos)
         return fail("--ip " + o.ip + ": expected ADDR/PREFIX, e.g. 10.99.1.2/24");
     auto addr = IpAddr::parse(o.ip.substr(0, slash));
-    if (!addr || addr->is_unspecified())
-        return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
+    if (!addr) return fail("--ip " + o.ip + ": not an IPv4 or IPv6 address");
     i.addr = *addr;
     const unsigned max = addr->is_v4() ? 32 : 128;
     const std::string p = o.ip.substr(slash + 1);

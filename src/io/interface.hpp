@@ -40,8 +40,11 @@ struct Interface {
 // be one of them; default its first global one). The error is the one-line
 // reason, naming the option as the command line spells it (--ip, --dev...).
 Expected<Interface, std::string> parse_interface(const InterfaceOptions& o);
-// Why `addr` cannot be a connection's end on `iface` (multicast, broadcast),
-// or an empty string.
+// Why `addr` cannot be a connection's end on `iface` (our own, a peer or a
+// gateway): the unspecified address, loopback (127.0.0.0/8, ::1), multicast,
+// the limited broadcast, or within the prefix of `iface` the subnet's
+// broadcast or network address; an empty string when it can. Every address
+// the command line and the runtime's environment take is checked here.
 std::string not_unicast(const IpAddr& addr, const Interface& iface);
 
 }  // namespace iwcm::io
