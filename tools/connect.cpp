@@ -257,7 +257,7 @@ unsigned default_threads(const ConnectOptions& o) {
 
 int run_connect(const ConnectOptions& o) {
     const Instant start = io::TapHost::now();
-    Reporter rep(o.wire.json, start);
+    Reporter rep(o.wire.json, start, !o.wire.dev.empty());
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     ConnectTarget target = check_args(o, *iface);

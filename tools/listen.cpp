@@ -232,7 +232,7 @@ int run_listen(const ListenOptions& o) {
     if (n > 1)
         if (auto code = run_listen_threads(o, n, o.threads == 0)) return *code;
     const Instant start = io::TapHost::now();
-    Reporter rep(o.wire.json, start);
+    Reporter rep(o.wire.json, start, !o.wire.dev.empty());
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     const auto pdata = private_data(o.wire);
@@ -398,7 +398,7 @@ Expected<ListenHandle, std::string> listen_all(io::TapShards& net, const ListenP
 // device cannot take N queues: the caller runs one thread instead.
 std::optional<int> run_listen_threads(const ListenOptions& o, unsigned n, bool fall_back) {
     const Instant start = io::TapHost::now();
-    Reporter rep(o.wire.json, start);
+    Reporter rep(o.wire.json, start, !o.wire.dev.empty());
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     const auto pdata = private_data(o.wire);

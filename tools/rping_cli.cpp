@@ -489,7 +489,7 @@ int run_rping(RpingOptions& o) {
         if (!o.wire.dev.empty() && o.wire.ip.empty()) o.wire.ip = o.source;
     }
     const Instant start = io::TapHost::now();
-    Reporter rep(o.wire.json, start);
+    Reporter rep(o.wire.json, start, !o.wire.dev.empty());
     auto iface = parse_interface(o.wire);
     if (!iface) throw UsageError{iface.error()};
     std::optional<IpAddr> addr;

@@ -1,7 +1,10 @@
 // Shared parts of `iwarp-cm listen` and `iwarp-cm connect`. Read first: wire_cli.hpp.
 #include "tools/wire_cli.hpp"
 
+#include <fcntl.h>
 #include <net/if.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -135,15 +138,41 @@ std::vector<std::byte> parse_hex(const std::string& text) {
 }
 
 // Reads at most `limit` + 1 bytes: enough to tell that a file is too long.
+// Only a regular file: a FIFO or a device could hold the command forever
+// (opening a FIFO waits for a writer, reading a terminal for a line), so
+// the file is opened without waiting and refused if it is anything else.
 std::vector<std::byte> read_file(const std::string& path, std::size_t limit) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw UsageError{"--pdata-file " + path + ": " + std::strerror(errno)};
+    const auto error = [&path](int err) {
+        return UsageError{"--pdata-file " + path + ": " + std::strerror(err)};
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw error(errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw error(err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw UsageError{"--pdata-file " + path +
+                         ": not a regular file (a FIFO or a device could block; give the "
+                         "bytes with --pdata-hex)"};
+    }
     std::vector<std::byte> out(limit + 1);
-    const std::size_t n = std::fread(out.data(), 1, out.size(), f);
-    const bool failed = std::ferror(f) != 0;
-    const int err = errno;
-    std::fclose(f);
-    if (failed) throw UsageError{"--pdata-file " + path + ": " + std::strerror(err)};
+    std::size_t n = 0;
+    while (n < out.size()) {
+        const ssize_t got = ::read(fd, out.data() + n, out.size() - n);
+        if (got == 0) break;
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            const int err = errno;
+            ::close(fd);
+            throw error(err);
+        }
+        n += static_cast<std::size_t>(got);
+    }
+    ::close(fd);
     out.resize(n);
     return out;
 }
@@ -543,8 +572,9 @@ void Reporter::stats(Instant now, const Counters& c, const std::string& result,
     r.add("core_frames_in", s.frames_in);
     r.add("core_frames_out", s.frames_out);
     r.add("core_dropped", s.drops_total());
-    r.add("tap_frames_in", h.frames_in);
-    r.add("tap_frames_out", h.frames_out);
+    // The frames of the device: a TAP, or with --dev the AF_XDP socket.
+    r.add(shared_ ? "dev_frames_in" : "tap_frames_in", h.frames_in);
+    r.add(shared_ ? "dev_frames_out" : "tap_frames_out", h.frames_out);
     r.add("ignored", h.ignored);
     r.add("arp_requests_sent", n.arp_requests_sent);
     r.add("arp_replies_sent", n.arp_replies_sent);

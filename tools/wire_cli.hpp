@@ -92,7 +92,10 @@ struct Report {
 
 class Reporter {
 public:
-    Reporter(bool json, Instant start) : json_(json), start_(start) {}
+    // `shared`: the device is an interface shared with the kernel (--dev),
+    // whose frames the stats line counts as dev_frames_*, not tap_frames_*.
+    Reporter(bool json, Instant start, bool shared = false)
+        : json_(json), shared_(shared), start_(start) {}
     void print(Instant now, const Report& r) const;
     // A core event as a Report.
     static Report from_event(const Event& e);
@@ -114,6 +117,7 @@ public:
 
 private:
     bool json_;
+    bool shared_;
     Instant start_;
 };
 

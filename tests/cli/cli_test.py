@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Command-line tests that need no root: `demo --json` against the schema of
-docs/json.md, and the progress line of `sim` and `bench` on a terminal.
+docs/json.md, the progress line of `sim` and `bench` on a terminal, and
+--pdata-file on a FIFO.
 
 Read first: docs/json.md, tools/progress.hpp.
 
@@ -235,6 +236,28 @@ def case_bench_check(c):
     check(code == 1 and "MISSED" in out, "the table with --check: exit %d: %r" % (code, out[-300:]))
     code, out, _ = run_plain([c.bin, "bench", "--help"])
     check(code == 0 and "--check" in out, "--check not in bench --help")
+
+
+def case_pdata_fifo(c):
+    """--pdata-file on a FIFO no one writes to is refused at once (exit 2),
+    for listen and connect, instead of waiting for a writer forever. As root
+    the commands run in a new network namespace, so that a check that
+    slipped could not touch a device of this machine."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "pd")
+        os.mkfifo(fifo)
+        for argv in (["listen", "--tap", "T", "--ip", "10.99.0.2/24", "--port", "4791"],
+                     ["connect", "--tap", "T", "--ip", "10.99.0.2/24", "--to", "10.99.0.1:4791"]):
+            cmd = ([] if os.geteuid() != 0 else ["unshare", "-n"]) + [c.bin] + argv + ["--pdata-file", fifo]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                raise Failure("%s --pdata-file FIFO: still waiting after 10 s" % argv[0])
+            want = "iwarp-cm: --pdata-file %s: not a regular file" % fifo
+            check(r.returncode == 2 and r.stderr.startswith(want) and r.stdout == "",
+                  "%s: exit %d, stderr %r" % (argv[0], r.returncode, r.stderr))
+            print("  %s: %s" % (argv[0], r.stderr.strip()))
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -284,7 +284,7 @@ def case_shared_connect_threads(c):
                 "    socket.socket().bind(('%s', p))" % (lo, hi + 1, net.addr))
         sh("python3", "-c", code, ns=net.host)
         print("  per thread %s, %d of %d frames handed between threads, %d ports reserved"
-              % (per, st["handed_off"], st["tap_frames_in"], st["ports_reserved"]), flush=True)
+              % (per, st["handed_off"], st["dev_frames_in"], st["ports_reserved"]), flush=True)
 
 
 def case_shared_threads_errors(c):
@@ -466,7 +466,10 @@ def case_shared_rping(c):
                   "-C", "5", "-V")
         done = cm.wait_for("rping")
         check(done["verified"] is True and done["iterations"] == 5, "client rping: %s" % done)
-        expect_exit(cm, 0)
+        st = expect_exit(cm, 0)
+        # No TAP here: the frames are the AF_XDP socket's.
+        check("tap_frames_in" not in st and st["dev_frames_in"] > 0 and st["dev_frames_out"] > 0,
+              "stats: %s" % st)
         check(srv.finish() == 0, "peer server failed")
         cm = c.cm(net, "cm_server", "rping", "-s", "-p", str(PORT), "-C", "5", "-V")
         cm.wait_for("listening")
