@@ -67,6 +67,7 @@ using bench::SetupPair;
 
 struct BenchOptions {
     bool json = false;
+    int progress = -1;  // --progress / --no-progress
     std::string json_out;
     bool quick = false;
     std::vector<std::size_t> scale{10'000, 100'000, 1'000'000};
@@ -586,6 +587,7 @@ struct Report {
 // The progress line of the run: a phase, its step of the total, the time so far.
 class BenchProgress {
 public:
+    explicit BenchProgress(bool enabled) : line_(enabled) {}
     void step(const std::string& phase, std::size_t i, std::size_t n) {
         if (!line_.enabled()) return;
         char buf[160];
@@ -1147,7 +1149,7 @@ int run_bench(BenchOptions o) {
     }
     Report r;
     r.cpu = pin_cpu(o.cpu);
-    BenchProgress progress;
+    BenchProgress progress(Progress::wanted(o.progress, false));
     if (!o.json) std::fprintf(stderr, "iwarp-cm bench: setup rate and kernel baseline\n");
     run_rates(o, r, progress);
     progress.clear();
@@ -1199,6 +1201,7 @@ void add_bench(CLI::App& app) {
     cmd->add_flag("--json", opt->json, "print the results as one JSON object");
     cmd->add_option("--json-out", opt->json_out,
                     "also write the JSON to this file (opened before the run)");
+    Progress::add_options(cmd, opt->progress);
     cmd->add_flag("--check", opt->check,
                   "exit 1 when a target is missed (without it, only errors fail the run)");
     cmd->add_flag("--quick", opt->quick, "a short run: 3 repetitions of 0.15 s, N up to 100000");

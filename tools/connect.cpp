@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
 #include "iwcm/assert.hpp"
 #include "tools/commands.hpp"
+#include "tools/progress.hpp"
 #include "tools/tap_threads.hpp"
 
 namespace iwcm::tools {
@@ -44,8 +46,15 @@ struct Outcome {
 
 class Connector {
 public:
-    Connector(const ConnectOptions& o, Session& s, const Reporter& rep, const ConnectTarget& t)
-        : o_(o), s_(s), rep_(rep), to_(t.to), hop_(t.next_hop), pdata_(t.pdata) {}
+    Connector(const ConnectOptions& o, Session& s, const Reporter& rep, const ConnectTarget& t,
+              Progress& progress)
+        : o_(o),
+          s_(s),
+          rep_(rep),
+          progress_(progress),
+          to_(t.to),
+          hop_(t.next_hop),
+          pdata_(t.pdata) {}
 
     int run();
 
@@ -64,6 +73,7 @@ private:
     const ConnectOptions& o_;
     Session& s_;
     const Reporter& rep_;
+    Progress& progress_;
     Endpoint to_;
     IpAddr hop_;  // whose MAC the frames go to: the peer or the gateway
     std::vector<std::byte> pdata_;
@@ -149,6 +159,15 @@ bool Connector::establish(Instant deadline) {
 
 void Connector::follow_transfer(Instant now) {
     xfer_->poll(*s_.core, now);
+    if (xfer_->running() && progress_.due()) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "connect: sent %.1f of %.1f MB, received %.1f of %.1f MB",
+                      static_cast<double>(xfer_->sent()) / 1e6,
+                      static_cast<double>(o_.data.send_bytes) / 1e6,
+                      static_cast<double>(xfer_->received()) / 1e6,
+                      static_cast<double>(o_.data.expect_bytes) / 1e6);
+        progress_.show(buf);
+    }
     if (auto r = xfer_->take_report()) rep_.print(now, *r);
     if (xfer_->phase() == Transfer::Phase::kFailed && out_.code == exit_codes::kOk)
         out_.set(xfer_->code(), xfer_->reason());
@@ -274,8 +293,10 @@ int run_connect(const ConnectOptions& o) {
     }
     if (session->shared)
         if (auto code = route_next_hop(*session->shared, target, rep)) return *code;
-    if (o.count > 0) return run_connect_many(o, target, *session, rep);
-    Connector c(o, *session, rep, target);
+    Progress progress(Progress::wanted(o.wire.progress, o.wire.json));
+    rep.set_progress(&progress);
+    if (o.count > 0) return run_connect_many(o, target, *session, progress, rep);
+    Connector c(o, *session, rep, target, progress);
     return c.run();
 }
 

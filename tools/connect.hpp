@@ -97,7 +97,7 @@ void print_cmtime(const Reporter& rep, Instant now, const ConnectOptions& o, con
 // `--count N [--parallel K]`: opens N connections, at most K in flight, closes
 // each once established, and prints the distribution of each phase's time.
 int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
-                     const Reporter& rep);
+                     Progress& progress, const Reporter& rep);
 // The same on `--threads N` queues of a multi-queue TAP (tools/connect_threads.cpp):
 // each thread runs its share of the N connections and of K. std::nullopt
 // (with `fall_back`) when the device cannot take N queues.

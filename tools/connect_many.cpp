@@ -52,8 +52,9 @@ Spread spread(std::vector<double> v) {
 
 class Many {
 public:
-    Many(const ConnectOptions& o, const ConnectTarget& t, Session& s, const Reporter& rep)
-        : o_(o), t_(t), s_(s), rep_(rep) {}
+    Many(const ConnectOptions& o, const ConnectTarget& t, Session& s, const Reporter& rep,
+         Progress& progress)
+        : o_(o), t_(t), s_(s), rep_(rep), progress_(progress) {}
     int run();
 
 private:
@@ -65,6 +66,7 @@ private:
     const ConnectTarget& t_;
     Session& s_;
     const Reporter& rep_;
+    Progress& progress_;
     std::vector<Instant> resolving_;  // slots waiting for the peer's MAC
     std::string shared_error_;        // --dev: the kernel refused to resolve
     // --dev: the next hop's MAC once the kernel resolved it, for the rest of the run (each
@@ -228,6 +230,10 @@ int Many::run() {
         const io::Wake w = s_.host->step(now + limit);
         while (auto e = s_.core->poll_event()) on_event(*e);
         if (f_.completed() + f_.failures() != done) progress = io::TapHost::now();
+        if (progress_.due())
+            progress_.show("connect: " + std::to_string(f_.completed()) + " of " +
+                           std::to_string(o_.count) + " connections, " +
+                           std::to_string(f_.failures()) + " failed");
         if (w == io::Wake::kError) {
             f_.end(exit_codes::kError, s_.host->error());
             break;
@@ -306,9 +312,9 @@ void print_cmtime(const Reporter& rep, Instant now, const ConnectOptions& o, con
 }
 
 int run_connect_many(const ConnectOptions& o, const ConnectTarget& t, Session& s,
-                     const Reporter& rep) {
+                     Progress& progress, const Reporter& rep) {
     IWCM_ASSERT(o.count > 0 && o.parallel > 0);
-    Many m(o, t, s, rep);
+    Many m(o, t, s, rep, progress);
     return m.run();
 }
 

@@ -171,7 +171,7 @@ private:
 // The loop: events until --count connections are done (then their last
 // frames) or a signal. Returns false on a signal.
 bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session& s,
-           const Reporter& rep, Tally& tally) {
+           const Reporter& rep, Tally& tally, Progress& progress) {
     Streams streams(o.data, s, rep, tally);
     std::optional<Instant> done_at;
     for (;;) {
@@ -194,6 +194,10 @@ bool serve(const ListenOptions& o, const std::vector<std::byte>& pdata, Session&
                 on_terminal(*e, tally);
         }
         streams.follow(io::TapHost::now(), tally.open);
+        if (progress.due())
+            progress.show("listen: " + std::to_string(tally.completed) + " done, " +
+                          std::to_string(tally.open.size()) + " open" +
+                          (o.count > 0 ? " of --count " + std::to_string(o.count) : ""));
         if (w == io::Wake::kSignal) return false;
     }
 }
@@ -253,7 +257,9 @@ int run_listen(const ListenOptions& o) {
     rep.print(start, r);
 
     Tally tally;
-    const bool interrupted = !serve(o, pdata, s, rep, tally);
+    Progress progress(Progress::wanted(o.wire.progress, o.wire.json));
+    rep.set_progress(&progress);
+    const bool interrupted = !serve(o, pdata, s, rep, tally, progress);
     const auto print = [&](const Event& e) {
         if (is_stream_event(e)) return;
         rep.print(io::TapHost::now(), Reporter::from_event(e));

@@ -33,6 +33,22 @@ void Progress::clear() {
     drawn_ = false;
 }
 
+void Progress::add_options(CLI::App* cmd, int& mode) {
+    auto* on = cmd->add_flag_callback(
+        "--progress", [&mode] { mode = 1; },
+        "a progress line on stderr during long work (default: when stderr is a terminal and "
+        "the output is not JSON)");
+    auto* off = cmd->add_flag_callback(
+        "--no-progress", [&mode] { mode = 0; }, "no progress line");
+    on->excludes(off);
+    off->excludes(on);
+}
+
+bool Progress::wanted(int mode, bool json) {
+    if (mode >= 0) return mode == 1;
+    return !json && isatty(STDERR_FILENO) == 1;
+}
+
 void Progress::finish(const std::string& text) {
     if (!enabled_) return;
     show(text);

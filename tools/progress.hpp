@@ -1,11 +1,14 @@
-// A progress line on stderr for long work (`iwarp-cm sim`, `iwarp-cm bench`).
+// A progress line on stderr for long work (`iwarp-cm sim`, `bench`, `rping`,
+// `connect`, `listen`).
 // Read first: README.md ("Command line").
 //
-// Shown only when stderr is a terminal: redrawn in place with '\r', at most
-// ten times a second, ended with a newline. The clock is the tool's real
-// clock (steady_clock); the core never sees it.
+// Shown by default only when stderr is a terminal (and the command prints
+// no JSON): redrawn in place with '\r', at most ten times a second, ended
+// with a newline or erased. --progress and --no-progress choose. The clock
+// is the tool's real clock (steady_clock); the core never sees it.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -31,6 +34,13 @@ public:
     void finish(const std::string& text);
 
     static constexpr auto kMinInterval = std::chrono::milliseconds(100);
+
+    // --progress and --no-progress on `cmd` (excluding each other): `mode`
+    // becomes 1 or 0; it stays -1 when neither is given.
+    static void add_options(CLI::App* cmd, int& mode);
+    // Whether to draw: as `mode` says, or when neither option was given,
+    // when stderr is a terminal and the command's output is not JSON.
+    static bool wanted(int mode, bool json);
 
 private:
     bool enabled_ = false;

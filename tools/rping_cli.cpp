@@ -21,6 +21,7 @@
 #include "iwcm/assert.hpp"
 #include "tools/commands.hpp"
 #include "tools/connect.hpp"
+#include "tools/progress.hpp"
 #include "tools/rping.hpp"
 #include "tools/wire_cli.hpp"
 
@@ -89,11 +90,13 @@ double to_seconds(Duration d) {
 
 class RpingRun {
 public:
-    RpingRun(const RpingOptions& o, Session& s, const Reporter& rep, Instant start)
+    RpingRun(const RpingOptions& o, Session& s, const Reporter& rep, Instant start,
+             Progress& progress)
         : o_(o),
           s_(s),
           rep_(rep),
           start_(start),
+          progress_(progress),
           dev_(*s.core),
           rping_(std::make_unique<Rping>(dev_, config(o))) {
         if (o.debug) s.core->set_trace([this](const TraceRecord& r) { trace(r); });
@@ -132,6 +135,7 @@ private:
     Session& s_;
     const Reporter& rep_;
     Instant start_;  // of the run: the time of -d's lines
+    Progress& progress_;
     rdma::Device dev_;
     std::unique_ptr<Rping> rping_;  // the exchange with the client being served (or the server)
     std::optional<ListenHandle> listener_;
@@ -166,6 +170,7 @@ void RpingRun::pump(Instant now) {
     rping_->poll(now);
     while (auto l = rping_->take_line()) {
         if (!o_.wire.json) {
+            progress_.clear();
             std::printf("%sping data: %s\n", o_.server ? "server " : "", l->data.c_str());
             std::fflush(stdout);
             continue;
@@ -177,11 +182,20 @@ void RpingRun::pump(Instant now) {
         rep_.print(now, r);
     }
     if (rping_->phase() == Rping::Phase::kFailed) set(rping_->code(), rping_->reason());
+    if (rping_->running() && rping_->began() && progress_.due()) {
+        const double secs = to_seconds(now - *rping_->began());
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "rping: %llu iterations, %.0f/s, %.1f s",
+                      static_cast<unsigned long long>(rping_->iterations()),
+                      secs > 0 ? static_cast<double>(rping_->iterations()) / secs : 0.0, secs);
+        progress_.show(buf);
+    }
 }
 
 // -d: every frame in and out and every change of a connection's state, on
 // stderr (stdout keeps the lines of --json).
 void RpingRun::trace(const TraceRecord& r) const {
+    progress_.clear();
     const double t = to_seconds(r.now - start_);
     switch (r.kind) {
         case TraceRecord::Kind::kFrameIn:
@@ -514,7 +528,9 @@ int run_rping(RpingOptions& o) {
         rep.fail(session.error());
         return exit_codes::kSetup;
     }
-    RpingRun run(o, *session, rep, start);
+    Progress progress(Progress::wanted(o.wire.progress, o.wire.json));
+    rep.set_progress(&progress);
+    RpingRun run(o, *session, rep, start, progress);
     return o.client ? run.run_client({*addr, o.port}, hop) : run.run_server(local);
 }
 

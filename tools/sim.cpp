@@ -27,6 +27,7 @@ struct SimOptions {
     bool no_disruptions = false;
     bool log = false;
     bool verbose = false;
+    int progress = -1;  // --progress / --no-progress
 };
 
 // "sim: 120/1000 seeds, 950 seeds/s, 0 failed".
@@ -57,7 +58,7 @@ int run_sim(const SimOptions& opt) {
     }
     auto t0 = std::chrono::steady_clock::now();
     std::uint64_t failed = 0, established = 0, attempts = 0, frames = 0, clean = 0;
-    Progress progress;
+    Progress progress(Progress::wanted(opt.progress, false));
     const auto elapsed = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
@@ -121,6 +122,7 @@ void add_sim(CLI::App& app) {
     cmd->add_flag("--no-disruptions", opt->no_disruptions, "no destroy_listen or address down");
     cmd->add_flag("--log", opt->log, "with --seed: print every event and command")->needs(seed);
     cmd->add_flag("-v,--verbose", opt->verbose, "one line per seed");
+    Progress::add_options(cmd, opt->progress);
     cmd->footer(help_footer("iwarp-cm sim --seeds 200 --conns 12 --loss 0.3"));
     cmd->callback([opt] { set_exit_code(run_sim(*opt)); });
 }

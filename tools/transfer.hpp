@@ -77,6 +77,9 @@ public:
     Phase phase() const { return phase_; }
     bool running() const { return phase_ == Phase::kRunning; }
     Instant deadline() const { return deadline_; }
+    // Bytes send() took and bytes read so far (for a progress line).
+    std::uint64_t sent() const { return sent_; }
+    std::uint64_t received() const { return received_; }
     int code() const { return code_; }
     const std::string& reason() const { return reason_; }
     // The `transfer` line, once each time the phase has left kRunning (a

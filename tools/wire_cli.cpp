@@ -95,6 +95,7 @@ void add_output_options(CLI::App* cmd, WireOptions& o) {
     cmd->add_option("--pcap", o.pcap, "write every frame in and out to this pcap file");
     cmd->add_flag("--json", o.json, "one JSON object per line per event");
     cmd->add_flag("--crc", o.crc, "ask for CRC32c on FPDUs (MPA C flag)");
+    Progress::add_options(cmd, o.progress);
 }
 
 void add_wire_options(CLI::App* cmd, WireOptions& o) {
@@ -483,6 +484,7 @@ Report Reporter::from_event(const Event& e) {
 }
 
 void Reporter::print(Instant now, const Report& r) const {
+    if (progress_ != nullptr) progress_->clear();
     const double t = seconds(now - start_);
     if (json_) {
         JsonObject j;
@@ -595,6 +597,7 @@ void Reporter::stats(Instant now, const Counters& c, const std::string& result,
 }
 
 void Reporter::fail(const std::string& reason) const {
+    if (progress_ != nullptr) progress_->clear();
     std::fprintf(stderr, "iwarp-cm: %s\n", reason.c_str());
     std::fflush(stderr);
 }

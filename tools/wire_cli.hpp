@@ -19,6 +19,7 @@
 #include "io/shared_host.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
+#include "tools/progress.hpp"
 
 namespace iwcm::tools {
 
@@ -34,6 +35,9 @@ struct WireOptions : io::InterfaceOptions {
     int mpa_rev = 2;
     std::string pcap;
     bool json = false;
+    // --progress / --no-progress: a progress line on stderr during long work
+    // (1 on, 0 off, -1 when stderr is a terminal and --json is not given).
+    int progress = -1;
     bool crc = false;
     bool no_p2p = false;
     std::uint8_t rtr_types = rtr::kAll;  // the RTR types offered or accepted (--rtr)
@@ -41,7 +45,7 @@ struct WireOptions : io::InterfaceOptions {
 
 // --tap or --dev, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.
 void add_interface_options(CLI::App* cmd, WireOptions& o);
-// --pcap, --json, --crc.
+// --pcap, --json, --crc, --progress, --no-progress.
 void add_output_options(CLI::App* cmd, WireOptions& o);
 // The interface options and those of MPA (--pdata..., --ird, --ord,
 // --mpa-rev, --crc, --no-p2p) and output (--pcap, --json).
@@ -114,11 +118,15 @@ public:
                const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
     // The one-line reason on stderr for a non-zero exit.
     void fail(const std::string& reason) const;
+    // A progress line that every line printed first erases (stdout and
+    // stderr may be the same terminal); it is drawn again when next due.
+    void set_progress(Progress* p) { progress_ = p; }
 
 private:
     bool json_;
     bool shared_;
     Instant start_;
+    Progress* progress_ = nullptr;
 };
 
 // The core and its driver, set up from the options: a TAP host, or with

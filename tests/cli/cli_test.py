@@ -140,7 +140,8 @@ def case_demo_text(c):
 
 def case_sim_progress(c):
     """sim on a terminal: a progress line on stderr, redrawn with '\\r', at most
-    ten times a second, ended with a newline; on a pipe: nothing."""
+    ten times a second, ended with a newline; on a pipe: nothing. --progress
+    and --no-progress choose either way."""
     argv = [c.bin, "sim", "--seeds", "300", "--conns", "4"]
     code, out, term, secs = run_tty(argv)
     check(code == 0, "sim exit %d: %s %s" % (code, out, term))
@@ -158,6 +159,12 @@ def case_sim_progress(c):
     code, out, err = run_plain(argv)
     check(code == 0 and "sim: 300 seeds" in out, "sim on a pipe: %d %r" % (code, out))
     check(err == "", "stderr is not a terminal, yet sim wrote to it: %r" % err[:300])
+
+    # --no-progress on the terminal draws nothing; --progress on a pipe draws it.
+    code, out, term, secs = run_tty(argv + ["--no-progress"])
+    check(code == 0 and not SIM_PROGRESS.findall(term), "--no-progress on a terminal: %r" % term[-300:])
+    code, out, err = run_plain(argv + ["--progress"])
+    check(code == 0 and SIM_PROGRESS.findall(err), "--progress on a pipe: %r" % err[-300:])
 
 
 def case_bench_progress(c):

@@ -13,13 +13,16 @@ import argparse
 import hashlib
 import json
 import os
+import pty
 import queue
 import re
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+import tty
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "cli"))
@@ -570,6 +573,67 @@ def case_connect_count(c):
             check(0 <= f["min"] <= f["median"] <= f["p99"] <= f["max"], "%s not ordered: %s" % (phase, f))
         check(t["established_ms"]["min"] >= t["mpa_exchange_ms"]["min"], "phases: %s" % t)
         print("  cmtime: %s" % {k: v for k, v in t.items() if k.endswith("_ms")}, flush=True)
+
+
+def start_on_tty(net, argv):
+    """Starts argv in the namespace of `net` with stderr on a new
+    pseudo-terminal (bytes as written: raw) and stdout on a pipe: the
+    process and the terminal's master side, for read_tty and end_on_tty."""
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    p = subprocess.Popen(["ip", "netns", "exec", net.ns] + argv, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    return p, master
+
+
+def end_on_tty(p, master):
+    """Kills p if it still runs, and closes its terminal."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    os.close(master)
+
+
+def read_tty(master, p, seconds):
+    """What process p writes to the terminal of `master` within `seconds` (or
+    until it exits)."""
+    out = b""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and p.poll() is None:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                out += os.read(master, 4096)
+            except OSError:
+                break
+    return out.decode(errors="replace")
+
+
+
+def case_connect_progress(c):
+    """connect --send-bytes with stderr on a terminal draws a progress line
+    there (bytes sent and received of the totals, redrawn with '\r'); the
+    listen beside it, whose stderr is a pipe, draws none. Both ends ours."""
+    n = 50_000_000
+    with Net("connect-progress", 82, taps=("tap0", "tap1")) as net:
+        srv = c.cm(net, "cm-server", "listen", "--port", str(PORT), "--count", "1", "--expect-bytes", str(n),
+                   ip="10.99.82.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        p, master = start_on_tty(net, [c.bin, "connect", "--to", "10.99.82.3:%d" % PORT, "--send-bytes", str(n),
+                                       "--tap", "tap0", "--ip", "10.99.82.2/24"])
+        try:
+            term = read_tty(master, p, 120)
+            check(p.wait(timeout=30) == 0, "connect: exit %s: %r" % (p.returncode, term[-300:]))
+        finally:
+            end_on_tty(p, master)
+        shown = re.findall(r"\rconnect: sent ([0-9.]+) of 50.0 MB, received 0.0 of 0.0 MB", term)
+        print("  %d redraws, sent %s" % (len(shown), shown), flush=True)
+        check(shown and float(shown[0]) < 50.0, "no progress line on the terminal: %r" % term[-300:])
+        check([float(x) for x in shown] == sorted(float(x) for x in shown), "sent went backwards: %s" % shown)
+        check(expect_exit(srv, 0, timeout=60)["result"] == "ok", "listen failed")
+        check("\r" not in srv.stderr, "listen on a pipe drew: %r" % srv.stderr[:300])
 
 
 def shard_of(a, pa, b, pb, shards, key=0):

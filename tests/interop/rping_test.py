@@ -9,6 +9,7 @@ Read first: interop_test.py (Net, Case, Proc), rping_peer.py, tools/rping.hpp.
   rping_test.py --bin build/bin/iwarp-cm [--tmp DIR] CASE
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -585,6 +586,39 @@ def case_rping_persistent(c):
         check("after 2 clients" in srv.stderr, "server's reason: %r" % srv.stderr)
         check(st["accepts"] == 2 and st["resets_sent"] == 0 and not srv.events("reset_sent"), "stats: %s" % st)
         check(len(srv.events("rping")) == 2, "a summary without a client: %s" % srv.events("rping"))
+
+
+def case_rping_progress(c):
+    """An endless `rping -c` with stderr on a terminal draws a progress line
+    there (redrawn with '\r': iterations, rate, seconds); --no-progress, or
+    stderr on a pipe, draws none. The server is ours (-P -C 0)."""
+    with Net("rping-prog", 81, taps=("tap0", "tap1")) as net:
+        srv = c.cm(net, "cm-server", "rping", "-s", "-P", "-C", "0", ip="10.99.81.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        base = [c.bin, "rping", "-c", "-a", "10.99.81.3", "-C", "0", "--settle", "0", "--tap", "tap0",
+                "--ip", "10.99.81.2/24"]
+        for extra, want in (([], True), (["--no-progress"], False)):
+            p, master = interop_test.start_on_tty(net, base + extra)
+            try:
+                term = interop_test.read_tty(master, p, 1.5)
+                p.send_signal(signal.SIGINT)
+                term += interop_test.read_tty(master, p, 10)
+                check(p.wait(timeout=10) == 130, "client %s: exit %s" % (extra, p.returncode))
+                summary = re.search(r" rping .* iterations=(\d+)", p.stdout.read())
+                check(summary and int(summary.group(1)) > 0, "client %s ran no iteration" % extra)
+            finally:
+                interop_test.end_on_tty(p, master)
+            shown = re.findall(r"\rrping: (\d+) iterations, \d+/s, [0-9.]+ s", term)
+            print("  %s: %d redraws, last %s; %r" % (extra or "default", len(shown), shown[-1:], term[-120:]))
+            if want:
+                check(len(shown) >= 3 and int(shown[-1]) > int(shown[0]), "progress on the terminal: %r" % term[-300:])
+            else:
+                check(not shown and "\r" not in term, "--no-progress drew: %r" % term[-300:])
+        # The server's stderr is a pipe: no progress line.
+        srv.p.send_signal(signal.SIGINT)
+        srv.finish(30)
+        check("\r" not in srv.stderr and "iterations," not in srv.stderr, "server on a pipe: %r" % srv.stderr[:300])
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
