@@ -463,12 +463,12 @@ void RpingRun::print_summary() {
     r.add("count", o_.count);
     r.add("size", std::uint64_t{o_.size});
     r.add("bytes", p.bytes());
-    // An interrupted run verified every iteration it finished.
+    // An interrupted run verified every iteration it finished, unless a
+    // comparison failed (the peer, interrupted too, may close mid-iteration).
     if (!o_.verify)
         r.extra.emplace_back("verified", "null");
     else
-        r.add_bool("verified", code_ == exit_codes::kOk || (interrupted_ && !p.verify_failed() &&
-                                                            p.phase() != Rping::Phase::kFailed));
+        r.add_bool("verified", code_ == exit_codes::kOk || (interrupted_ && !p.verify_failed()));
     const auto number = [&r](const char* key, const char* format, double v) {
         char buf[32];
         std::snprintf(buf, sizeof buf, format, v);

@@ -528,6 +528,42 @@ def case_rping_sigint(c):
         check(len([r for r in rows if r[2]]) == 2, "not one FIN each way: %s" % [r for r in rows if r[2]])
 
 
+def case_rping_sigint_both(c):
+    """Ctrl-C reaching both ends (one terminal's process group): an
+    endless client and an endless server, both ours, each close gracefully
+    (one FIN each way, no RST, no reset_sent line, resets_sent 0), end
+    within a second of the signal rather than after the grace limit (2 s),
+    and exit 130 as interrupted."""
+    with Net("rping-sigint-both", 83, taps=("tap0", "tap1")) as net:
+        pcap = c.pcap("rping-sigint-both")
+        srv = c.cm(net, "cm-server", "rping", "-s", "-C", "0", "-V", ip="10.99.83.3/24", tap="tap1")
+        srv.wait_for("listening")
+        net.wait_link_up(taps=("tap1",))
+        cli = c.cm(net, "cm-client", "rping", "-c", "-a", "10.99.83.3", "-C", "0", "-V", "-v", "--settle", "0",
+                   "--pcap", pcap)
+        for _ in range(5):
+            cli.wait_for("ping_data", timeout=30)
+        start = time.monotonic()
+        # A terminal's Ctrl-C reaches both at once, before a close could
+        # travel between them. Sent one after the other, the client's goes
+        # first: the server's close could otherwise reach the client before
+        # its own signal and end its run as a peer's close (exit 6).
+        cli.p.send_signal(signal.SIGINT)
+        srv.p.send_signal(signal.SIGINT)
+        st_cli = expect_exit(cli, 130, timeout=30)
+        st_srv = expect_exit(srv, 130, timeout=30)
+        took = time.monotonic() - start
+        check(took < 1.5, "both ended %.3f s after the signal" % took)
+        for proc, st in ((cli, st_cli), (srv, st_srv)):
+            check("SIGINT" in proc.stderr, "%s's reason: %r" % (proc.name, proc.stderr))
+            check(not proc.events("reset_sent") and st["resets_sent"] == 0, "%s: %s" % (proc.name, st))
+            s = proc.events("rping")
+            check(len(s) == 1 and s[0]["iterations"] >= 5 and s[0]["verified"] is True, "%s: %s" % (proc.name, s))
+        rows = frames_from(pcap, "10.99.83.2") + frames_from(pcap, "10.99.83.3")
+        check(not [r for r in rows if r[3]], "an RST in the capture")
+        check(len([r for r in rows if r[2]]) == 2, "not one FIN each way: %s" % [r for r in rows if r[2]])
+
+
 def case_rping_figures(c):
     """The summary's figures leave out --settle: -C 20 after a settle of 1.5 s
     takes far less than it on both ends; iterations per second, MB/s and the
