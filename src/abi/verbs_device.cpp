@@ -53,7 +53,11 @@ constexpr const char* kDeviceName = "iwcm0";
 // queue (IBV_WR_BIND_MW, type 2B: the window serves that QP's peer). Type 1 windows
 // (bound with ibv_bind_mw) are EOPNOTSUPP. The window's rkey has a random index; its
 // key byte is the binder's (ibv_inc_rkey).
-ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type_arg) {
+    // A C caller may pass any number: read as one, never as the enum.
+    unsigned type = 0;
+    static_assert(sizeof type == sizeof type_arg);
+    std::memcpy(&type, &type_arg, sizeof type);
     ibv_mw* out = nullptr;
     int err = locked([&](Session& s) {
         Registry& r = registry();
