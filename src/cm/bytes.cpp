@@ -29,6 +29,7 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
     init.snd_nxt = node->snd_nxt;
     init.rcv_nxt = node->rcv_nxt;
     init.snd_wnd = node->snd_wnd;
+    init.max_snd_wnd = node->max_snd_wnd;
     init.snd_wscale = node->snd_wscale;
     init.rcv_wscale = node->rcv_wscale;
     init.mss = node->snd_mss;
@@ -83,7 +84,11 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
             drop(now, DropReason::kOutOfWindow, node.get(), {});
             break;
         case tcp::Arrival::Verdict::kAckUnsent:
+            drop(now, DropReason::kBadAck, node.get(), {});
+            break;
         case tcp::Arrival::Verdict::kAckTooOld:
+            // RFC 5961 5.2's ACK is a challenge ACK, within the budget of section 7.
+            send_challenge_ack(now, *node);
             drop(now, DropReason::kBadAck, node.get(), {});
             break;
         case tcp::Arrival::Verdict::kNoAck:

@@ -268,6 +268,12 @@ struct Core::Impl {
     bool retry_refused(Instant now, const cm::NodeRef& node);
     void on_listen_syn(Instant now, const cm::Segment& seg);
     cm::NodeRef make_passive_node(cm::Listener& l, const cm::Segment& seg, wire::SeqNumber irs);
+    // The peer's window as a segment states it (scaled unless in a SYN), and the largest
+    // it ever offered (RFC 5961 5.2's MAX.SND.WND).
+    static void take_window(cm::Node& node, std::uint32_t wnd) {
+        node.snd_wnd = wnd;
+        node.max_snd_wnd = std::max(node.max_snd_wnd, wnd);
+    }
     void send_cookie_syn_ack(Instant now, cm::Listener& l, const cm::Segment& seg);
     // An ACK for no node on a listener's port: a SYN cookie's return?
     bool on_listen_ack(Instant now, const cm::Segment& seg);

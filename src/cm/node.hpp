@@ -183,15 +183,16 @@ struct Node {
     ListenHandle listener;
 
     // ---- TCP (RFC 9293 names) ----
+    // (IRS is rcv_nxt - 1 until the handshake ends, and not needed after.)
     wire::SeqNumber iss;
     wire::SeqNumber snd_una;
     wire::SeqNumber snd_nxt;
-    wire::SeqNumber irs;
     wire::SeqNumber rcv_nxt;
-    std::uint32_t snd_wnd = 0;    // peer's window in bytes (scaled)
-    std::uint16_t snd_mss = 536;  // peer's MSS: the most we put in one segment
-    std::uint8_t snd_wscale = 0;  // peer's shift, 0 unless both sides sent the option
-    std::uint8_t rcv_wscale = 0;  // our shift, 0 unless both sides sent the option
+    std::uint32_t max_snd_wnd = 0;  // the largest window the peer offered (RFC 5961 5.2)
+    std::uint32_t snd_wnd = 0;      // peer's window in bytes (scaled)
+    std::uint16_t snd_mss = 536;    // peer's MSS: the most we put in one segment
+    std::uint8_t snd_wscale = 0;    // peer's shift, 0 unless both sides sent the option
+    std::uint8_t rcv_wscale = 0;    // our shift, 0 unless both sides sent the option
 
     // ---- timers (node_timers.hpp) ----
     // The node's one wheel entry, due at or before its earliest deadline (invalid: none).

@@ -8,6 +8,9 @@
 // the stream rules are simple: in-order bytes are taken, anything ahead of
 // rcv_nxt is dropped and answered with a duplicate ACK (the peer resends),
 // and everything we send stays in the node's tx buffer until acknowledged.
+// A segment is judged as tcp::Stream judges it after the hand-off, by the
+// rules of src/tcp/rules.hpp: the window acceptability, and an ACK in
+// [SND.UNA - MAX.SND.WND, SND.NXT] (RFC 9293 3.10.7.4, RFC 5961 5.2).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include "cm/core_impl.hpp"
 #include "cm/isn.hpp"
 #include "cm/syncookie.hpp"
+#include "tcp/rules.hpp"
 #include "wire/pieces.hpp"
 
 namespace iwcm {
@@ -277,7 +281,7 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         node->snd_wscale = std::min<std::uint8_t>(*fr.tcp.options.window_scale, 14);
         node->rcv_wscale = cfg.rcv_wscale;
     }
-    node->snd_wnd = fr.tcp.window;
+    take_window(*node, fr.tcp.window);
     node->iss =
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
     node->snd_una = node->iss;
@@ -308,7 +312,6 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     ++l.pending;
     ++l.half_open;
     node->loopback = is_local_addr(node->remote.addr);
-    node->irs = irs;
     node->rcv_nxt = irs + 1;
     return node;
 }
@@ -553,7 +556,6 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
         close_node(node);
         return;
     }
-    node->irs = t.seq;
     node->rcv_nxt = t.seq + 1;
     node->snd_una = t.ack;
     node->snd_mss = effective_mss(node->local.addr, t.options.mss);
@@ -562,7 +564,7 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
         node->snd_wscale = std::min<std::uint8_t>(*t.options.window_scale, 14);
         node->rcv_wscale = cfg.rcv_wscale;
     }
-    node->snd_wnd = t.window;  // never scaled in a SYN (RFC 7323 section 2.2)
+    take_window(*node, t.window);  // never scaled in a SYN (RFC 7323 section 2.2)
     // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
     // over.
     timers.restart_send(node, now);
@@ -573,7 +575,8 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
 // RFC 9293 section 3.10.7.4 for SYN-RECEIVED, with RFC 5961's RST and SYN rules.
 void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq == node->irs) {
+    // (Until the handshake ends rcv_nxt is IRS + 1.)
+    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq + 1 == node->rcv_nxt) {
         // The peer did not hear our SYN-ACK: its SYN again gets the SYN-ACK again.
         ++stats.retransmissions;
         send_syn(*node);
@@ -598,7 +601,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
         return;
     }
     node->snd_una = t.ack;
-    node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
+    take_window(*node, std::uint32_t{t.window} << node->snd_wscale);
     end_half_open(*node);
     start_mpa(now, node);  // MPAREQ_WAIT
     timers.ack_send(node);
@@ -612,15 +615,9 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     }
 }
 
-// RFC 9293 section 3.10.7.4, first check: is the segment in the window?
+// RFC 9293 section 3.10.7.4, first check: is the segment in the window we offer?
 bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
-    std::uint32_t wnd = rx_space(node);
-    std::uint32_t len = seg.seq_len();
-    wire::SeqNumber seq = seg.tcp->seq;
-    auto in_window = [&](wire::SeqNumber s) { return node.rcv_nxt <= s && s < node.rcv_nxt + wnd; };
-    if (len == 0) return wnd == 0 ? seq == node.rcv_nxt : in_window(seq);
-    if (wnd == 0) return false;
-    return in_window(seq) || in_window(seq + (len - 1));
+    return tcp::segment_acceptable(node.rcv_nxt, rx_space(node), seg.tcp->seq, seg.seq_len());
 }
 
 // RFC 9293 section 3.10.7.4, first to fifth checks, with RFC 5961: the segment must be in the
@@ -794,6 +791,7 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     node->rtr_offered = 0;
     node->fin_sent = node->fin_acked = node->wscale_ok = false;
     node->snd_wscale = node->rcv_wscale = 0;
+    node->snd_wnd = node->max_snd_wnd = 0;
     auto& b = node->buffers();
     b.tx.clear();
     b.rx.clear();
@@ -825,18 +823,28 @@ bool Core::Impl::retry_refused(Instant now, const NodeRef& node) {
     return true;
 }
 
-// RFC 9293 section 3.10.7.4, fifth check: the ACK field. False when the segment is done with
-// (an ACK of unsent data is answered and dropped; our acknowledged FIN closed the node).
-// Inline: one caller, on every segment of a connection before hand-off.
+// RFC 9293 section 3.10.7.4, fifth check: the ACK field, with RFC 5961 section 5.2's bound
+// (tcp::check_ack, as the stream judges it). False when the segment is done with (an ACK of
+// unsent data, or one older than SND.UNA - MAX.SND.WND, is answered and dropped; our
+// acknowledged FIN closed the node). Inline: one caller, on every segment of a connection
+// before hand-off.
 inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    if (t.ack > node->snd_nxt) {
-        // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
-        send_ack(*node);
-        drop(now, DropReason::kBadAck, node.get(), {});
-        return false;
+    switch (tcp::check_ack(t.ack, node->snd_una, node->snd_nxt, node->max_snd_wnd)) {
+        case tcp::AckCheck::kAcceptable: break;
+        case tcp::AckCheck::kUnsent:
+            // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
+            send_ack(*node);
+            drop(now, DropReason::kBadAck, node.get(), {});
+            return false;
+        case tcp::AckCheck::kTooOld:
+            // RFC 5961 5.2: discarded, and an ACK sent back; a challenge ACK, within the
+            // budget RST and SYN answers share (section 7).
+            send_challenge_ack(now, *node);
+            drop(now, DropReason::kBadAck, node.get(), {});
+            return false;
     }
-    node->snd_wnd = std::uint32_t{t.window} << node->snd_wscale;
+    take_window(*node, std::uint32_t{t.window} << node->snd_wscale);
     if (t.ack <= node->snd_una) return true;
     auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
     if (node->bufs) {

@@ -21,6 +21,7 @@
 
 #include "invariants.hpp"
 #include "iwcm/assert.hpp"
+#include "tcp/rules.hpp"
 #include "wire/checksum.hpp"
 #include "wire/copy.hpp"
 
@@ -84,7 +85,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
       // RFC 6582 section 3.2: "recover" starts at the initial send sequence number.
       recover_(minus(init.snd_una, 1)),
       snd_wnd_(init.snd_wnd),
-      max_snd_wnd_(init.snd_wnd),
+      max_snd_wnd_(std::max(init.snd_wnd, init.max_snd_wnd)),
       mss_(init.mss),
       snd_wscale_(init.snd_wscale),
       rcv_wscale_(init.rcv_wscale),
@@ -308,14 +309,8 @@ std::uint32_t Stream::rcv_wnd() const {
 }
 
 bool Stream::acceptable(SeqNumber seq, std::uint32_t len) const {
-    // RFC 9293 3.10.7.4, first check: the four cases of segment length and
-    // receive window.
-    const std::uint32_t wnd = recv_window();
-    const SeqNumber edge = rcv_nxt_ + wnd;
-    if (len == 0) return wnd == 0 ? seq == rcv_nxt_ : (rcv_nxt_ <= seq && seq < edge);
-    if (wnd == 0) return false;
-    const SeqNumber last = seq + (len - 1);
-    return (rcv_nxt_ <= seq && seq < edge) || (rcv_nxt_ <= last && last < edge);
+    // RFC 9293 3.10.7.4, first check, in the window we last offered.
+    return segment_acceptable(rcv_nxt_, recv_window(), seq, len);
 }
 
 // ---------------------------------------------------------------- arrival
@@ -357,28 +352,34 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         // old for the other (a probe octet taken, its ACK lost) never recover.
         const bool old =
             seg.seq + len <= rcv_nxt_ && dist(rcv_nxt_, seg.seq) <= config_.recv_buffer;
-        if (old && (seg.flags & flags::kAck) != 0 && seg.ack <= snd_max_ &&
-            seg.ack >= minus(snd_una_, max_snd_wnd_)) {
+        if (old && (seg.flags & flags::kAck) != 0 &&
+            check_ack(seg.ack, snd_una_, snd_max_, max_snd_wnd_) == AckCheck::kAcceptable) {
             process_ack(now, seg, out);
             tell_acked(sink, out);
         }
     } else if ((seg.flags & flags::kAck) == 0) {
         // "if the ACK bit is off, drop the segment and return".
         out.verdict = Arrival::Verdict::kNoAck;
-    } else if (seg.ack > snd_max_) {
-        // RFC 9293: "If the ACK acks something not yet sent (SEG.ACK >
-        // SND.NXT), then send an ACK, drop the segment, and return."
-        ack_now_ = true;
-        out.verdict = Arrival::Verdict::kAckUnsent;
-    } else if (seg.ack < minus(snd_una_, max_snd_wnd_)) {
-        // RFC 5961 5.2: acceptable only if "(SND.UNA - MAX.SND.WND) =< SEG.ACK
-        // =< SND.NXT"; otherwise the segment "MUST be discarded and an ACK sent back".
-        ack_now_ = true;
-        out.verdict = Arrival::Verdict::kAckTooOld;
     } else {
-        process_ack(now, seg, out);
-        tell_acked(sink, out);
-        process_data(now, seg, sink, out);
+        switch (check_ack(seg.ack, snd_una_, snd_max_, max_snd_wnd_)) {
+            case AckCheck::kUnsent:
+                // RFC 9293: "If the ACK acks something not yet sent (SEG.ACK >
+                // SND.NXT), then send an ACK, drop the segment, and return."
+                ack_now_ = true;
+                out.verdict = Arrival::Verdict::kAckUnsent;
+                break;
+            case AckCheck::kTooOld:
+                // RFC 5961 5.2: the segment "MUST be discarded and an ACK sent back".
+                // That ACK is a challenge ACK, which RFC 5961 section 7 limits: the
+                // owner sends it within its budget (Arrival::Verdict::kAckTooOld).
+                out.verdict = Arrival::Verdict::kAckTooOld;
+                break;
+            case AckCheck::kAcceptable:
+                process_ack(now, seg, out);
+                tell_acked(sink, out);
+                process_data(now, seg, sink, out);
+                break;
+        }
     }
     finish(now);
     summed_len_ = 0;  // whatever place_summed put ahead was taken or is not in the window

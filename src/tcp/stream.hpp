@@ -70,13 +70,14 @@ using RecvBuffer = std::vector<std::byte, NoFillAllocator<std::byte>>;
 
 // The connection at the moment the stream takes it over.
 struct StreamInit {
-    wire::SeqNumber snd_una;      // oldest unacknowledged sequence number
-    wire::SeqNumber snd_nxt;      // next to send; [snd_una, snd_nxt) are `unacked`
-    wire::SeqNumber rcv_nxt;      // next expected from the peer
-    std::uint32_t snd_wnd = 0;    // the peer's last window, in bytes (scaled)
-    std::uint8_t snd_wscale = 0;  // the peer's shift
-    std::uint8_t rcv_wscale = 0;  // ours
-    std::uint16_t mss = 536;      // the most payload per segment we send
+    wire::SeqNumber snd_una;        // oldest unacknowledged sequence number
+    wire::SeqNumber snd_nxt;        // next to send; [snd_una, snd_nxt) are `unacked`
+    wire::SeqNumber rcv_nxt;        // next expected from the peer
+    std::uint32_t snd_wnd = 0;      // the peer's last window, in bytes (scaled)
+    std::uint32_t max_snd_wnd = 0;  // the largest it offered (RFC 5961 5.2), at least snd_wnd
+    std::uint8_t snd_wscale = 0;    // the peer's shift
+    std::uint8_t rcv_wscale = 0;    // ours
+    std::uint16_t mss = 536;        // the most payload per segment we send
     // Bytes sent before the hand-off and not acknowledged yet (an RTR, say):
     // exactly snd_nxt - snd_una of them. They are retransmitted as needed.
     std::span<const std::byte> unacked;
@@ -118,8 +119,11 @@ struct Arrival {
         kOutOfWindow,  // not acceptable (RFC 9293 3.10.7.4 first check): ACK queued, dropped
                        // (an old duplicate's valid ACK is still used, as BSD does: see `acked`)
         kAckUnsent,    // acknowledges data never sent: ACK queued, dropped (RFC 9293, 5961 5.2)
-        kAckTooOld,  // acknowledges below snd_una - max window: ACK queued, dropped (RFC 5961 5.2)
-        kNoAck,      // no ACK bit: dropped
+        // Acknowledges below snd_una - max window: dropped, no ACK queued. RFC 5961 5.2
+        // wants an ACK sent back; it is a challenge ACK, and the owner sends it within
+        // the budget of RFC 5961 section 7 that its RST and SYN answers share.
+        kAckTooOld,
+        kNoAck,  // no ACK bit: dropped
     };
     Verdict verdict = Verdict::kAccepted;
     bool readable = false;       // readable() grew

@@ -410,6 +410,14 @@ inline wire::MpaRepr accept_and_take_reply(Dut& d, const Ev& req, AcceptParams a
     return parse_mpa_or_fail(keep);
 }
 
+// The DUT's configuration with a stream that acknowledges at once (no delayed ACK), so that
+// each segment's answer is there when the test looks.
+inline CoreConfig immediate_acks() {
+    CoreConfig c = config_for(kMacB, 7);
+    c.stream.ack_delay = Duration{};
+    return c;
+}
+
 // Initiator connected without peer-to-peer (no RTR): ESTABLISHED.
 inline void connect_active(Dut& d) {
     d.to_mpareq_sent(d.connect_params());

@@ -15,12 +15,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-CoreConfig immediate_acks() {
-    CoreConfig c = config_for(kMacB, 7);
-    c.stream.ack_delay = Duration{};
-    return c;
-}
-
 std::string text(std::span<const std::byte> b) {
     return {reinterpret_cast<const char*>(b.data()), b.size()};
 }

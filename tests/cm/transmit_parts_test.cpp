@@ -17,12 +17,6 @@ namespace {
 
 using std::chrono::seconds;
 
-CoreConfig immediate_acks() {
-    CoreConfig c = config_for(kMacB, 7);
-    c.stream.ack_delay = Duration{};
-    return c;
-}
-
 void stream_up(Dut& d) {
     connect_active(d);
     ASSERT_TRUE(d.core.handoff(d.conn).has_value());
