@@ -171,6 +171,10 @@ struct HandoffContext {
     // Bytes the peer sent after its MPA frame (or RTR) that the core received
     // but that belong to the data path. Valid until the next core call.
     std::span<const std::byte> pending_rx;
+    // kExternal: bytes of ours (an MPA frame, an RTR) that the peer's window has
+    // not let out yet, [snd_nxt - size, snd_nxt): the data path sends them before
+    // its own. Set by the call that hands off; valid until the next core call.
+    std::span<const std::byte> pending_tx;
 };
 
 // A frame to send and the flow hash of its TCP 4-tuple (Core::poll_transmit_hashed).
@@ -281,7 +285,8 @@ public:
     // HandoffMode); later calls return the context again. In kStream mode
     // the bytes the peer sent after its MPA frames are readable through
     // recv() (pending_rx is empty) and bytes we sent and the peer has not
-    // acknowledged yet (an RTR) are the stream's to retransmit.
+    // acknowledged yet (an RTR) are the stream's to retransmit, those its
+    // window held back the stream's to send.
     Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params = {});
 
     // ---- byte stream (after handoff() in HandoffMode::kStream) ----

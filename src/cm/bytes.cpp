@@ -34,6 +34,7 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
     init.rcv_wscale = node->rcv_wscale;
     init.mss = node->snd_mss;
     if (node->bufs) {
+        // The sent bytes and any the peer's window held back, which the stream sends.
         init.unacked = node->bufs->tx;
         init.received = node->bufs->rx;
     }
@@ -44,8 +45,10 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
                                                 : Duration::zero();
     if (wait > Duration::zero()) init.hold_data_until = now_ + wait;
     node->stream = std::make_unique<cm::NodeStream>(config, init, now_);
-    // The stream retransmits what is unacknowledged (an RTR) from here on.
+    // The stream retransmits what is unacknowledged (an RTR) and probes a shut window
+    // from here on.
     timers.ack_send(node);
+    timers.cancel_persist(*node);
     node->release_buffers();
     flush_stream(now_, node);
 }

@@ -26,7 +26,8 @@ bool phase_fits_state(const Node& node, NodeTimer kind) {
         case NodeTimer::kFinWait2: return node.state == CmState::kFinWait2;
         case NodeTimer::kRefused: return node.state == CmState::kSynSent;
         case NodeTimer::kSend:
-        case NodeTimer::kStream: break;
+        case NodeTimer::kStream:
+        case NodeTimer::kPersist: break;
     }
     return false;  // Not a phase kind.
 }
@@ -66,16 +67,22 @@ void Core::Impl::check_node(const Node& node) const {
     IWCM_ASSERT(node.app_owned ==
                 (node.index < app_refs.size() && app_refs[node.index].get() == &node));
     // Buffers: tx holds the unacknowledged bytes only (SYN and FIN take sequence space, not
-    // bytes); our private data fits an MPA frame.
-    if (node.bufs) {
-        IWCM_ASSERT(node.bufs->tx.size() <= static_cast<std::size_t>(node.snd_nxt - node.snd_una));
-        IWCM_ASSERT(node.bufs->pdata.size() <= wire::kMpaMaxPrivateData);
-    }
+    // bytes), those the peer's window held back after the sent ones; our private data fits
+    // an MPA frame. A FIN waits only behind such bytes, and goes before nothing.
+    const std::size_t sent = static_cast<std::size_t>(node.snd_nxt - node.snd_una);
+    const std::size_t queued = node.bufs ? node.bufs->tx.size() : 0;
+    IWCM_ASSERT(!node.fin_queued || queued > sent);
+    IWCM_ASSERT(!node.fin_sent || node.fin_acked || queued < sent);
+    IWCM_ASSERT(!node.probe_out || queued > sent);
+    if (node.bufs) IWCM_ASSERT(node.bufs->pdata.size() <= wire::kMpaMaxPrivateData);
     // Timers: one of each kind by construction (one slot each); the service's reference and
     // slots agree; a send entry waits only for something unacknowledged; a phase timeout
     // belongs to the state it was armed in.
     IWCM_ASSERT(timers.consistent(node));
     IWCM_ASSERT(!cm::NodeTimers::has_send(node) || node.snd_una != node.snd_nxt);
+    // The persist timer runs only with the window shut, bytes waiting and none in flight.
+    IWCM_ASSERT(!cm::NodeTimers::has_persist(node) ||
+                (node.snd_wnd == 0 && node.snd_una == node.snd_nxt && queued > sent));
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
 }
 

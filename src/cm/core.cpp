@@ -723,8 +723,19 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
             drain_loopback(now_);
             return c;
         }
-        // The data path owns the connection from here: no retransmission.
+        // The data path owns the connection from here: no retransmission, no probe. Our
+        // bytes the peer's window held back (an MPA frame) are the data path's to send
+        // first: they end at the context's snd_nxt.
         timers.ack_send(ref);
+        timers.cancel_persist(node);
+        const auto sent = static_cast<std::size_t>(node.snd_nxt - node.snd_una);
+        if (node.bufs && node.bufs->tx.size() > sent) {
+            const std::vector<std::byte>& tx = node.bufs->tx;
+            c.pending_tx = std::span<const std::byte>(tx).subspan(sent);
+            node.snd_nxt = node.snd_una + static_cast<std::uint32_t>(tx.size());
+            node.probe_out = false;
+            c.snd_nxt = node.snd_nxt.value();
+        }
     }
     if (node.bufs && !node.stream) c.pending_rx = node.bufs->rx;
     return c;

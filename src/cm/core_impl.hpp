@@ -311,7 +311,11 @@ struct Core::Impl {
     // An ACK held until the next poll_transmit() unless a segment carries it first.
     void defer_ack(cm::Node& node);
     void flush_deferred_acks();
+    // Queues bytes (and a FIN) after ours; push_data sends what the peer's window lets out.
     void send_data(Instant now, const cm::NodeRef& node, wire::Bytes data, bool fin);
+    void push_data(Instant now, const cm::NodeRef& node);
+    // The persist timer follows whether a probe is wanted (RFC 9293 3.8.6.1, as tcp::Stream).
+    void update_persist(Instant now, const cm::NodeRef& node);
     void resend(cm::Node& node);
     void arm_send(Instant now, const cm::NodeRef& node);
     // Queues a frame for the wire, or for ourselves when both ends are local. flow: the flow
@@ -443,6 +447,7 @@ struct Core::Impl {
     void on_rtr_timeout(Instant now, const cm::NodeRef& node);
     void on_fin_wait2_timeout(Instant now, const cm::NodeRef& node);
     void on_refused_timeout(Instant now, const cm::NodeRef& node);
+    void on_persist_timeout(Instant now, const cm::NodeRef& node);
     // The data-phase TCP's timer (kStream: RTO, persist, keepalive, delayed ACK); defined by
     // the stream integration.
     void on_stream_timer(Instant now, const cm::NodeRef& node);

@@ -62,6 +62,7 @@ void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
     b->tx.clear();
     b->rx.clear();
     b->pdata.clear();
+    b->persist_backoff = b->probes_out = 0;
     spare_buffers_.push_back(std::move(b));
 }
 

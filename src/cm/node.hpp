@@ -41,6 +41,10 @@ enum class NodeTimer : std::uint8_t {
     kFinWait2,    // FIN_WAIT2: the peer's FIN did not come
     kRefused,  // SYN_SENT: our SYN was refused; send it again (CoreConfig::connect_refused_grace)
     kStream,   // the data-phase TCP's timer (RTO, persist, keepalive, delayed ACK)
+    // Before the hand-off: the peer's window is shut with our bytes waiting and none in
+    // flight; a zero-window probe is due (RFC 9293 3.8.6.1). It takes the send slot, which
+    // is free then (nothing in flight to retransmit).
+    kPersist,
 };
 
 // What a state means for the connection as a whole: the one exhaustive switch the
@@ -105,9 +109,15 @@ inline constexpr std::uint64_t kTimerUnarmed = UINT64_MAX;
 // unacknowledged bytes, the MPA reassembly buffer, private data. An idle
 // established (or offloaded) node has none of them.
 struct NodeBuffers {
-    std::vector<std::byte> tx;     // bytes from snd_una on, not yet acknowledged
+    // Bytes from snd_una on, not yet acknowledged: those before snd_nxt were sent, the rest
+    // wait for the peer's window.
+    std::vector<std::byte> tx;
     std::vector<std::byte> rx;     // stream bytes received in order, not yet consumed
     std::vector<std::byte> pdata;  // our private data (request or reply)
+    // The persist timer's state while bytes wait behind a zero window (as tcp::Stream's):
+    // its doublings, and the probes sent without an acceptable ACK since.
+    std::uint8_t persist_backoff = 0;
+    std::uint8_t probes_out = 0;
 };
 
 // No entry of the core's queue of left-out payloads (Core::Impl::tx_payloads).
@@ -177,6 +187,10 @@ struct Node {
     // The timer service holds one reference (counted in refs) while the node has a wheel
     // entry (timer_entry below).
     bool timers_hold : 1 = false;
+    bool persist_armed : 1 = false;  // the send slot holds kPersist, not kSend
+    bool fin_queued : 1 = false;     // our FIN waits behind bytes the peer's window holds
+    // A zero-window probe's octet at snd_nxt is out: the peer may acknowledge snd_nxt + 1.
+    bool probe_out : 1 = false;
     Endpoint local;
     Endpoint remote;
     MacAddr remote_mac;
@@ -186,7 +200,7 @@ struct Node {
     // (IRS is rcv_nxt - 1 until the handshake ends, and not needed after.)
     wire::SeqNumber iss;
     wire::SeqNumber snd_una;
-    wire::SeqNumber snd_nxt;
+    wire::SeqNumber snd_nxt;  // the next new byte to send (a probe's octet does not move it)
     wire::SeqNumber rcv_nxt;
     std::uint32_t max_snd_wnd = 0;  // the largest window the peer offered (RFC 5961 5.2)
     std::uint32_t snd_wnd = 0;      // peer's window in bytes (scaled)

@@ -18,6 +18,7 @@ std::string_view to_string(NodeTimer kind) {
         case NodeTimer::kFinWait2: return "FIN_WAIT2";
         case NodeTimer::kRefused: return "refused";
         case NodeTimer::kStream: return "stream";
+        case NodeTimer::kPersist: return "persist";
     }
     return "invalid NodeTimer";
 }
@@ -102,12 +103,14 @@ NodeTimers::~NodeTimers() {
 
 Expected<void, NodeTimerError> NodeTimers::arm_send(const NodeRef& node, Instant now) {
     if (has_send(*node)) return fail(NodeTimerError::kSendEntryExists);
+    IWCM_ASSERT(!has_persist(*node));
     node->send_attempt = 0;
     set(*node, node->send_tick, wheel_.to_tick(now + first_delay_));
     return {};
 }
 
 void NodeTimers::restart_send(const NodeRef& node, Instant now) {
+    IWCM_ASSERT(!has_persist(*node));
     node->send_attempt = 0;
     set(*node, node->send_tick, wheel_.to_tick(now + first_delay_));
 }
@@ -143,6 +146,7 @@ void NodeTimers::arm_stream(const NodeRef& node, Instant at) {
 
 void NodeTimers::cancel_all(Node& node) {
     clear(node.send_tick);
+    node.persist_armed = false;
     clear(node.phase_tick);
     if (node.stream) clear(node.stream->timer_tick);
     if (node.timer_entry.valid()) take_off(node);
@@ -182,7 +186,7 @@ void NodeTimers::collect(std::uint64_t c) {
             rest = std::min(rest, tick);
         }
     };
-    look(NodeTimer::kSend, node.send_tick);
+    look(node.persist_armed ? NodeTimer::kPersist : NodeTimer::kSend, node.send_tick);
     look(node.phase_kind, node.phase_tick);
     look(NodeTimer::kStream, stream_tick(node));
     if (rest != kTimerUnarmed) {
@@ -214,6 +218,7 @@ std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
         return FiredTimer{std::move(due.node), NodeTimer::kSend, attempt, false};
     }
     clear(s);
+    if (due.kind == NodeTimer::kPersist) node.persist_armed = false;
     settle(node);
     const bool exhausted = due.kind == NodeTimer::kSend;
     const std::uint8_t attempt = exhausted ? node.send_attempt : std::uint8_t{0};

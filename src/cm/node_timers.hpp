@@ -121,10 +121,29 @@ public:
     // What was sent is acknowledged and a new frame that must be is sent at `now`: the send
     // entry starts over (attempt 0, due as arm_send's).
     void restart_send(const NodeRef& node, Instant now);
-    // The acknowledgement came: the entry goes. False if none was armed.
-    bool ack_send(Node& node) { return clear(node.send_tick); }
+    // The acknowledgement came: the entry goes. False if none was armed (a persist timer in
+    // the slot stays).
+    bool ack_send(Node& node) { return has_send(node) && clear(node.send_tick); }
     bool ack_send(const NodeRef& node) { return ack_send(*node); }
-    static bool has_send(const Node& node) { return node.send_tick != kTimerUnarmed; }
+    static bool has_send(const Node& node) {
+        return node.send_tick != kTimerUnarmed && !node.persist_armed;
+    }
+
+    // The persist timer (kPersist), due at `at`, in the send slot: nothing is in flight, so
+    // no send entry holds it (asserted). Replaces an earlier persist deadline.
+    void arm_persist(const NodeRef& node, Instant at) {
+        IWCM_ASSERT(!has_send(*node));
+        node->persist_armed = true;
+        set(*node, node->send_tick, wheel_.to_tick(at));
+    }
+    bool cancel_persist(Node& node) {
+        if (!has_persist(node)) return false;
+        node.persist_armed = false;
+        return clear(node.send_tick);
+    }
+    static bool has_persist(const Node& node) {
+        return node.send_tick != kTimerUnarmed && node.persist_armed;
+    }
 
     // The close entry, due close_delay after `now`; it takes the phase slot.
     Expected<void, NodeTimerError> arm_close(const NodeRef& node, Instant now);
@@ -261,7 +280,11 @@ private:
     static const std::uint64_t* armed_slot(const Node& node, NodeTimer kind) {
         const std::uint64_t* s = &node.phase_tick;
         switch (kind) {
-            case NodeTimer::kSend: s = &node.send_tick; break;
+            case NodeTimer::kSend:
+            case NodeTimer::kPersist:
+                if (node.persist_armed != (kind == NodeTimer::kPersist)) return nullptr;
+                s = &node.send_tick;
+                break;
             case NodeTimer::kStream:
                 if (!node.stream) return nullptr;
                 s = &node.stream->timer_tick;

@@ -8,9 +8,11 @@
 // the stream rules are simple: in-order bytes are taken, anything ahead of
 // rcv_nxt is dropped and answered with a duplicate ACK (the peer resends),
 // and everything we send stays in the node's tx buffer until acknowledged.
-// A segment is judged as tcp::Stream judges it after the hand-off, by the
-// rules of src/tcp/rules.hpp: the window acceptability, and an ACK in
-// [SND.UNA - MAX.SND.WND, SND.NXT] (RFC 9293 3.10.7.4, RFC 5961 5.2).
+// What tcp::Stream does after the hand-off holds here too where a peer could
+// tell (src/tcp/rules.hpp holds the shared rules): our bytes go only within
+// the peer's window, a shut window is probed on the stream's persist timing
+// (RFC 9293 3.8.6.1), and an ACK must lie in [SND.UNA - MAX.SND.WND, SND.NXT]
+// (RFC 9293 3.10.7.4, RFC 5961 5.2).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -568,8 +570,11 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
     // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
     // over.
     timers.restart_send(node, now);
-    // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT).
+    // The MPA request carries the ACK of the SYN-ACK (MPAREQ_SENT). Behind a zero window it
+    // waits (push_data), and the ACK goes alone.
+    const std::uint64_t sent_before = stats.frames_out;
     start_mpa(now, node);
+    if (stats.frames_out == sent_before) send_ack(*node);
 }
 
 // RFC 9293 section 3.10.7.4 for SYN-RECEIVED, with RFC 5961's RST and SYN rules.
@@ -790,11 +795,13 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     node->peer_to_peer = false;
     node->rtr_offered = 0;
     node->fin_sent = node->fin_acked = node->wscale_ok = false;
+    node->fin_queued = node->probe_out = false;
     node->snd_wscale = node->rcv_wscale = 0;
     node->snd_wnd = node->max_snd_wnd = 0;
     auto& b = node->buffers();
     b.tx.clear();
     b.rx.clear();
+    b.persist_backoff = b.probes_out = 0;
     node->iss =
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
     node->snd_una = node->iss;
@@ -823,6 +830,14 @@ bool Core::Impl::retry_refused(Instant now, const NodeRef& node) {
     return true;
 }
 
+// Bytes queued that the peer's window has not let out yet (a probe's octet among them).
+static std::uint32_t unsent(const Node& node) {
+    if (!node.bufs || node.fin_sent) return 0;
+    const auto sent = static_cast<std::uint32_t>(node.snd_nxt - node.snd_una);
+    const auto queued = static_cast<std::uint32_t>(node.bufs->tx.size());
+    return queued > sent ? queued - sent : 0;
+}
+
 // RFC 9293 section 3.10.7.4, fifth check: the ACK field, with RFC 5961 section 5.2's bound
 // (tcp::check_ack, as the stream judges it). False when the segment is done with (an ACK of
 // unsent data, or one older than SND.UNA - MAX.SND.WND, is answered and dropped; our
@@ -830,7 +845,8 @@ bool Core::Impl::retry_refused(Instant now, const NodeRef& node) {
 // before hand-off.
 inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    switch (tcp::check_ack(t.ack, node->snd_una, node->snd_nxt, node->max_snd_wnd)) {
+    const wire::SeqNumber snd_max = node->snd_nxt + (node->probe_out ? 1U : 0U);
+    switch (tcp::check_ack(t.ack, node->snd_una, snd_max, node->max_snd_wnd)) {
         case tcp::AckCheck::kAcceptable: break;
         case tcp::AckCheck::kUnsent:
             // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
@@ -844,19 +860,35 @@ inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& 
             drop(now, DropReason::kBadAck, node.get(), {});
             return false;
     }
+    // RFC 9293 3.8.6.1: an acceptable ACK answers the zero-window probes; once we closed,
+    // only progress does (as tcp::Stream::process_ack).
+    if (node->bufs && (!node->fin_queued || t.ack > node->snd_una)) node->bufs->probes_out = 0;
     take_window(*node, std::uint32_t{t.window} << node->snd_wscale);
-    if (t.ack <= node->snd_una) return true;
-    auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
-    if (node->bufs) {
-        auto& tx = node->bufs->tx;
-        tx.erase(tx.begin(), tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
+    if (t.ack > node->snd_una) {
+        auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
+        if (node->bufs) {
+            auto& tx = node->bufs->tx;
+            tx.erase(tx.begin(),
+                     tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
+        }
+        node->snd_una = t.ack;
+        if (node->snd_nxt < node->snd_una) {
+            // The peer took a zero-window probe's octet.
+            node->snd_nxt = node->snd_una;
+            node->probe_out = false;
+        }
+        if (node->snd_una == node->snd_nxt) timers.ack_send(node);
+        node->release_buffers_if_idle();
+        if (node->fin_sent && !node->fin_acked && t.ack == node->snd_nxt) {
+            node->fin_acked = true;
+            return on_fin_acked(now, node);
+        }
     }
-    node->snd_una = t.ack;
-    if (node->snd_una == node->snd_nxt) timers.ack_send(node);
-    node->release_buffers_if_idle();
-    if (!node->fin_sent || node->fin_acked || t.ack != node->snd_nxt) return true;
-    node->fin_acked = true;
-    return on_fin_acked(now, node);
+    // Bytes (or a FIN) wait behind the window: this ACK may have opened it, or left it shut
+    // with nothing in flight (the persist timer then runs).
+    if (node->fin_queued || unsent(*node) > 0) [[unlikely]]
+        push_data(now, node);
+    return true;
 }
 
 // Our FIN is acknowledged (before hand-off: on_ack; a stream's: on_stream_segment). False
@@ -1159,41 +1191,98 @@ void Core::Impl::send_reset(Node& node) {
     send_segment(node, tf::kRst | tf::kAck, seq, {});
 }
 
-// Sends new bytes (and a FIN) after what is in flight, keeping them for
-// retransmission until acknowledged.
+// Queues new bytes (and a FIN) after ours, keeping them for retransmission until
+// acknowledged; push_data sends what the peer's window lets out now.
 void Core::Impl::send_data(Instant now, const NodeRef& node, wire::Bytes data, bool fin) {
-    IWCM_ASSERT(!node->fin_sent);
+    IWCM_ASSERT(!node->fin_sent && !node->fin_queued);
     auto& tx = node->buffers().tx;
-    std::size_t first = tx.size();
     tx.insert(tx.end(), data.begin(), data.end());
-    wire::SeqNumber seq = node->snd_nxt;
-    std::size_t mss = node->snd_mss;
-    for (std::size_t off = 0; off < data.size() || (off == 0 && data.empty());) {
-        std::size_t n = std::min(mss, data.size() - off);
-        bool last = off + n == data.size();
-        std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
-        if (n || fin)
-            send_segment(*node, flags, seq + static_cast<std::uint32_t>(off), data.subspan(off, n));
-        off += n;
-        if (last) break;
-    }
-    (void)first;
-    node->snd_nxt += static_cast<std::uint32_t>(data.size());
-    if (fin) {
-        node->snd_nxt += 1;
-        node->fin_sent = true;
-    }
-    arm_send(now, node);
+    node->fin_queued = fin;
+    push_data(now, node);
 }
 
-// A retransmission: SYN or SYN-ACK, else everything from snd_una on.
+// New bytes from snd_nxt, MSS-sized, never past SND.UNA + SND.WND (RFC 9293 3.8.6); the FIN
+// takes no room in the window and goes with the last byte (as tcp::Stream::send_len_mss).
+// Bytes the window holds back wait in tx, and the persist timer probes for it.
+void Core::Impl::push_data(Instant now, const NodeRef& node) {
+    const std::vector<std::byte>& tx = node->buffers().tx;
+    const wire::SeqNumber edge = node->snd_una + node->snd_wnd;
+    bool sent = false;
+    while (!node->fin_sent) {
+        const auto off = static_cast<std::uint32_t>(node->snd_nxt - node->snd_una);
+        IWCM_ASSERT(off <= tx.size());
+        const auto left = static_cast<std::uint32_t>(tx.size()) - off;
+        const std::uint32_t room =
+            edge > node->snd_nxt ? static_cast<std::uint32_t>(edge - node->snd_nxt) : 0;
+        const std::uint32_t n = std::min({left, room, std::uint32_t{node->snd_mss}});
+        const bool fin = node->fin_queued && n == left;
+        if (n == 0 && !fin) break;
+        const std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (fin ? tf::kFin : 0);
+        send_segment(*node, flags, node->snd_nxt, wire::Bytes(tx).subspan(off, n));
+        node->snd_nxt += n;
+        if (n > 0) node->probe_out = false;  // its octet went again, within the window
+        if (fin) {
+            node->snd_nxt += 1;
+            node->fin_sent = true;
+            node->fin_queued = false;
+        }
+        sent = true;
+    }
+    if (sent) {
+        timers.cancel_persist(*node);
+        arm_send(now, node);
+    }
+    update_persist(now, node);
+}
+
+// RFC 9293 3.8.6.1 as tcp::Stream does it (persist_wanted, update_timers, on_persist): with
+// the peer's window shut, bytes waiting and none in flight, a one-octet probe goes at the
+// RTO (RFC 6298's initial 1 s, there being no RTT sample), then at doubling intervals up to
+// the RTO's ceiling; max_retransmits probes without an acceptable ACK give the connection
+// up. The timings are those of the stream the connection would be handed to
+// (CoreConfig::stream).
+static Duration persist_delay(const CoreConfig& cfg, unsigned backoff) {
+    return tcp::backed_off(tcp::initial_rto(cfg.stream), backoff, cfg.stream.rto_max);
+}
+
+void Core::Impl::update_persist(Instant now, const NodeRef& node) {
+    if (node->snd_wnd == 0 && node->snd_nxt == node->snd_una && unsent(*node) > 0) {
+        (void)timers.ack_send(node);  // nothing in flight to retransmit
+        if (!cm::NodeTimers::has_persist(*node))
+            timers.arm_persist(node, now + persist_delay(cfg, node->bufs->persist_backoff));
+        return;
+    }
+    timers.cancel_persist(*node);
+    if (node->bufs) node->bufs->persist_backoff = 0;
+}
+
+void Core::Impl::on_persist_timeout(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->snd_wnd == 0 && node->snd_nxt == node->snd_una && unsent(*node) > 0);
+    cm::NodeBuffers& b = *node->bufs;
+    if (b.probes_out < 255) ++b.probes_out;
+    if (b.probes_out > cfg.stream.max_retransmits) {
+        on_retrans_exhausted(now, node);
+        return;
+    }
+    // "The sending TCP must regularly transmit at least one octet of new data": the probe
+    // does not move snd_nxt, so the bytes resume there once the window opens.
+    send_segment(*node, tf::kAck | tf::kPsh, node->snd_nxt, wire::Bytes(b.tx).first(1));
+    node->probe_out = true;
+    if (b.persist_backoff < 30) ++b.persist_backoff;
+    timers.arm_persist(node, now + persist_delay(cfg, b.persist_backoff));
+}
+
+// A retransmission: SYN or SYN-ACK, else what was sent from snd_una on (bytes the window
+// held back are not sent yet).
 void Core::Impl::resend(Node& node) {
     if (node.state == CmState::kSynSent || node.state == CmState::kSynRcvd) {
         send_syn(node);
         return;
     }
-    wire::Bytes tx = node.bufs ? wire::Bytes(node.bufs->tx) : wire::Bytes{};
     bool fin = node.fin_sent && !node.fin_acked;
+    wire::Bytes tx = node.bufs ? wire::Bytes(node.bufs->tx) : wire::Bytes{};
+    const auto flight = static_cast<std::uint32_t>(node.snd_nxt - node.snd_una) - (fin ? 1U : 0U);
+    tx = tx.first(std::min<std::size_t>(tx.size(), flight));
     std::size_t mss = node.snd_mss;
     std::size_t off = 0;
     do {

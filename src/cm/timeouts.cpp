@@ -38,6 +38,7 @@ void Core::Impl::on_node_timer(Instant now, cm::FiredTimer&& fired) {
         case NodeTimer::kFinWait2: on_fin_wait2_timeout(now, node); break;
         case NodeTimer::kRefused: on_refused_timeout(now, node); break;
         case NodeTimer::kStream: on_stream_timer(now, node); break;
+        case NodeTimer::kPersist: on_persist_timeout(now, node); break;
     }
     check_node(*node);
 }

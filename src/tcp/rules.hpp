@@ -3,11 +3,15 @@
 // so that a segment is judged alike whichever half holds the connection.
 //
 // Read first: RFC 9293 section 3.10.7.4 (the first and fifth checks of a synchronized
-// state) and RFC 5961 section 5.2 (ACK validation).
+// state), RFC 5961 section 5.2 (ACK validation), RFC 6298 section 5.5 (backing off the
+// timer) and RFC 9293 section 3.8.6.1 (the persist timer backs off as the RTO does).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "iwcm/config.hpp"
+#include "iwcm/time.hpp"
 #include "wire/tcp.hpp"
 
 namespace iwcm::tcp {
@@ -39,6 +43,20 @@ inline AckCheck check_ack(wire::SeqNumber ack, wire::SeqNumber snd_una, wire::Se
     if (ack > snd_max) return AckCheck::kUnsent;
     if (ack < snd_una + (0U - max_snd_wnd)) return AckCheck::kTooOld;
     return AckCheck::kAcceptable;
+}
+
+// RFC 6298 5.5: the timer doubles at each expiry, "A maximum value MAY be placed on RTO
+// provided it is at least 60 seconds" (here `cap`). The persist timer backs off the same
+// way from the RTO (RFC 9293 3.8.6.1).
+inline Duration backed_off(Duration base, unsigned shift, Duration cap) {
+    Duration d = base;
+    for (unsigned i = 0; i < shift && d < cap; ++i) d *= 2;
+    return std::min(d, cap);
+}
+
+// The RTO before any RTT sample (RFC 6298 2.1: 1 s), within the configured bounds.
+inline Duration initial_rto(const StreamConfig& config) {
+    return std::clamp(config.rto_initial, config.rto_min, config.rto_max);
 }
 
 }  // namespace iwcm::tcp

@@ -93,7 +93,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
       rcv_unread_(static_cast<std::uint32_t>(init.received.size())),
       rcv_nxt_(init.rcv_nxt) {
     IWCM_ASSERT(init.snd_nxt >= init.snd_una);
-    IWCM_ASSERT(init.unacked.size() == dist(init.snd_nxt, init.snd_una));
+    IWCM_ASSERT(init.unacked.size() >= dist(init.snd_nxt, init.snd_una));
     IWCM_ASSERT(init.mss > 0 && init.snd_wscale <= 14 && init.rcv_wscale <= 14);
     IWCM_ASSERT(config.rto_min > Duration::zero() && config.rto_min <= config.rto_max);
     IWCM_ASSERT(config.send_buffer > 0 && config.recv_buffer > 0);
@@ -105,13 +105,14 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     cwnd_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(iw, kCwndCap));
     // RFC 5681 3.1: "The initial value of ssthresh SHOULD be set arbitrarily high".
     ssthresh_ = kCwndCap;
-    rto_base_ = std::clamp(config.rto_initial, config.rto_min, config.rto_max);
+    rto_base_ = initial_rto(config);
     // The core offered some window before the hand-off; take what we can hold.
     rcv_adv_ = rcv_nxt_;
     rcv_adv_ = advert().edge;
     if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
     // Bytes the peer sent before the hand-off end the hold before it starts.
     if (init.received.empty()) hold_at_ = init.hold_data_until;
+    hold_edge_ = init.snd_una + static_cast<std::uint32_t>(init.unacked.size());
     last_oow_ack_ = now - kOowAckInterval;
     update_timers(now);
     checked(*this);
@@ -958,10 +959,14 @@ SeqNumber Stream::last_seg_start(SeqNumber end) const {
 }
 
 std::optional<SegmentOut> Stream::send_new(Instant now) {
-    if (holding()) return std::nullopt;
-    const auto len = send_len(send_allowance());
+    if (holding() && snd_nxt_ >= hold_edge_) return std::nullopt;
+    auto len = send_len(send_allowance());
     if (!len) return std::nullopt;
-    return emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
+    // While the hold lasts only the bytes queued before the hand-off go (they are the
+    // handshake's: an MPA frame the peer's window held back), and no FIN after them.
+    if (holding()) len = std::min(*len, dist(hold_edge_, snd_nxt_));
+    if (*len == 0 && holding()) return std::nullopt;
+    return emit(now, snd_nxt_, *len, !holding() && fin_queued_ && snd_nxt_ + *len == data_end());
 }
 
 std::optional<SegmentOut> Stream::send_tlp(Instant now) {
@@ -1029,7 +1034,7 @@ std::optional<SegmentOut> Stream::send_probe() {
     // octet of new data (if available), even if the send window is zero". The
     // probe does not move SND.NXT, so data resumes there once the window opens.
     probe_pending_ = false;
-    if (snd_nxt_ >= data_end() || holding()) return std::nullopt;
+    if (snd_nxt_ >= data_end() || (holding() && snd_nxt_ >= hold_edge_)) return std::nullopt;
     const SeqNumber end = snd_nxt_ + 1;
     if (end > snd_max_) snd_max_ = end;
     return make_segment(snd_nxt_, 1, flags::kAck | flags::kPsh);
@@ -1137,9 +1142,7 @@ void Stream::force_ack() {
 // ---------------------------------------------------------------- timers
 
 Duration Stream::backed_off(unsigned shift) const {
-    Duration d = rto_base_;
-    for (unsigned i = 0; i < shift && d < config_.rto_max; ++i) d *= 2;
-    return std::min(d, config_.rto_max);
+    return tcp::backed_off(rto_base_, shift, config_.rto_max);
 }
 
 Duration Stream::rto() const {

@@ -78,15 +78,16 @@ struct StreamInit {
     std::uint8_t snd_wscale = 0;    // the peer's shift
     std::uint8_t rcv_wscale = 0;    // ours
     std::uint16_t mss = 536;        // the most payload per segment we send
-    // Bytes sent before the hand-off and not acknowledged yet (an RTR, say):
-    // exactly snd_nxt - snd_una of them. They are retransmitted as needed.
+    // Bytes queued before the hand-off and not acknowledged yet (an RTR, say), from
+    // snd_una on: the first snd_nxt - snd_una of them were sent and are retransmitted as
+    // needed; any after those (an MPA frame behind the peer's zero window) go as new data.
     std::span<const std::byte> unacked;
     // Bytes the peer sent in order that nobody has read yet: readable at once.
     std::span<const std::byte> received;
     // New data waits until the peer's first byte (or FIN) arrives, or this instant
     // passes (MpaConfig::responder_send_wait, initiator_send_wait); kInstantNever: no
-    // wait. What was sent before the hand-off is retransmitted as usual, and ACKs go as
-    // usual.
+    // wait. What was queued before the hand-off (`unacked`) goes and is retransmitted as
+    // usual, and ACKs go as usual.
     Instant hold_data_until = kInstantNever;
 };
 
@@ -308,7 +309,7 @@ private:
     wire::SeqNumber data_end() const;    // sequence number after the last queued byte
     Duration backed_off(unsigned shift) const;
     bool persist_wanted() const;
-    // New data waits for the peer's first byte (StreamInit::hold_data_until).
+    // New data past hold_edge_ waits for the peer's first byte (StreamInit::hold_data_until).
     bool holding() const { return hold_at_ != kInstantNever; }
     wire::SeqNumber ack_seq() const;  // the sequence number of an empty segment
     // Sending new data: the bytes cwnd may cover (with limited transmit),
@@ -401,9 +402,12 @@ private:
     std::uint32_t cwnd_ = 0;
     std::uint32_t ssthresh_ = 0;
     std::uint32_t bytes_acked_ = 0;  // RFC 5681 3.1 byte counting in congestion avoidance
+    // The end of StreamInit::unacked: bytes before it go during the hold too. (Here, and
+    // the two shifts in one byte, it takes no room: the fields up to srtt_ fill 32 bytes.)
+    wire::SeqNumber hold_edge_;
     std::uint16_t mss_ = 0;
-    std::uint8_t snd_wscale_ = 0;
-    std::uint8_t rcv_wscale_ = 0;
+    std::uint8_t snd_wscale_ : 4 = 0;  // at most 14 (RFC 7323 2.3)
+    std::uint8_t rcv_wscale_ : 4 = 0;
     std::uint8_t dupacks_ = 0;
     std::uint8_t rto_backoff_ = 0;  // doublings of the RTO since the last RTT sample
     std::uint8_t rto_count_ = 0;    // consecutive expiries without progress

@@ -115,6 +115,35 @@ TEST(NodeTimersSend, DefaultScheduleMatchesTheDriver) {
     EXPECT_EQ(node->refs, 1u);
 }
 
+// The persist timer shares the send slot (a probe is due only with nothing in flight): it
+// is no send entry to ack_send or arm_send's check, fires once as kPersist (not a
+// retransmission, never exhausted), and the slot then takes a send entry again.
+TEST(NodeTimersSend, PersistTimerTakesTheSendSlotAndFiresOnce) {
+    Bench b;
+    const NodeRef node = b.node();
+    b.timers.arm_persist(node, at_s(1));
+    EXPECT_TRUE(NodeTimers::has_persist(*node));
+    EXPECT_FALSE(NodeTimers::has_send(*node));
+    EXPECT_FALSE(b.timers.ack_send(node));
+    EXPECT_EQ(b.timers.deadline(*node, NodeTimer::kPersist), at_s(1));
+    EXPECT_EQ(b.timers.deadline(*node, kSend), std::nullopt);
+    b.timers.arm_persist(node, at_s(2));  // later: replaces the deadline
+    EXPECT_EQ(b.timers.pending(), 1u);
+    EXPECT_EQ(b.drive(at_s(100)),
+              (std::vector<Seen>{{at_s(2), NodeTimer::kPersist, false, node->index, 0}}));
+    EXPECT_FALSE(NodeTimers::has_persist(*node));
+    EXPECT_EQ(b.timers.pending(), 0u);
+    EXPECT_EQ(node->refs, 1u);
+    ASSERT_TRUE(b.timers.arm_send(node, at_s(100)).has_value());
+    b.timers.ack_send(node);
+    b.timers.arm_persist(node, at_s(101));
+    EXPECT_TRUE(b.timers.cancel_persist(*node));
+    EXPECT_FALSE(b.timers.cancel_persist(*node));
+    EXPECT_EQ(b.timers.pending(), 0u);
+    b.timers.settle(*node);
+    EXPECT_EQ(node->refs, 1u);
+}
+
 TEST(NodeTimersSend, RetransmitKeepsTheEntry) {
     Bench b;
     const NodeRef node = b.node();
