@@ -350,6 +350,7 @@ inline NodeBuffers& Node::buffers() {
 
 inline void Node::release_buffers() {
     if (bufs) pool->give_buffers(std::move(bufs));
+    probe_out = false;  // a probe's octet is one of tx's
 }
 
 inline void NodeRef::release() {

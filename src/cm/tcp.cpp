@@ -1261,6 +1261,7 @@ void Core::Impl::on_persist_timeout(Instant now, const NodeRef& node) {
     cm::NodeBuffers& b = *node->bufs;
     if (b.probes_out < 255) ++b.probes_out;
     if (b.probes_out > cfg.stream.max_retransmits) {
+        node->probe_out = false;  // given up: no probe is out any more
         on_retrans_exhausted(now, node);
         return;
     }
