@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots `iwarp-cm bench` results: setup rate and bytes per connection against N.
 
-Read first: README.md ("Performance"). Usage:
+Read first: docs/perf.md. Usage:
 
     python3 bench/plot.py build/perf.json docs/perf.svg
 

@@ -4,7 +4,7 @@
 // Read first: include/iwcm/core.hpp (the driving contract), tests/cm/harness.hpp
 // (the same wiring for tests), bench/setup_driver.hpp (the batches and the
 // event checks, shared with bench/shard_setup.hpp). Used by `iwarp-cm bench` (tools/bench.cpp) and
-// the Google benchmarks (bench/setup_bench.cpp); results in README.md ("Performance").
+// the Google benchmarks (bench/setup_bench.cpp); results in docs/perf.md.
 //
 // The wiring costs nothing per frame: a view from a.poll_transmit() stays valid
 // until the next call of any member of `a`, so it is handed straight to

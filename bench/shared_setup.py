@@ -3,7 +3,7 @@
 and through kernel sockets, in one run, against the same kernel-socket MPA
 responder.
 
-Read first: README.md ("Sharing the host's address"), tests/interop/shared_test.py
+Read first: docs/shared-address.md, tests/interop/shared_test.py
 (the namespaces). Two namespaces joined by three veth pairs:
   h0 10.97.1.1 <-> p0 10.97.1.2   the shared interface (iwarp-cm --dev h0, and
                                   the kernel's own sockets on the same address)

@@ -2,7 +2,7 @@
 //
 // Read first: src/timer/wheel.hpp (the design this measures) and, in the Linux irdma driver
 // (drivers/infiniband/hw/irdma/cm.c), irdma_timer_list_prep and irdma_cm_timer_tick (the
-// baseline modelled here). Results and the command that produced them: README.md ("Performance").
+// baseline modelled here). Results and the command that produced them: docs/perf.md.
 //
 // The workload: N pending retransmission timers with deadlines spread uniformly over 1 ms to
 // 60 s, a 1 ms tick, and every expired timer re-armed 1 ms to 60 s later so that N stays

@@ -2,7 +2,7 @@
 // driver's walk-every-node tick, as plain functions that `iwarp-cm bench` calls at the scale
 // benchmark's N.
 //
-// Read first: bench/timer_bench.cpp and README.md ("Performance") (the Google benchmarks of the
+// Read first: bench/timer_bench.cpp and docs/perf.md (the Google benchmarks of the
 // same workload, and the reasoning behind the driver model), src/timer/wheel.hpp, and in the
 // Linux irdma driver irdma_timer_list_prep and irdma_cm_timer_tick.
 //

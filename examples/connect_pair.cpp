@@ -1,5 +1,5 @@
 // Two connection managers connect over an in-memory wire, using only the
-// installed headers <iwcm/...>. Read first: README.md "Using the library".
+// installed headers <iwcm/...>. Read first: docs/library.md.
 #include <cstdio>
 #include <iwcm/core.hpp>
 #include <string_view>

@@ -1,6 +1,6 @@
 // Two connection managers connect over an in-memory wire, hand the
 // connection off as a byte stream, and each sends the other 200 000 bytes;
-// only the installed headers <iwcm/...>. Read first: README.md "Byte stream".
+// only the installed headers <iwcm/...>. Read first: docs/library.md "Byte stream".
 #include <cstdio>
 #include <iwcm/core.hpp>
 #include <vector>

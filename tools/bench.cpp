@@ -1,7 +1,7 @@
 // iwarp-cm bench: connection-setup rate, scale and memory per connection, and
 // the timer tick, side by side with the kernel-socket way, in one run.
 //
-// Read first: README.md ("Performance") (what each figure means, today's numbers, how to
+// Read first: docs/perf.md (what each figure means, today's numbers, how to
 // reproduce them), bench/setup_pair.hpp (two cores back to back: what one
 // setup is), bench/timer_workload.hpp (the timer comparison), docs/design.md
 // "Cost facts". The parts:

@@ -1,7 +1,7 @@
 // The two clocks of `iwarp-cm bench`: wall time since a start, and the CPU
 // time of the calling thread.
 //
-// Read first: README.md ("Performance": why rates are given per second of
+// Read first: docs/perf.md (why rates are given per second of
 // wall time and per second of CPU time). Used by tools/bench.cpp and
 // tools/bench_shards.cpp.
 #pragma once

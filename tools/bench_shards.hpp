@@ -2,7 +2,7 @@
 // as many as the CPUs, one shard per thread, each pinned to its own CPU.
 //
 // Read first: bench/shard_setup.hpp (one shard's work), src/io/shard_net.hpp
-// (the network on N threads), README.md ("Performance").
+// (the network on N threads), docs/perf.md.
 #pragma once
 
 #include <cstddef>

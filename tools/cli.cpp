@@ -1,5 +1,5 @@
 // What every subcommand shares: the exit-code table, help footers, number
-// checks. Read first: tools/commands.hpp, README.md "Command line".
+// checks. Read first: tools/commands.hpp, docs/cli.md.
 #include <algorithm>
 #include <cerrno>
 #include <charconv>

@@ -1,5 +1,5 @@
 // The iwarp-cm subcommands and what they share: exit codes, usage errors,
-// number validators, help footers. Read first: README.md "Command line".
+// number validators, help footers. Read first: docs/cli.md.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,7 +8,7 @@
 
 namespace iwcm::tools {
 
-// Exit codes of every subcommand (README "Command line"; printed at the end
+// Exit codes of every subcommand (docs/cli.md; printed at the end
 // of every --help by exit_code_table()).
 namespace exit_codes {
 constexpr int kOk = 0;

@@ -1,6 +1,6 @@
 // iwarp-cm connect: resolve the peer, connect with MPA, exchange bytes
 // (--send-bytes, --expect-bytes), hold, close.
-// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
+// Read first: docs/kernel-tcp.md, tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
 #include "tools/connect.hpp"
 

@@ -1,5 +1,5 @@
 // What `iwarp-cm connect` and its --count mode (tools/connect_many.cpp) share.
-// Read first: tools/wire_cli.hpp, README.md "Command line".
+// Read first: tools/wire_cli.hpp, docs/cli.md.
 #pragma once
 
 #include <array>

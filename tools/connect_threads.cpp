@@ -4,7 +4,7 @@
 //
 // Read first: tools/connect_many.cpp (the one-thread run, and what each
 // phase measures), src/io/tap_shards.hpp (the queues, the cores, frames
-// handed to the thread that owns them), README.md "Every core".
+// handed to the thread that owns them), docs/cli.md "Every core".
 //
 // Thread s runs its share of the N connections (and of --parallel) on core s,
 // whose port filter picks ephemeral ports that hash back to s: the SYN leaves

@@ -1,6 +1,6 @@
 // iwarp-cm listen: accept (or reject) iWARP connections on a TAP device, and
 // exchange bytes on each (--send-bytes, --expect-bytes).
-// Read first: README.md ("Against the Linux TCP stack"), tools/wire_cli.hpp,
+// Read first: docs/kernel-tcp.md, tools/wire_cli.hpp,
 // tools/transfer.hpp, include/iwcm/core.hpp.
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// iwarp-cm: the command line. Read first: README.md "Command line", tools/commands.hpp.
+// iwarp-cm: the command line. Read first: docs/cli.md, tools/commands.hpp.
 // Every usage error, from CLI11 or from a subcommand's own checks, ends here
 // as one line on stderr and exit code 2; CLI11's own exit codes never leave.
 #include <CLI/CLI.hpp>

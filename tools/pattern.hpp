@@ -1,5 +1,5 @@
 // The byte pattern `connect --send-bytes` and `listen --send-bytes` send and
-// `--expect-bytes` checks (README "Byte streams"; tests/interop/mpa_peer.py
+// `--expect-bytes` checks (docs/cli.md "Byte streams"; tests/interop/mpa_peer.py
 // makes the same bytes for the kernel's side).
 //
 // The stream is cut into blocks of kBlock bytes. Block k (from 0) starts

@@ -1,6 +1,6 @@
 // A progress line on stderr for long work (`iwarp-cm sim`, `bench`, `rping`,
 // `connect`, `listen`).
-// Read first: README.md ("Command line").
+// Read first: docs/cli.md.
 //
 // Shown by default only when stderr is a terminal (and the command prints
 // no JSON): redrawn in place with '\r', at most ten times a second, ended

@@ -1,6 +1,6 @@
 // The rping exchange of rdma-core's librdmacm/examples/rping.c, as a small
-// state machine over iwcm::rdma::Device, for `iwarp-cm rping` (README "rping").
-// Read first: include/iwcm/verbs.hpp, README.md "rping".
+// state machine over iwcm::rdma::Device, for `iwarp-cm rping` (docs/rping.md).
+// Read first: include/iwcm/verbs.hpp, docs/rping.md.
 //
 // One iteration, as rping does it (every message is a Send of the 16-byte
 // RpingInfo, every operation signaled):
@@ -43,7 +43,7 @@ constexpr std::uint32_t kRpingMinSize = 26;
 constexpr std::uint32_t kRpingMaxSize = 65535;
 constexpr std::uint32_t kRpingDefaultSize = 64;
 constexpr std::uint16_t kRpingDefaultPort = 7174;
-// --settle: the client's wait before its first Send (README "rping").
+// --settle: the client's wait before its first Send (docs/rping.md).
 constexpr std::uint32_t kRpingDefaultSettleMs = 500;
 constexpr std::uint32_t kRpingMaxSettleMs = 60000;
 

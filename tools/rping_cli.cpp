@@ -1,5 +1,5 @@
 // iwarp-cm rping: rdma-core's rping over a TAP device, wire-compatible with
-// it (README "rping"). Read first: tools/rping.hpp (the exchange),
+// it (docs/rping.md). Read first: tools/rping.hpp (the exchange),
 // tools/wire_cli.hpp (session, reports), include/iwcm/verbs.hpp.
 //
 // The loop is connect's and listen's: one step of the TAP driver, then every

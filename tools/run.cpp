@@ -1,5 +1,5 @@
 // iwarp-cm run -- PROGRAM: an unmodified RDMA program over iwarp-cm's
-// librdmacm and libibverbs (README "Running programs").
+// librdmacm and libibverbs (docs/applications.md).
 // Read first: include/iwcm/runtime.hpp (RuntimeConfig::from_env reads what
 // this sets), tools/wire_cli.hpp (the interface options and their checks).
 //

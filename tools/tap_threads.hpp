@@ -4,7 +4,7 @@
 // queue of the interface) and the summed counters of the last line.
 //
 // Read first: src/io/tap_shards.hpp (the queues, their cores and loops),
-// src/io/shared_shards.hpp (the same beside the kernel's TCP), README.md
+// src/io/shared_shards.hpp (the same beside the kernel's TCP), docs/cli.md
 // "Every core".
 #pragma once
 

@@ -38,7 +38,7 @@ StreamFlags add_stream_options(CLI::App* cmd, StreamOptions& o, bool listen) {
     StreamFlags f;
     f.send = cmd->add_option("--send-bytes", o.send_bytes,
                              "once established, hand the connection off as a byte stream and "
-                             "send N bytes of the pattern (README \"Byte streams\")")
+                             "send N bytes of the pattern (docs/cli.md \"Byte streams\")")
                  ->transform(bounded(0, 1e12, true));
     f.expect = cmd->add_option("--expect-bytes", o.expect_bytes,
                                "hand off as a byte stream and read N bytes: SHA-256 and a check "

@@ -1,5 +1,5 @@
 // A byte stream over one connection of `connect` or `listen`: --send-bytes
-// and --expect-bytes (README "Byte streams").
+// and --expect-bytes (docs/cli.md "Byte streams").
 // Read first: include/iwcm/core.hpp ("byte stream"), tools/pattern.hpp,
 // tools/wire_cli.hpp.
 //

@@ -61,8 +61,8 @@ void add_interface_options(CLI::App* cmd, WireOptions& o) {
         cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)");
     auto* dev = cmd->add_option(
         "--dev", o.dev,
-        "share this interface and its address with the kernel (AF_XDP; README \"Sharing the "
-        "host's address\"); needs root");
+        "share this interface and its address with the kernel (AF_XDP; "
+        "docs/shared-address.md); needs root");
     tap->excludes(dev);
     dev->excludes(tap);
     cmd->add_option("--xdp-mode", o.xdp_mode,

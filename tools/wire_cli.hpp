@@ -1,8 +1,8 @@
 // What `iwarp-cm listen` and `iwarp-cm connect` share: the options of the
 // real wire, the session (core + TAP driver, or core + shared-address host
 // with --dev) and the event report.
-// Read first: README.md ("Against the Linux TCP stack", "Sharing the host's
-// address"), src/io/event_loop.hpp, src/io/shared_host.hpp.
+// Read first: docs/kernel-tcp.md, docs/shared-address.md,
+// src/io/event_loop.hpp, src/io/shared_host.hpp.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -173,7 +173,7 @@ std::optional<MacAddr> resolve_peer(Session& s, const Reporter& rep, const Endpo
                                     const std::function<void(int, std::string)>& fail);
 
 // How long open connections get to close gracefully after SIGINT / SIGTERM
-// before those left are reset (README "Command line").
+// before those left are reset (docs/cli.md).
 constexpr auto kGraceLimit = std::chrono::seconds(2);
 
 // The end of every command's connections: the loop runs until none is open

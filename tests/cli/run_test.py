@@ -4,7 +4,7 @@ gets, where the library is looked for, exec failures, the exit status and
 the signals passed on. Needs no root; the usage errors are rows of
 bad_inputs.txt (usage_test.py).
 
-Read first: README.md "Running programs", tools/run.cpp.
+Read first: docs/applications.md, tools/run.cpp.
 
   run_test.py --bin build/bin/iwarp-cm CASE      (CASE: see CASES below)
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Command-line tests of iwarp-cm: bad inputs, --help, --version, the README tables.
+"""Command-line tests of iwarp-cm: bad inputs, --help, --version, the tables of docs/cli.md.
 
-Read first: README.md "Command line", bad_inputs.txt (the rows, one ctest each).
+Read first: docs/cli.md, bad_inputs.txt (the rows, one ctest each).
 
   usage_test.py --bin BIN bad ID          one row of bad_inputs.txt
   usage_test.py --bin BIN help COMMAND    COMMAND --help == help COMMAND; example and exit codes at the end
   usage_test.py --bin BIN version VER     --version prints the project version
-  usage_test.py --bin BIN readme README   the README's tables agree with bad_inputs.txt and --help
+  usage_test.py --bin BIN docs docs/cli.md   its tables agree with bad_inputs.txt and --help
   usage_test.py --bin BIN notation -      whole numbers written as 1e3, 1.5e1 are taken, exactly
 
 Every run has a timeout: an input that hangs fails. As root each bad input
@@ -113,17 +113,8 @@ def case_version(binary, version):
     print(r.stdout.strip())
 
 
-def readme_section(path):
-    text = open(path).read()
-    start = text.find("\n## Command line\n")
-    if start < 0:
-        fail("README has no '## Command line' section")
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else len(text)]
-
-
-def case_readme(binary, readme):
-    sec = readme_section(readme)
+def case_docs(binary, page):
+    sec = open(page).read()
     table = {}
     for line in sec.splitlines():
         m = re.match(r"\|\s*`iwarp-cm ?(.*?)`\s*\|\s*`?(.*?)`?\s*\|\s*(\d+)\s*\|$", line)
@@ -133,14 +124,14 @@ def case_readme(binary, readme):
     if table != want:
         missing = set(want.items()) - set(table.items())
         extra = set(table.items()) - set(want.items())
-        fail("README table and bad_inputs.txt differ:\n  only in tests: %s\n  only in README: %s"
+        fail("docs/cli.md's table and bad_inputs.txt differ:\n  only in tests: %s\n  only in docs: %s"
              % (sorted(missing), sorted(extra)))
     codes = help_text(binary, ["--help"]).split("Exit codes:")[1].strip().splitlines()
     for line in codes:
         code, what = line.strip().split(None, 1)
         if not re.search(r"\|\s*%s\s*\|\s*%s\s*\|" % (re.escape(code), re.escape(what)), sec):
-            fail("README exit-code table lacks: %s  %s" % (code, what))
-    print("README: %d bad-input rows and %d exit codes agree" % (len(table), len(codes)))
+            fail("docs/cli.md's exit-code table lacks: %s  %s" % (code, what))
+    print("docs/cli.md: %d bad-input rows and %d exit codes agree" % (len(table), len(codes)))
 
 
 def case_notation(binary, _):
@@ -162,10 +153,10 @@ def case_notation(binary, _):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True)
-    p.add_argument("mode", choices=("bad", "help", "version", "readme", "notation"))
+    p.add_argument("mode", choices=("bad", "help", "version", "docs", "notation"))
     p.add_argument("arg")
     a = p.parse_args()
-    {"bad": case_bad, "help": case_help, "version": case_version, "readme": case_readme,
+    {"bad": case_bad, "help": case_help, "version": case_version, "docs": case_docs,
      "notation": case_notation}[a.mode](a.bin, a.arg)
     print("PASS")
 

@@ -1,4 +1,4 @@
-// The hostile-input table (README.md "Reliability"): each row is a test here.
+// The hostile-input table (docs/reliability.md): each row is a test here.
 //
 // Every test starts from a bystander: a revision-2 peer-to-peer connection
 // between cores A and B, established and idle. A hostile peer (RawPeer, at

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interop tests: iwarp-cm on a TAP device against the Linux kernel's TCP stack.
 
-Read first: README.md ("Against the Linux TCP stack") (the same setup by hand) and mpa_peer.py.
+Read first: docs/kernel-tcp.md (the same setup by hand) and mpa_peer.py.
 Each case builds its own network namespace: a bridge br0 holding the kernel's
 addresses (10.99.N.1/24, fd99:0:0:N::1/64), the CM's TAP tap0 on it, and
 removes the namespace at the end whatever happens (traffic never leaves it).
@@ -869,7 +869,7 @@ def ip_options_listen(c, net, family, variants, refused):
             check(a["answered"] and all(a.get(k) == plain.get(k) for k in shape),
                   "%s: %s, plain: %s" % (v, a, plain))
     cm.p.terminate()
-    st = expect_exit(cm, 143)  # SIGTERM (README "Command line", exit codes)
+    st = expect_exit(cm, 143)  # SIGTERM (docs/cli.md, exit codes)
     check(st["core_dropped"] == len(refused), "drops %s for %d refused SYNs" % (st["core_dropped"], len(refused)))
     print("  IPv%d: %d crafted SYNs answered like the plain one, %d fragments dropped" %
           (family, len(variants) - 1 - len(refused), st["core_dropped"]), flush=True)

@@ -22,7 +22,7 @@ IPV6_TCLASS) on the socket before it connects or listens.
 
 --send-bytes and --expect-bytes: after the MPA exchange (and the RTR) the
 socket carries a byte stream, as iwarp-cm's options of the same names make
-it (tools/pattern.hpp, README "Byte streams"): N bytes of our pattern go out
+it (tools/pattern.hpp, docs/cli.md "Byte streams"): N bytes of our pattern go out
 while N bytes of the other side's are read, both at once, both hashed with
 SHA-256; a "stream" line tells what went and came. Then --close as usual.
 --corrupt-at I flips byte I of what we send (to see the other side notice).

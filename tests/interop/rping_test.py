@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`iwarp-cm rping` end to end (README "rping"): both ends of ours over two
+"""`iwarp-cm rping` end to end (docs/rping.md): both ends of ours over two
 TAPs on one bridge, and ours against rping_peer.py (rdma-core's rping exchange
 over a kernel TCP socket) in both roles; tshark decodes every FPDU of our
 capture. Needs root: each case makes its own namespace (interop_test.Net).

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Network namespaces for two RDMA programs run by `iwarp-cm run`, and the
-programs in them (README "Running programs").
+programs in them (docs/applications.md).
 
-Read first: README.md "Running programs", tools/run.cpp.
+Read first: docs/applications.md, tools/run.cpp.
 
 Two layouts, each a context manager that removes what it made on exit, also
 after an exception, Ctrl-C (KeyboardInterrupt) or SIGTERM (turned into

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Debian 12's own RDMA programs, unmodified, over iwarp-cm at both ends:
 each end is `iwarp-cm run ... -- PROGRAM`, which preloads libiwcm_rdma.so
-(README "Running programs").
+(docs/applications.md).
 
 Read first: netns.py (the namespaces and the programs in them), tools/run.cpp,
 the programs' man pages (rping(1), ucmatose(1), cmtime(1), rdma_server(1),
