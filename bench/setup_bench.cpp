@@ -3,7 +3,7 @@
 // allocations per setup and per frame in steady state.
 //
 // Read first: bench/setup_pair.hpp (what one setup is), docs/design.md "Cost facts"
-// (the 43 ns and 185 ns this compares with), docs/perf.md (results and the
+// (the figures these benchmarks give), docs/perf.md (results and the
 // command). The whole-system figures (setups per second against the kernel
 // sockets, memory per connection at 1M) come from `iwarp-cm bench`.
 //

@@ -184,7 +184,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
                   ? std::nullopt
                   : s.next_deadline();
     // The timer is moved only earlier: the RTO moves later on every ACK, and
-    // re-arming on each was 4 % of a data segment's instructions. An expiry
+    // re-arming on each would cost 4 % of a data segment's instructions. An expiry
     // before the stream's deadline finds nothing due and arms the next one.
     if (!at) {
         if (cm::NodeTimers::has_stream(*node)) cancel_stream_timer(*node);

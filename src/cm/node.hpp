@@ -258,9 +258,9 @@ struct Node {
     ConnHandle handle() const { return {index, generation}; }
 };
 // An idle established connection costs at most 256 bytes in all (the bench's figure); the
-// node is most of it, so a new field must fit in padding or replace one. The stream
-// pointer took the last 8 bytes of headroom (168 -> 176); the flow hash took the padding
-// after `generation` and what four flags gave up by sharing a byte.
+// node is most of it, and it has no headroom left: the stream pointer fills its last 8
+// bytes, the flow hash the padding after `generation` and what four flags give up by
+// sharing a byte. A new field must replace one.
 static_assert(sizeof(Node) <= 176);
 // A null NodeRef faults at any field (NodeRef::operator->).
 static_assert(sizeof(Node) < 4096);
@@ -292,7 +292,7 @@ public:
     Node* get() const { return node_; }
     // No IWCM_ASSERT(node_ != nullptr) here: a null reference faults at its first field
     // (every offset in a Node lies in the unmapped first page), which is the same stop for
-    // free, where the test cost 245 instructions a setup (a quarter of all the asserts').
+    // free, where the test would cost 245 instructions a setup (a quarter of all the asserts').
     Node* operator->() const { return node_; }
     Node& operator*() const { return *node_; }
     explicit operator bool() const { return node_ != nullptr; }

@@ -73,10 +73,11 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     ++stats.frames_in;
     IWCM_ASSERT(!in_frame);
     // With the driver's flow hash the connection's slot is known before the parse (the VLAN
-    // read from the tag, if any): its load starts now and overlaps the parse. In the setup
-    // benchmark the slot's load was a quarter of this function's time, waited for in find().
-    // (The hash is computed again below, from the parse: kept from here across the parse it
-    // cost as many instructions as it saved, 4.5 more a frame with checksums computed.)
+    // read from the tag, if any): its load starts now and overlaps the parse. Not prefetched,
+    // the slot's load is a quarter of this function's time in the setup benchmark, waited for
+    // in find(). (The hash is computed again below, from the parse: kept from here across the
+    // parse it costs as many instructions as it saves, 4.5 more a frame with checksums
+    // computed.)
     if (hashed && frame.size() >= wire::kEthernetVlanHeaderLen)
         table.prefetch(cm::hash_flow(table.secret(), flow, wire::peek_vlan_id(frame, kNoVlan)));
     if (pieces.empty() || !parse_parts(now, frame, pieces)) {

@@ -12,8 +12,8 @@
 // hole that fills delivers without a copy. Both are released when empty and
 // reserved whole when they fill again. check_invariants() runs at the end of
 // every public mutating call in debug and sanitizer builds (IWCM_CHECK_INVARIANTS,
-// as the core's check_node): in a release build it was 4 % of the instructions
-// per segment. The stream tests call it themselves after every step.
+// as the core's check_node): in a release build it would be 4 % of the
+// instructions per segment. The stream tests call it themselves after every step.
 #include "tcp/stream.hpp"
 
 #include <algorithm>

@@ -31,8 +31,8 @@ inline std::uint8_t load_u8(Bytes b, std::size_t off) {
     return static_cast<std::uint8_t>(b[off]);
 }
 
-// Always inline: GCC 12's link-time inliner left this one out of line in the core's frame
-// handling (a call for two byte loads; 68 instructions a setup, callgrind, docs/perf.md).
+// Always inline: otherwise GCC 12's link-time inliner leaves this one out of line in the
+// core's frame handling (a call for two byte loads; 68 instructions a setup, callgrind).
 [[gnu::always_inline]] inline std::uint16_t load_be16(Bytes b, std::size_t off) {
     IWCM_ASSERT(off + 2 <= b.size());
     return static_cast<std::uint16_t>((std::uint16_t{static_cast<std::uint8_t>(b[off])} << 8) |

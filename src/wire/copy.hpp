@@ -2,10 +2,10 @@
 // copies with vector loads and stores.
 //
 // Read first: docs/perf.md ("Copies"). glibc's memcpy copies a block of
-// 4 KiB or more with `rep movsb`; on the AMD EPYC this was measured on that
-// instruction is several times slower when source and destination lie at
-// certain distances modulo 4 KiB, which the stream's buffers and frames meet
-// by chance (the same run went at 1.5 or 5 GB/s with the allocator's layout).
+// 4 KiB or more with `rep movsb`; on AMD EPYC that instruction is several
+// times slower when source and destination lie at certain distances modulo
+// 4 KiB, which the stream's buffers and frames meet by chance (one stream
+// runs at 1.5 or 5 GB/s depending on the allocator's layout).
 // Pieces of 2 KiB stay on the vector path at full speed whatever the layout.
 #pragma once
 

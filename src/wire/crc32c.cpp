@@ -155,8 +155,8 @@ __attribute__((target("sse4.2"))) std::uint32_t update_hardware(std::uint32_t cr
                                                                 const std::byte* p, std::size_t n) {
     crc = three_ways<2048>(crc, p, n);
     // An FPDU of a 1460-byte MSS is summed over at most 1456 bytes: one round of 480 and
-    // 16 bytes, where 768 + 384 + 3 * 96 + 16 took twice the time (each round a serial
-    // chain of its block's instructions, then the join).
+    // 16 bytes, where rounds of 768, 384 and three of 96 would take twice the time (each
+    // round a serial chain of its block's instructions, then the join).
     crc = three_ways<480>(crc, p, n);
     crc = three_ways<256>(crc, p, n);
     crc = three_ways<128>(crc, p, n);
