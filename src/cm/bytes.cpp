@@ -77,8 +77,11 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
     if (t.has(tf::kAck)) settle_frames(*node, t.ack);
     cm::NodeStream& ns = *node->stream;
     // The payload in pieces when the frame came so (rx_pieces: receive_parts).
-    tcp::Arrival a = s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload, rx_pieces},
-                                  {ns.sink, node->handle()});
+    tcp::Arrival a = [&] {
+        const SinkScope sinking(*this);
+        return s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload, rx_pieces},
+                            {ns.sink, node->handle()});
+    }();
     ns.copied_received += a.buffered;
     ns.sunk += a.sunk;
     switch (a.verdict) {
@@ -288,7 +291,10 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     s.consume(n);
     // What was read ended something whose sender waits for our ACK (a queue
     // pair's message read from the buffer): acknowledge at once.
-    if (node.stream->sink != nullptr && node.stream->sink->ack_now(conn)) s.force_ack();
+    if (node.stream->sink != nullptr) {
+        const SinkScope sinking(*this);
+        if (node.stream->sink->ack_now(conn)) s.force_ack();
+    }
     // The application read: what is left, or the next arrival, is told again.
     node.stream->readable_queued = false;
     node.stream->readable_told = 0;
@@ -308,26 +314,31 @@ std::uint32_t Core::Impl::rx_space(const Node& node) const {
 // ---------------------------------------------------------------- Core
 
 Result<std::size_t> Core::send(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
+    impl_->enter_command();
     return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false, false);
 }
 
 Result<std::size_t> Core::send_ref(Instant now, ConnHandle conn, std::span<const std::byte> bytes) {
+    impl_->enter_command();
     return impl_->send_bytes(now, conn, std::span<const wire::Bytes>(&bytes, 1), false, false, 1);
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn, std::span<const std::byte> record) {
+    impl_->enter_command();
     return send_record(now, conn, std::span<const wire::Bytes>(&record, 1));
 }
 
 Result<bool> Core::send_record(Instant now, ConnHandle conn,
                                std::span<const std::span<const std::byte>> parts, bool more,
                                std::uint32_t by_ref) {
+    impl_->enter_command();
     auto n = impl_->send_bytes(now, conn, parts, true, more, by_ref);
     if (!n) return fail(n.error());
     return *n > 0;
 }
 
 Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
+    impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     // A closed connection's stream sends nothing more: nothing to copy.
@@ -340,6 +351,7 @@ Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
 }
 
 Result<void> Core::flush(Instant now, ConnHandle conn) {
+    impl_->enter_command();
     impl_->now_ = now;
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
@@ -350,16 +362,19 @@ Result<void> Core::flush(Instant now, ConnHandle conn) {
 }
 
 Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {
+    impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     return (*n)->stream->tcp.readable();
 }
 
 Result<void> Core::consume(Instant now, ConnHandle conn, std::size_t n) {
+    impl_->enter_command();
     return impl_->consume_bytes(now, conn, n);
 }
 
 Result<std::size_t> Core::recv(Instant now, ConnHandle conn, std::span<std::byte> out) {
+    impl_->enter_command();
     std::size_t copied = 0;
     while (copied < out.size()) {
         auto view = peek(conn);
@@ -374,6 +389,7 @@ Result<std::size_t> Core::recv(Instant now, ConnHandle conn, std::span<std::byte
 }
 
 Result<void> Core::set_stream_sink(ConnHandle conn, StreamSink* sink) {
+    impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     (*n)->stream->sink = sink;
@@ -381,6 +397,7 @@ Result<void> Core::set_stream_sink(ConnHandle conn, StreamSink* sink) {
 }
 
 Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
+    impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     const tcp::Stream& s = (*n)->stream->tcp;

@@ -769,23 +769,29 @@ Core::~Core() = default;
 
 void Core::receive(Instant now, std::span<const std::byte> frame,
                    std::optional<std::uint64_t> flow_hash) {
+    impl_->enter_command();
     impl_->receive(now, frame, flow_hash);
 }
 void Core::receive_parts(Instant now, std::span<const std::byte> headers,
                          std::span<const std::span<const std::byte>> payload,
                          std::optional<std::uint64_t> flow_hash) {
+    impl_->enter_command();
     impl_->receive_parts(now, headers, payload, flow_hash);
 }
 void Core::on_timer(Instant now) {
+    impl_->enter_command();
     impl_->on_timer(now);
 }
 std::optional<Instant> Core::next_deadline() const {
+    impl_->enter_command();
     return impl_->next_deadline();
 }
 std::optional<std::span<const std::byte>> Core::poll_transmit() {
+    impl_->enter_command();
     return impl_->poll_transmit();
 }
 std::optional<Transmit> Core::poll_transmit_hashed() {
+    impl_->enter_command();
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
     if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
@@ -793,6 +799,7 @@ std::optional<Transmit> Core::poll_transmit_hashed() {
     return Transmit{impl_->tx_bytes(*t), t->flow};
 }
 std::optional<TransmitParts> Core::poll_transmit_parts() {
+    impl_->enter_command();
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
     const std::span<const std::byte> frame = impl_->tx_bytes(*t);
@@ -820,12 +827,14 @@ std::optional<TransmitParts> Core::poll_transmit_parts() {
 // forward, stalls on every event. Out of line for the same reason: inlined into a caller (a
 // link-time optimised build), the optional was copied once more through the stack.
 [[gnu::noinline]] std::optional<Event> Core::poll_event() {
+    impl_->enter_command();
     std::optional<Event> ev = impl_->next_event();
     if (ev) ev->private_data = impl_->current_pdata;
     return ev;
 }
 
 Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
+    impl_->enter_command();
     if (addr.is_unspecified()) return fail(ApiError::kInvalidArgument);
     if (vlan != kNoVlan && vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
     if (impl_->is_local_addr(addr)) return fail(ApiError::kAddressInUse);
@@ -836,6 +845,7 @@ Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
 }
 
 Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
+    impl_->enter_command();
     if (!impl_->is_local_addr(addr)) return fail(ApiError::kAddressNotLocal);
     std::size_t n = impl_->teardown(now, addr);
     const std::size_t erased = std::erase_if(
@@ -848,38 +858,49 @@ Result<std::size_t> Core::remove_address(Instant now, IpAddr addr) {
 }
 
 bool Core::is_local(IpAddr addr) const {
+    impl_->enter_command();
     return impl_->is_local_addr(addr);
 }
 Result<ListenHandle> Core::listen(const ListenParams& p) {
+    impl_->enter_command();
     return impl_->listen(p);
 }
 Result<void> Core::destroy_listen(Instant now, ListenHandle l) {
+    impl_->enter_command();
     return impl_->destroy_listen(now, l);
 }
 Result<ConnHandle> Core::connect(Instant now, const ConnectParams& p) {
+    impl_->enter_command();
     return impl_->connect(now, p);
 }
 Result<void> Core::accept(Instant now, ConnHandle c, const AcceptParams& p) {
+    impl_->enter_command();
     return impl_->accept(now, c, p);
 }
 Result<void> Core::reject(Instant now, ConnHandle c, std::span<const std::byte> pd) {
+    impl_->enter_command();
     return impl_->reject(now, c, pd);
 }
 Result<void> Core::disconnect(Instant now, ConnHandle c, DisconnectMode m) {
+    impl_->enter_command();
     return impl_->disconnect(now, c, m);
 }
 std::size_t Core::teardown_connections(Instant now, IpAddr addr) {
+    impl_->enter_command();
     return impl_->teardown(now, addr);
 }
 Result<HandoffContext> Core::handoff(ConnHandle c, const HandoffParams& p) {
+    impl_->enter_command();
     return impl_->handoff(c, p);
 }
 Result<CmState> Core::state(ConnHandle c) const {
+    impl_->enter_command();
     auto n = impl_->app_node(c);
     if (!n) return fail(n.error());
     return (*n)->state;
 }
 void Core::reserve(std::size_t connections) {
+    impl_->enter_command();
     impl_->pool.reserve(connections);
     impl_->table.reserve(connections);
     // One wheel entry per node, whatever it has armed.
@@ -888,24 +909,30 @@ void Core::reserve(std::size_t connections) {
 }
 
 const Stats& Core::stats() const {
+    impl_->enter_command();
     return impl_->stats;
 }
 const CoreConfig& Core::config() const {
+    impl_->enter_command();
     return impl_->cfg;
 }
 void Core::set_trace(TraceHook hook) {
+    impl_->enter_command();
     impl_->trace = std::move(hook);
 }
 std::size_t Core::live_nodes() const {
+    impl_->enter_command();
     return impl_->pool.live();
 }
 std::size_t Core::open_nodes() const {
+    impl_->enter_command();
     std::size_t n = 0;
     impl_->table.for_each([&](const Node& node) { n += node.state != CmState::kTimeWait; });
     IWCM_ASSERT(n <= impl_->pool.live());
     return n;
 }
 std::size_t Core::open_nodes_on(const Endpoint& local) const {
+    impl_->enter_command();
     std::size_t n = 0;
     impl_->table.for_each([&](const Node& node) {
         n += node.state != CmState::kTimeWait && node.local.port == local.port &&
@@ -915,9 +942,11 @@ std::size_t Core::open_nodes_on(const Endpoint& local) const {
     return n;
 }
 std::size_t Core::pending_timers() const {
+    impl_->enter_command();
     return impl_->timers.pending();
 }
 std::size_t Core::queued_events() const {
+    impl_->enter_command();
     return impl_->event_tail - impl_->event_head;
 }
 

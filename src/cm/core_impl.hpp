@@ -482,6 +482,28 @@ struct Core::Impl {
         const cm::Node& node_;
     };
 
+    // ---- the sink's contract ----
+    // A StreamSink runs inside receive() and must not call into the core
+    // (include/iwcm/stream_sink.hpp): the frame's handling is half done, its scratch state
+    // live. in_sink is true while one runs; every command of Core asserts it is false.
+    bool in_sink = false;
+    void enter_command() const {
+        IWCM_ASSERT(!in_sink && "a StreamSink called into the core");
+    }
+    class SinkScope {
+    public:
+        explicit SinkScope(Impl& impl) : impl_(impl) {
+            IWCM_ASSERT(!impl_.in_sink);
+            impl_.in_sink = true;
+        }
+        ~SinkScope() { impl_.in_sink = false; }
+        SinkScope(const SinkScope&) = delete;
+        SinkScope& operator=(const SinkScope&) = delete;
+
+    private:
+        Impl& impl_;
+    };
+
     // ---- lifetime and events (core.cpp) ----
     // Inline (forced: the link-time inliner kept it out of line at 16 call sites): every
     // handler changes a state, eight times per setup.

@@ -710,5 +710,64 @@ TEST(Stream, SendRefMisuseIsAnError) {
     EXPECT_EQ(s.core.send_ref(s.now, s.conn, one).error(), ApiError::kWrongState);
 }
 
+// A StreamSink that takes what it is offered, and may call back into the core from inside
+// on_in_order or ack_now, which its contract forbids.
+struct CallingSink : StreamSink {
+    Core* core = nullptr;
+    bool call_in_order = false;
+    bool call_in_ack_now = false;
+    std::string taken;
+    std::size_t on_in_order(ConnHandle conn, std::span<const std::byte> b) override {
+        if (call_in_order) (void)core->stream_info(conn);
+        taken += text(b);
+        return b.size();
+    }
+    bool ack_now(ConnHandle conn) override {
+        if (call_in_ack_now) (void)core->flush(Instant{}, conn);
+        return false;
+    }
+};
+
+TEST(StreamSinkContract, ASinkThatKeepsOutOfTheCoreTakesTheBytesAndCommandsGoOn) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    CallingSink sink;
+    sink.core = &d.core;
+    ASSERT_TRUE(d.core.set_stream_sink(d.conn, &sink));
+    d.seg(tf::kAck | tf::kPsh, bytes("hello"));
+    EXPECT_EQ(sink.taken, "hello");
+    // The sink has returned: commands are taken again.
+    EXPECT_EQ(send_text(d, "back"), 4u);
+    EXPECT_EQ(d.core.stream_info(d.conn)->readable, 0u);
+}
+
+TEST(StreamSinkContractDeathTest, ASinkCallingIntoTheCoreIsCaughtAtTheCommand) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    CallingSink sink;
+    sink.core = &d.core;
+    sink.call_in_order = true;
+    ASSERT_TRUE(d.core.set_stream_sink(d.conn, &sink));
+    EXPECT_DEATH(d.seg(tf::kAck | tf::kPsh, bytes("hello")), "a StreamSink called into the core");
+}
+
+TEST(StreamSinkContractDeathTest, ASinkCallingIntoTheCoreFromAckNowIsCaught) {
+    Dut d(immediate_acks());
+    stream_up(d);
+    CallingSink sink;
+    sink.core = &d.core;
+    ASSERT_TRUE(d.core.set_stream_sink(d.conn, &sink));
+    d.seg(tf::kAck | tf::kPsh, bytes("abc"));
+    ASSERT_EQ(sink.taken, "abc");
+    // Without a sink the next bytes are buffered, for consume() to read.
+    ASSERT_TRUE(d.core.set_stream_sink(d.conn, nullptr));
+    d.seg(tf::kAck | tf::kPsh, bytes("def"));
+    ASSERT_EQ(d.core.stream_info(d.conn)->readable, 3u);
+    ASSERT_TRUE(d.core.set_stream_sink(d.conn, &sink));
+    sink.call_in_ack_now = true;
+    // consume() asks the sink's ack_now, inside which the sink calls flush().
+    EXPECT_DEATH((void)d.core.consume(d.now, d.conn, 3), "a StreamSink called into the core");
+}
+
 }  // namespace
 }  // namespace iwcm::test
