@@ -129,10 +129,12 @@ struct Dut {
         if (offer_wscale) f.repr.tcp.options.window_scale = c.rcv_wscale;
         return f;
     }
-    // The ISN RFC 6528 gives the DUT's connection between `self` and `peer` now (its key).
-    wire::SeqNumber isn() const {
-        return wire::SeqNumber(cm::initial_sequence(core.config().isn_secret, self, peer, now));
+    // The ISN RFC 6528 gives the DUT's connection from `local` to `remote` now (its key);
+    // unnamed, between `self` and `peer`.
+    wire::SeqNumber isn(const Endpoint& local, const Endpoint& remote) const {
+        return wire::SeqNumber(cm::initial_sequence(core.config().isn_secret, local, remote, now));
     }
+    wire::SeqNumber isn() const { return isn(self, peer); }
     std::vector<Ev> evs() { return events(core); }
 
     void advance(Duration d) {
@@ -145,17 +147,25 @@ struct Dut {
         now = until;
     }
 
-    // Listen, take a SYN, answer it: SYN_RCVD. Returns the SYN-ACK.
-    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7,
-                     std::optional<std::uint16_t> mss = 1460) {
+    // Listen and take the peer's SYN at peer_iss with these options: SYN_RCVD. The SYN-ACK
+    // is left for the test to take; dut_nxt is past the ISN RFC 6528 gives the tuple now.
+    void start_passive(std::optional<std::uint8_t> wscale = 7,
+                       std::optional<std::uint16_t> mss = 1460) {
         auto l = core.listen({self, 0});
         EXPECT_TRUE(l.has_value());
-        listener = *l;
+        if (l) listener = *l;
         auto syn = frame(tf::kSyn, wire::SeqNumber(peer_iss), wire::SeqNumber(0));
         syn.tcp.options.mss = mss;
         syn.tcp.options.window_scale = wscale;
         this->wscale = wscale.has_value();
         feed(syn);
+        dut_nxt = isn() + 1;
+    }
+
+    // Listen, take a SYN, answer it: SYN_RCVD. Returns the SYN-ACK.
+    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7,
+                     std::optional<std::uint16_t> mss = 1460) {
+        start_passive(wscale, mss);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
         if (o.empty()) return {};
@@ -206,8 +216,7 @@ struct Dut {
         auto c = core.connect(now, p);
         EXPECT_TRUE(c.has_value());
         if (c) conn = *c;
-        const auto& key = core.config().isn_secret;
-        dut_nxt = wire::SeqNumber(cm::initial_sequence(key, p.local, p.remote, now)) + 1;
+        dut_nxt = isn(p.local, p.remote) + 1;
     }
 
     // Active side: connect, SYN_SENT. Returns the SYN.
