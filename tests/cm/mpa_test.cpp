@@ -206,9 +206,7 @@ TEST(MpaReqWait, ReplyInsteadOfRequestIsReset) {
     Dut d;
     d.to_mpareq_wait();
     d.send_mpa(reply_v2(1, 1, false, 0));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});
     EXPECT_EQ(d.core.stats().drops(DropReason::kBadMpa), 1u);
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
