@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "cm/harness.hpp"
+#include "cm/isn.hpp"
 #include "wire/ethernet.hpp"
 #include "wire/fpdu.hpp"
 
@@ -92,7 +93,7 @@ struct Dut {
     // The frame the DUT sends to the peer as the DUT builds it: its addresses and ports, the
     // configured TTL and TOS, and the window of a synchronized connection (scaled when both
     // SYNs carried the option, as the to_* helpers' SYNs do unless told otherwise). A SYN's
-    // window and options differ: set them on the result.
+    // window and options differ: sent_syn.
     Frame sent_frame(std::uint8_t flags, wire::SeqNumber seq, wire::SeqNumber ack,
                      std::span<const std::byte> payload = {}) const {
         const CoreConfig& c = core.config();
@@ -116,6 +117,24 @@ struct Dut {
     }
     // A bare ACK at the DUT's current sequence of everything the peer sent.
     Frame sent_ack() const { return sent_frame(tf::kAck, dut_nxt, peer_nxt); }
+    // A SYN or SYN-ACK as the DUT sends it: its window unscaled (RFC 7323 section 2.2), the
+    // MSS of its MTU (IPv4: mtu - 40) and, when `offer_wscale` (an initiator, or a responder
+    // to a SYN that offered one), its window shift.
+    Frame sent_syn(std::uint8_t flags, wire::SeqNumber seq, wire::SeqNumber ack,
+                   bool offer_wscale = true) const {
+        const CoreConfig& c = core.config();
+        Frame f = sent_frame(flags, seq, ack);
+        f.repr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(c.rcv_wnd, 65535));
+        f.repr.tcp.options.mss = static_cast<std::uint16_t>(c.mtu - 40);
+        if (offer_wscale) f.repr.tcp.options.window_scale = c.rcv_wscale;
+        return f;
+    }
+    // The ISN RFC 6528 gives the DUT's connection from `local` to `remote` now (its key);
+    // unnamed, between `self` and `peer`.
+    wire::SeqNumber isn(const Endpoint& local, const Endpoint& remote) const {
+        return wire::SeqNumber(cm::initial_sequence(core.config().isn_secret, local, remote, now));
+    }
+    wire::SeqNumber isn() const { return isn(self, peer); }
     std::vector<Ev> evs() { return events(core); }
 
     void advance(Duration d) {
@@ -128,17 +147,25 @@ struct Dut {
         now = until;
     }
 
-    // Listen, take a SYN, answer it: SYN_RCVD. Returns the SYN-ACK.
-    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7,
-                     std::optional<std::uint16_t> mss = 1460) {
+    // Listen and take the peer's SYN at peer_iss with these options: SYN_RCVD. The SYN-ACK
+    // is left for the test to take; dut_nxt is past the ISN RFC 6528 gives the tuple now.
+    void start_passive(std::optional<std::uint8_t> wscale = 7,
+                       std::optional<std::uint16_t> mss = 1460) {
         auto l = core.listen({self, 0});
         EXPECT_TRUE(l.has_value());
-        listener = *l;
+        if (l) listener = *l;
         auto syn = frame(tf::kSyn, wire::SeqNumber(peer_iss), wire::SeqNumber(0));
         syn.tcp.options.mss = mss;
         syn.tcp.options.window_scale = wscale;
         this->wscale = wscale.has_value();
         feed(syn);
+        dut_nxt = isn() + 1;
+    }
+
+    // Listen, take a SYN, answer it: SYN_RCVD. Returns the SYN-ACK.
+    Sent to_syn_rcvd(std::optional<std::uint8_t> wscale = 7,
+                     std::optional<std::uint16_t> mss = 1460) {
+        start_passive(wscale, mss);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
         if (o.empty()) return {};
@@ -181,12 +208,20 @@ struct Dut {
         return p;
     }
 
-    // Active side: connect, SYN_SENT. Returns the SYN.
-    Sent to_syn_sent(ConnectParams p = {}) {
+    // Active side: connect (unset `p`: connect_params()), SYN_SENT. The SYN is left for
+    // the test to take; dut_nxt is past the ISN RFC 6528 gives the tuple now (p.local's
+    // port must be set).
+    void start_connect(ConnectParams p = {}) {
         if (p.remote.port == 0) p = connect_params();
         auto c = core.connect(now, p);
         EXPECT_TRUE(c.has_value());
         if (c) conn = *c;
+        dut_nxt = isn(p.local, p.remote) + 1;
+    }
+
+    // Active side: connect, SYN_SENT. Returns the SYN.
+    Sent to_syn_sent(ConnectParams p = {}) {
+        start_connect(p);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
         if (o.empty()) return {};
@@ -194,14 +229,20 @@ struct Dut {
         return o[0];
     }
 
-    // ... SYN-ACK from the peer: the DUT sends its MPA request (MPAREQ_SENT).
-    Sent to_mpareq_sent(ConnectParams p = {}, std::optional<std::uint8_t> wscale = 7) {
-        to_syn_sent(p);
+    // The peer's SYN-ACK to the DUT's SYN, at peer_iss: MSS 1460 and, when set, the window
+    // shift `wscale`.
+    void syn_ack(std::optional<std::uint8_t> wscale = 7) {
         auto sa = frame(tf::kSyn | tf::kAck, wire::SeqNumber(peer_iss), dut_nxt);
         sa.tcp.options.mss = 1460;
         sa.tcp.options.window_scale = wscale;
         this->wscale = wscale.has_value();
         feed(sa);
+    }
+
+    // ... SYN-ACK from the peer: the DUT sends its MPA request (MPAREQ_SENT).
+    Sent to_mpareq_sent(ConnectParams p = {}, std::optional<std::uint8_t> wscale = 7) {
+        to_syn_sent(p);
+        syn_ack(wscale);
         auto o = out();
         EXPECT_EQ(o.size(), 1u);
         if (o.empty()) return {};
@@ -310,10 +351,11 @@ inline std::string describe(const Sent& s) {
 }  // namespace detail
 
 // The DUT sent exactly these whole frames, in this order, since the frames were last taken
-// (smoltcp's send!). A mismatch lists each differing field of each frame.
-inline void expect_sent(Dut& d, std::initializer_list<Frame> want,
-                        std::source_location at = std::source_location::current()) {
-    const std::vector<Sent> got = d.out();
+// (smoltcp's send!). A mismatch lists each differing field of each frame. Returns the frames
+// taken, for a test that compares them further (a retransmission's bytes with the first's).
+inline std::vector<Sent> expect_sent(Dut& d, std::initializer_list<Frame> want,
+                                     std::source_location at = std::source_location::current()) {
+    std::vector<Sent> got = d.out();
     std::string report;
     const std::size_t n = std::max(want.size(), got.size());
     for (std::size_t i = 0; i < n; ++i) {
@@ -332,6 +374,7 @@ inline void expect_sent(Dut& d, std::initializer_list<Frame> want,
             << "expected " << want.size() << " frame(s), the DUT sent " << got.size() << "\n"
             << report;
     }
+    return got;
 }
 
 // The DUT sent nothing since the frames were last taken.

@@ -206,9 +206,7 @@ TEST(MpaReqWait, ReplyInsteadOfRequestIsReset) {
     Dut d;
     d.to_mpareq_wait();
     d.send_mpa(reply_v2(1, 1, false, 0));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});
     EXPECT_EQ(d.core.stats().drops(DropReason::kBadMpa), 1u);
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
@@ -333,9 +331,7 @@ TEST(MpaReqSent, RejectReportsPrivateDataAndCloses) {
     EXPECT_EQ(e[0].status, -ECONNREFUSED);
     EXPECT_EQ(text(e[0].pdata), "busy");
     EXPECT_EQ(e[0].state, CmState::kMpaRejRcvd);
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
+    expect_sent(d, {d.sent_frame(tf::kFin | tf::kAck, d.dut_nxt, d.peer_nxt)});
 }
 
 TEST(MpaReqSent, Revision1ReplyToRevision2Request) {
@@ -345,7 +341,7 @@ TEST(MpaReqSent, Revision1ReplyToRevision2Request) {
     rep.kind = wire::MpaKind::kReply;
     rep.revision = 1;
     d.send_mpa(rep);
-    EXPECT_TRUE(d.out().size() <= 1u);  // at most an ACK: no RTR at revision 1
+    expect_sent(d, {d.sent_ack()});  // an ACK: no RTR at revision 1
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kEstablished);
@@ -361,9 +357,7 @@ TEST(MpaReqSent, WrongKeyIsAProtocolError) {
     rep.emit(b);
     b[4] = std::byte{'X'};
     d.seg(tf::kAck | tf::kPsh, b);
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].tcp().has(tf::kRst));
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, d.peer_nxt)});
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kConnectError);
@@ -430,21 +424,18 @@ TEST(MpaReqRcvd, AcceptBeforeTransmitLetsTheReplyCarryTheAck) {
     auto e = d.evs();  // the application accepts before it takes frames
     ASSERT_EQ(e.size(), 1u);
     ASSERT_TRUE(d.core.accept(d.now, e[0].conn, {}).has_value());
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);  // no pure ACK: the reply acknowledges the request
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
-    EXPECT_TRUE(parse_mpa_or_fail(o[0].payload).kind == wire::MpaKind::kReply);
+    // No pure ACK: the reply (revision 2, IRD and ORD 1, no RTR) acknowledges the request.
+    const wire::MpaRepr rep = reply_v2(1, 1, false, 0);
+    std::vector<std::byte> reply(rep.buffer_len());
+    rep.emit(reply);
+    expect_sent(d, {d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, reply)});
 }
 
 TEST(MpaReqRcvd, DeferredAckGoesOutAtTheNextTransmitPoll) {
     Dut d;
     d.to_mpareq_wait();
     d.send_mpa(request_v2(bytes("slow app"), 1, 1, false));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kAck));
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
-    EXPECT_TRUE(o[0].payload.empty());
+    expect_sent(d, {d.sent_ack()});
 }
 
 }  // namespace
@@ -471,10 +462,8 @@ TEST(Established, TerminateFromThePeerBeforeHandoffEndsTheConnection) {
     EXPECT_EQ(e[0].type, EventType::kEstablished);
     EXPECT_EQ(e[1].type, EventType::kDisconnected);
     EXPECT_EQ(e[1].status, -ECONNRESET);
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kFin | tf::kAck));
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);  // the TERMINATE is acknowledged
+    // The TERMINATE is acknowledged.
+    expect_sent(d, {d.sent_frame(tf::kFin | tf::kAck, d.dut_nxt, d.peer_nxt)});
 }
 
 TEST(Established, OtherFpdusWaitForTheDataPath) {

@@ -1,11 +1,16 @@
 // SYN_SENT and the synchronised-state rules, on exact frames
-// (RFC 9293 3.10.7.3 and 3.10.7.4, RFC 5961).
+// (RFC 9293 3.10.7.3 and 3.10.7.4, RFC 5961). Every frame the DUT sends is compared whole.
 #include <cerrno>
+#include <source_location>
+#include <vector>
 
 #include "cm/dut.hpp"
 
 namespace iwcm::test {
 namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
 
 // The connect ended with one event of `type` and `status`, and nothing of it is left.
 void expect_connect_ended(Dut& d, EventType type, int status) {
@@ -17,14 +22,61 @@ void expect_connect_ended(Dut& d, EventType type, int status) {
     EXPECT_EQ(d.core.pending_timers(), 0u);
 }
 
+std::vector<std::byte> mpa_bytes(const wire::MpaRepr& m) {
+    std::vector<std::byte> b(m.buffer_len());
+    m.emit(b);
+    return b;
+}
+
+// The MPA request connect_params() makes the DUT send: revision 2, IRD and ORD 1, the
+// peer-to-peer bit with every RTR type offered, no CRC, no private data.
+std::vector<std::byte> default_request() {
+    return mpa_bytes(request_v2({}, 1, 1));
+}
+
+// The SYN connect() sends, as expected and as it went (a SYN sent again is the same bytes).
+struct FirstSyn {
+    Frame want;
+    Sent sent;
+};
+
+// connect(): the DUT sends exactly its SYN, at the ISN RFC 6528 gives the tuple now.
+FirstSyn syn_sent(Dut& d, std::source_location at = std::source_location::current()) {
+    FirstSyn s{d.sent_syn(tf::kSyn, d.isn(), wire::SeqNumber(0)), {}};
+    d.start_connect();
+    const std::vector<Sent> got = expect_sent(d, {s.want}, at);
+    if (!got.empty()) s.sent = got[0];
+    return s;
+}
+
+// The DUT sends its SYN again: the whole frame expected, byte for byte the first one.
+void expect_syn_again(Dut& d, const FirstSyn& syn,
+                      std::source_location at = std::source_location::current()) {
+    const std::vector<Sent> got = expect_sent(d, {syn.want}, at);
+    if (got.size() == 1 && got[0].raw != syn.sent.raw)
+        ADD_FAILURE_AT(at.file_name(), static_cast<int>(at.line())) << "not the first SYN's bytes";
+}
+
+// ... the peer's SYN-ACK (window shift 7): the DUT sends exactly the ACK of it carrying the
+// MPA request (MPAREQ_SENT), its window scaled. Returns that frame; dut_nxt moves past it.
+Frame mpareq_sent(Dut& d, std::source_location at = std::source_location::current()) {
+    syn_sent(d, at);
+    d.syn_ack();
+    const Frame req = d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, default_request());
+    expect_sent(d, {req}, at);
+    d.dut_nxt += static_cast<std::uint32_t>(req.payload.size());
+    return req;
+}
+
 TEST(SynSent, ConnectSendsSynWithDriverOptions) {
     Dut d;
-    Sent syn = d.to_syn_sent();
-    EXPECT_TRUE(syn.flags(tf::kSyn));
-    EXPECT_EQ(syn.tcp().options.mss, 1460);
-    EXPECT_EQ(syn.tcp().options.window_scale, 2);
-    EXPECT_EQ(syn.tcp().window, 64240);
-    EXPECT_EQ(syn.repr.eth.dst, kMacA);
+    // The driver's options: MSS 1460 (MTU 1500 - 40), window shift 2, and the window 64240
+    // unscaled as in every SYN; the sequence is RFC 6528's ISN.
+    Frame syn = d.sent_frame(tf::kSyn, d.isn(), wire::SeqNumber(0));
+    syn.repr.tcp.options = {1460, 2, false, std::nullopt};
+    syn.repr.tcp.window = 64240;
+    d.start_connect();
+    expect_sent(d, {syn});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kSynSent);
 }
 
@@ -35,30 +87,34 @@ TEST(SynSent, IsnFollowsRfc6528KeyAndClock) {
     Dut b(config_for(kMacB, 1));
     Dut c(config_for(kMacB, 2));
     b.now = Instant{std::chrono::microseconds(400)};
-    auto sa = a.to_syn_sent().tcp().seq.value();
-    auto sb = b.to_syn_sent().tcp().seq.value();
-    auto sc = c.to_syn_sent().tcp().seq.value();
-    EXPECT_EQ(sb - sa, 100u);
-    EXPECT_NE(sa, sc);
+    const wire::SeqNumber isn = a.isn();
+    a.start_connect();
+    expect_sent(a, {a.sent_syn(tf::kSyn, isn, wire::SeqNumber(0))});
+    b.start_connect();
+    expect_sent(b, {b.sent_syn(tf::kSyn, isn + 100, wire::SeqNumber(0))});
+    EXPECT_NE(c.isn(), isn);
+    c.start_connect();
+    expect_sent(c, {c.sent_syn(tf::kSyn, c.isn(), wire::SeqNumber(0))});
 }
 
 TEST(SynSent, SynAckCompletesHandshakeAndSendsMpaRequest) {
     Dut d;
-    Sent req = d.to_mpareq_sent();
-    EXPECT_TRUE(req.flags(tf::kAck | tf::kPsh));
-    EXPECT_EQ(req.tcp().ack.value(), d.peer_iss + 1);
-    // Window now scaled by our shift of 2: 64240 >> 2.
-    EXPECT_EQ(req.tcp().window, 64240 >> 2);
-    auto m = parse_mpa_or_fail(req.payload);
-    EXPECT_EQ(m.kind, wire::MpaKind::kRequest);
-    EXPECT_EQ(m.revision, 2);
+    const wire::SeqNumber isn = d.isn();
+    syn_sent(d);
+    d.syn_ack();  // window shift 7
+    // The ACK of the SYN-ACK carries the request; the window is now scaled by our shift of
+    // 2: 64240 >> 2.
+    expect_sent(d, {d.sent_frame(tf::kAck | tf::kPsh, isn + 1, wire::SeqNumber(d.peer_iss + 1),
+                                 default_request())
+                        .with_window(64240 >> 2)});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
 }
 
 TEST(SynSent, RstWithGoodAckIsConnectionRefused) {
     Dut d;
-    d.to_syn_sent();
+    syn_sent(d);
     d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+    expect_nothing_sent(d);
     expect_connect_ended(d, EventType::kRejected, -ECONNREFUSED);
     EXPECT_EQ(d.core.state(d.conn).error(), ApiError::kStaleHandle);
     EXPECT_EQ(d.core.stats().connect_refused_retries, 0u);
@@ -68,21 +124,21 @@ TEST(SynSent, RstWithGoodAckIsConnectionRefused) {
 // 40 ms after its reset; the reset after the last wait that fits in the grace ends it.
 TEST(SynSent, RefusedSynGoesAgainWithinTheGrace) {
     CoreConfig cfg = config_for(kMacB, 7);
-    cfg.connect_refused_grace = std::chrono::milliseconds(70);
+    cfg.connect_refused_grace = milliseconds(70);
     Dut d(cfg);
-    const Sent syn = d.to_syn_sent();
+    const FirstSyn syn = syn_sent(d);
     for (int wait_ms : {10, 20, 40}) {
+        SCOPED_TRACE(::testing::Message() << "the wait of " << wait_ms << " ms");
         d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
-        EXPECT_TRUE(d.evs().empty()) << "reported before the wait of " << wait_ms << " ms";
+        EXPECT_TRUE(d.evs().empty()) << "reported before the wait";
         EXPECT_EQ(*d.core.state(d.conn), CmState::kSynSent);
-        d.advance(std::chrono::milliseconds(wait_ms - 1));
-        EXPECT_TRUE(d.out().empty()) << "early in the wait of " << wait_ms << " ms";
-        d.advance(std::chrono::milliseconds(1));
-        auto o = d.out();
-        ASSERT_EQ(o.size(), 1u) << "after the wait of " << wait_ms << " ms";
-        EXPECT_EQ(o[0].raw, syn.raw);
+        d.advance(milliseconds(wait_ms - 1));
+        expect_nothing_sent(d);
+        d.advance(milliseconds(1));
+        expect_syn_again(d, syn);
     }
     d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
+    expect_nothing_sent(d);
     expect_connect_ended(d, EventType::kRejected, -ECONNREFUSED);
     EXPECT_EQ(d.core.stats().connect_refused_retries, 3u);
     EXPECT_EQ(d.core.stats().resets_received, 4u);
@@ -93,27 +149,23 @@ TEST(SynSent, RefusedSynGoesAgainWithinTheGrace) {
 // unanswered it would have been retransmitted on the usual schedule, from its new sending.
 TEST(SynSent, RefusedSynAnsweredTheSecondTime) {
     CoreConfig cfg = config_for(kMacB, 7);
-    cfg.connect_refused_grace = std::chrono::milliseconds(500);
+    cfg.connect_refused_grace = milliseconds(500);
     Dut d(cfg);
-    const Sent syn = d.to_syn_sent();
-    d.advance(std::chrono::milliseconds(300));
+    const FirstSyn syn = syn_sent(d);
+    d.advance(milliseconds(300));
+    expect_nothing_sent(d);
     d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
-    d.advance(std::chrono::milliseconds(10));
-    ASSERT_EQ(d.out().size(), 1u);
+    d.advance(milliseconds(10));
+    expect_syn_again(d, syn);
     // The first SYN's retransmission (due 1 s after it) is gone; the new one is due 1 s
     // after the SYN went again.
-    d.advance(std::chrono::milliseconds(999));
-    EXPECT_TRUE(d.out().empty());
-    d.advance(std::chrono::milliseconds(1));
-    auto again = d.out();
-    ASSERT_EQ(again.size(), 1u);
-    EXPECT_EQ(again[0].raw, syn.raw);
-    auto sa = d.frame(tf::kSyn | tf::kAck, wire::SeqNumber(d.peer_iss), d.dut_nxt);
-    sa.tcp.options.mss = 1460;
-    d.feed(sa);
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_EQ(parse_mpa_or_fail(o[0].payload).kind, wire::MpaKind::kRequest);
+    d.advance(milliseconds(999));
+    expect_nothing_sent(d);
+    d.advance(milliseconds(1));
+    expect_syn_again(d, syn);
+    d.syn_ack(std::nullopt);  // no window shift: ours goes unscaled too
+    expect_sent(d, {d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, default_request())
+                        .with_window(64240)});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
     EXPECT_TRUE(d.evs().empty());
     EXPECT_EQ(d.core.stats().connect_refused_retries, 1u);
@@ -122,46 +174,43 @@ TEST(SynSent, RefusedSynAnsweredTheSecondTime) {
 // Given up while it waits to send its SYN again, the connection sends nothing more.
 TEST(SynSent, RefusedSynWaitEndsWithTheConnection) {
     CoreConfig cfg = config_for(kMacB, 7);
-    cfg.connect_refused_grace = std::chrono::milliseconds(500);
+    cfg.connect_refused_grace = milliseconds(500);
     Dut d(cfg);
-    d.to_syn_sent();
+    syn_sent(d);
     d.feed(d.frame(tf::kRst | tf::kAck, wire::SeqNumber(0), d.dut_nxt));
     ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
     d.evs();
-    d.advance(std::chrono::seconds(2));
-    EXPECT_TRUE(d.out().empty());
+    d.advance(seconds(2));
+    expect_nothing_sent(d);
     EXPECT_EQ(d.core.live_nodes(), 0u);
     EXPECT_EQ(d.core.pending_timers(), 0u);
 }
 
 TEST(SynSent, RstWithoutAckIsIgnored) {
     Dut d;
-    d.to_syn_sent();
+    syn_sent(d);
     d.feed(d.frame(tf::kRst, wire::SeqNumber(0), wire::SeqNumber(0)));
+    expect_nothing_sent(d);
     EXPECT_TRUE(d.evs().empty());
     EXPECT_EQ(*d.core.state(d.conn), CmState::kSynSent);
 }
 
 TEST(SynSent, BadAckGetsRst) {
     Dut d;
-    d.to_syn_sent();
+    syn_sent(d);
     d.feed(d.frame(tf::kSyn | tf::kAck, wire::SeqNumber(d.peer_iss), d.dut_nxt + 99));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kRst));
-    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt + 99);
+    // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>, from no connection: no window.
+    expect_sent(d, {d.sent_frame(tf::kRst, d.dut_nxt + 99, wire::SeqNumber(0)).with_window(0)});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kSynSent);
 }
 
 TEST(SynSent, SimultaneousOpenIsResetAndReported) {
     Dut d;
-    d.to_syn_sent();
+    syn_sent(d);
     d.feed(d.frame(tf::kSyn, wire::SeqNumber(d.peer_iss), wire::SeqNumber(0)));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kRst | tf::kAck));
-    EXPECT_EQ(o[0].tcp().seq, d.dut_nxt);
-    EXPECT_EQ(o[0].tcp().ack.value(), d.peer_iss + 1);
+    // No window shift agreed: the window goes unscaled.
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, d.dut_nxt, wire::SeqNumber(d.peer_iss + 1))
+                        .with_window(64240)});
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kConnectError);
@@ -171,18 +220,18 @@ TEST(SynSent, SimultaneousOpenIsResetAndReported) {
 
 TEST(SynSent, FullBackoffThenUnreachable) {
     Dut d;
-    Sent syn = d.to_syn_sent();
+    const FirstSyn syn = syn_sent(d);
     const int at_s[] = {1, 3, 7, 15, 27, 39, 51, 63};
     for (int t : at_s) {
-        d.advance(std::chrono::seconds(t) - d.now.time_since_epoch() -
-                  std::chrono::milliseconds(1));
-        EXPECT_TRUE(d.out().empty()) << "early at " << t << " s";
-        d.advance(std::chrono::milliseconds(1));
-        auto o = d.out();
-        ASSERT_EQ(o.size(), 1u) << "at " << t << " s";
-        EXPECT_EQ(o[0].raw, syn.raw);
+        SCOPED_TRACE(::testing::Message() << "at " << t << " s");
+        quiet_until(d, seconds(t));
+        expect_syn_again(d, syn);
     }
-    d.advance(std::chrono::seconds(75) - d.now.time_since_epoch());
+    // Given up at 75 s (12 s after the last), without a frame.
+    d.advance(seconds(75) - d.now.time_since_epoch() - milliseconds(1));
+    EXPECT_TRUE(d.evs().empty()) << "given up before 75 s";
+    d.advance(milliseconds(1));
+    expect_nothing_sent(d);
     expect_connect_ended(d, EventType::kUnreachable, -ETIMEDOUT);
     EXPECT_EQ(d.core.stats().retransmissions, 8u);
     EXPECT_EQ(d.core.stats().connect_errors, 1u);
@@ -190,102 +239,86 @@ TEST(SynSent, FullBackoffThenUnreachable) {
 
 TEST(Synchronized, OutOfWindowSegmentGetsAckAndIsDropped) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kAck, d.peer_nxt + 100000, d.dut_nxt), bytes("junk"));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kAck));
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    expect_sent(d, {d.sent_ack()});
     EXPECT_EQ(d.core.stats().drops(DropReason::kOutOfWindow), 1u);
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
 }
 
 TEST(Synchronized, OutOfWindowRstIsDroppedSilently) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kRst, d.peer_nxt + 100000, wire::SeqNumber(0)));
-    EXPECT_TRUE(d.out().empty());
+    expect_nothing_sent(d);
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
 }
 
 TEST(Synchronized, InWindowRstGetsChallengeAck) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kRst, d.peer_nxt + 1, wire::SeqNumber(0)));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kAck));
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    expect_sent(d, {d.sent_ack()});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
     EXPECT_EQ(d.core.stats().drops(DropReason::kRstIgnored), 1u);
 }
 
 TEST(Synchronized, SynGetsChallengeAckNotReset) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kSyn, d.peer_nxt, wire::SeqNumber(0)));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kAck));
+    expect_sent(d, {d.sent_ack()});
     EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
 }
 
 TEST(Synchronized, AckOfUnsentDataGetsAckAndIsDropped) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kAck, d.peer_nxt, d.dut_nxt + 1000));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kAck));
+    expect_sent(d, {d.sent_ack()});
     EXPECT_EQ(d.core.stats().drops(DropReason::kBadAck), 1u);
 }
 
 TEST(Synchronized, OutOfOrderDataGetsDuplicateAck) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kAck, d.peer_nxt + 5, d.dut_nxt), bytes("later"));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_EQ(o[0].tcp().ack, d.peer_nxt);
+    expect_sent(d, {d.sent_ack()});
     EXPECT_TRUE(d.evs().empty());
 }
 
 TEST(Synchronized, MpaRequestRetransmittedUntilAcked) {
     Dut d;
-    Sent req = d.to_mpareq_sent();
-    d.advance(std::chrono::seconds(1));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_EQ(o[0].payload, req.payload);
-    EXPECT_EQ(o[0].tcp().seq, req.tcp().seq);
+    const Frame req = mpareq_sent(d);
+    quiet_until(d, seconds(1));
+    expect_sent(d, {req});
     d.seg(tf::kAck);  // acknowledges the request
-    d.advance(std::chrono::seconds(5));
-    EXPECT_TRUE(d.out().empty());
+    d.advance(seconds(5));
+    expect_nothing_sent(d);
     EXPECT_EQ(d.core.stats().retransmissions, 1u);
 }
 
 TEST(Synchronized, ExactRstWhileWaitingForReplyRetriesAtRevision1) {
     Dut d;
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kRst, d.peer_nxt, wire::SeqNumber(0)));
-    auto o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    EXPECT_TRUE(o[0].flags(tf::kSyn));  // a fresh connection
+    // A fresh connection on the same tuple: its SYN one past the ISN the tuple has now.
+    const Frame syn = d.sent_syn(tf::kSyn, d.isn() + 1, wire::SeqNumber(0));
+    expect_sent(d, {syn});
     EXPECT_TRUE(d.evs().empty());
     EXPECT_EQ(d.core.stats().mpa_v1_fallbacks, 1u);
-    d.dut_nxt = o[0].tcp().seq + 1;
-    auto sa = d.frame(tf::kSyn | tf::kAck, wire::SeqNumber(5000), d.dut_nxt);
-    sa.tcp.options.mss = 1460;
+    d.dut_nxt = syn.repr.tcp.seq + 1;
+    d.peer_iss = 5000;
     d.peer_nxt = wire::SeqNumber(5001);
-    d.feed(sa);
-    o = d.out();
-    ASSERT_EQ(o.size(), 1u);
-    auto m = parse_mpa_or_fail(o[0].payload);
-    EXPECT_EQ(m.revision, 1);
-    EXPECT_FALSE(m.v2.has_value());
+    d.syn_ack(std::nullopt);
+    // The request at revision 1 (no IRD/ORD word), the window unscaled.
+    const std::vector<std::byte> v1 = mpa_bytes(request_v1({}));
+    expect_sent(d,
+                {d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, v1).with_window(64240)});
     // A second reset ends it: no third try.
-    d.dut_nxt += static_cast<std::uint32_t>(o[0].payload.size());
+    d.dut_nxt += static_cast<std::uint32_t>(v1.size());
     d.feed(d.frame(tf::kRst, d.peer_nxt, wire::SeqNumber(0)));
+    expect_nothing_sent(d);
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kRejected);
@@ -297,9 +330,9 @@ TEST(Synchronized, FallbackCanBeTurnedOff) {
     CoreConfig cfg = config_for(kMacB, 7);
     cfg.mpa.fallback_to_v1 = false;
     Dut d(cfg);
-    d.to_mpareq_sent();
+    mpareq_sent(d);
     d.feed(d.frame(tf::kRst, d.peer_nxt, wire::SeqNumber(0)));
-    EXPECT_TRUE(d.out().empty());
+    expect_nothing_sent(d);
     auto e = d.evs();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].type, EventType::kRejected);
