@@ -21,8 +21,8 @@ CMakePresets.json ("demo").
                                 runs `iwarp-cm demo`. Minutes: not in ctest, run it by
                                 hand after changing what the program or library needs.
 
-The first three run in ctest (label deps); demo_configure takes a few seconds
-(it configures and preprocesses, and compiles nothing).
+The first three run in ctest (label deps); demo_configure configures and
+preprocesses but compiles nothing, so it takes seconds, not minutes.
 """
 import concurrent.futures
 import glob
@@ -271,11 +271,12 @@ def cache_files(build):
     tools, the compiler, the Python interpreter, packages' CMake files."""
     files = []
     for line in open(os.path.join(build, "CMakeCache.txt")):
-        m = re.match(r"([A-Za-z0-9_.+-]+):(FILEPATH|PATH)=(/.*)$", line.strip())
+        m = re.match(r"([A-Za-z0-9_.+-]+):(FILEPATH|PATH|INTERNAL)=(/.*)$", line.strip())
         if not m or "NOTFOUND" in m.group(3) or m.group(3).startswith((build, SRC)):
             continue
         name, kind, value = m.groups()
-        if kind == "FILEPATH" and os.path.isfile(value):
+        # FindPython keeps the interpreter it found in an internal entry.
+        if (kind == "FILEPATH" or name.endswith("_EXECUTABLE")) and os.path.isfile(value):
             files.append(value)
         elif name.endswith("_DIR") and os.path.isdir(value):
             files += glob.glob(os.path.join(value, "*.cmake"))
