@@ -1,15 +1,24 @@
-# The README's quick start: `make demo` and `make test`. Both install missing
-# Debian packages, configure and build; CMake does the real work.
+# The README's quick start: `make demo` and `make test`. Each installs the missing
+# Debian packages of its own set (scripts/deps.sh demo, test, bench), configures
+# and builds; CMake does the real work.
 BUILD ?= build
+DEMO_BUILD ?= build-demo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test bench bench-docs clean
+.PHONY: all deps deps-demo deps-bench configure build demo test bench bench-docs clean
 
 all: build
 
+# The tests' set: the build in $(BUILD) configures the tests and benchmarks.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
+
+deps-demo:
+	@scripts/deps.sh demo
+
+deps-bench:
+	@scripts/deps.sh bench
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -19,8 +28,20 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	$(BUILD)/bin/iwarp-cm demo
+# The demo: only the demo set's packages, and only the iwarp-cm program and the
+# libraries it links, built in a folder of its own ($(DEMO_BUILD), the "demo"
+# preset of CMakePresets.json: no tests, benchmarks, examples, AF_XDP or RDMA
+# ABI). Not $(BUILD) with the tests off: CMake keeps in its cache what it found
+# missing (rdma-core's headers, for one), so a later `make test` there would
+# configure without what the test set installed, and turning options back and
+# forth in one folder rebuilds what they change. With its own folder `make test`
+# after `make demo` configures and builds as it does without it.
+$(DEMO_BUILD)/CMakeCache.txt:
+	cmake --preset demo -B $(DEMO_BUILD) $(CMAKE_FLAGS)
+
+demo: deps-demo $(DEMO_BUILD)/CMakeCache.txt
+	cmake --build $(DEMO_BUILD) -j $(JOBS) --target iwarp-cm
+	$(DEMO_BUILD)/bin/iwarp-cm demo
 
 # README.md "Reliability": (a) every test, the seeded simulation among them
 # (10,000 seeds); (b) the same under ASan + UBSan in build-asan; (c) the fuzz
@@ -49,7 +70,7 @@ $(BENCH_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release -DIWCM_LTO=ON \
 		-DIWCM_BUILD_TESTS=OFF -DIWCM_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 
-bench: deps $(BENCH_BUILD)/CMakeCache.txt
+bench: deps-bench $(BENCH_BUILD)/CMakeCache.txt
 	cmake --build $(BENCH_BUILD) -j $(JOBS) --target iwarp-cm iwcm_bench
 	$(BENCH_BUILD)/bin/iwarp-cm bench --json-out $(BENCH_BUILD)/perf.json
 	python3 bench/plot.py $(BENCH_BUILD)/perf.json $(PERF_SVG)
@@ -59,4 +80,4 @@ bench-docs:
 	$(MAKE) bench UPDATE_DOCS=1
 
 clean:
-	rm -rf $(BUILD) $(BENCH_BUILD)
+	rm -rf $(BUILD) $(DEMO_BUILD) $(BENCH_BUILD)

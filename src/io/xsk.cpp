@@ -430,6 +430,10 @@ void XskDevice::flush() {}
 int XskDevice::write(std::span<const std::byte>) {
     return -ENODEV;
 }
+int XskDevice::write_parts(std::span<const std::byte>,
+                           std::span<const std::span<const std::byte>>) {
+    return -ENODEV;
+}
 Expected<void, std::string> XskDevice::add_port(const IpAddr&, std::uint16_t) {
     return fail(std::string("built without AF_XDP"));
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the project into a scratch prefix (README.md "Install") and checks
-# what a user gets: the iwarp-cm binary runs, and the example program
+# what a user gets: the iwarp-cm binary runs, its manual page is where man
+# finds it, and the example program
 # (examples/connect_pair.cpp) builds against the installed package exactly as
 # the README shows -- with find_package(iwcm) in a CMakeLists.txt that sets no
 # language standard, and with pkg-config -- and runs. Args: BUILD_DIR.
@@ -14,6 +15,18 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # The command line is installed with the library.
 "$work/prefix/bin/iwarp-cm" --help >/dev/null
 echo "install: bin/iwarp-cm runs"
+
+# So is its manual page (the build's, made from the help), where man(1) looks
+# under the prefix, and man shows it.
+page="$work/prefix/share/man/man1/iwarp-cm.1"
+[ -f "$page" ] || { echo "install: share/man/man1/iwarp-cm.1 was not installed" >&2; exit 1; }
+cmp -s "$page" "$build/man/iwarp-cm.1" ||
+  { echo "install: the installed page is not $build/man/iwarp-cm.1" >&2; exit 1; }
+found=$(man -M "$work/prefix/share/man" -w iwarp-cm)
+[ "$found" = "$page" ] || { echo "install: man finds '$found', not $page" >&2; exit 1; }
+MANPAGER=cat MANWIDTH=80 man -M "$work/prefix/share/man" iwarp-cm | grep -q '^ *iwarp-cm demo \[OPTIONS\]$' ||
+  { echo "install: man iwarp-cm does not show the page's synopsis" >&2; exit 1; }
+echo "install: man iwarp-cm shows share/man/man1/iwarp-cm.1"
 
 # With the RDMA ABI built, its library is installed, and `iwarp-cm run` finds
 # it beside itself and preloads it into a program, which runs.
