@@ -43,7 +43,7 @@ demo: deps-demo $(DEMO_BUILD)/CMakeCache.txt
 	cmake --build $(DEMO_BUILD) -j $(JOBS) --target iwarp-cm
 	$(DEMO_BUILD)/bin/iwarp-cm demo
 
-# README.md "Reliability": (a) every test, the seeded simulation among them
+# docs/reliability.md: (a) every test, the seeded simulation among them
 # (10,000 seeds); (b) the same under ASan + UBSan in build-asan; (c) the fuzz
 # corpus replayed and FUZZ_SECONDS of fuzzing per target in build-fuzz.
 FUZZ_SECONDS ?= 25
@@ -52,12 +52,12 @@ test: build
 	JOBS=$(JOBS) scripts/sanitize.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
-# Performance (README.md ("Performance")): the whole-system run (setup rate against the
+# Performance (docs/perf.md): the whole-system run (setup rate against the
 # kernel sockets, scale to 1M, timer tick), its plot, then the micro-benchmarks. They run
 # from their own Release build with link-time optimisation (IWCM_LTO) in $(BENCH_BUILD), so
 # the figures are those of the optimised program; the tests' build stays as it is.
 # The plot goes into that build folder; `make bench UPDATE_DOCS=1` (or
-# `make bench-docs`) writes it over the README's docs/perf.svg instead.
+# `make bench-docs`) writes it over docs/perf.svg instead.
 BENCH_BUILD ?= build-lto
 UPDATE_DOCS ?= 0
 ifeq ($(UPDATE_DOCS),1)
