@@ -59,10 +59,9 @@ std::string rtr_list(std::uint8_t types) {
 void add_interface_options(CLI::App* cmd, WireOptions& o) {
     auto* tap =
         cmd->add_option("--tap", o.tap, "TAP device to use (created if missing, brought up)");
-    auto* dev = cmd->add_option(
-        "--dev", o.dev,
-        "share this interface and its address with the kernel (AF_XDP; "
-        "docs/shared-address.md); needs root");
+    auto* dev = cmd->add_option("--dev", o.dev,
+                                "share this interface and its address with the kernel (AF_XDP; "
+                                "docs/shared-address.md); needs root");
     tap->excludes(dev);
     dev->excludes(tap);
     cmd->add_option("--xdp-mode", o.xdp_mode,

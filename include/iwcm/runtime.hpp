@@ -88,9 +88,9 @@ struct RuntimeConfig {
     Duration keepalive_interval = std::chrono::seconds(5);
     std::uint8_t keepalive_probes = 4;
 
-    // From the environment, as `iwarp-cm run` sets it (docs/applications.md): IWCM_TAP, IWCM_IP, IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN,
-    // IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1), IWCM_TOS,
-    // IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE. An error names the variable and what is wrong
+    // From the environment, as `iwarp-cm run` sets it (docs/applications.md): IWCM_TAP, IWCM_IP,
+    // IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1),
+    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE. An error names the variable and what is wrong
     // with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):

@@ -268,8 +268,8 @@ TEST(MpaReqSent, ReplyWithTwoRtrTypesGetsTerminate) {
 }
 
 // RFC 6581 section 6: the responder picks one of the types offered. A reply naming one
-// we never offered is a TERMINATE "no matching RTR" (docs/library.md "Negotiation rules") and a connect
-// error -EINVAL: no RTR goes out and the connection is never established.
+// we never offered is a TERMINATE "no matching RTR" (docs/library.md "Negotiation rules") and a
+// connect error -EINVAL: no RTR goes out and the connection is never established.
 TEST(MpaReqSent, ReplyNamingAnUnofferedRtrGetsTerminate) {
     for (std::uint8_t offered : {rtr::kSend, rtr::kWrite, rtr::kRead})
         for (std::uint8_t chosen : {rtr::kSend, rtr::kWrite, rtr::kRead}) {
