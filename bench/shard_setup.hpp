@@ -2,7 +2,7 @@
 // shard i, driven by thread i over the in-memory network on N threads.
 //
 // Read first: bench/setup_pair.hpp (what one setup is), bench/setup_driver.hpp
-// (the batches and the checks, shared with SetupPair), src/io/shard_net.hpp
+// (the batches and the checks, shared with SetupPair), src/io/threads/shard_net.hpp
 // (the network: frames steered by 4-tuple, ports that hash back, listeners in
 // every shard). Used by `iwarp-cm bench` (tools/bench_shards.cpp) for the
 // setup-rate scaling.
@@ -19,7 +19,7 @@
 
 #include "bench/setup_driver.hpp"
 #include "bench/setup_pair.hpp"
-#include "io/shard_net.hpp"
+#include "io/threads/shard_net.hpp"
 #include "iwcm/core.hpp"
 
 namespace iwcm::bench {

@@ -1,7 +1,7 @@
 # Writes the bytes of INPUT as a C++ header OUTPUT declaring
 #   inline constexpr unsigned char NAME[] = {...};
 # Run with cmake -DINPUT=... -DOUTPUT=... -DNAME=... -P embed.cmake.
-# Used for the compiled XDP program (src/io/bpf/steer.bpf.c), so that the
+# Used for the compiled XDP program (src/io/shared/bpf/steer.bpf.c), so that the
 # installed binary carries it and needs no file beside it.
 file(READ ${INPUT} hex HEX)
 string(LENGTH "${hex}" hex_len)

@@ -26,7 +26,7 @@ test              pkg-config          finds libxdp and libbpf; the install test'
 test              libgtest-dev        GoogleTest: the unit, simulation and ABI tests
 test              libgmock-dev        GoogleMock, part of GoogleTest's CMake package
 test              googletest          the GoogleTest sources that libgtest-dev builds from
-test              libpcap-dev         libpcap, the reference reader of the captures --pcap writes (src/io/pcap.hpp); nothing links it
+test              libpcap-dev         libpcap, the reference reader of the captures --pcap writes (src/io/loop/pcap.hpp); nothing links it
 test              tshark              decodes every frame of the interop and rping tests' captures
 test              iproute2            ip: the network namespaces, bridges, TAPs and veths of the interop tests
 test              nftables            nft: the interop tests' loss and flood rules on the kernel's side

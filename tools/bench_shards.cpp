@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "bench/shard_setup.hpp"
-#include "io/shard_net.hpp"
+#include "io/threads/shard_net.hpp"
 #include "iwcm/assert.hpp"
 #include "tools/bench_clock.hpp"
 

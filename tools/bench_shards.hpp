@@ -1,7 +1,7 @@
 // `iwarp-cm bench`, every core: the setup rate on 1, 2, 4, ... threads and on
 // as many as the CPUs, one shard per thread, each pinned to its own CPU.
 //
-// Read first: bench/shard_setup.hpp (one shard's work), src/io/shard_net.hpp
+// Read first: bench/shard_setup.hpp (one shard's work), src/io/threads/shard_net.hpp
 // (the network on N threads), docs/perf.md.
 #pragma once
 

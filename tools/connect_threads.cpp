@@ -3,7 +3,7 @@
 // socket on a receive queue) and its own core.
 //
 // Read first: tools/connect_many.cpp (the one-thread run, and what each
-// phase measures), src/io/tap_shards.hpp (the queues, the cores, frames
+// phase measures), src/io/tap/tap_shards.hpp (the queues, the cores, frames
 // handed to the thread that owns them), docs/cli.md "Every core".
 //
 // Thread s runs its share of the N connections (and of --parallel) on core s,
@@ -16,7 +16,7 @@
 // kDrainLimit), so that no frame of another thread's flow that lands there
 // is lost. Per frame nothing is shared; per event, a few atomics.
 //
-// With --dev (shared-address mode, src/io/shared_shards.hpp) thread s has the
+// With --dev (shared-address mode, src/io/shared/shared_shards.hpp) thread s has the
 // AF_XDP socket on receive queue s; its ports are reserved in the kernel and
 // hash back to s (io::PortPool, a mutex per connection); the kernel's route
 // names the next hop and the kernel resolves it, asked and read by thread 0.
@@ -31,7 +31,7 @@
 #include <optional>
 #include <thread>
 
-#include "io/tap_shards.hpp"
+#include "io/tap/tap_shards.hpp"
 #include "iwcm/assert.hpp"
 #include "tools/connect.hpp"
 #include "tools/tap_threads.hpp"

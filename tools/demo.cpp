@@ -3,12 +3,12 @@
 // send the RTR, then disconnect gracefully. Prints both sides' events, a
 // ladder diagram of every frame on virtual time, the hand-off context and
 // the stats. With --json: one JSON object per event and a last demo_done
-// line instead (docs/json.md). Read first: src/io/sim.hpp, include/iwcm/core.hpp.
+// line instead (docs/json.md). Read first: src/io/sim/sim.hpp, include/iwcm/core.hpp.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "io/sim.hpp"
+#include "io/sim/sim.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
 #include "tools/json.hpp"

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "io/tap_shards.hpp"
+#include "io/tap/tap_shards.hpp"
 #include "tools/commands.hpp"
 #include "tools/tap_threads.hpp"
 #include "tools/transfer.hpp"

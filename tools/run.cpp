@@ -175,7 +175,7 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (!w.dev.empty()) {
         set("IWCM_DEV", w.dev);
         // Programs share the interface through its switch, which the first
-        // of them starts as `iwarp-cm switch` (src/io/switch.hpp).
+        // of them starts as `iwarp-cm switch` (src/io/shared/switch.hpp).
         set("IWCM_SWITCH", exe_path());
     }
     if (given("--ip")) set("IWCM_IP", w.ip);

@@ -1,13 +1,13 @@
-// iwarp-cm sim: the seeded fault simulation (src/io/sim_runner.hpp) from the
+// iwarp-cm sim: the seeded fault simulation (src/io/sim/sim_runner.hpp) from the
 // command line. Runs seeds start..start+N-1, or replays one with --seed (and
 // --log to print every event and command), and prints seeds per second.
 // On a terminal, a progress line on stderr (tools/progress.hpp).
-// Read first: src/io/sim_runner.hpp.
+// Read first: src/io/sim/sim_runner.hpp.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
-#include "io/sim_runner.hpp"
+#include "io/sim/sim_runner.hpp"
 #include "tools/commands.hpp"
 #include "tools/progress.hpp"
 

@@ -1,11 +1,11 @@
 // `iwarp-cm switch --dev IF`: the switch of an interface that several programs
-// share (src/io/switch.hpp). Programs under `iwarp-cm run --dev IF` start it
+// share (src/io/shared/switch.hpp). Programs under `iwarp-cm run --dev IF` start it
 // themselves when none runs; it ends when its last program went.
 #include <cstdio>
 #include <memory>
 #include <string>
 
-#include "io/switch.hpp"
+#include "io/shared/switch.hpp"
 #include "tools/commands.hpp"
 
 namespace iwcm::tools {

@@ -3,8 +3,8 @@
 // N queues (a multi-queue TAP, or with --dev an AF_XDP socket per receive
 // queue of the interface) and the summed counters of the last line.
 //
-// Read first: src/io/tap_shards.hpp (the queues, their cores and loops),
-// src/io/shared_shards.hpp (the same beside the kernel's TCP), docs/cli.md
+// Read first: src/io/tap/tap_shards.hpp (the queues, their cores and loops),
+// src/io/shared/shared_shards.hpp (the same beside the kernel's TCP), docs/cli.md
 // "Every core".
 #pragma once
 
@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "io/shared_shards.hpp"
-#include "io/tap_shards.hpp"
+#include "io/shared/shared_shards.hpp"
+#include "io/tap/tap_shards.hpp"
 #include "iwcm/shard.hpp"
 #include "tools/wire_cli.hpp"
 

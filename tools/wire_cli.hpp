@@ -2,7 +2,7 @@
 // real wire, the session (core + TAP driver, or core + shared-address host
 // with --dev) and the event report.
 // Read first: docs/kernel-tcp.md, docs/shared-address.md,
-// src/io/event_loop.hpp, src/io/shared_host.hpp.
+// src/io/loop/event_loop.hpp, src/io/shared/shared_host.hpp.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "io/event_loop.hpp"
-#include "io/interface.hpp"
-#include "io/shared_host.hpp"
+#include "io/loop/event_loop.hpp"
+#include "io/loop/interface.hpp"
+#include "io/shared/shared_host.hpp"
 #include "iwcm/core.hpp"
 #include "tools/commands.hpp"
 #include "tools/progress.hpp"

@@ -3,7 +3,7 @@
 //
 // Read first: docs/design.md ("Parts", "Sans-I/O surface": one core owns its
 // connections and is not thread-safe), docs/perf.md ("Every core"). The I/O
-// side that uses this is src/io/shard_net.hpp (the in-memory network on N
+// side that uses this is src/io/threads/shard_net.hpp (the in-memory network on N
 // threads).
 //
 // The hash. A connection's frames must land on one shard in both directions,

@@ -1,9 +1,9 @@
 // iwcm::Runtime (include/iwcm/runtime.hpp): the progress thread, the lock,
 // the drain of events and the driver's services.
 //
-// Read first: include/iwcm/runtime.hpp, src/io/event_loop.hpp (the loop the
+// Read first: include/iwcm/runtime.hpp, src/io/loop/event_loop.hpp (the loop the
 // progress thread runs: TapHost::step releases the lock while it sleeps),
-// src/io/shared_host.hpp (the shared-address driver).
+// src/io/shared/shared_host.hpp (the shared-address driver).
 #include "iwcm/runtime.hpp"
 
 #include <poll.h>
@@ -23,9 +23,9 @@
 #include <mutex>
 #include <thread>
 
-#include "io/event_loop.hpp"
-#include "io/interface.hpp"
-#include "io/shared_host.hpp"
+#include "io/loop/event_loop.hpp"
+#include "io/loop/interface.hpp"
+#include "io/shared/shared_host.hpp"
 #include "iwcm/assert.hpp"
 #include "random.hpp"
 

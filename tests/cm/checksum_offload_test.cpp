@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "cm/harness.hpp"
-#include "io/event_loop.hpp"
+#include "io/loop/event_loop.hpp"
 
 namespace iwcm::test {
 namespace {

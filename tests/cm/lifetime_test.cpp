@@ -2,7 +2,7 @@
 #include <cerrno>
 
 #include "cm/dut.hpp"
-#include "io/sim.hpp"
+#include "io/sim/sim.hpp"
 
 namespace iwcm::test {
 namespace {

@@ -2,7 +2,7 @@
 """Interop tests of shared-address mode: iwarp-cm --dev on a veth interface whose
 one address the host kernel's TCP stack uses at the same time.
 
-Read first: docs/shared-address.md, src/io/shared_host.hpp,
+Read first: docs/shared-address.md, src/io/shared/shared_host.hpp,
 interop_test.py (Proc, the JSON lines) and mpa_peer.py.
 Each case makes two network namespaces joined by a veth pair: the host side
 (h0, 10.98.N.1/24: the kernel's address, shared with iwarp-cm) and the peer

@@ -1,11 +1,11 @@
 // The neighbour table: answering ARP and ND for our addresses, resolving with
 // retries, expiry, VLAN tags, ignoring what is not ours.
 //
-// Read first: src/io/neighbor.hpp. Frames are built with the wire emitters and
+// Read first: src/io/net/neighbor.hpp. Frames are built with the wire emitters and
 // checked with the wire parsers; time is handed in (at_ms).
 #include <gtest/gtest.h>
 
-#include "io/neighbor.hpp"
+#include "io/net/neighbor.hpp"
 #include "wire/arp.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ethernet.hpp"

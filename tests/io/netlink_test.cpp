@@ -6,7 +6,7 @@
 // gone, so nothing is left behind and no traffic leaves them. Needs root (the
 // ctest label is `interop`); without it the tests fail, loudly.
 //
-// Read first: src/io/netlink.hpp. Waiting for the kernel is a bounded poll
+// Read first: src/io/net/netlink.hpp. Waiting for the kernel is a bounded poll
 // of its state (or of the notification socket), never a sleep.
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@
 #include <functional>
 #include <string>
 
-#include "io/netlink.hpp"
+#include "io/net/netlink.hpp"
 #include "wire/arp.hpp"
 #include "wire/ethernet.hpp"
 

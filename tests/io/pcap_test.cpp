@@ -1,12 +1,12 @@
 // The pcap writer: header, records, timestamps, read back by an independent reader.
 //
-// Read first: src/io/pcap.hpp.
+// Read first: src/io/loop/pcap.hpp.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 
-#include "io/pcap.hpp"
+#include "io/loop/pcap.hpp"
 #include "wire/bytes.hpp"
 
 namespace iwcm::io {

@@ -1,7 +1,7 @@
 // Tests of sharding: the flow hash and the port filter (include/iwcm/shard.hpp),
-// the frame ring (src/io/frame_ring.hpp) and the in-memory network on N
-// threads (src/io/shard_net.hpp). Read shard_net.hpp's file comment first.
-#include "io/shard_net.hpp"
+// the frame ring (src/io/threads/frame_ring.hpp) and the in-memory network on N
+// threads (src/io/threads/shard_net.hpp). Read shard_net.hpp's file comment first.
+#include "io/threads/shard_net.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "io/frame_ring.hpp"
-#include "io/shard_links.hpp"
+#include "io/threads/frame_ring.hpp"
+#include "io/threads/shard_links.hpp"
 #include "iwcm/shard.hpp"
 
 namespace iwcm::io {

@@ -2,13 +2,13 @@
 // reservations on 127.0.0.1 (a bound socket each, no privilege needed), and
 // ConnPorts drives a core that nobody answers, on the virtual clock.
 //
-// Read first: src/io/shared_ports.hpp.
+// Read first: src/io/shared/shared_ports.hpp.
 #include <gtest/gtest.h>
 
 #include <deque>
 #include <set>
 
-#include "io/shared_ports.hpp"
+#include "io/shared/shared_ports.hpp"
 #include "iwcm/shard.hpp"
 #include "wire/frame.hpp"
 

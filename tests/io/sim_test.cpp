@@ -1,8 +1,8 @@
-// Tests of the deterministic random numbers (src/io/rng.hpp) and the simulated
-// Ethernet segment (src/io/sim.hpp). Read sim.hpp's file comment first: these
+// Tests of the deterministic random numbers (src/io/sim/rng.hpp) and the simulated
+// Ethernet segment (src/io/sim/sim.hpp). Read sim.hpp's file comment first: these
 // tests check its model (collect / advance / dispatch), its fault semantics
 // and replay by seed, using small fake hosts instead of iwcm::Core.
-#include "io/sim.hpp"
+#include "io/sim/sim.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "io/rng.hpp"
+#include "io/sim/rng.hpp"
 #include "iwcm/core.hpp"
 
 namespace iwcm::io {

@@ -6,7 +6,7 @@
 // hash, so some SYNs arrive on a thread that does not own them and must be
 // handed over. Needs root, like tap_test.cpp: without it the test fails.
 //
-// Read first: src/io/tap_shards.hpp, tests/io/tap_test.cpp.
+// Read first: src/io/tap/tap_shards.hpp, tests/io/tap_test.cpp.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "io/kernel_side.hpp"
-#include "io/tap_shards.hpp"
+#include "io/tap/tap_shards.hpp"
 #include "iwcm/shard.hpp"
 #include "wire/mpa.hpp"
 

@@ -6,7 +6,7 @@
 // A second test runs the whole TapHost there and captures, with a packet
 // socket on the TAP, the announcements it sends when an address is added.
 //
-// Read first: src/io/tap.hpp, src/io/event_loop.hpp.
+// Read first: src/io/tap/tap.hpp, src/io/loop/event_loop.hpp.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -25,9 +25,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "io/event_loop.hpp"
 #include "io/kernel_side.hpp"
-#include "io/tap.hpp"
+#include "io/loop/event_loop.hpp"
+#include "io/tap/tap.hpp"
 #include "iwcm/core.hpp"
 #include "wire/arp.hpp"
 #include "wire/bytes.hpp"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two programs on one shared interface at once, on each end of a veth pair:
 # Debian's unmodified rping (rdmacm-utils) over libiwcm_rdma.so, in shared-
-# address mode through the interface's switch (src/io/switch.hpp). Namespace A
+# address mode through the interface's switch (src/io/shared/switch.hpp). Namespace A
 # runs an rping server on port 7174 and an rping client of B's server on 7175;
 # namespace B the mirror image. All four must complete their iterations and
 # exit 0; each interface's switch must end by itself after its last program.

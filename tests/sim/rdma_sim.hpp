@@ -2,7 +2,7 @@
 // the faults a seed draws for its links, when they start, and the per-frame trace and
 // per-seed log line asked for through the environment.
 //
-// Read first: src/io/sim.hpp (the network, its faults and its counters).
+// Read first: src/io/sim/sim.hpp (the network, its faults and its counters).
 #pragma once
 
 #include <chrono>
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "cm/harness.hpp"
-#include "io/rng.hpp"
-#include "io/sim.hpp"
+#include "io/sim/rng.hpp"
+#include "io/sim/sim.hpp"
 #include "wire/frame.hpp"
 
 namespace iwcm::test {

@@ -4,7 +4,7 @@
 //
 // Read first: tools/rping.hpp (one iteration: the client's Send with its
 // start buffer, the server's RDMA Read of it, a Send, the client's Send with
-// its sink buffer, the server's RDMA Write into it, a Send), src/io/sim.hpp
+// its sink buffer, the server's RDMA Write into it, a Send), src/io/sim/sim.hpp
 // (the network and its faults), include/iwcm/verbs.hpp.
 //
 // RdmaSim.RpingUnderFaults, per seed: CRC on or off, a message size from 26
@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "cm/harness.hpp"
-#include "io/rng.hpp"
-#include "io/sim.hpp"
+#include "io/sim/rng.hpp"
+#include "io/sim/sim.hpp"
 #include "iwcm/verbs.hpp"
 #include "sim/rdma_sim.hpp"
 #include "sim/seeds.hpp"

@@ -2,7 +2,7 @@
 // rdma_sim_test.cpp): seeds 1 to n, or one seed alone, each failure
 // reported with its seed so that it replays.
 //
-// Read first: src/io/sim.hpp (a seed replays a run exactly).
+// Read first: src/io/sim/sim.hpp (a seed replays a run exactly).
 #pragma once
 
 #include <gtest/gtest.h>

@@ -2,14 +2,14 @@
 // sends an MPA request, 1,000 of them and then 100 more each virtual second, against an
 // iwarp-cm listener, while an iwarp-cm initiator connects through them.
 //
-// Read first: docs/design.md "Backlog", src/io/sim.hpp (the network and its hosts),
+// Read first: docs/design.md "Backlog", src/io/sim/sim.hpp (the network and its hosts),
 // tests/cm/backlog_test.cpp (the same on exact frames).
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "cm/harness.hpp"
-#include "io/sim.hpp"
+#include "io/sim/sim.hpp"
 
 namespace iwcm::test {
 namespace {

@@ -1,5 +1,5 @@
 // The seeded fault simulation as a test: S seeds x K connection attempts
-// between several cores (src/io/sim_runner.hpp builds each scenario from its
+// between several cores (src/io/sim/sim_runner.hpp builds each scenario from its
 // seed). A failure prints the seed; `iwarp-cm sim --seed N --log` replays it
 // byte for byte and prints every event and command. IWCM_SIM_SEEDS=n scales
 // the seeded suites (default 2,500 each, 10,000 over the four).
@@ -81,7 +81,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "io/sim_runner.hpp"
+#include "io/sim/sim_runner.hpp"
 
 namespace iwcm::io {
 namespace {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cm/harness.hpp"
-#include "io/rng.hpp"
-#include "io/sim.hpp"
+#include "io/sim/rng.hpp"
+#include "io/sim/sim.hpp"
 #include "sim/seeds.hpp"
 
 namespace iwcm::test {

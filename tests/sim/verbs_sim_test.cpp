@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "cm/harness.hpp"
-#include "io/rng.hpp"
-#include "io/sim.hpp"
+#include "io/sim/rng.hpp"
+#include "io/sim/sim.hpp"
 #include "iwcm/verbs.hpp"
 #include "sim/rdma_sim.hpp"
 #include "sim/seeds.hpp"

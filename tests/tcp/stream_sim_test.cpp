@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "io/rng.hpp"
+#include "io/sim/rng.hpp"
 #include "tcp/channel.hpp"
 #include "tcp/stream.hpp"
 

@@ -1,0 +1,274 @@
+// The host loop over a frame device. Read first: event_loop.hpp.
+#include "io/loop/event_loop.hpp"
+
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+
+#include "iwcm/assert.hpp"
+#include "wire/ethernet.hpp"
+
+namespace iwcm::io {
+
+namespace {
+
+constexpr std::uint64_t kTapTag = 1;
+constexpr std::uint64_t kTimerTag = 2;
+constexpr std::uint64_t kSignalTag = 3;
+constexpr std::uint64_t kWatchTag = 16;  // + the watch's index
+// Frames handled per wake-up before timers get their turn.
+constexpr int kMaxFramesPerWake = 256;
+
+std::string errno_text(const char* what) {
+    return std::string(what) + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+int block_signals_to_fd() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return -1;
+    return ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+Instant TapHost::now() {
+    return Instant{
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())};
+}
+
+TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vlan,
+                 const TapHostConfig& config)
+    : dev_(std::move(dev)),
+      kernel_neighbors_(config.kernel_neighbors),
+      core_(core),
+      vlan_(vlan),
+      neighbors_(core.config().mac, vlan, config.neighbors),
+      rx_buf_(dev_->max_frame()) {}
+
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device) {
+    if (core.checksum_offload)
+        return "checksum offload is only for the in-memory link, not " + device;
+    if (core.stream.segment_offload == 0) return std::nullopt;
+    return "segment offload is only for the in-memory link, not " + device;
+}
+
+Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
+                                                              Core& core, std::uint16_t vlan) {
+    auto tap = TapDevice::open(config.tap);
+    if (!tap) return fail(tap.error());
+    return open_device(std::make_unique<TapDevice>(std::move(*tap)), config, core, vlan);
+}
+
+Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
+    std::unique_ptr<FrameDevice> device, const TapHostConfig& config, Core& core,
+    std::uint16_t vlan) {
+    IWCM_ASSERT(device != nullptr);
+    if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
+    if (auto why = offload_refused(core.config(), device->name())) return fail(*why);
+    std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
+    if (!host->setup(config)) return fail(host->error_);
+    return host;
+}
+
+bool TapHost::watch(int fd, std::function<void(Instant)> on_ready) {
+    IWCM_ASSERT(fd >= 0);
+    if (watches_.size() >= static_cast<std::size_t>(kMaxWatches)) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWatchTag + watches_.size();
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    watches_.emplace_back(fd, std::move(on_ready));
+    return true;
+}
+
+bool TapHost::setup(const TapHostConfig& config) {
+    if (!config.pcap_path.empty()) {
+        auto p = PcapWriter::open(config.pcap_path);
+        if (!p) {
+            error_ = p.error();
+            return false;
+        }
+        pcap_ = std::move(*p);
+    }
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epoll_fd_ < 0 || timer_fd_ < 0) {
+        error_ = errno_text("epoll/timerfd");
+        return false;
+    }
+    auto add = [&](int fd, std::uint64_t tag) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = tag;
+        return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    };
+    if (config.handle_signals) {
+        if ((signal_fd_ = block_signals_to_fd()) < 0 || !add(signal_fd_, kSignalTag)) {
+            error_ = errno_text("signalfd");
+            return false;
+        }
+    }
+    if (!add(dev_->fd(), kTapTag) || !add(timer_fd_, kTimerTag)) {
+        error_ = errno_text("epoll_ctl");
+        return false;
+    }
+    return true;
+}
+
+TapHost::~TapHost() {
+    for (int fd : {epoll_fd_, timer_fd_, signal_fd_})
+        if (fd >= 0) ::close(fd);
+}
+
+Result<void> TapHost::add_address(IpAddr addr) {
+    auto r = core_.add_address(addr, vlan_);
+    if (!r) return r;
+    neighbors_.add_address(addr);
+    if (kernel_neighbors_) return {};  // the kernel answers for the address
+    // Tell the link at once (RFC 5227 section 2.3, RFC 4861 section 7.2.6):
+    // a peer that still holds another MAC for the address updates it.
+    neighbors_.announce(now(), addr);
+    return {};
+}
+
+// ---------------------------------------------------------------- output
+
+void TapHost::capture(std::span<const std::byte> frame,
+                      std::span<const std::span<const std::byte>> rest) {
+    if (!pcap_) return;
+    const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    (void)pcap_->write(wall.count(), frame, rest);
+}
+
+void TapHost::send(std::span<const std::byte> headers,
+                   std::span<const std::span<const std::byte>> payload) {
+    capture(headers, payload);
+    ++counters_.frames_out;
+    if (dev_->write_parts(headers, payload) != 0) ++counters_.write_errors;
+}
+
+void TapHost::flush() {
+    // The neighbour table first: a reply it owes may be what the peer needs
+    // before it can answer anything the core sends. The core's stream segments come in
+    // two parts, their payload read from the stream's memory by the device (no copy into
+    // the core's frame first).
+    for (int round = 0; round < 2; ++round) {
+        while (auto f = neighbors_.poll_transmit()) send(*f);
+        while (auto f = core_.poll_transmit_parts()) send(f->headers, f->payload);
+    }
+    dev_->flush();
+}
+
+// ---------------------------------------------------------------- input
+
+bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan) {
+    auto eth = wire::parse_ethernet(frame);
+    if (!eth) return false;
+    const std::uint16_t id = eth->repr.vlan ? eth->repr.vlan->id : kNoVlan;
+    if (id != vlan || eth->repr.dst != mac) return false;
+    return eth->repr.ethertype == wire::kEtherTypeIpv4 ||
+           eth->repr.ethertype == wire::kEtherTypeIpv6;
+}
+
+bool TapHost::for_core(std::span<const std::byte> frame) const {
+    return frame_for_core(frame, core_.config().mac, vlan_);
+}
+
+void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {
+    ++counters_.frames_in;
+    capture(frame);
+    if (neighbors_.receive(now, frame)) {
+        ++counters_.to_neighbors;
+    } else if (for_core(frame)) {
+        ++counters_.to_core;
+        core_.receive(now, frame);
+    } else {
+        ++counters_.ignored;
+    }
+}
+
+void TapHost::fire_timers(Instant now) {
+    if (auto d = core_.next_deadline(); d && *d <= now) core_.on_timer(now);
+    if (auto d = neighbors_.next_deadline(); d && *d <= now) neighbors_.on_timer(now);
+}
+
+bool TapHost::arm_timer(Instant at) {
+    itimerspec spec{};
+    const auto ns = std::max<std::int64_t>(at.time_since_epoch().count(), 1);
+    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    return ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) == 0;
+}
+
+Wake TapHost::step(Instant until) {
+    flush();
+    Instant wake = until;
+    if (auto d = core_.next_deadline()) wake = std::min(wake, *d);
+    if (auto d = neighbors_.next_deadline()) wake = std::min(wake, *d);
+    if (!arm_timer(wake)) {
+        error_ = errno_text("timerfd_settime");
+        return Wake::kError;
+    }
+    epoll_event events[4 + kMaxWatches];
+    int n = 0;
+    if (wait_lock_ != nullptr) {
+        sleeping_until_.store(wake, std::memory_order_release);
+        wait_lock_->unlock();
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+        wait_lock_->lock();
+        sleeping_until_.store(kInstantNever, std::memory_order_release);
+    } else {
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+    }
+    if (n < 0) {
+        if (errno == EINTR) return Wake::kOk;
+        error_ = errno_text("epoll_wait");
+        return Wake::kError;
+    }
+    Wake result = Wake::kOk;
+    for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == kTapTag) {
+            for (int k = 0; k < kMaxFramesPerWake; ++k) {
+                long len = dev_->read(rx_buf_);
+                if (len < 0) {
+                    errno = static_cast<int>(-len);
+                    error_ = errno_text(("reading " + dev_->name()).c_str());
+                    return Wake::kError;
+                }
+                if (len == 0) break;
+                handle_frame(now(), std::span<const std::byte>(rx_buf_.data(),
+                                                               static_cast<std::size_t>(len)));
+            }
+        } else if (events[i].data.u64 == kTimerTag) {
+            std::uint64_t expirations = 0;
+            (void)!::read(timer_fd_, &expirations, sizeof expirations);
+        } else if (events[i].data.u64 >= kWatchTag) {
+            const auto w = static_cast<std::size_t>(events[i].data.u64 - kWatchTag);
+            IWCM_ASSERT(w < watches_.size());
+            watches_[w].second(now());
+        } else if (events[i].data.u64 == kSignalTag) {
+            signalfd_siginfo info{};
+            while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+                result = Wake::kSignal;
+                last_signal_ = static_cast<int>(info.ssi_signo);
+            }
+        }
+    }
+    fire_timers(now());
+    for (const auto& hook : after_step_) hook(now());
+    flush();
+    return result;
+}
+
+}  // namespace iwcm::io
