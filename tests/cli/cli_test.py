@@ -202,9 +202,27 @@ def case_bench_progress(c):
               p["paired_min"] <= p["speedup"] <= p["paired_max"],
               "shards: speedup %r, pairs %r..%r; from the repetitions %r, %r..%r" %
               (p["speedup"], p["paired_min"], p["paired_max"], mean_ratio, min(pairs), max(pairs)))
+    # The ratio to the kernel sockets is that of the means of the interleaved repetitions
+    # (setup and teardown, per CPU second), with the least and the greatest ratio of a pair.
+    kernel = [k["setups"] / k["cpu_s"] for k in results["kernel"]["reps"]]
+    check(len(kernel) == 2, "kernel: %d repetitions, want 2" % len(kernel))
+    for key, part in (("cycle_vs_kernel", "setup"), ("offload_cycle_vs_kernel", "setup_offload")):
+        ours = [r["setups"] / (r["setup_cpu_s"] + r["teardown_cpu_s"]) for r in results[part]["reps"]]
+        pairs = [a / b for a, b in zip(ours, kernel)]
+        got = results["ratio"]
+        want = sum(ours) / sum(kernel)
+        check(abs(got[key] - want) <= 1e-4 * want and abs(got[key + "_min"] - min(pairs)) <= 1e-4 * min(pairs)
+              and abs(got[key + "_max"] - max(pairs)) <= 1e-4 * max(pairs),
+              "%s: %r..%r, mean %r; from the repetitions %r..%r, mean %r" %
+              (key, got[key + "_min"], got[key + "_max"], got[key], min(pairs), max(pairs), want))
     names = [t["name"] for t in results["targets"]]
     check(len(points) < 2 or "setup rate, 2 threads on 2 cores vs 1 (mean of reps)" in names,
           "no scaling target in %r" % names)
+    check(names[0] == "setup rate, one core, setup only (checksums computed)",
+          "the headline target is not the rate with checksums computed: %r" % names[:2])
+    for want in ("RDMA Write 4 KiB vs loopback TCP, CRC off (44-MSS segments, checksum offload)",
+                 "RDMA Send 4 KiB vs loopback TCP, CRC off (44-MSS segments, checksum offload)"):
+        check(want in names, "no target %r in %r" % (want, names))
     steps = BENCH_PROGRESS.findall(term)
     for text in ("bench: setup rate, iwarp-cm, repetition (1/2)", "bench: setup rate, iwarp-cm, repetition (2/2)",
                  "bench: setup rate, kernel sockets, repetition (2/2)", "bench: scale N=2000, established (1/1)",
