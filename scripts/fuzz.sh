@@ -32,32 +32,50 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 mkdir -p "$BUILD/artifacts"
 summary="$BUILD/fuzz-summary.txt"
-printf '%-9s %10s %8s %8s %8s %8s\n' target execs exec/s cov ft corpus | tee "$summary"
-for t in "${TARGETS[@]}"; do
-  bin="$BUILD/fuzz_$t"
-  seeds="fuzz/corpus/$t"
-  work="$BUILD/corpus/$t"
-  log="$BUILD/fuzz_$t.log"
+# One target: replay its corpus, fuzz it, write its summary row to $BUILD/row_$t.
+fuzz_one() {
+  local t=$1
+  local bin="$BUILD/fuzz_$t" seeds="fuzz/corpus/$t" work="$BUILD/corpus/$t" log="$BUILD/fuzz_$t.log"
   mkdir -p "$work"
+  rm -f "$BUILD/row_$t"
   # 1. The committed corpus, each input once.
   if ! "$bin" -rss_limit_mb=2048 "$seeds"/* >"$BUILD/replay_$t.log" 2>&1; then
     echo "fuzz: $t fails on its committed corpus:" >&2
     tail -40 "$BUILD/replay_$t.log" >&2
-    exit 1
+    return 1
   fi
   # 2. Bounded fuzzing from the corpus (and what earlier runs found).
   if ! "$bin" -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$t-" "$work" "$seeds" >"$log" 2>&1; then
     echo "fuzz: $t found a failure (input in $BUILD/artifacts/):" >&2
     grep -v -E '^#[0-9]+ +(NEW|REDUCE|pulse)' "$log" | tail -60 >&2
-    exit 1
+    return 1
   fi
+  local execs rate last cov ft corp
   execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
   rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log")
   last=$(grep -E ' cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
   cov=$(sed -E 's/.* cov: ([0-9]+) .*/\1/' <<<"$last")
   ft=$(sed -E 's/.* ft: ([0-9]+) .*/\1/' <<<"$last")
   corp=$(sed -E 's/.* corp: ([0-9]+)\/.*/\1/' <<<"$last")
-  printf '%-9s %10s %8s %8s %8s %8s\n' "$t" "$execs" "$rate" "$cov" "$ft" "$corp" | tee -a "$summary"
+  printf '%-9s %10s %8s %8s %8s %8s\n' "$t" "$execs" "$rate" "$cov" "$ft" "$corp" >"$BUILD/row_$t"
+}
+
+# The targets run JOBS at a time (one per CPU): each is one process on one core, and
+# they share nothing but the build folder's read-only binaries.
+JOBS=${JOBS:-$(nproc)}
+printf '%-9s %10s %8s %8s %8s %8s\n' target execs exec/s cov ft corpus | tee "$summary"
+failed=0
+for ((i = 0; i < ${#TARGETS[@]}; i += JOBS)); do
+  pids=()
+  for t in "${TARGETS[@]:i:JOBS}"; do
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for t in "${TARGETS[@]:i:JOBS}"; do
+    [ -f "$BUILD/row_$t" ] && tee -a "$summary" <"$BUILD/row_$t"
+  done
+  [ "$failed" -eq 0 ] || exit 1
 done
 echo "fuzz: every target replayed its corpus and ran ${SECONDS_EACH}s without a failure"
