@@ -149,6 +149,7 @@ void Stream::rebase_refs(std::uint32_t cut) {
 std::size_t Stream::write(std::span<const std::byte> data) {
     const std::size_t n = std::min(data.size(), send_space());
     if (n == 0) return 0;
+    const std::uint32_t queued_before = snd_buffered();
     // Drop the acknowledged prefix once it is as long as the live bytes: the
     // move is paid for by the bytes acknowledged since the last one.
     if (snd_off_ > 0 && snd_off_ >= snd_buffered()) cut_snd_prefix();
@@ -161,6 +162,7 @@ std::size_t Stream::write(std::span<const std::byte> data) {
         const auto* from = data.data() + done;
         snd_buf_.insert(snd_buf_.end(), from, from + std::min(wire::kCopyPiece, n - done));
     }
+    IWCM_ASSERT(snd_buffered() == queued_before + n);
     checked(*this);
     return n;
 }
@@ -289,6 +291,9 @@ Stream::Advert Stream::advert() const {
     std::uint32_t field = wnd >> rcv_wscale_;
     if ((field << rcv_wscale_) < wnd && ((field + 1) << rcv_wscale_) <= space) ++field;
     field = std::min(field, kMaxWindowField);
+    // Never more than the buffer can take, unless an offer made before stands (RFC 9293
+    // 3.8.6.2.2: the right edge does not move left).
+    IWCM_ASSERT((field << rcv_wscale_) <= std::max(space, offered));
     const SeqNumber edge = rcv_nxt_ + (field << rcv_wscale_);
     return {static_cast<std::uint16_t>(field), edge > rcv_adv_ ? edge : rcv_adv_};
 }
@@ -392,6 +397,8 @@ void Stream::tell_acked(SinkRef sink, const Arrival& out) const {
 }
 
 void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
+    // on_segment calls it for an acceptable ACK only (check_ack): none beyond SND.MAX.
+    IWCM_ASSERT((seg.flags & flags::kAck) != 0 && seg.ack <= snd_max_);
     const std::uint32_t seg_wnd = std::uint32_t{seg.window} << snd_wscale_;
     // RFC 9293 3.8.6.1: the answer to a zero-window probe "resets" the probe
     // count; any acceptable ACK shows the peer is there. Once we closed, only
@@ -418,9 +425,11 @@ void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
         snd_wl2_ = seg.ack;
         max_snd_wnd_ = std::max(max_snd_wnd_, seg_wnd);
     }
+    IWCM_ASSERT(snd_una_ <= snd_nxt_ && snd_nxt_ <= snd_max_ && snd_wnd_ <= max_snd_wnd_);
 }
 
 void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
+    IWCM_ASSERT(ack > snd_una_ && ack <= snd_max_);
     const std::uint32_t acked = dist(ack, snd_una_);
     const std::uint32_t flight_before = dist(snd_max_, snd_una_);
     const std::uint32_t buffered = snd_buffered();
@@ -454,6 +463,8 @@ void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
 }
 
 void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
+    // After SND.UNA moved to the ACK (on_new_ack), with cwnd at least an MSS.
+    IWCM_ASSERT(ack == snd_una_ && acked > 0 && cwnd_ >= mss_);
     const std::uint32_t flight = dist(snd_max_, snd_una_);
     if (in_recovery_) {
         if (ack > recover_) {
@@ -493,9 +504,11 @@ void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
         }
     }
     cwnd_ = std::min(cwnd_, kCwndCap);
+    IWCM_ASSERT(cwnd_ >= mss_);
 }
 
 void Stream::on_dup_ack() {
+    IWCM_ASSERT(snd_nxt_ > snd_una_);  // RFC 5681's duplicate ACK: data outstanding
     if (in_recovery_) {
         // RFC 5681 3.2 step 4: "For each additional duplicate ACK received
         // (after the third), cwnd MUST be incremented by SMSS."
@@ -519,6 +532,7 @@ void Stream::on_dup_ack() {
     cwnd_ = std::min(ssthresh_ + std::min<std::uint32_t>(dupacks_, 3) * mss_, kCwndCap);
     in_recovery_ = true;
     rexmit_una_ = true;
+    IWCM_ASSERT(ssthresh_ >= 2U * mss_ && cwnd_ >= ssthresh_);
     // A loss probe's episode ends in this recovery: one reduction for both.
     tlp_out_ = false;
 }
@@ -535,6 +549,7 @@ std::uint8_t Stream::dupack_threshold() const {
     const std::uint32_t flight = dist(snd_max_, snd_una_);
     if (flight >= 4U * mss_ || send_len(send_allowance()).has_value()) return kDupThresh;
     const std::uint32_t segments = (flight + mss_ - 1) / mss_;
+    IWCM_ASSERT(segments <= 4);  // so the threshold is 1, 2 or 3
     return static_cast<std::uint8_t>(std::max<std::uint32_t>(segments, 2) - 1);
 }
 
@@ -558,6 +573,7 @@ void Stream::rtt_sample(Duration r) {
         std::clamp(srtt_ + std::max(kGranularity, 4 * rttvar_), config_.rto_min, config_.rto_max);
     // RFC 6298 5.7 and Karn: a valid sample ends the backoff.
     rto_backoff_ = 0;
+    IWCM_ASSERT(has_srtt_ && rto_base_ >= config_.rto_min && rto_base_ <= config_.rto_max);
 }
 
 // The referenced bytes of [snd_una, end) are acknowledged: drops them and
@@ -632,10 +648,15 @@ Stream::Text Stream::trim_text(const SegmentIn& seg, wire::Pieces data) {
         }
         if (fin_at != peer_fin_seq_) t.fin = false;
     }
+    // What is left lies inside [RCV.NXT, RCV.NXT + RCV.WND).
+    IWCM_ASSERT(t.data.size() <= data.size());
+    IWCM_ASSERT(t.data.empty() ||
+                (t.seq >= rcv_nxt_ && t.seq + static_cast<std::uint32_t>(t.data.size()) <= edge));
     return t;
 }
 
 void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arrival& out) {
+    IWCM_ASSERT((seg.flags & flags::kAck) != 0);  // after process_ack took it
     const std::size_t payload_len = seg.payload_len();
     if (payload_len == 0 && (seg.flags & flags::kFin) == 0) return;
     if (fin_received_) {
@@ -675,6 +696,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
         out.fin = true;
         ack_now_ = true;
     }
+    IWCM_ASSERT(!fin_received_ || rcv_nxt_ == peer_fin_seq_ + 1);
     if (!ack_now_ && (out.readable || out.sunk > 0)) {
         // RFC 9293 3.8.6.3 / RFC 5681 4.2: "an ACK SHOULD be generated for at
         // least every second full-sized segment", others within the delay.
@@ -687,6 +709,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
 }
 
 void Stream::note_peer_fin(SeqNumber at) {
+    IWCM_ASSERT(!peer_fin_known_ && at >= rcv_nxt_);
     peer_fin_known_ = true;
     peer_fin_seq_ = at;
     // Out-of-order bytes past the FIN cannot exist: forget them.
@@ -699,11 +722,13 @@ void Stream::note_peer_fin(SeqNumber at) {
         ooo_bytes_ -= ooo_.back().len - keep;
         ooo_.back().len = keep;
     }
+    IWCM_ASSERT(ooo_.empty() || ooo_.back().start + ooo_.back().len <= at);
 }
 
 // Where the n bytes from seq go in the receive buffer, room made for them. Called twice for
 // the same bytes (place_summed, then place) it changes nothing the second time.
 std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
+    IWCM_ASSERT(seq >= rcv_nxt_ && n > 0);  // in order or out of order, never old bytes
     // Drop the read prefix once it is as long as what follows it.
     const std::size_t live = rcv_buf_.size() - rcv_read_;
     if (rcv_read_ > 0 && rcv_read_ >= live) {
@@ -834,6 +859,7 @@ std::optional<SegmentOut> Stream::poll_segment(Instant now) {
         out = make_segment(minus(ack_seq(), 1), 0, flags::kAck);
     }
     if (!out && ack_now_) out = make_segment(ack_seq(), 0, flags::kAck);
+    IWCM_ASSERT(!out || !ack_now_);  // every segment carries the ACK that was owed
     update_timers(now);
     checked(*this);
     return out;
@@ -848,6 +874,7 @@ SeqNumber Stream::ack_seq() const {
     // most likely dropped it.
     const SeqNumber edge = snd_una_ + snd_wnd_;
     if (snd_max_ <= edge) return snd_max_;
+    IWCM_ASSERT(snd_max_ > snd_una_);  // beyond the window: something was sent
     return snd_nxt_ > edge ? snd_nxt_ : edge;
 }
 
@@ -862,7 +889,9 @@ std::uint32_t Stream::send_allowance() const {
     if (!in_recovery_ && dupacks_ > 0 && snd_nxt_ == snd_max_) {
         allowed += std::uint64_t{std::min<std::uint8_t>(dupacks_, 2)} * mss_;
     }
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed, kCwndCap));
+    const auto allowance = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed, kCwndCap));
+    IWCM_ASSERT(allowance >= cwnd_);
+    return allowance;
 }
 
 std::uint32_t Stream::offload() const {
@@ -878,7 +907,9 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
     const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
     const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
     const std::uint32_t cap = std::min({room, dist(data_end(), snd_nxt_), offload_max});
-    return offload_len(*len, cap);
+    const std::uint32_t n = offload_len(*len, cap);
+    IWCM_ASSERT(n >= *len && n <= std::max(*len, cap));  // never shorter, never past the cap
+    return n;
 }
 
 std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
@@ -909,6 +940,7 @@ std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const
     // record's end (write_record) or at the end of the queue.
     const std::uint32_t piece = std::min(unsent, seg_limit(snd_nxt_));
     const std::uint32_t len = std::min(room, piece);
+    IWCM_ASSERT(len <= mss_ && len <= unsent);
     // The FIN takes no room in the window: it goes with the last byte.
     const bool fin = fin_queued_ && len == unsent;
     if (len == 0 && !fin) return std::nullopt;
@@ -966,6 +998,7 @@ std::optional<SegmentOut> Stream::send_new(Instant now) {
     // handshake's: an MPA frame the peer's window held back), and no FIN after them.
     if (holding()) len = std::min(*len, dist(hold_edge_, snd_nxt_));
     if (*len == 0 && holding()) return std::nullopt;
+    IWCM_ASSERT(!holding() || snd_nxt_ + *len <= hold_edge_);
     return emit(now, snd_nxt_, *len, !holding() && fin_queued_ && snd_nxt_ + *len == data_end());
 }
 
@@ -990,6 +1023,7 @@ std::optional<SegmentOut> Stream::send_tlp(Instant now) {
         const SeqNumber start = data == 0 ? end : last_seg_start(end);
         out = emit(now, start, dist(end, start), fin_sent_);
     }
+    IWCM_ASSERT(out.has_value());  // new data, or the last segment again
     tlp_out_ = true;
     tlp_end_ = snd_max_;
     // "the sender MUST ... arm the RTO timer, not the PTO timer".
@@ -1027,6 +1061,7 @@ void Stream::end_tlp_episode(std::uint32_t flight) {
     ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * mss_);
     cwnd_ = std::max<std::uint32_t>(std::min(cwnd_, ssthresh_), mss_);
     bytes_acked_ = 0;
+    IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= ssthresh_);
 }
 
 std::optional<SegmentOut> Stream::send_probe() {
@@ -1041,6 +1076,9 @@ std::optional<SegmentOut> Stream::send_probe() {
 }
 
 SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin) {
+    // Queued bytes from SND.UNA on; the FIN only right after the last of them.
+    IWCM_ASSERT(seq >= snd_una_ && seq + len <= data_end());
+    IWCM_ASSERT(!fin || (fin_queued_ && seq + len == data_end()));
     const SeqNumber end = seq + len + (fin ? 1 : 0);
     if (seq < snd_max_) {
         // A retransmission. RFC 6298 section 3 (Karn): no RTT sample may come
@@ -1067,6 +1105,7 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
     std::uint8_t f = flags::kAck;
     if (len > 0) f |= flags::kPsh;
     if (fin) f |= flags::kFin;
+    IWCM_ASSERT(snd_nxt_ <= snd_max_ && rto_at_ != kInstantNever);
     return make_segment(seq, len, f);
 }
 
@@ -1119,6 +1158,8 @@ SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f
     ack_now_ = false;
     delack_at_ = kInstantNever;
     rcv_unacked_ = 0;
+    IWCM_ASSERT(len == 0 || (seq >= snd_una_ && seq + len <= data_end()));
+    IWCM_ASSERT(rcv_adv_ >= rcv_nxt_);
     SegmentOut out{seq, rcv_nxt_, f, a.field, {}, {}, len};
     if (len > 0 && ref_bytes() > 0) {
         gather(seq, len);
@@ -1177,6 +1218,7 @@ void Stream::update_timers(Instant now) {
         tlp_at_ = now + pto();
     // RFC 8985 7.2: when the RTO would fire first, it alone is armed.
     if (tlp_at_ >= rto_at_) tlp_at_ = kInstantNever;
+    IWCM_ASSERT(persist_at_ == kInstantNever && (tlp_at_ == kInstantNever || tlp_at_ < rto_at_));
 }
 
 std::optional<Instant> Stream::next_deadline() const {
@@ -1239,6 +1281,7 @@ Stream::Timeout Stream::on_rto(Instant now) {
     // "Start the retransmission timer".
     if (rto_backoff_ < kMaxBackoff) ++rto_backoff_;
     rto_at_ = now + rto();
+    IWCM_ASSERT(cwnd_ == mss_ && snd_nxt_ == snd_una_ && !in_recovery_);
     return Timeout::kNone;
 }
 
@@ -1251,6 +1294,7 @@ Stream::Timeout Stream::on_persist(Instant now) {
     probe_pending_ = true;
     if (persist_backoff_ < kMaxBackoff) ++persist_backoff_;
     persist_at_ = now + backed_off(rto_backoff_ + persist_backoff_);
+    IWCM_ASSERT(probe_pending_ && persist_at_ != kInstantNever);
     return Timeout::kNone;
 }
 
@@ -1267,6 +1311,7 @@ Stream::Timeout Stream::on_keepalive(Instant now) {
     ++ka_probes_out_;
     ka_probe_pending_ = true;
     keepalive_at_ = now + config_.keepalive_interval;
+    IWCM_ASSERT(ka_probes_out_ <= config_.keepalive_probes);
     return Timeout::kNone;
 }
 
