@@ -24,6 +24,7 @@ using cm::Segment;
 namespace tf = wire::tcp_flags;
 
 void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
+    IWCM_ASSERT(node->stream == nullptr && node->snd_una <= node->snd_nxt);
     tcp::StreamInit init;
     init.snd_una = node->snd_una;
     init.snd_nxt = node->snd_nxt;
@@ -57,6 +58,7 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
 // only at exactly rcv_nxt (elsewhere in the window it draws a challenge
 // ACK), a SYN always draws a challenge ACK. Everything else is the stream's.
 void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(node->stream != nullptr && seg.tcp);  // after a kStream hand-off only
     tcp::Stream& s = node->stream->tcp;
     const wire::TcpRepr& t = *seg.tcp;
     if (t.has(tf::kRst)) {
@@ -151,6 +153,7 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->stream != nullptr);
     cm::NodeStream& ns = *node->stream;
     tcp::Stream& s = ns.tcp;
     // The stream's retransmissions (RTO, fast retransmit, loss probe) are the core's too:

@@ -122,10 +122,12 @@ RtrStart Core::Impl::rtr_start(const Node& node) {
 // starts waiting for one (MPAREQ_WAIT; on_syn_rcvd arms the request timer once the
 // segment that completed the handshake is read).
 void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(!node->stream);
     if (!node->initiator) {
         set_state(*node, CmState::kMpaReqWait);
         return;
     }
+    IWCM_ASSERT(node->mpa_rev == 1 || node->mpa_rev == 2);  // the responder's is the request's
     wire::MpaRepr req;
     req.kind = wire::MpaKind::kRequest;
     req.crc = node->crc;
@@ -144,6 +146,7 @@ void Core::Impl::start_mpa(Instant now, const NodeRef& node) {
     std::byte buf[kMaxMpaFrame + wire::kMpaV2ParamsLen];
     std::size_t len = req.buffer_len();
     req.emit(std::span<std::byte>(buf, len));
+    IWCM_ASSERT(len <= sizeof buf);
     set_state(*node, CmState::kMpaReqSent);
     send_data(now, node, std::span<const std::byte>(buf, len), false);
     arm_phase_timer(now, node, cm::NodeTimer::kMpaReply, cfg.mpa.reply_timeout);
@@ -205,6 +208,7 @@ static std::size_t complete_mpa(wire::Bytes rx) {
 }
 
 void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kMpaReqWait && !node->initiator && !node->stream);
     const wire::Bytes rx = stream_rx(*node);
     std::size_t len = complete_mpa(rx);
     if (len == 0) return;
@@ -253,6 +257,7 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::accept_request(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kMpaReqRcvd && !node->initiator);
     // The accept timer ends here: start_close() cancels it on a failure, the RTR timer
     // replaces it in place in peer-to-peer mode, and it is cancelled before ESTABLISHED.
     wire::MpaRepr rep;
@@ -315,6 +320,8 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
 
 void Core::Impl::reject_request(Instant now, const NodeRef& node,
                                 std::span<const std::byte> pdata) {
+    // The application's answer, or a request with markers refused before it is told.
+    IWCM_ASSERT(node->state == CmState::kMpaReqRcvd || node->state == CmState::kMpaReqWait);
     cancel_phase_timer(*node);
     wire::MpaRepr rep;
     rep.kind = wire::MpaKind::kReply;
@@ -341,6 +348,7 @@ void Core::Impl::reject_request(Instant now, const NodeRef& node,
 }
 
 void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kMpaReqSent && node->initiator && !node->stream);
     const wire::Bytes rx = stream_rx(*node);
     std::size_t len = complete_mpa(rx);
     if (len == 0) return;
@@ -419,6 +427,9 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
+    // Only a peer-to-peer responder waits for the initiator's RTR (RFC 6581 section 6).
+    IWCM_ASSERT(node->state == CmState::kOneSideEstablished && !node->initiator);
+    IWCM_ASSERT(node->peer_to_peer && !node->stream);
     const wire::Bytes rx = stream_rx(*node);
     auto len = wire::fpdu_frame_len(rx);
     if (!len || rx.size() < *len) return;

@@ -524,6 +524,7 @@ void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg
 
 // RFC 9293 section 3.10.7.3, SYN-SENT.
 void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(node->state == CmState::kSynSent && node->initiator && seg.tcp);
     const wire::TcpRepr& t = *seg.tcp;
     if (t.has(tf::kAck) && t.ack != node->snd_nxt) {
         // An ACK of something we never sent: answer with a reset unless it is one.
@@ -580,6 +581,7 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
 
 // RFC 9293 section 3.10.7.4 for SYN-RECEIVED, with RFC 5961's RST and SYN rules.
 void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(node->state == CmState::kSynRcvd && seg.tcp);
     const wire::TcpRepr& t = *seg.tcp;
     // (Until the handshake ends rcv_nxt is IRS + 1.)
     if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq + 1 == node->rcv_nxt) {
@@ -807,6 +809,7 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
+    IWCM_ASSERT(node->mpa_rev == 1 && node->buffers().tx.empty() && node->buffers().rx.empty());
     set_state(*node, CmState::kSynSent);
     send_syn(*node);
     arm_send(now, node);

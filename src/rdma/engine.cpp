@@ -335,6 +335,8 @@ VResult<void> Engine::destroy_qp(QpHandle qp) {
     if (r.link_up && !closed) links_.close(r.link, false);
     r.link_up = false;
     pending_terms_.erase(qp.index);
+    IWCM_ASSERT(cqs_[r.send_cq].users > 0 && cqs_[r.recv_cq].users > 0);
+    IWCM_ASSERT(r.srq == kNil || srqs_[r.srq].users > 0);
     --cqs_[r.send_cq].users;
     --cqs_[r.recv_cq].users;
     if (r.srq != kNil) --srqs_[r.srq].users;
@@ -411,6 +413,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.length = total;
     e.signaled = wr.signaled;
     e.solicited = wr.solicited;
+    IWCM_ASSERT(wr.sg_list.size() <= kMaxSge);  // r.max_sge is at most kMaxSge
     e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
     if (bind) {
@@ -421,6 +424,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     e.seq = r.posted++;
     push(r.sq, index);
     ++r.send_count;
+    IWCM_ASSERT(r.send_count <= r.max_send_wr);
     tx_progress(qp.index);
     return {};
 }

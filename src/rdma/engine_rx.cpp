@@ -443,6 +443,8 @@ Engine::RxVerdict Engine::rx_fpdu(std::uint32_t qp, wire::Bytes fpdu) {
 
 Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& seg,
                                      std::size_t len) {
+    // The segment's payload is part of its ULPDU, of len bytes.
+    IWCM_ASSERT(qp < qps_.size() && seg.payload.size() <= len);
     const wire::DdpHeader& h = seg.header;
     if (h.ddp_version != wire::kDdpVersion) {
         return h.tagged ? terminate(qp, term_of(TermLayer::kDdp, wire::kDdpEtypeTagged,
@@ -482,6 +484,7 @@ Engine::RxVerdict Engine::rx_segment(std::uint32_t qp, const wire::DdpSegment& s
 // `dry`: only checks that every byte has its place (nothing copied).
 bool Engine::place(std::uint32_t pd, const WrEntry& e, std::size_t offset, const wire::Pieces& data,
                    bool dry) {
+    IWCM_ASSERT(e.num_sge <= kMaxSge);
     std::size_t placed = 0;
     for (std::uint8_t i = 0; i < e.num_sge && placed < data.size(); ++i) {
         const Sge& s = e.sge[i];
@@ -502,6 +505,7 @@ bool Engine::place(std::uint32_t pd, const WrEntry& e, std::size_t offset, const
         placed += n;
         offset = 0;
     }
+    IWCM_ASSERT(placed <= data.size());
     return placed == data.size();
 }
 
@@ -550,6 +554,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
                          QpError::kAccess);
     }
     e.done += static_cast<std::uint32_t>(payload.size());
+    IWCM_ASSERT(e.done <= e.length && r.recv_count > 0);
     r.rx_in_send = !h.last;
     r.rx_send_op = h.opcode;
     if (h.last) {
@@ -640,6 +645,7 @@ Engine::RxVerdict Engine::rx_read_request(std::uint32_t qp, const wire::DdpSegme
     e.sge[0] = Sge{rr->source_to, rr->size, rr->source_stag};
     push(r.irq, index);
     ++r.irq_count;
+    IWCM_ASSERT(r.irq_count <= r.ird);  // the IRD the connection negotiated bounds them
     return {};
 }
 

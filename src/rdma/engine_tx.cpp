@@ -26,6 +26,7 @@ void Engine::on_writable(QpHandle qp) {
 }
 
 void Engine::tx_progress(std::uint32_t qp) {
+    IWCM_ASSERT(qp < qps_.size());
     QpRecord& r = qps_[qp];
     if (!r.live || !r.link_up) return;
     if (r.term_pending) {
@@ -43,6 +44,7 @@ void Engine::tx_progress(std::uint32_t qp) {
         }
         if (!sent) break;
         any = true;
+        IWCM_ASSERT(r.send_count <= r.max_send_wr && r.irq_count <= r.ird);
     }
     if (r.term_pending) {
         tx_terminate(qp);  // a local failure while sending (it flushes what went before)
@@ -98,6 +100,7 @@ bool Engine::gather(std::uint32_t qp, const WrEntry& e, std::size_t offset, std:
     const std::uint32_t access = remote ? std::uint32_t{kAccessRemoteRead} : 0u;
     const std::uint32_t user = remote ? qp : kLocalUse;
     const std::uint32_t pd = qps_[qp].pd;
+    IWCM_ASSERT(e.num_sge <= kMaxSge);  // out.part holds as many
     std::size_t found = 0;
     out.count = 0;
     for (std::uint8_t i = 0; i < e.num_sge && found < len; ++i) {
