@@ -571,6 +571,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
         node->remote_mac = cfg.mac;
         ++stats.loopback_connections;
     }
+    IWCM_ASSERT(local.port != 0 && (rev == 1 || rev == 2));
     node->mpa_rev = rev;
     record_ird_ord(*node, p.ird, p.ord);
     // An initiator that waits before its first data asks for no RTR: the RTR would be the
@@ -580,6 +581,7 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     node->rtr_offered = node->peer_to_peer ? cfg.mpa.rtr_types : 0;
     // A READ RTR is a read we issue: not offered without ORD to issue it.
     if (cfg.mpa.max_ord == 0) node->rtr_offered &= static_cast<std::uint8_t>(~rtr::kRead);
+    IWCM_ASSERT(node->peer_to_peer || node->rtr_offered == 0);
     node->crc = cfg.mpa.crc;
     node->buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now));
@@ -713,7 +715,9 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     c.mpa = negotiated(node);
     c.rtr_start = rtr_start(node);
     c.initiator = node.initiator;
+    IWCM_ASSERT(node.snd_una <= node.snd_nxt);
     if (node.state == CmState::kEstablished) {
+        IWCM_ASSERT(!node.stream);  // a stream comes only with this hand-off
         NodeRef ref(&node);
         set_state(node, CmState::kOffloaded);
         if (params.mode == HandoffMode::kStream) {
@@ -736,6 +740,9 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
             node.probe_out = false;
             c.snd_nxt = node.snd_nxt.value();
         }
+        // Every byte of ours is now sent, for the data path, or by it (pending_tx).
+        IWCM_ASSERT(!node.bufs ||
+                    node.bufs->tx.size() <= static_cast<std::size_t>(node.snd_nxt - node.snd_una));
     }
     if (node.bufs && !node.stream) c.pending_rx = node.bufs->rx;
     return c;

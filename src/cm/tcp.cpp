@@ -289,6 +289,8 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
+    // The node is counted as half-open, and the backlog still holds it (the test above).
+    IWCM_ASSERT(node->half_open && l->half_open + l->queued() <= l->backlog);
     table.insert(node, seg.slot_hash);
     set_state(*node, CmState::kSynRcvd);
     send_syn(*node);
@@ -316,6 +318,7 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     ++l.half_open;
     node->loopback = is_local_addr(node->remote.addr);
     node->rcv_nxt = irs + 1;
+    IWCM_ASSERT(l.half_open > 0 && l.pending >= l.half_open + l.silent);
     return node;
 }
 
@@ -466,6 +469,9 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     node->iss = wire::SeqNumber(cookie);
     node->snd_una = node->iss;
     node->snd_nxt = node->iss + 1;
+    // A cookie's node is half-open: it leaves the requests the application answers as they
+    // were, below the backlog (the test above).
+    IWCM_ASSERT(node->half_open && l->queued() < l->backlog);
     table.insert(node, seg.slot_hash);
     set_state(*node, CmState::kSynRcvd);
     on_syn_rcvd(now, node, seg);
@@ -697,6 +703,7 @@ inline void Core::Impl::ack_text(Node& node, const Segment& seg, std::uint64_t s
 // order goes to rx and to the state's reader (on_stream), as far as the window we advertised
 // reaches (RFC 9293: trim to the window; the peer resends the rest); then the FIN in order.
 void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(!node->stream && rx_in_place_node != node.get());
     auto text = checked_text(now, node, seg);
     if (!text) return;
     const std::uint64_t sent_before = stats.frames_out;
@@ -735,6 +742,7 @@ void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment
 // and counted, as the driver's CM never sees it); FIN, RST and ACKs are still the CM's, as
 // the hardware reports them to irdma.
 void Core::Impl::on_external_segment(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(!node->stream);  // a kExternal hand-off keeps no stream
     auto text = checked_text(now, node, seg);
     if (!text) return;
     const std::uint64_t sent_before = stats.frames_out;
@@ -760,6 +768,7 @@ void Core::Impl::on_fin_seen_segment(Instant now, const NodeRef& node, const Seg
 // RFC 5961 section 3.2: only an RST at exactly rcv_nxt resets; another in
 // the window draws a challenge ACK.
 void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
+    IWCM_ASSERT(seg.tcp && seg.tcp->has(tf::kRst));
     if (seg.tcp->seq != node->rcv_nxt) {
         send_challenge_ack(now, *node);
         drop(now, DropReason::kRstIgnored, node.get(), {});
@@ -864,6 +873,7 @@ inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& 
             drop(now, DropReason::kBadAck, node.get(), {});
             return false;
     }
+    IWCM_ASSERT(!node->stream && t.ack <= snd_max);
     // RFC 9293 3.8.6.1: an acceptable ACK answers the zero-window probes; once we closed,
     // only progress does (as tcp::Stream::process_ack).
     if (node->bufs && (!node->fin_queued || t.ack > node->snd_una)) node->bufs->probes_out = 0;
@@ -881,6 +891,7 @@ inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& 
             node->snd_nxt = node->snd_una;
             node->probe_out = false;
         }
+        IWCM_ASSERT(node->snd_una <= node->snd_nxt);
         if (node->snd_una == node->snd_nxt) timers.ack_send(node);
         node->release_buffers_if_idle();
         if (node->fin_sent && !node->fin_acked && t.ack == node->snd_nxt) {
@@ -898,6 +909,7 @@ inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& 
 // Our FIN is acknowledged (before hand-off: on_ack; a stream's: on_stream_segment). False
 // when that closed the node.
 bool Core::Impl::on_fin_acked(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->stream != nullptr || (node->fin_sent && node->fin_acked));
     switch (node->state) {
         // RFC 9293: FIN-WAIT-1 -> FIN-WAIT-2. RFC 9293 leaves FIN-WAIT-2 open-ended, but a
         // peer that vanished would hold the node forever: arm_fin_wait2 bounds the wait.
@@ -995,6 +1007,7 @@ void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type,
 }
 
 void Core::Impl::start_close(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state != CmState::kClosed && node->state != CmState::kTimeWait);
     cancel_phase_timer(*node);
     release_backlog(*node);
     set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
@@ -1014,6 +1027,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     cancel_stream_timer(*node);
     end_for_app(node, EventType::kDisconnected, 0);
     node->release_buffers();
+    IWCM_ASSERT(node->bufs == nullptr && node->state == CmState::kTimeWait);
     if (node->stream) {
         // A stream's TIME_WAIT outlasts the peer's FIN retransmissions.
         timers.arm_close_at(node, now + node->stream->tcp.config().time_wait);
@@ -1284,6 +1298,9 @@ void Core::Impl::resend(Node& node) {
         send_syn(node);
         return;
     }
+    // The node's own retransmission (a stream resends its own); an MSS, or the loop below
+    // would never end.
+    IWCM_ASSERT(!node.stream && node.snd_mss > 0 && node.snd_una <= node.snd_nxt);
     bool fin = node.fin_sent && !node.fin_acked;
     wire::Bytes tx = node.bufs ? wire::Bytes(node.bufs->tx) : wire::Bytes{};
     const auto flight = static_cast<std::uint32_t>(node.snd_nxt - node.snd_una) - (fin ? 1U : 0U);

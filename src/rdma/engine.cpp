@@ -453,6 +453,7 @@ VResult<void> Engine::queue_recv(std::uint32_t pd, const RecvWr& wr, WrQueue& q)
     e.wr_id = wr.wr_id;
     e.kind = WrKind::kRecv;
     e.length = total;
+    IWCM_ASSERT(wr.sg_list.size() <= kMaxSge);  // post_recv and post_srq_recv bound it
     e.num_sge = static_cast<std::uint8_t>(wr.sg_list.size());
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), e.sge);
     push(q, index);

@@ -88,6 +88,8 @@ VResult<MemoryRegion> MrTable::reg(std::span<std::byte> memory, std::uint32_t ac
     MemoryRegion mr;
     mr.handle = {index, s.generation};
     mr.lkey = mr.rkey = stag_of(index, key);
+    // The STag names its slot and the slot's current key, and nothing else.
+    IWCM_ASSERT(((mr.rkey >> 8) ^ index_mask_) == index && (mr.rkey & 0xFFu) == key);
     mr.addr = s.addr;
     mr.length = s.length;
     mr.access = access;
