@@ -33,6 +33,14 @@ namespace {
 
 constexpr std::uint32_t kFrames = 2048;  // UMEM: half for receive, half for send
 constexpr std::uint32_t kRing = kFrames / 2;
+// The fill ring has room for twice the receive frames. The kernel publishes how far
+// it has read the fill ring lazily (xsk_flush: after it has published the receive
+// ring), so a frame just read from the receive ring may still count as in the fill
+// ring: with a fill ring of exactly kRing, a refill then finds it full. Each frame
+// is at most once in the fill ring or among the entries read but not yet published,
+// so 2 * kRing always has room.
+constexpr std::uint32_t kFillRing = 2 * kRing;
+static_assert((kFillRing & (kFillRing - 1)) == 0, "AF_XDP ring sizes are powers of two");
 // How long open() waits for the queue of a socket closed just before.
 constexpr auto kBusyLimit = std::chrono::seconds(2);
 
@@ -109,6 +117,7 @@ struct XskDevice::Impl {
     std::string open_socket();
     void refill(std::uint64_t addr);
     void kick_tx();
+    std::uint32_t unsent = 0;  // frames put on the TX ring since the kernel last emptied it
     void reclaim();
 };
 
@@ -208,7 +217,7 @@ std::string XskDevice::Impl::open_socket() {
         area = nullptr;
         return "mapping the AF_XDP frames: " + errno_text(errno);
     }
-    xsk_umem_config uc{kRing, kRing, kFrameSize, 0, 0};
+    xsk_umem_config uc{kFillRing, kRing, kFrameSize, 0, 0};
     xsk_socket_config sc{};
     sc.rx_size = kRing;
     sc.tx_size = kRing;
@@ -249,7 +258,7 @@ std::string XskDevice::Impl::open_socket() {
 
 void XskDevice::Impl::refill(std::uint64_t addr) {
     std::uint32_t idx = 0;
-    // The fill ring holds every receive frame, so there is always room.
+    // kFillRing leaves room for every receive frame, published as read or not.
     const auto got = xsk_ring_prod__reserve(&fill, 1, &idx);
     IWCM_ASSERT(got == 1);
     *xsk_ring_prod__fill_addr(&fill, idx) = addr;
@@ -258,9 +267,26 @@ void XskDevice::Impl::refill(std::uint64_t addr) {
         (void)::recvfrom(xsk_socket__fd(xsk), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
 }
 
+// Hands the TX ring's frames to the kernel: no system call when none were put on it
+// since it was last emptied, or when the driver polls the ring itself (need_wakeup
+// clear). In copy mode one sendto sends at most 32 frames (the kernel's
+// TX_BATCH_SIZE) and says EAGAIN while more wait, so it is called until the ring
+// is empty; a completion ring it found full is reclaimed between the calls.
 void XskDevice::Impl::kick_tx() {
-    if (xsk_ring_prod__needs_wakeup(&tx))
-        (void)::sendto(xsk_socket__fd(xsk), nullptr, 0, MSG_DONTWAIT, nullptr, 0);
+    if (unsent == 0) return;
+    if (!xsk_ring_prod__needs_wakeup(&tx)) {
+        unsent = 0;
+        return;
+    }
+    const int fd = xsk_socket__fd(xsk);
+    for (std::uint32_t calls = 0; calls <= kRing / 32 + 1; ++calls) {
+        if (::sendto(fd, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) {
+            unsent = 0;
+            return;
+        }
+        if (errno != EAGAIN && errno != EBUSY) return;  // tried again at the next flush
+        reclaim();
+    }
 }
 
 void XskDevice::Impl::reclaim() {
@@ -367,6 +393,7 @@ int XskDevice::write_parts(std::span<const std::byte> headers,
     d->len = static_cast<std::uint32_t>(len);
     d->options = 0;
     xsk_ring_prod__submit(&x.tx, 1);
+    ++x.unsent;
     return 0;
 }
 
