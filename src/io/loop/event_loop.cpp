@@ -203,12 +203,18 @@ void TapHost::fire_timers(Instant now) {
     if (auto d = neighbors_.next_deadline(); d && *d <= now) neighbors_.on_timer(now);
 }
 
+// Sets the timer once per deadline: a step whose deadline has not moved (most steps
+// of a busy connection) makes no system call. A deadline already due is set again,
+// since the expiry it caused may have been read.
 bool TapHost::arm_timer(Instant at) {
+    if (at == armed_ && at > now()) return true;
     itimerspec spec{};
     const auto ns = std::max<std::int64_t>(at.time_since_epoch().count(), 1);
     spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
     spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    return ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) == 0;
+    if (::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) return false;
+    armed_ = at;
+    return true;
 }
 
 Wake TapHost::step(Instant until) {

@@ -145,6 +145,7 @@ private:
     std::unique_ptr<PcapWriter> pcap_;
     int epoll_fd_ = -1;
     int timer_fd_ = -1;
+    Instant armed_{};  // the deadline timer_fd_ was last set to
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
