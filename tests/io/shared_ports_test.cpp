@@ -234,5 +234,56 @@ TEST(ConnPorts, WhenTheSourceHasNoneTheLingeringPortsGoBackAtOnce) {
     EXPECT_EQ(third.error(), "no free port");
 }
 
+// With keep_released, a port whose linger is over stays reserved and the next
+// connection takes it: the source is not asked again, and the SYN leaves from it.
+TEST(ConnPorts, AKeptPortIsTakenAgainWithoutTheSource) {
+    Conns t;
+    t.ports.keep_released(1);
+    // A kept port serves connections from its own address: here the source's, loopback.
+    ASSERT_TRUE(t.core.add_address(kLoopback).has_value());
+    ConnectParams cp = t.params();
+    cp.local.addr = kLoopback;
+    auto first = t.ports.connect(t.now, cp);
+    ASSERT_TRUE(first.has_value()) << first.error();
+    const std::vector<std::uint16_t> first_syn = t.syn_ports();
+    ASSERT_EQ(first_syn.size(), 1u);
+    t.abort(*first);
+    t.ports.reap(t.now, false);  // notes when the handle went stale
+    const Instant later = t.now + 2 * t.core.config().close_delay + std::chrono::seconds(1);
+    t.ports.reap(later, false);
+    EXPECT_TRUE(t.released.empty()) << "a port went back though it could be kept";
+    EXPECT_EQ(t.ports.kept(), 1u);
+    auto other = t.ports.connect(later, t.params());  // from 10.98.1.1: not the kept one
+    ASSERT_TRUE(other.has_value()) << other.error();
+    EXPECT_EQ(t.given.size(), 2u);
+    EXPECT_EQ(t.ports.kept(), 1u);
+    EXPECT_NE(t.syn_ports(), first_syn);
+    auto second = t.ports.connect(later, cp);
+    ASSERT_TRUE(second.has_value()) << second.error();
+    EXPECT_EQ(t.given.size(), 2u) << "the source was asked though a port was kept";
+    EXPECT_EQ(t.syn_ports(), first_syn);
+    EXPECT_EQ(t.ports.kept(), 0u);
+}
+
+// Beyond keep_released's number the ports go back; reap(now, true) gives back the kept.
+TEST(ConnPorts, KeptPortsAreBoundedAndGoBackWhenThePortsRunOut) {
+    Conns t;
+    t.ports.keep_released(1);
+    for (int i = 0; i < 3; ++i) {
+        auto c = t.ports.connect(t.now, t.params());
+        ASSERT_TRUE(c.has_value()) << c.error();
+        t.abort(*c);
+    }
+    t.ports.reap(t.now, false);
+    const Instant later = t.now + 2 * t.core.config().close_delay + std::chrono::seconds(1);
+    t.ports.reap(later, false);
+    EXPECT_EQ(t.ports.kept(), 1u);
+    EXPECT_EQ(t.released.size(), 2u);
+    t.ports.reap(later, true);
+    EXPECT_EQ(t.ports.kept(), 0u);
+    EXPECT_EQ(t.released.size(), 3u);
+    EXPECT_EQ(t.ports.held(), 0u);
+}
+
 }  // namespace
 }  // namespace iwcm::io

@@ -26,7 +26,10 @@ SharedHost::SharedHost(Rtnl rtnl, Core& core, const IpAddr& addr, int ifindex)
       conns_(
           core, [this](const IpAddr& a, const Endpoint&) { return claim(a, 0); },
           [this](const PortReservation& r) { release(r); }),
-      address_(addr, ifindex) {}
+      address_(addr, ifindex) {
+    // One thread: any port suits any peer, so ports are kept for the next connections.
+    conns_.keep_released(kKeptPorts);
+}
 
 SharedHost::~SharedHost() {
     // The program goes first (host_ owns the device), then the reservations.

@@ -151,6 +151,9 @@ private:
     std::vector<Listening> listeners_;
     // Ports of destroyed listeners still held (Closed).
     std::vector<Closed> closed_listeners_;
+    // Ports whose linger is over kept reserved for the next connections (ConnPorts):
+    // as many as a connector has in flight by default (its --parallel), each a socket.
+    static constexpr std::size_t kKeptPorts = 1024;
     ConnPorts conns_;
     AddressState address_;
     bool core_has_addr_ = false;

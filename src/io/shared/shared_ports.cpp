@@ -13,7 +13,16 @@ namespace iwcm::io {
 Expected<ConnHandle, std::string> ConnPorts::connect(Instant now, ConnectParams cp) {
     IWCM_ASSERT(cp.local.port == 0);
     for (int attempt = 0; attempt < kTries; ++attempt) {
-        auto port = source_(cp.local.addr, cp.remote);
+        Expected<PortReservation, std::string> port = fail(std::string());
+        const auto kept = std::find_if(kept_.begin(), kept_.end(), [&](const PortReservation& p) {
+            return p.addr() == cp.local.addr;
+        });
+        if (kept != kept_.end()) {
+            port = std::move(*kept);
+            kept_.erase(kept);
+        } else {
+            port = source_(cp.local.addr, cp.remote);
+        }
         if (!port) {
             reap(now, true);  // the kernel's range is used up: give back what lingers
             port = source_(cp.local.addr, cp.remote);
@@ -43,13 +52,21 @@ void ConnPorts::reap(Instant now, bool all) {
     const Duration linger = 2 * core_.config().close_delay;
     for (Held& h : held_)
         if (!h.since && !core_.state(h.conn)) h.since = now;
-    std::erase_if(held_, [&](const Held& h) {
+    std::erase_if(held_, [&](Held& h) {
         // A refused port is known to be busy: it waits out its linger in any case.
         const bool early = all && h.conn.valid();
         if (!h.since || (!early && now < *h.since + linger)) return false;
-        release_(h.port);
+        if (!all && kept_.size() < keep_)
+            kept_.push_back(std::move(h.port));
+        else
+            release_(h.port);
         return true;
     });
+    if (all) {
+        for (const PortReservation& p : kept_) release_(p);
+        kept_.clear();
+    }
+    IWCM_ASSERT(kept_.size() <= keep_);
 }
 
 // ---------------------------------------------------------------- PortPool

@@ -9,7 +9,12 @@
 // ConnPorts keeps one core's connection ports: connect() takes a port from
 // its source, connects from it, and gives it back (release) twice the core's
 // close_delay after the application's handle went stale, so that the node's
-// TIME_WAIT of the setup phase is over by then. One thread's object.
+// TIME_WAIT of the setup phase is over by then. Where any port suits any peer
+// (one thread: keep_released), a port whose linger is over is kept instead,
+// still reserved and steered, and the next connection takes it: a port from
+// the source costs six system calls (socket, bind, getsockname, a BPF map
+// update; the map update and close that give it back), a kept one none.
+// One thread's object.
 //
 // PortPool is the source of N cores on N threads (shared_shards.hpp). A
 // core's port must be one whose 4-tuple hashes back to its own shard, or
@@ -67,7 +72,12 @@ public:
     // close_delay / 4 (each look asks the core about every port held), so a
     // port goes back up to that much later than its linger.
     void reap(Instant now, bool all);
+    // Keeps up to `n` ports whose linger is over for the next connections, rather
+    // than giving them back (0, the default: every one goes back). `reap(now,
+    // true)` gives the kept ones back too.
+    void keep_released(std::size_t n) { keep_ = n; }
     std::size_t held() const { return held_.size(); }
+    std::size_t kept() const { return kept_.size(); }
 
     static constexpr int kTries = 64;
 
@@ -83,6 +93,8 @@ private:
     Source source_;
     Release release_;
     std::vector<Held> held_;
+    std::vector<PortReservation> kept_;  // linger over, reserved and steered: used first
+    std::size_t keep_ = 0;
     std::optional<Instant> next_look_;
 };
 
