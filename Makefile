@@ -6,7 +6,7 @@ DEMO_BUILD ?= build-demo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-demo deps-bench configure build demo test bench bench-docs clean
+.PHONY: all deps deps-demo deps-bench configure build demo test bench bench-docs bench-wire clean
 
 all: build
 
@@ -78,6 +78,13 @@ bench: deps-bench $(BENCH_BUILD)/CMakeCache.txt
 
 bench-docs:
 	$(MAKE) bench UPDATE_DOCS=1
+
+# The same figures on a wire (docs/perf.md "The wire"): iwarp-cm over a veth with native
+# XDP and over TAP beside the kernel's TCP on the same veth, with perftest's programs over
+# libiwcm_rdma.so. Needs root and what the tests need (AF_XDP, the RDMA library, perftest).
+bench-wire: deps $(BENCH_BUILD)/CMakeCache.txt
+	cmake --build $(BENCH_BUILD) -j $(JOBS) --target iwarp-cm iwcm_rdma
+	$(BENCH_BUILD)/bin/iwarp-cm bench --wire --skip-memory --json-out $(BENCH_BUILD)/perf-wire.json
 
 clean:
 	rm -rf $(BUILD) $(DEMO_BUILD) $(BENCH_BUILD)

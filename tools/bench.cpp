@@ -7,16 +7,19 @@
 // "Cost facts". The parts:
 //   setup    complete iWARP setups per second, two cores in one thread, no
 //            loss; the setup is timed, the abortive teardown timed apart.
-//   kernel   Linux TCP sockets over 127.0.0.1 (non-blocking, epoll, both ends
-//            in this thread): socket, connect, accept, MPA request (20-byte header +
-//            private data) client -> server, reply server -> client, both checked byte
-//            for byte, the client's reset and both closes: the same work as an iwarp-cm
-//            setup and its teardown, so ratios to it use iwarp-cm's rate with teardown.
+//   kernel   Linux TCP sockets over 127.0.0.1 (tools/bench_kernel.hpp; non-blocking,
+//            epoll, both ends in this thread): socket, connect, accept, MPA request
+//            (20-byte header + private data) client -> server, reply server -> client,
+//            both checked byte for byte, the client's reset and both closes: the same
+//            work as an iwarp-cm setup and its teardown, so ratios to it use iwarp-cm's
+//            rate with teardown.
 //   scale    N connections held (established, and half-open) in a fresh
 //            child process each: RSS growth / N, setup rate while holding N.
 //   timer    the timing wheel's tick against the driver's walk, at the same N.
 //   shards   the setup rate on 1, 2, ... threads, one shard per thread
 //            (tools/bench_shards.hpp).
+//   wire     with --wire, first: iwarp-cm over a veth with XDP and over TAP
+//            beside the kernel's TCP on the same veth (tools/bench_wire.hpp).
 // The whole process is pinned to one CPU, but for the shards' threads. On a terminal, a progress
 // line on stderr names the phase and the step (tools/progress.hpp).
 #include <fcntl.h>
@@ -34,6 +37,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,7 +57,9 @@
 #include "cm/node.hpp"
 #include "iwcm/assert.hpp"
 #include "tools/bench_clock.hpp"
+#include "tools/bench_kernel.hpp"
 #include "tools/bench_shards.hpp"
+#include "tools/bench_wire.hpp"
 #include "tools/commands.hpp"
 #include "tools/json.hpp"
 #include "tools/progress.hpp"
@@ -88,7 +94,10 @@ struct BenchOptions {
     bool skip_rdma = false;
     bool skip_shards = false;
     bool scale_given = false;
-    bool check = false;  // exit 1 when a target is missed
+    bool check = false;        // exit 1 when a target is missed
+    bool wire = false;         // the wire part (tools/bench_wire.hpp)
+    bool skip_memory = false;  // with --wire: no in-memory part
+    std::uint32_t wire_setups = 20'000;
 };
 
 double median(std::vector<double> v) {
@@ -145,238 +154,6 @@ RateSample churn(SetupPair& p, std::size_t batch, double seconds, std::uint64_t 
     s.errors = p.counters().errors - err0;
     return s;
 }
-
-// ---------------------------------------------------------------- kernel baseline
-
-struct KernelSample {
-    std::uint64_t setups = 0;
-    double seconds = 0;  // wall
-    double cpu_s = 0;    // thread CPU time, kernel time included
-    std::uint64_t errors = 0;
-    double rate() const { return cpu_s > 0 ? static_cast<double>(setups) / cpu_s : 0; }
-    double wall_rate() const { return seconds > 0 ? static_cast<double>(setups) / seconds : 0; }
-};
-
-std::vector<std::uint8_t> mpa_frame(wire::MpaKind kind, std::size_t pdata_len) {
-    std::vector<std::byte> pd(pdata_len, std::byte{'p'});
-    wire::MpaRepr r;
-    r.kind = kind;
-    r.revision = 2;
-    wire::MpaV2Params v2;
-    v2.ird = 16;
-    v2.ord = 16;
-    v2.peer_to_peer = true;
-    v2.rtr_send = true;
-    r.v2 = v2;
-    r.private_data = pd;
-    std::vector<std::byte> out(r.buffer_len());
-    r.emit(out);
-    std::vector<std::uint8_t> bytes(out.size());
-    std::memcpy(bytes.data(), out.data(), out.size());
-    return bytes;
-}
-
-// Both ends of many loopback TCP connections in one thread on one epoll set, doing what
-// the iwarp-cm side's setup and teardown do. Clients: socket and connect (non-blocking),
-// write the MPA request when writable, read the reply and check it byte for byte, close
-// with a reset (SO_LINGER 0), as the iwarp-cm initiator aborts. Server: accept, read the
-// request and check it byte for byte, write the reply, and close when the client's reset
-// comes, as the iwarp-cm responder's node ends on it.
-class KernelBaseline {
-public:
-    KernelBaseline(std::size_t pdata, int concurrency)
-        : req_(mpa_frame(wire::MpaKind::kRequest, pdata + 4)),
-          rep_(mpa_frame(wire::MpaKind::kReply, pdata + 4)),
-          concurrency_(concurrency) {}
-    ~KernelBaseline() {
-        for (std::size_t fd = 0; fd < conns_.size(); ++fd)
-            if (conns_[fd].role != kNone) ::close(static_cast<int>(fd));
-        if (lfd_ >= 0) ::close(lfd_);
-        if (ep_ >= 0) ::close(ep_);
-    }
-
-    bool open() {
-        ep_ = epoll_create1(EPOLL_CLOEXEC);
-        lfd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (ep_ < 0 || lfd_ < 0) return false;
-        int one = 1;
-        setsockopt(lfd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        addr_.sin_family = AF_INET;
-        addr_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // 127.0.0.1 only
-        addr_.sin_port = 0;
-        if (bind(lfd_, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0) return false;
-        if (listen(lfd_, 4096) != 0) return false;
-        socklen_t len = sizeof addr_;
-        if (getsockname(lfd_, reinterpret_cast<sockaddr*>(&addr_), &len) != 0) return false;
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.fd = lfd_;
-        return epoll_ctl(ep_, EPOLL_CTL_ADD, lfd_, &ev) == 0;
-    }
-
-    KernelSample run(double seconds, std::uint64_t max_setups) {
-        KernelSample s;
-        done_ = errors_ = 0;
-        const auto start = SteadyClock::now();
-        const double cpu0 = thread_cpu_s();
-        bool stop = false;
-        int idle = 0;
-        epoll_event evs[256];
-        while (true) {
-            while (!stop && in_flight_ < concurrency_) start_client();
-            if (stop && in_flight_ == 0) break;
-            int n = epoll_wait(ep_, evs, 256, 100);
-            if (n <= 0) {
-                if (++idle > 20) break;  // 2 s without progress: give up, count errors
-                continue;
-            }
-            idle = 0;
-            for (int i = 0; i < n; ++i) dispatch(evs[i]);
-            stop = stop || done_ >= max_setups || seconds_since(start) >= seconds;
-        }
-        s.seconds = seconds_since(start);
-        s.cpu_s = thread_cpu_s() - cpu0;
-        s.setups = done_;
-        s.errors = errors_ + static_cast<std::uint64_t>(in_flight_);
-        return s;
-    }
-
-private:
-    enum Role : std::uint8_t { kNone, kClient, kServer };
-    struct Conn {
-        Role role = kNone;
-        bool sent = false;
-        std::uint32_t got = 0;
-        std::uint8_t buf[640];
-    };
-
-    Conn& track(int fd, Role role) {
-        if (static_cast<std::size_t>(fd) >= conns_.size())
-            conns_.resize(static_cast<std::size_t>(fd) + 64);
-        Conn& c = conns_[static_cast<std::size_t>(fd)];
-        c.role = role;
-        c.sent = false;
-        c.got = 0;
-        return c;
-    }
-
-    void finish(int fd, bool ok, bool abortive) {
-        Conn& c = conns_[static_cast<std::size_t>(fd)];
-        if (c.role == kClient) --in_flight_;
-        c.role = kNone;
-        if (abortive) {
-            linger l{1, 0};
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-        }
-        ::close(fd);
-        if (!ok) ++errors_;
-    }
-
-    void start_client() {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            ++errors_;
-            return;
-        }
-        if (connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) != 0 &&
-            errno != EINPROGRESS) {
-            ::close(fd);
-            ++errors_;
-            return;
-        }
-        track(fd, kClient);
-        ++in_flight_;
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
-        ev.data.fd = fd;
-        if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0) finish(fd, false, true);
-    }
-
-    void dispatch(const epoll_event& ev) {
-        int fd = ev.data.fd;
-        if (fd == lfd_) {
-            accept_all();
-            return;
-        }
-        Conn& c = conns_[static_cast<std::size_t>(fd)];
-        if (c.role == kClient)
-            on_client(fd, c, ev.events);
-        else if (c.role == kServer)
-            on_server(fd, c, ev.events);
-    }
-
-    void accept_all() {
-        while (true) {
-            int fd = accept4(lfd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) return;
-            track(fd, kServer);
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLET;
-            ev.data.fd = fd;
-            if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0) finish(fd, false, false);
-        }
-    }
-
-    // Reads what is there into c.buf up to `want` bytes; false on EOF or error.
-    static bool read_some(int fd, Conn& c, std::size_t want) {
-        while (c.got < want) {
-            ssize_t n = ::read(fd, c.buf + c.got, want - c.got);
-            if (n > 0) {
-                c.got += static_cast<std::uint32_t>(n);
-            } else {
-                return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-            }
-        }
-        return true;
-    }
-
-    void on_client(int fd, Conn& c, std::uint32_t events) {
-        if (events & EPOLLERR) return finish(fd, false, true);
-        if (!c.sent && (events & EPOLLOUT)) {
-            if (::write(fd, req_.data(), req_.size()) != static_cast<ssize_t>(req_.size()))
-                return finish(fd, false, true);
-            c.sent = true;
-        }
-        if (!c.sent || !(events & (EPOLLIN | EPOLLHUP))) return;
-        if (!read_some(fd, c, rep_.size())) return finish(fd, false, true);
-        if (c.got < rep_.size()) return;
-        if (std::memcmp(c.buf, rep_.data(), rep_.size()) != 0) return finish(fd, false, true);
-        ++done_;
-        finish(fd, true, true);
-    }
-
-    void on_server(int fd, Conn& c, std::uint32_t events) {
-        if (c.sent) {
-            // The reply went: what comes now is the client's reset (or its FIN).
-            char b = 0;
-            const ssize_t n = ::read(fd, &b, 1);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-            return finish(fd, n == 0 || (n < 0 && errno == ECONNRESET), false);
-        }
-        if (events & EPOLLERR) return finish(fd, false, false);
-        std::size_t want = wire::kMpaHeaderLen;
-        if (!read_some(fd, c, want)) return finish(fd, false, false);
-        if (c.got < want) return;
-        want += (std::size_t{c.buf[18]} << 8) | c.buf[19];
-        if (want > sizeof c.buf || !read_some(fd, c, want)) return finish(fd, false, false);
-        if (c.got < want) return;
-        const bool ok = want == req_.size() && std::memcmp(c.buf, req_.data(), want) == 0 &&
-                        ::write(fd, rep_.data(), rep_.size()) == static_cast<ssize_t>(rep_.size());
-        if (!ok) return finish(fd, false, false);
-        c.sent = true;
-    }
-
-    std::vector<std::uint8_t> req_;
-    std::vector<std::uint8_t> rep_;
-    int concurrency_;
-    int ep_ = -1;
-    int lfd_ = -1;
-    sockaddr_in addr_{};
-    std::vector<Conn> conns_;
-    int in_flight_ = 0;
-    std::uint64_t done_ = 0;
-    std::uint64_t errors_ = 0;
-};
 
 // ---------------------------------------------------------------- scale
 
@@ -476,6 +253,7 @@ struct TimerSample {
 };
 
 struct Report {
+    std::optional<WireReport> wire;
     int cpu = -1;
     std::vector<RateSample> setup;          // checksums computed and verified
     std::vector<RateSample> setup_offload;  // checksum offload, as loopback (the headline)
@@ -830,15 +608,41 @@ struct Target {
     bool met;
 };
 
+// The wire's targets (docs/perf.md "The wire"), from the same run's figures.
+void wire_targets(const WireReport& w, std::vector<Target>& t) {
+    const WireSetup* xs = w.find_setup("xdp");
+    const WireSetup* ks = w.find_setup("kernel");
+    if (xs != nullptr && ks != nullptr && ks->rate_per_s > 0) {
+        const double x = xs->rate_per_s / ks->rate_per_s;
+        t.push_back(
+            {"wire: setup rate over AF_XDP vs kernel sockets, same veth", ">= 5x", x, "x", x >= 5});
+    }
+    const WireFlow* kf = w.find_flow("kernel.64k");
+    const WireFlow* xf = w.find_flow("xdp.write_64k_crc_off");
+    if (kf != nullptr && xf != nullptr && kf->mb_per_s > 0) {
+        const double x = xf->mb_per_s / kf->mb_per_s;
+        t.push_back({"wire: RDMA Write 64 KiB over AF_XDP vs kernel TCP, CRC off", ">= 1x", x, "x",
+                     x >= 1});
+    }
+    const WireLatency* xl = w.find_latency("xdp.send_64");
+    const WireLatency* kl = w.find_latency("kernel.tcp_64");
+    if (xl != nullptr && kl != nullptr && xl->p50_us > 0) {
+        const double x = kl->p50_us / xl->p50_us;
+        t.push_back({"wire: 64 B round trip over AF_XDP vs kernel TCP (median, kernel/ours)",
+                     ">= 1x", x, "x", x >= 1});
+    }
+}
+
 std::vector<Target> targets(const Report& r) {
     std::vector<Target> t;
+    if (r.wire) wire_targets(*r.wire, t);
     // The headline: both checksums computed, as on every wire; the rate with checksum
     // offload (the kernel's loopback baseline skips the TCP checksum) follows it. The
     // rates are of setups alone; the ratios compare the same work on both sides, setup
     // and teardown, as the ratio of the means of the interleaved repetitions.
     for (bool offload : {false, true}) {
         const double rate = offload ? r.offload_rate() : r.setup_rate();
-        if (offload && r.setup_offload.empty()) continue;
+        if (offload ? r.setup_offload.empty() : r.setup.empty()) continue;
         t.push_back({offload ? "setup rate, one core, setup only (checksum offload)"
                              : "setup rate, one core, setup only (checksums computed)",
                      ">= 1000000/s", rate, "setups/s", rate >= 1e6});
@@ -1029,6 +833,7 @@ std::string to_json(const BenchOptions& o, const Report& r) {
     }
     j << "\n  ]},\n  \"shards\": ";
     shard_scaling_json(j, r.shards);
+    if (r.wire) j << ",\n  \"wire\": " << wire_json(*r.wire);
     j << ",\n  \"targets\": [";
     auto ts = targets(r);
     for (std::size_t i = 0; i < ts.size(); ++i)
@@ -1137,6 +942,9 @@ void print_table(const Report& r) {
                     r.crc_portable_ns_per_byte);
     }
     if (!r.shards.points.empty()) print_shard_scaling(r.shards);
+}
+
+void print_targets(const Report& r) {
     std::printf("\ntargets\n");
     const std::vector<Target> ts = targets(r);
     int width = 0;
@@ -1180,22 +988,9 @@ std::FILE* check_machine(const BenchOptions& o) {
     return f;
 }
 
-int run_bench(BenchOptions o) {
-    std::FILE* json_out = check_machine(o);
-    if (o.profile_setups > 0) {
-        if (json_out != nullptr) std::fclose(json_out);
-        if (o.profile_shards > 0)
-            return run_shard_profile(o.profile_setups, o.profile_shards, o.batch, o.pdata);
-        return run_profile(o);
-    }
-    if (o.quick) {
-        o.reps = std::min(o.reps, 3);
-        o.seconds = std::min(o.seconds, 0.15);
-        if (!o.scale_given) o.scale = {10'000, 100'000};
-    }
-    Report r;
-    r.cpu = pin_cpu(o.cpu);
-    BenchProgress progress(Progress::wanted(o.progress, false));
+// Every in-memory part: the setup rate and the kernel baseline, stream, RDMA, the
+// scaling over threads, scale and the timer.
+void run_memory(const BenchOptions& o, Report& r, BenchProgress& progress) {
     if (!o.json) std::fprintf(stderr, "iwarp-cm bench: setup rate and kernel baseline\n");
     run_rates(o, r, progress);
     progress.clear();
@@ -1214,12 +1009,57 @@ int run_bench(BenchOptions o) {
     }
     if (!o.json && !o.skip_scale) std::fprintf(stderr, "scale (a child process per point)\n");
     run_scale_and_timer(o, r, progress);
+}
+
+int run_bench(BenchOptions o) {
+    std::FILE* json_out = check_machine(o);
+    if (o.profile_setups > 0) {
+        if (json_out != nullptr) std::fclose(json_out);
+        if (o.profile_shards > 0)
+            return run_shard_profile(o.profile_setups, o.profile_shards, o.batch, o.pdata);
+        return run_profile(o);
+    }
+    if (o.quick) {
+        o.reps = std::min(o.reps, 3);
+        o.seconds = std::min(o.seconds, 0.15);
+        if (!o.scale_given) o.scale = {10'000, 100'000};
+    }
+    Report r;
+    if (o.wire) {
+        // Before the pinning: the wire's processes and threads use every CPU.
+        WireOptions w;
+        std::string error;
+        if (!run_paths(w.self, w.library, error)) {
+            std::fprintf(stderr, "iwarp-cm: bench --wire: %s\n", error.c_str());
+            return 1;
+        }
+        w.pdata = o.pdata;
+        w.setups = o.quick ? std::min<std::uint32_t>(o.wire_setups, 2000) : o.wire_setups;
+        w.parallel = static_cast<std::uint32_t>(o.concurrency);
+        if (o.quick) {
+            w.kernel_seconds = 0.3;
+            w.flow_bytes = 16ull << 20;
+            w.latency_iters = 1000;
+        }
+        w.say = !o.json;
+        r.wire.emplace();
+        if (!run_wire(w, *r.wire, error)) {
+            std::fprintf(stderr, "iwarp-cm: bench --wire: %s\n", error.c_str());
+            return 1;
+        }
+    }
+    r.cpu = pin_cpu(o.cpu);
+    BenchProgress progress(Progress::wanted(o.progress, false));
+    if (!o.skip_memory) run_memory(o, r, progress);
     progress.finish();
     std::string json = to_json(o, r);
-    if (o.json)
+    if (o.json) {
         std::fputs(json.c_str(), stdout);
-    else
-        print_table(r);
+    } else {
+        if (r.wire) print_wire(*r.wire);
+        if (!o.skip_memory) print_table(r);
+        print_targets(r);
+    }
     if (json_out != nullptr) {
         const bool written = std::fputs(json.c_str(), json_out) >= 0;
         if (std::fclose(json_out) != 0 || !written) {
@@ -1289,6 +1129,17 @@ void add_bench(CLI::App& app) {
     cmd->add_flag("--skip-timer", opt->skip_timer, "no timer comparison");
     cmd->add_flag("--skip-shards", opt->skip_shards,
                   "no setup-rate scaling over threads (1 .. the CPUs)");
+    CLI::Option* wire = cmd->add_flag(
+        "--wire", opt->wire,
+        "also measure on a wire (root; perftest): setup rate, throughput and latency over a "
+        "veth with native XDP and over TAP, beside the kernel's TCP on the same veth "
+        "(docs/perf.md \"The wire\")");
+    cmd->add_flag("--skip-memory", opt->skip_memory, "with --wire: the wire part alone")
+        ->needs(wire);
+    cmd->add_option("--wire-setups", opt->wire_setups,
+                    "with --wire: setups per path (with --quick at most 2000)")
+        ->transform(bounded(100, 1'000'000, true))
+        ->needs(wire);
     cmd->footer(help_footer("iwarp-cm bench --quick --json-out perf.json"));
     cmd->callback([opt, scale] {
         opt->scale_given = scale->count() > 0;

@@ -59,6 +59,9 @@ void add_run(CLI::App& app);      // tools/run.cpp
 // PROGRAM [ARGS...] for run and returns how many words of argv CLI11 is to
 // parse, so that the program's options stay its own.
 int split_run_command(CLI::App& app, int argc, char** argv);
+// This program's path and the library `run` preloads (tools/run.cpp), for `bench
+// --wire`; false with `error` set when either is not found.
+bool run_paths(std::string& self, std::string& library, std::string& error);
 void add_switch(CLI::App& app);  // tools/switch.cpp
 // The process exit code chosen by the subcommand that ran.
 int exit_code();

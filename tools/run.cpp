@@ -386,4 +386,15 @@ int split_run_command(CLI::App& app, int argc, char** argv) {
     return std::min(i, argc);
 }
 
+bool run_paths(std::string& self, std::string& library, std::string& error) {
+    try {
+        self = exe_path();
+        library = find_library();
+        return true;
+    } catch (const SetupError& e) {
+        error = e.what;
+        return false;
+    }
+}
+
 }  // namespace iwcm::tools

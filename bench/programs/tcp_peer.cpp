@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "tools/fd_io.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -41,27 +43,8 @@ using Clock = std::chrono::steady_clock;
     std::exit(1);
 }
 
-bool read_all(int fd, void* buf, std::size_t n) {
-    auto* p = static_cast<char*>(buf);
-    while (n > 0) {
-        const ssize_t r = ::read(fd, p, n);
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<std::size_t>(r);
-    }
-    return true;
-}
-
-bool write_all(int fd, const void* buf, std::size_t n) {
-    const auto* p = static_cast<const char*>(buf);
-    while (n > 0) {
-        const ssize_t r = ::write(fd, p, n);
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<std::size_t>(r);
-    }
-    return true;
-}
+using iwcm::tools::read_all;
+using iwcm::tools::write_all;
 
 struct Hello {
     char mode = 0;
