@@ -323,8 +323,8 @@ sockaddr_in endpoint(const char* addr, std::uint16_t port) {
 // Until a TCP handshake with addr:port completes from namespace `ns` (reset at
 // once, before any MPA request: the program never hears of it), or `server`
 // exits, or `timeout` seconds pass: a bounded poll of the server's state.
-bool wait_listening(const std::string& ns, const char* addr, std::uint16_t port,
-                    Process& server, double timeout) {
+bool wait_listening(const std::string& ns, const char* addr, std::uint16_t port, Process& server,
+                    double timeout) {
     bool up = false;
     in_netns(ns, [&] {
         const sockaddr_in sa = endpoint(addr, port);
@@ -387,7 +387,8 @@ bool cm_setup(const WireOptions& o, const CmPath& p, WireSetup& out, std::string
     Process server, client;
     std::vector<std::string> sargv{o.self, "listen"};
     sargv.insert(sargv.end(), p.server_dev.begin(), p.server_dev.end());
-    for (const char* a : {"--port", "5000", "--json", "--no-progress", "--pdata"}) sargv.emplace_back(a);
+    for (const char* a : {"--port", "5000", "--json", "--no-progress", "--pdata"})
+        sargv.emplace_back(a);
     sargv.insert(sargv.end(), {pdata, "--count", count, "--backlog", "4096"});
     if (!server.start(p.ns_server, sargv, {}, error)) return false;
     // The listener prints its "listening" line once its device is up.
@@ -401,17 +402,19 @@ bool cm_setup(const WireOptions& o, const CmPath& p, WireSetup& out, std::string
     }
     std::vector<std::string> cargv{o.self, "connect"};
     cargv.insert(cargv.end(), p.client_dev.begin(), p.client_dev.end());
-    cargv.insert(cargv.end(), {"--to", std::string(p.server_addr) + ":" + std::to_string(kSetupPort),
-                               "--count", count, "--parallel", std::to_string(o.parallel),
-                               "--json", "--no-progress", "--timeout", "30", "--pdata", pdata});
+    cargv.insert(cargv.end(),
+                 {"--to", std::string(p.server_addr) + ":" + std::to_string(kSetupPort), "--count",
+                  count, "--parallel", std::to_string(o.parallel), "--json", "--no-progress",
+                  "--timeout", "30", "--pdata", pdata});
     if (!client.start(p.ns_client, cargv, {}, error)) return false;
     const bool client_ok = client.finish(300);
     const bool server_ok = server.finish(30);
     const std::string cm = last_event(client.output(), "cmtime");
     const std::string stats = last_event(client.output(), "stats");
     if (!client_ok || !server_ok || json_number(cm, "completed") != o.setups) {
-        error = std::string(p.name) + ": connect --count " + count + " failed: " +
-                tail(client.output()) + (server_ok ? "" : "; listen: " + tail(server.output()));
+        error = std::string(p.name) + ": connect --count " + count +
+                " failed: " + tail(client.output()) +
+                (server_ok ? "" : "; listen: " + tail(server.output()));
         return false;
     }
     const double seconds = json_number(stats, "time");  // first start to last close
@@ -593,8 +596,8 @@ struct PerfPath {
 bool perftest(const WireOptions& o, const PerfPath& p, const std::string& prog, std::size_t size,
               std::uint64_t iters, bool crc, std::vector<std::string>& row, double& server_cpu,
               double& client_cpu, std::string& error) {
-    std::vector<std::string> args{prog, "-R", "-F", "-s", std::to_string(size), "-n",
-                                  std::to_string(iters)};
+    std::vector<std::string> args{
+        prog, "-R", "-F", "-s", std::to_string(size), "-n", std::to_string(iters)};
     auto env = [&](std::vector<std::string> e) {
         e.push_back("LD_PRELOAD=" + o.library);
         e.push_back(std::string("IWCM_CRC=") + (crc ? "1" : "0"));
@@ -671,7 +674,9 @@ bool perf_latency(const WireOptions& o, const PerfPath& p, WireLatency& out, std
     return true;
 }
 
-const char* size_tag(std::size_t size) { return size == 4096 ? "4k" : "64k"; }
+const char* size_tag(std::size_t size) {
+    return size == 4096 ? "4k" : "64k";
+}
 
 template <class T>
 const T* find(const std::vector<std::pair<std::string, T>>& v, const std::string& key) {
@@ -686,7 +691,9 @@ bool have_program(const std::string& name) {
 
 }  // namespace
 
-const WireSetup* WireReport::find_setup(const std::string& key) const { return find(setup, key); }
+const WireSetup* WireReport::find_setup(const std::string& key) const {
+    return find(setup, key);
+}
 const WireFlow* WireReport::find_flow(const std::string& key) const {
     return find(throughput, key);
 }
@@ -742,13 +749,22 @@ bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
         return false;
     }
     const CmPath cm_paths[] = {
-        {"xdp", l.b, l.a, {"--dev", "vb", "--xdp-mode", "native"},
-         {"--dev", "va", "--xdp-mode", "native"}, kVethB},
-        {"tap", l.t, l.t, {"--tap", "tb", "--ip", std::string(kTapB) + "/24"},
-         {"--tap", "ta", "--ip", std::string(kTapA) + "/24"}, kTapB},
+        {"xdp",
+         l.b,
+         l.a,
+         {"--dev", "vb", "--xdp-mode", "native"},
+         {"--dev", "va", "--xdp-mode", "native"},
+         kVethB},
+        {"tap",
+         l.t,
+         l.t,
+         {"--tap", "tb", "--ip", std::string(kTapB) + "/24"},
+         {"--tap", "ta", "--ip", std::string(kTapA) + "/24"},
+         kTapB},
     };
     for (const CmPath& p : cm_paths) {
-        say(p.name[0] == 'x' ? "setup rate, iwarp-cm over AF_XDP" : "setup rate, iwarp-cm over TAP");
+        say(p.name[0] == 'x' ? "setup rate, iwarp-cm over AF_XDP"
+                             : "setup rate, iwarp-cm over TAP");
         WireSetup s;
         if (!cm_setup(o, p, s, error)) return false;
         r.setup.emplace_back(p.name, s);
@@ -756,10 +772,20 @@ bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
     r.setup.emplace_back("kernel", ks);
 
     const PerfPath perf_paths[] = {
-        {"xdp", l.b, l.a, l.a, {"IWCM_DEV=vb", "IWCM_XDP_MODE=native"},
-         {"IWCM_DEV=va", "IWCM_XDP_MODE=native"}, kVethB},
-        {"tap", l.t, l.t, l.t, {"IWCM_TAP=tb", std::string("IWCM_IP=") + kTapB + "/24"},
-         {"IWCM_TAP=ta", std::string("IWCM_IP=") + kTapA + "/24"}, kTapB},
+        {"xdp",
+         l.b,
+         l.a,
+         l.a,
+         {"IWCM_DEV=vb", "IWCM_XDP_MODE=native"},
+         {"IWCM_DEV=va", "IWCM_XDP_MODE=native"},
+         kVethB},
+        {"tap",
+         l.t,
+         l.t,
+         l.t,
+         {"IWCM_TAP=tb", std::string("IWCM_IP=") + kTapB + "/24"},
+         {"IWCM_TAP=ta", std::string("IWCM_IP=") + kTapA + "/24"},
+         kTapB},
     };
     for (const PerfPath& p : perf_paths) {
         for (bool write : {true, false}) {

@@ -187,6 +187,14 @@ public:
 
     const RuntimeInfo& info() const;
 
+    // Progress made by the calling thread, for one that polls (ibv_poll_cq on an
+    // empty CQ): when the device reads without a system call (AF_XDP) and the lock
+    // is free, the frames waiting are read and handled here, their events and
+    // completions delivered, and what they caused sent, rather than wait for the
+    // progress thread to be woken and scheduled. True if a frame was read. Never
+    // blocks; not from a handler (as call()).
+    bool poll_inline();
+
     // Without a handler: readable while an event waits (level-triggered: the
     // eventfd is read when the queue empties).
     int event_fd() const;

@@ -22,8 +22,11 @@
 // message); taking the runtime's lock for each empty poll would keep the
 // progress thread from the lock it needs to receive the very frames that
 // complete the work. Each CQ carries a flag set as a completion enters it: a
-// poll of a CQ without one returns 0 after a shared look-up, without the
-// runtime's lock.
+// poll of a CQ without one looks it up shared, without the runtime's lock.
+// Over AF_XDP, whose frames are read from a ring without a system call, the
+// empty poll then reads the frames waiting itself when the lock is free
+// (Runtime::poll_inline): a poller keeps its CPU busy anyway, and the
+// progress thread need not be woken and scheduled for each frame.
 //
 // Acknowledgement, as libibverbs: ibv_destroy_cq waits until every event
 // ibv_get_cq_event returned for the CQ is acknowledged, and ibv_destroy_qp
@@ -184,14 +187,25 @@ void raise_async_event(Qp& qp, ibv_event_type type) {
     signal_fd(qp.ctx->api.async_fd);
 }
 
+// Whether the CQ is known to hold nothing (a poll of it returns 0 unlocked).
+bool known_empty(ibv_cq* cq, int num_entries) {
+    Registry& r = registry();
+    std::shared_lock table(r.cqs_mutex);
+    Cq* c = r.cqs.find(cq);
+    return c != nullptr && num_entries >= 0 && !c->ready.load(std::memory_order_acquire);
+}
+
 int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
-    {
-        Registry& r = registry();
-        std::shared_lock table(r.cqs_mutex);
-        Cq* c = r.cqs.find(cq);
-        if (c != nullptr && num_entries >= 0 && !c->ready.load(std::memory_order_acquire)) {
-            return 0;
-        }
+    if (known_empty(cq, num_entries)) {
+        // The poller makes progress itself (Runtime::poll_inline: AF_XDP only, when the
+        // lock is free), then looks again; thread cancellation is held off, as in locked().
+        Runtime* rt = runtime();
+        if (rt == nullptr) return 0;
+        int old_state = 0;
+        ::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
+        const bool read = rt->poll_inline();
+        ::pthread_setcancelstate(old_state, nullptr);
+        if (!read || known_empty(cq, num_entries)) return 0;
     }
     int got = 0;
     int err = locked([&](Session& s) {

@@ -523,6 +523,18 @@ Runtime::~Runtime() {
     m.host->set_wait_lock(nullptr);
 }
 
+bool Runtime::poll_inline() {
+    Impl& m = *impl_;
+    if (!m.host->reads_without_syscall()) return false;  // a TAP: the lock is not taken
+    std::unique_lock lock(m.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    IWCM_ASSERT(!m.draining);
+    m.now_ = io::TapHost::now();
+    if (!m.host->poll_frames()) return false;  // its after_step hook drained
+    m.wake_if_needed();
+    return true;
+}
+
 const RuntimeInfo& Runtime::info() const {
     return impl_->runtime_info;
 }

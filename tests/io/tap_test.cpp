@@ -294,5 +294,80 @@ TEST(Tap, HostRefusesChecksumOffload) {
     EXPECT_EQ(refused.error(), "checksum offload is only for the in-memory link, not idle0");
 }
 
+// A device whose frames wait in memory, as AF_XDP's ring (reads_without_syscall
+// as set), keeping what it is given.
+class RingDevice final : public FrameDevice {
+public:
+    explicit RingDevice(bool ring) : ring_(ring), fd_(::eventfd(0, EFD_NONBLOCK)) {}
+    ~RingDevice() override { ::close(fd_); }
+    RingDevice(const RingDevice&) = delete;
+    RingDevice& operator=(const RingDevice&) = delete;
+    int fd() const override { return fd_; }
+    const std::string& name() const override { return name_; }
+    long read(std::span<std::byte> buf) override {
+        if (waiting.empty()) return 0;
+        const std::vector<std::byte> f = std::move(waiting.front());
+        waiting.erase(waiting.begin());
+        std::copy(f.begin(), f.end(), buf.begin());
+        return static_cast<long>(f.size());
+    }
+    int write(std::span<const std::byte> f) override {
+        sent.emplace_back(f.begin(), f.end());
+        return 0;
+    }
+    bool reads_without_syscall() const override { return ring_; }
+    std::size_t max_frame() const override { return TapDevice::kMaxFrame; }
+    std::vector<std::vector<std::byte>> waiting;
+    std::vector<std::vector<std::byte>> sent;
+
+private:
+    bool ring_;
+    int fd_;
+    std::string name_ = "ring0";
+};
+
+// poll_frames: over a ring it handles the frames waiting (here an ARP request for our
+// address), runs the after_step hooks and sends what they caused (the reply) at once;
+// over a device whose read is a system call it reads nothing.
+TEST(Tap, PollFramesReadsARingAndNothingElse) {
+    const auto request = wire::hex_bytes(
+        "ff ff ff ff ff ff 02 00 0a 63 ca 09 08 06 00 01 08 00 06 04 00 01"
+        "02 00 0a 63 ca 09 0a 63 ca 09 00 00 00 00 00 00 0a 63 ca 02");
+    const auto reply = wire::hex_bytes(
+        "02 00 0a 63 ca 09 02 00 0a 63 c8 02 08 06 00 01 08 00 06 04 00 02"
+        "02 00 0a 63 c8 02 0a 63 ca 02 02 00 0a 63 ca 09 0a 63 ca 09");
+    for (bool ring : {true, false}) {
+        SCOPED_TRACE(ring ? "a ring" : "a device read by a system call");
+        CoreConfig cfg;
+        cfg.mac = kOurMac;
+        Core core(cfg);
+        TapHostConfig hc;
+        hc.handle_signals = false;
+        auto dev = std::make_unique<RingDevice>(ring);
+        RingDevice& d = *dev;
+        auto host = TapHost::open_device(std::move(dev), hc, core, kNoVlan);
+        ASSERT_TRUE(host) << host.error();
+        ASSERT_TRUE((*host)->add_address(*IpAddr::parse("10.99.202.2")));
+        (*host)->flush();
+        d.sent.clear();  // the announcements
+        int hooks = 0;
+        (*host)->after_step([&](Instant) { ++hooks; });
+        EXPECT_FALSE((*host)->poll_frames()) << "nothing waits";
+        EXPECT_EQ(hooks, 0);
+        d.waiting.push_back(request);
+        EXPECT_EQ((*host)->poll_frames(), ring);
+        if (ring) {
+            EXPECT_TRUE(d.waiting.empty());
+            EXPECT_EQ(hooks, 1);
+            ASSERT_EQ(d.sent.size(), 1u);
+            EXPECT_EQ(d.sent[0], reply);
+        } else {
+            EXPECT_EQ(d.waiting.size(), 1u);
+            EXPECT_EQ(hooks, 0);
+            EXPECT_TRUE(d.sent.empty());
+        }
+    }
+}
+
 }  // namespace
 }  // namespace iwcm::io

@@ -217,6 +217,22 @@ bool TapHost::arm_timer(Instant at) {
     return true;
 }
 
+bool TapHost::poll_frames() {
+    if (!reads_without_syscall()) return false;
+    int n = 0;
+    for (; n < kMaxFramesPerWake; ++n) {
+        const long len = dev_->read(rx_buf_);
+        IWCM_ASSERT(len >= 0);  // a ring read fails with nothing but "none waiting"
+        if (len <= 0) break;
+        handle_frame(now(),
+                     std::span<const std::byte>(rx_buf_.data(), static_cast<std::size_t>(len)));
+    }
+    if (n == 0) return false;
+    for (const auto& hook : after_step_) hook(now());
+    flush();
+    return true;
+}
+
 Wake TapHost::step(Instant until) {
     flush();
     Instant wake = until;

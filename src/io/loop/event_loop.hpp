@@ -100,6 +100,12 @@ public:
     Wake step(Instant until);
     // Sends everything queued now (after commands given to the core).
     void flush();
+    // Where the device reads without a system call (AF_XDP): the frames waiting,
+    // each handled as step() does, then the after_step hooks and a flush, without
+    // waiting; true if there was one. Else (a TAP) nothing: false. For a thread
+    // that polls while step() sleeps in another (with the wait lock held).
+    bool poll_frames();
+    bool reads_without_syscall() const { return dev_->reads_without_syscall(); }
     // Another descriptor for step() to wait on: when it is readable, step()
     // calls on_ready(now) before the timers fire. At most kMaxWatches.
     static constexpr int kMaxWatches = 4;

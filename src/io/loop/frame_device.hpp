@@ -36,6 +36,9 @@ public:
     }
     // Frames written so far go out now (a device that batches its sends).
     virtual void flush() {}
+    // read() makes no system call (a ring in shared memory, as AF_XDP's): a thread
+    // that polls may read the frames itself (TapHost::poll_frames).
+    virtual bool reads_without_syscall() const { return false; }
     // The largest frame read() returns.
     virtual std::size_t max_frame() const = 0;
 

@@ -64,6 +64,7 @@ public:
     int write_parts(std::span<const std::byte> headers,
                     std::span<const std::span<const std::byte>> payload) override;
     void flush() override;
+    bool reads_without_syscall() const override { return true; }
     std::size_t max_frame() const override { return kFrameSize; }
 
     // Another socket, on receive queue `queue` (src/io/tap/tap_shards.hpp runs a
