@@ -55,10 +55,10 @@ constexpr int kNotFound = 127;
 constexpr int kNotExecutable = 126;
 
 // Every variable RuntimeConfig::from_env reads.
-constexpr std::array<const char*, 13> kRuntimeVariables = {
-    "IWCM_TAP",      "IWCM_IP",     "IWCM_MAC",   "IWCM_GATEWAY", "IWCM_VLAN",
-    "IWCM_DEV",      "IWCM_SWITCH", "IWCM_CRC",   "IWCM_TOS",     "IWCM_MPA_REV",
-    "IWCM_XDP_MODE", "IWCM_PCAP",   "IWCM_SETTLE"};
+constexpr std::array<const char*, 14> kRuntimeVariables = {
+    "IWCM_TAP",      "IWCM_IP",     "IWCM_MAC",    "IWCM_GATEWAY",  "IWCM_VLAN",
+    "IWCM_DEV",      "IWCM_SWITCH", "IWCM_CRC",    "IWCM_TOS",      "IWCM_MPA_REV",
+    "IWCM_XDP_MODE", "IWCM_PCAP",   "IWCM_SETTLE", "IWCM_BUSY_POLL"};
 
 constexpr std::array<int, 3> kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
@@ -71,6 +71,7 @@ std::vector<std::string>& program_words() {
 struct RunOptions {
     WireOptions wire;
     std::uint32_t settle_ms = 0;       // --settle
+    std::uint32_t busy_poll_us = 0;    // --busy-poll
     std::vector<std::string> command;  // PROGRAM [ARGS...]
 };
 
@@ -188,6 +189,7 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (given("--mpa-rev")) set("IWCM_MPA_REV", std::to_string(w.mpa_rev));
     if (given("--pcap")) set("IWCM_PCAP", absolute(w.pcap));
     if (given("--settle")) set("IWCM_SETTLE", std::to_string(o.settle_ms));
+    if (given("--busy-poll")) set("IWCM_BUSY_POLL", std::to_string(o.busy_poll_us));
     // ld.so splits LD_PRELOAD at spaces and colons (ld.so(8)).
     if (library.find_first_of(" :") != std::string::npos)
         throw SetupError{library + ": a path with a space or a colon cannot be preloaded"};
@@ -356,6 +358,12 @@ void add_run(CLI::App& app) {
                     "waits after ESTABLISHED, or until the server's first byte, and a refused "
                     "connect is tried again within it (for soft-iWARP servers; 0 by default)")
         ->transform(bounded(0, 60000, true));
+    cmd->add_option("--busy-poll", opt->busy_poll_us,
+                    "busy polling, microseconds (0: off, the default): the progress thread "
+                    "never sleeps, and over --dev the AF_XDP socket prefers busy polling with "
+                    "this time per system call; needs a core per busy thread "
+                    "(docs/applications.md)")
+        ->transform(bounded(0, 1000000, true));
     cmd->footer(run_footer());
     cmd->callback([opt, cmd] {
         opt->command = program_words();

@@ -16,6 +16,7 @@ struct SwitchOptions {
     std::string dev;
     std::string xdp_mode = "auto";
     double linger = 2;
+    std::uint32_t busy_poll_us = 0;
 };
 
 int run_switch_command(const SwitchOptions& o) {
@@ -25,6 +26,7 @@ int run_switch_command(const SwitchOptions& o) {
              : o.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
                                        : io::XskDevice::Mode::kAuto;
     c.linger = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o.linger));
+    c.busy_poll_us = o.busy_poll_us;
     auto r = io::run_switch(c);
     if (!r) {
         std::fprintf(stderr, "iwarp-cm: %s\n", r.error().c_str());
@@ -49,6 +51,11 @@ void add_switch(CLI::App& app) {
     cmd->add_option("--linger", opt->linger,
                     "seconds to wait for a first program, and after the last one went")
         ->transform(bounded(0, 3600, false));
+    cmd->add_option("--busy-poll", opt->busy_poll_us,
+                    "busy polling, microseconds (0: off, the default): the AF_XDP socket "
+                    "prefers busy polling and the switch never sleeps while a program is "
+                    "connected")
+        ->transform(bounded(0, 1000000, true));
     cmd->footer(help_footer("iwarp-cm switch --dev eth1"));
     cmd->callback([opt] { set_exit_code(run_switch_command(*opt)); });
 }

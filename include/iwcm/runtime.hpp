@@ -87,11 +87,21 @@ struct RuntimeConfig {
     Duration keepalive_idle = std::chrono::seconds(30);
     Duration keepalive_interval = std::chrono::seconds(5);
     std::uint8_t keepalive_probes = 4;
+    // Busy polling, in microseconds (0: off, the default; at most 1 000 000): the
+    // progress thread never sleeps but keeps its core, looking for frames and due timers
+    // round after round, and over AF_XDP the socket prefers busy polling (the kernel
+    // moves its frames in our system calls, for this long at most each, instead of
+    // after interrupts; a switch we start does the same). It trades a core for the
+    // wake-ups a frame otherwise costs; with fewer cores than busy threads it is slower
+    // (docs/design.md "Busy polling"). The thread then keeps the process's nice value
+    // (progress_nice is not applied): spinning at -20 it would starve the application.
+    // Application threads that want the lock make it step aside.
+    std::uint32_t busy_poll_us = 0;
 
     // From the environment, as `iwarp-cm run` sets it (docs/applications.md): IWCM_TAP, IWCM_IP,
     // IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1),
-    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE. An error names the variable and what is wrong
-    // with it.
+    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE, IWCM_BUSY_POLL. An error names the variable
+    // and what is wrong with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):
     // exactly one of tap and dev, a well-formed ip/mac/gateway/vlan/tos.

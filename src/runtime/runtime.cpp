@@ -33,6 +33,9 @@ namespace iwcm {
 
 namespace {
 
+// RuntimeConfig::busy_poll_us's largest: a second in one system call.
+constexpr long kMaxBusyPollUs = 1'000'000;
+
 std::string env(const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "";
@@ -137,6 +140,11 @@ Expected<RuntimeConfig, std::string> RuntimeConfig::from_env() {
         if (!ms) return fail("IWCM_SETTLE=" + v + ": milliseconds, 0 to 60000");
         c.settle_ms = static_cast<int>(*ms);
     }
+    if (const std::string v = env("IWCM_BUSY_POLL"); !v.empty()) {
+        const auto us = whole(v, 0, kMaxBusyPollUs);
+        if (!us) return fail("IWCM_BUSY_POLL=" + v + ": microseconds, 0 (off) to 1000000");
+        c.busy_poll_us = static_cast<std::uint32_t>(*us);
+    }
     if (c.tap.empty() && c.dev.empty())
         return fail(std::string(
             "no interface: set IWCM_TAP and IWCM_IP (a TAP device) or IWCM_DEV (an interface "
@@ -154,6 +162,8 @@ Expected<void, std::string> RuntimeConfig::validate() const {
         return fail("progress thread nice " + std::to_string(*progress_nice) + ": -20 to 19");
     if (settle_ms < 0 || settle_ms > 60000)
         return fail("settle " + std::to_string(settle_ms) + " ms: 0 to 60000");
+    if (busy_poll_us > kMaxBusyPollUs)
+        return fail("busy polling " + std::to_string(busy_poll_us) + " us: 0 (off) to 1000000");
     if (keepalive_idle < Duration::zero() ||
         (keepalive_idle > Duration::zero() &&
          (keepalive_interval <= Duration::zero() || keepalive_probes == 0)))
@@ -180,6 +190,10 @@ struct Runtime::Impl final : Session {
     // Everything below is guarded by mu, except the fds (fixed after start),
     // stop and the thread handle.
     std::mutex mu;
+    // Application threads waiting for mu. A busy-polling progress thread
+    // (RuntimeConfig::busy_poll_us) lets go of mu and waits while any does: it would
+    // otherwise take mu again before a woken waiter runs, round after round.
+    std::atomic<int> contenders{0};
     std::unique_ptr<Core> core_;
     std::unique_ptr<rdma::Device> dev_;
     std::unique_ptr<io::TapHost> tap_host;
@@ -390,13 +404,26 @@ struct Runtime::Impl final : Session {
         (void)!::write(wake_fd, &one, sizeof one);
     }
 
+    // mu for an application thread (see contenders).
+    void lock_for_application() {
+        contenders.fetch_add(1, std::memory_order_acq_rel);
+        mu.lock();
+        contenders.fetch_sub(1, std::memory_order_acq_rel);
+    }
+
     void progress() {
         std::unique_lock lock(mu);
+        const bool busy = host->busy_poll();
         while (!stop.load(std::memory_order_acquire)) {
             const io::Wake w = host->step(pending_deadline());
             if (w == io::Wake::kError) {
                 thread_error = host->error();
                 break;
+            }
+            if (busy && contenders.load(std::memory_order_acquire) > 0) {
+                lock.unlock();
+                while (contenders.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+                lock.lock();
             }
         }
     }
@@ -441,6 +468,11 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
         if (!config.switch_program.empty())
             sc.switch_command = {config.switch_program, "switch",       "--dev", config.dev,
                                  "--xdp-mode",          config.xdp_mode};
+        sc.busy_poll_us = config.busy_poll_us;
+        if (!sc.switch_command.empty() && config.busy_poll_us > 0) {
+            sc.switch_command.emplace_back("--busy-poll");
+            sc.switch_command.push_back(std::to_string(config.busy_poll_us));
+        }
         sc.mode = config.xdp_mode == "native"    ? io::XskDevice::Mode::kNative
                   : config.xdp_mode == "generic" ? io::XskDevice::Mode::kGeneric
                                                  : io::XskDevice::Mode::kAuto;
@@ -458,6 +490,7 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
         auto host = io::TapHost::open(hc, *impl->core_, iface->vlan);
         if (!host) return fail(host.error());
         impl->tap_host = std::move(*host);
+        impl->tap_host->set_busy_poll(config.busy_poll_us > 0);
         impl->host = impl->tap_host.get();
         if (auto r = impl->host->add_address(iface->addr); !r)
             return fail(config.ip + ": " + std::string(to_string(r.error())));
@@ -487,7 +520,9 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
     // RLIMIT_NICE) and takes the CPU as soon as a frame wakes it.
     std::promise<pid_t> started;
     std::future<pid_t> tid = started.get_future();
-    const std::optional<int> nice = config.progress_nice;
+    // A busy-polling thread never sleeps: at nice -20 it would take nearly all of a core
+    // that an application thread shares with it, so it keeps the process's nice.
+    const std::optional<int> nice = config.busy_poll_us > 0 ? std::nullopt : config.progress_nice;
     impl->thread = std::thread([self, nice, started = std::move(started)]() mutable {
         const pid_t me = ::gettid();
         if (nice) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(me), *nice);
@@ -544,7 +579,8 @@ int Runtime::event_fd() const {
 }
 
 std::optional<RuntimeEvent> Runtime::poll_event() {
-    std::lock_guard lock(impl_->mu);
+    impl_->lock_for_application();
+    std::lock_guard lock(impl_->mu, std::adopt_lock);
     auto& q = impl_->queue;
     if (q.empty()) return std::nullopt;
     RuntimeEvent e = std::move(q.front());
@@ -585,7 +621,7 @@ int Runtime::progress_nice() const {
 }
 
 Runtime::Guard::Guard(Runtime& rt) : rt_(rt) {
-    rt_.impl_->mu.lock();
+    rt_.impl_->lock_for_application();
     rt_.impl_->now_ = io::TapHost::now();
 }
 

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "io/kernel_side.hpp"
 #include "io/loop/event_loop.hpp"
@@ -326,36 +327,51 @@ private:
     std::string name_ = "ring0";
 };
 
+// An ARP request from 10.99.202.9 for our 10.99.202.2, and our reply.
+constexpr const char* kArpRequest =
+    "ff ff ff ff ff ff 02 00 0a 63 ca 09 08 06 00 01 08 00 06 04 00 01"
+    "02 00 0a 63 ca 09 0a 63 ca 09 00 00 00 00 00 00 0a 63 ca 02";
+constexpr const char* kArpReply =
+    "02 00 0a 63 ca 09 02 00 0a 63 c8 02 08 06 00 01 08 00 06 04 00 02"
+    "02 00 0a 63 c8 02 0a 63 ca 02 02 00 0a 63 ca 09 0a 63 ca 09";
+
+// A host on a RingDevice with our address 10.99.202.2, its announcements sent and
+// forgotten; `device` is the device it owns.
+std::unique_ptr<TapHost> ring_host(Core& core, bool ring, RingDevice*& device) {
+    TapHostConfig hc;
+    hc.handle_signals = false;
+    auto dev = std::make_unique<RingDevice>(ring);
+    device = dev.get();
+    auto host = TapHost::open_device(std::move(dev), hc, core, kNoVlan);
+    EXPECT_TRUE(host) << host.error();
+    if (!host) return nullptr;
+    EXPECT_TRUE((*host)->add_address(*IpAddr::parse("10.99.202.2")));
+    (*host)->flush();
+    device->sent.clear();
+    return std::move(*host);
+}
+
 // poll_frames: over a ring it handles the frames waiting (here an ARP request for our
 // address), runs the after_step hooks and sends what they caused (the reply) at once;
 // over a device whose read is a system call it reads nothing.
 TEST(Tap, PollFramesReadsARingAndNothingElse) {
-    const auto request = wire::hex_bytes(
-        "ff ff ff ff ff ff 02 00 0a 63 ca 09 08 06 00 01 08 00 06 04 00 01"
-        "02 00 0a 63 ca 09 0a 63 ca 09 00 00 00 00 00 00 0a 63 ca 02");
-    const auto reply = wire::hex_bytes(
-        "02 00 0a 63 ca 09 02 00 0a 63 c8 02 08 06 00 01 08 00 06 04 00 02"
-        "02 00 0a 63 c8 02 0a 63 ca 02 02 00 0a 63 ca 09 0a 63 ca 09");
+    const auto request = wire::hex_bytes(kArpRequest);
+    const auto reply = wire::hex_bytes(kArpReply);
     for (bool ring : {true, false}) {
         SCOPED_TRACE(ring ? "a ring" : "a device read by a system call");
         CoreConfig cfg;
         cfg.mac = kOurMac;
         Core core(cfg);
-        TapHostConfig hc;
-        hc.handle_signals = false;
-        auto dev = std::make_unique<RingDevice>(ring);
+        RingDevice* dev = nullptr;
+        auto host = ring_host(core, ring, dev);
+        ASSERT_TRUE(host);
         RingDevice& d = *dev;
-        auto host = TapHost::open_device(std::move(dev), hc, core, kNoVlan);
-        ASSERT_TRUE(host) << host.error();
-        ASSERT_TRUE((*host)->add_address(*IpAddr::parse("10.99.202.2")));
-        (*host)->flush();
-        d.sent.clear();  // the announcements
         int hooks = 0;
-        (*host)->after_step([&](Instant) { ++hooks; });
-        EXPECT_FALSE((*host)->poll_frames()) << "nothing waits";
+        host->after_step([&](Instant) { ++hooks; });
+        EXPECT_FALSE(host->poll_frames()) << "nothing waits";
         EXPECT_EQ(hooks, 0);
         d.waiting.push_back(request);
-        EXPECT_EQ((*host)->poll_frames(), ring);
+        EXPECT_EQ(host->poll_frames(), ring);
         if (ring) {
             EXPECT_TRUE(d.waiting.empty());
             EXPECT_EQ(hooks, 1);
@@ -367,6 +383,42 @@ TEST(Tap, PollFramesReadsARingAndNothingElse) {
             EXPECT_TRUE(d.sent.empty());
         }
     }
+}
+
+// Busy polling: step() reads the device though epoll never says a frame waits (the
+// device's descriptor stays unreadable here), does not wait for `until`, and tells
+// application threads that no one sleeps (so none writes a wake-up).
+TEST(Tap, BusyPollingReadsTheDeviceWithoutWaiting) {
+    const auto request = wire::hex_bytes(kArpRequest);
+    const auto reply = wire::hex_bytes(kArpReply);
+    CoreConfig cfg;
+    cfg.mac = kOurMac;
+    Core core(cfg);
+    RingDevice* dev = nullptr;
+    auto host = ring_host(core, false, dev);
+    ASSERT_TRUE(host);
+    RingDevice& d = *dev;
+    TapHost& h = *host;
+    EXPECT_EQ(h.sleeping_until(), kInstantNever);
+    h.set_busy_poll(true);
+    EXPECT_TRUE(h.busy_poll());
+    EXPECT_EQ(h.sleeping_until(), Instant::min());
+    std::mutex lock;
+    std::unique_lock held(lock);
+    h.set_wait_lock(&lock);
+    const Instant far = TapHost::now() + std::chrono::hours(1);
+    EXPECT_EQ(h.step(far), Wake::kOk);  // nothing waits: back at once all the same
+    EXPECT_TRUE(d.sent.empty());
+    d.waiting.push_back(request);
+    EXPECT_EQ(h.step(far), Wake::kOk);
+    EXPECT_TRUE(d.waiting.empty());
+    ASSERT_EQ(d.sent.size(), 1u);
+    EXPECT_EQ(d.sent[0], reply);
+    EXPECT_TRUE(held.owns_lock());
+    EXPECT_EQ(h.sleeping_until(), Instant::min());
+    h.set_wait_lock(nullptr);
+    h.set_busy_poll(false);
+    EXPECT_EQ(h.sleeping_until(), kInstantNever);
 }
 
 }  // namespace

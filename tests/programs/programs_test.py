@@ -214,7 +214,7 @@ PERF_TRIES = 4
 LAT_ROW = r"^\s*%d\s+%d\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
 
 
-def perftest(c, net, program, iters, row, size, server_row=True):
+def perftest(c, net, program, iters, row, size, server_row=True, run_opts=()):
     """PROGRAM -R (connections by rdma_cm) -F (no CPU frequency check) -n iters:
     the client's result row for `size` bytes and `iters` iterations, with a
     figure above zero; the server's too where it prints one (all but
@@ -233,7 +233,7 @@ def perftest(c, net, program, iters, row, size, server_row=True):
         pair = Pair(c, net)
         try:
             srv, cli = pair.run(PERF_PORT, [program] + opts,
-                                [program] + opts + [net.sides[SERVER]["addr"]])
+                                [program] + opts + [net.sides[SERVER]["addr"]], run_opts)
             break
         except Failure:
             refused = pair.client is not None and \
@@ -282,6 +282,12 @@ def case_ib_send_lat(c, net):
     perftest(c, net, "ib_send_lat", LAT_ITERS, LAT_ROW, LAT_SIZE)
 
 
+def case_ib_send_lat_busy_poll(c, net):
+    """The same with `run --busy-poll 50` on both sides: progress threads (and over
+    --dev the interface's switch, started with --busy-poll) that never sleep."""
+    perftest(c, net, "ib_send_lat", LAT_ITERS, LAT_ROW, LAT_SIZE, run_opts=("--busy-poll", "50"))
+
+
 # ---------------------------------------------------------------- run --dev
 
 def case_run_dev_checks(c, net):
@@ -322,7 +328,8 @@ def case_run_dev_checks(c, net):
 
 
 PROGRAM_CASES = ("rping", "rping_64k", "rping_crc", "ucmatose", "ucmatose_siw_client", "cmtime", "rdma_server", "ib_write_bw",
-                 "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat")
+                 "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat",
+                 "ib_send_lat_busy_poll")
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -233,25 +233,47 @@ bool TapHost::poll_frames() {
     return true;
 }
 
+void TapHost::set_busy_poll(bool on) {
+    busy_poll_ = on;
+    sleeping_until_.store(on ? Instant::min() : kInstantNever, std::memory_order_release);
+}
+
+bool TapHost::read_frames() {
+    for (int k = 0; k < kMaxFramesPerWake; ++k) {
+        const long len = dev_->read(rx_buf_);
+        if (len < 0) {
+            errno = static_cast<int>(-len);
+            error_ = errno_text(("reading " + dev_->name()).c_str());
+            return false;
+        }
+        if (len == 0) break;
+        handle_frame(now(),
+                     std::span<const std::byte>(rx_buf_.data(), static_cast<std::size_t>(len)));
+    }
+    return true;
+}
+
 Wake TapHost::step(Instant until) {
     flush();
     Instant wake = until;
     if (auto d = core_.next_deadline()) wake = std::min(wake, *d);
     if (auto d = neighbors_.next_deadline()) wake = std::min(wake, *d);
-    if (!arm_timer(wake)) {
+    // Busy polling fires the timers by looking at the clock every round: no timerfd.
+    if (!busy_poll_ && !arm_timer(wake)) {
         error_ = errno_text("timerfd_settime");
         return Wake::kError;
     }
+    const int timeout = busy_poll_ ? 0 : -1;
     epoll_event events[4 + kMaxWatches];
     int n = 0;
     if (wait_lock_ != nullptr) {
-        sleeping_until_.store(wake, std::memory_order_release);
+        if (!busy_poll_) sleeping_until_.store(wake, std::memory_order_release);
         wait_lock_->unlock();
-        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, timeout);
         wait_lock_->lock();
-        sleeping_until_.store(kInstantNever, std::memory_order_release);
+        if (!busy_poll_) sleeping_until_.store(kInstantNever, std::memory_order_release);
     } else {
-        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, -1);
+        n = ::epoll_wait(epoll_fd_, events, 4 + kMaxWatches, timeout);
     }
     if (n < 0) {
         if (errno == EINTR) return Wake::kOk;
@@ -259,19 +281,16 @@ Wake TapHost::step(Instant until) {
         return Wake::kError;
     }
     Wake result = Wake::kOk;
+    // A busy poller reads the device every round: an AF_XDP socket that prefers busy
+    // polling has its frames moved by the read itself, not by an interrupt epoll sees.
+    bool read = false;
+    if (busy_poll_) {
+        if (!read_frames()) return Wake::kError;
+        read = true;
+    }
     for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kTapTag) {
-            for (int k = 0; k < kMaxFramesPerWake; ++k) {
-                long len = dev_->read(rx_buf_);
-                if (len < 0) {
-                    errno = static_cast<int>(-len);
-                    error_ = errno_text(("reading " + dev_->name()).c_str());
-                    return Wake::kError;
-                }
-                if (len == 0) break;
-                handle_frame(now(), std::span<const std::byte>(rx_buf_.data(),
-                                                               static_cast<std::size_t>(len)));
-            }
+            if (!read && !read_frames()) return Wake::kError;
         } else if (events[i].data.u64 == kTimerTag) {
             std::uint64_t expirations = 0;
             (void)!::read(timer_fd_, &expirations, sizeof expirations);

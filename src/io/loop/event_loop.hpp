@@ -119,7 +119,15 @@ public:
     // When the sleeping step() wakes at the latest (its timer), kInstantNever
     // when none sleeps: a thread that moved a deadline earlier than this must
     // wake it (watch() an eventfd).
+    // Instant::min() in busy polling: the loop never sleeps, so no one wakes it.
     Instant sleeping_until() const { return sleeping_until_.load(std::memory_order_acquire); }
+    // Busy polling: step() never sleeps. It reads the device whether or not epoll says a
+    // frame waits, looks at the other descriptors without waiting (epoll_wait with a zero
+    // timeout, the wait lock released meanwhile) and fires the timers due, so the thread
+    // that calls it in a loop keeps its core. Off by default (docs/design.md "Busy
+    // polling").
+    void set_busy_poll(bool on);
+    bool busy_poll() const { return busy_poll_; }
 
     NeighborTable& neighbors() { return neighbors_; }
     Core& core() { return core_; }
@@ -142,6 +150,9 @@ private:
                  std::span<const std::span<const std::byte>> rest = {});
     void fire_timers(Instant now);
     bool arm_timer(Instant at);
+    // Up to kMaxFramesPerWake frames from the device, each handled; false on a read error
+    // (error_ set).
+    bool read_frames();
 
     std::unique_ptr<FrameDevice> dev_;
     bool kernel_neighbors_;
@@ -157,6 +168,7 @@ private:
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
     std::vector<std::function<void(Instant)>> after_step_;
     std::mutex* wait_lock_ = nullptr;
+    bool busy_poll_ = false;
     std::atomic<Instant> sleeping_until_{kInstantNever};
     TapHostCounters counters_;
     std::string error_;

@@ -50,6 +50,8 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
     if (config.switch_command.empty()) {
         auto xsk = XskDevice::open(config.dev, config.mode);
         if (!xsk) return fail(xsk.error());
+        if (config.busy_poll_us > 0)
+            if (auto r = (*xsk)->set_busy_poll(config.busy_poll_us); !r) return fail(r.error());
         device = std::move(*xsk);
     } else {
         auto client = SwitchClient::connect(config.dev, config.switch_command);
@@ -64,6 +66,7 @@ Expected<std::unique_ptr<SharedHost>, std::string> SharedHost::open(const Shared
     auto host = TapHost::open_device(std::move(device), hc, core, kNoVlan);
     if (!host) return fail(host.error());
     h->host_ = std::move(*host);
+    h->host_->set_busy_poll(config.busy_poll_us > 0);
     SharedHost* self = h.get();
     const auto on_changes = [self](Instant now) {
         self->address_.follow(self->rtnl_);

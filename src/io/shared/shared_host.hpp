@@ -50,6 +50,10 @@ struct SharedHostConfig {
     // (switch.hpp), started with this argv when none runs; empty: own the
     // interface's AF_XDP socket alone.
     std::vector<std::string> switch_command;
+    // Not 0: busy polling (TapHost::set_busy_poll; our own AF_XDP socket's
+    // XskDevice::set_busy_poll for this many microseconds; a switch of our starting
+    // polls its own socket when switch_command asks for it).
+    std::uint32_t busy_poll_us = 0;
 };
 
 struct SharedHostCounters {

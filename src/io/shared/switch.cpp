@@ -444,6 +444,8 @@ void Switch::from_client(std::uint64_t id) {
 Expected<void, std::string> Switch::run(const SwitchConfig& config) {
     auto xsk = XskDevice::open(config.dev, config.mode);
     if (!xsk) return fail(xsk.error());
+    if (config.busy_poll_us > 0)
+        if (auto r = (*xsk)->set_busy_poll(config.busy_poll_us); !r) return fail(r.error());
     xsk_ = std::move(*xsk);
     mode_ = xsk_->attach_mode();
     listen_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -475,10 +477,15 @@ Expected<void, std::string> Switch::run(const SwitchConfig& config) {
                                            Clock::now() - idle_since);
             if (left.count() <= 0) break;
             timeout = static_cast<int>(left.count());
+        } else if (config.busy_poll_us > 0) {
+            timeout = 0;
         }
         epoll_event events[32];
         const int n = ::epoll_wait(epoll_, events, 32, timeout);
         if (n < 0 && errno != EINTR) return fail(errno_text("epoll_wait"));
+        // Busy polling: the wire is read every round (the read moves the frames), not
+        // when epoll saw them.
+        if (timeout == 0) from_wire();
         for (int i = 0; i < n; ++i) {
             const std::uint64_t tag = events[i].data.u64;
             if (tag == kWireTag) {

@@ -44,6 +44,9 @@ struct SwitchConfig {
     // Ends when no client came this long after the start, or this long after
     // the last one went (a program started right after another reuses it).
     Duration linger = std::chrono::seconds(2);
+    // Not 0: busy polling (XskDevice::set_busy_poll for this many microseconds); the
+    // switch then never sleeps while a program is connected.
+    std::uint32_t busy_poll_us = 0;
 };
 
 // Runs the switch until it ends (see SwitchConfig::linger) or SIGINT/SIGTERM.

@@ -23,6 +23,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "steer_bpf.hpp"
@@ -107,6 +108,7 @@ struct XskDevice::Impl {
     xsk_ring_prod tx{};
     std::vector<std::uint64_t> free_tx;  // UMEM frames not in flight on the send side
     bool zero_copy = false;
+    bool busy_poll = false;                    // set_busy_poll(): read() drives the NAPI poll
     std::uint32_t queue = 0;                   // the receive queue the socket is bound to
     const XskDevice* borrowed_from = nullptr;  // open_queue(): the device with the program
 
@@ -352,10 +354,32 @@ const char* XskDevice::attach_mode() const {
     return owner.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic";
 }
 
+Expected<void, std::string> XskDevice::set_busy_poll(std::uint32_t usec) {
+    IWCM_ASSERT(usec > 0);
+    const int fd = xsk_socket__fd(impl_->xsk);
+    const int one = 1;
+    const int timeout = static_cast<int>(usec);
+    const int budget = kBusyPollBudget;
+    for (const auto& [opt, value, what] :
+         {std::tuple{SO_PREFER_BUSY_POLL, &one, "SO_PREFER_BUSY_POLL"},
+          std::tuple{SO_BUSY_POLL, &timeout, "SO_BUSY_POLL"},
+          std::tuple{SO_BUSY_POLL_BUDGET, &budget, "SO_BUSY_POLL_BUDGET"}}) {
+        if (::setsockopt(fd, SOL_SOCKET, opt, value, sizeof *value) != 0)
+            return fail("busy polling on " + impl_->name + ": " + what + ": " + errno_text(errno));
+    }
+    impl_->busy_poll = true;
+    return {};
+}
+
 long XskDevice::read(std::span<std::byte> buf) {
     Impl& x = *impl_;
     std::uint32_t idx = 0;
-    if (xsk_ring_cons__peek(&x.rx, 1, &idx) == 0) return 0;
+    if (xsk_ring_cons__peek(&x.rx, 1, &idx) == 0) {
+        if (!x.busy_poll) return 0;
+        // The NAPI poll runs in this call (SO_PREFER_BUSY_POLL), for SO_BUSY_POLL at most.
+        (void)::recvfrom(xsk_socket__fd(x.xsk), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+        if (xsk_ring_cons__peek(&x.rx, 1, &idx) == 0) return 0;
+    }
     const xdp_desc* d = xsk_ring_cons__rx_desc(&x.rx, idx);
     const std::uint64_t addr = d->addr;
     const std::size_t len = std::min<std::size_t>(d->len, buf.size());
@@ -436,6 +460,9 @@ std::uint32_t XskDevice::queue() const {
 }
 int XskDevice::fd() const {
     return -1;
+}
+Expected<void, std::string> XskDevice::set_busy_poll(std::uint32_t) {
+    return fail(std::string("built without AF_XDP"));
 }
 const std::string& XskDevice::name() const {
     static const std::string none;

@@ -73,6 +73,13 @@ public:
     std::uint32_t queue() const;
 
     int ifindex() const;
+    // Busy polling (SO_PREFER_BUSY_POLL, SO_BUSY_POLL for `usec`, SO_BUSY_POLL_BUDGET
+    // kBusyPollBudget): the kernel runs the interface's NAPI poll in the system calls made
+    // on this socket instead of after its interrupts, and read() makes one (recvfrom) when
+    // the ring is empty, so that a thread that spins on read() moves the frames itself.
+    // For a loop that never sleeps (TapHost::set_busy_poll); docs/design.md "Busy polling".
+    static constexpr int kBusyPollBudget = 64;
+    Expected<void, std::string> set_busy_poll(std::uint32_t usec);
     const char* attach_mode() const override;
     bool zero_copy() const override;
     Expected<void, std::string> add_port(const IpAddr& addr, std::uint16_t port) override;
