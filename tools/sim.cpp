@@ -23,6 +23,7 @@ struct SimOptions {
     std::size_t conns = 12;
     std::size_t cores = 3;
     double loss = 0.30;
+    double shut_window = 0;
     bool no_faults = false;
     bool no_disruptions = false;
     bool log = false;
@@ -47,6 +48,7 @@ int run_sim(const SimOptions& opt) {
     sc.conns = opt.conns;
     sc.cores = opt.cores;
     sc.max_loss = opt.loss;
+    sc.max_shut_window = opt.shut_window;
     sc.faults = !opt.no_faults;
     sc.disruptions = !opt.no_disruptions;
     if (opt.replay) {
@@ -117,6 +119,9 @@ void add_sim(CLI::App& app) {
         ->transform(bounded(1, 10000, true));
     cmd->add_option("--cores", opt->cores, "cores on the segment")->transform(bounded(2, 4, true));
     cmd->add_option("--loss", opt->loss, "highest loss probability of a link")
+        ->transform(bounded(0, 0.9, false));
+    cmd->add_option("--shut-window", opt->shut_window,
+                    "highest probability of a link that a segment arrives with a zero window")
         ->transform(bounded(0, 0.9, false));
     cmd->add_flag("--no-faults", opt->no_faults, "no loss, duplication, reordering or corruption");
     cmd->add_flag("--no-disruptions", opt->no_disruptions, "no destroy_listen or address down");

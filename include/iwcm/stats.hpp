@@ -64,6 +64,9 @@ struct Stats {
     std::uint64_t syn_cookies_failed = 0;      // ACKs with a wrong or expired cookie
     std::uint64_t challenge_acks_sent = 0;     // RFC 5961 challenge ACKs sent
     std::uint64_t challenge_acks_limited = 0;  // ... and not sent: over the per-second budget
+    // Zero-window probes sent before the hand-off (RFC 9293 3.8.6.1: an MPA message or an
+    // RTR the peer's window holds back).
+    std::uint64_t window_probes = 0;
     std::array<std::uint64_t, kDropReasonCount> dropped{};
 
     std::uint64_t drops(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }

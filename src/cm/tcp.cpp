@@ -1287,6 +1287,7 @@ void Core::Impl::on_persist_timeout(Instant now, const NodeRef& node) {
     // does not move snd_nxt, so the bytes resume there once the window opens.
     send_segment(*node, tf::kAck | tf::kPsh, node->snd_nxt, wire::Bytes(b.tx).first(1));
     node->probe_out = true;
+    ++stats.window_probes;
     if (b.persist_backoff < 30) ++b.persist_backoff;
     timers.arm_persist(node, now + persist_delay(cfg, b.persist_backoff));
 }

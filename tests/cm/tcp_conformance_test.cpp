@@ -88,6 +88,7 @@ TEST(ZeroWindowBeforeHandoff, MpaReplyWaitsWithProbesAndLeavesWhenTheWindowOpens
     const Frame probe =
         d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, std::span(reply).first(1));
     expect_probes(d, probe, 5);
+    EXPECT_EQ(d.core.stats().window_probes, 5u);
     // The window opens: the whole reply leaves at once, from SND.NXT.
     d.feed(peer_ack(d, d.dut_nxt, 65535));
     expect_sent(d, {d.sent_frame(tf::kAck | tf::kPsh, d.dut_nxt, d.peer_nxt, reply)});

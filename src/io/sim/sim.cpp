@@ -25,8 +25,45 @@ void check_faults(const LinkFaults& f) {
     IWCM_ASSERT(f.duplicate >= 0.0 && f.duplicate <= 1.0);
     IWCM_ASSERT(f.reorder >= 0.0 && f.reorder <= 1.0);
     IWCM_ASSERT(f.corrupt >= 0.0 && f.corrupt <= 1.0);
+    IWCM_ASSERT(f.shut_window >= 0.0 && f.shut_window <= 1.0);
     IWCM_ASSERT(f.latency >= Duration::zero());
     IWCM_ASSERT(f.jitter >= Duration::zero());
+}
+
+std::uint16_t get16(std::span<const std::byte> b, std::size_t at) {
+    return static_cast<std::uint16_t>(std::to_integer<unsigned>(b[at]) << 8 |
+                                      std::to_integer<unsigned>(b[at + 1]));
+}
+
+void put16(std::span<std::byte> b, std::size_t at, std::uint16_t v) {
+    b[at] = static_cast<std::byte>(v >> 8);
+    b[at + 1] = static_cast<std::byte>(v & 0xFF);
+}
+
+// Where the TCP header of an IPv4 or IPv6 (no extension headers) frame, tagged or
+// not, begins; nullopt for anything else or a frame too short for the header.
+std::optional<std::size_t> tcp_offset(std::span<const std::byte> f) {
+    std::size_t at = 12;
+    if (f.size() < at + 2) return std::nullopt;
+    std::uint16_t type = get16(f, at);
+    if (type == 0x8100) {
+        at += 4;
+        if (f.size() < at + 2) return std::nullopt;
+        type = get16(f, at);
+    }
+    const std::size_t ip = at + 2;
+    std::size_t tcp = 0;
+    if (type == 0x0800 && f.size() >= ip + 20) {
+        if (std::to_integer<unsigned>(f[ip + 9]) != 6) return std::nullopt;
+        tcp = ip + 4 * (std::to_integer<std::size_t>(f[ip]) & 0xF);
+    } else if (type == 0x86DD && f.size() >= ip + 40) {
+        if (std::to_integer<unsigned>(f[ip + 6]) != 6) return std::nullopt;
+        tcp = ip + 40;
+    } else {
+        return std::nullopt;
+    }
+    if (f.size() < tcp + 20) return std::nullopt;
+    return tcp;
 }
 
 MacAddr destination_of(std::span<const std::byte> frame) {
@@ -274,6 +311,8 @@ void SimNetwork::enqueue_copy(std::size_t from, std::size_t to, std::span<const 
     if (corrupted) {
         corrupt(bytes);
         ++counters_.corrupted;
+    } else if (draw(f.shut_window) && shut_window(bytes)) {
+        ++counters_.windows_shut;
     }
     IWCM_ASSERT(at >= now_ && at < kInstantNever);
     queue_.push_back({at, next_seq_++, slot, static_cast<std::uint32_t>(to)});
@@ -332,6 +371,24 @@ void SimNetwork::corrupt(std::span<std::byte> bytes) {
     while (std::popcount(mask) < flips) mask |= 1u << rng_.below(8);
     IWCM_ASSERT(mask != 0 && mask <= 0xff);
     bytes[index] ^= static_cast<std::byte>(mask);
+}
+
+// The window field to zero and the checksum mended for it (RFC 1624 eqn. 3:
+// HC' = ~(~HC + ~m + m'), m' = 0), so that the frame is still good. Not for
+// SYN or RST segments, nor a window already zero.
+bool SimNetwork::shut_window(std::span<std::byte> bytes) {
+    const auto tcp = tcp_offset(bytes);
+    if (!tcp) return false;
+    const unsigned flags = std::to_integer<unsigned>(bytes[*tcp + 13]);
+    const std::uint16_t window = get16(bytes, *tcp + 14);
+    if ((flags & 0x06) != 0 || window == 0) return false;
+    std::uint32_t sum = static_cast<std::uint16_t>(~get16(bytes, *tcp + 16));
+    sum += static_cast<std::uint16_t>(~window);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    put16(bytes, *tcp + 14, 0);
+    put16(bytes, *tcp + 16, static_cast<std::uint16_t>(~sum));
+    return true;
 }
 
 std::uint32_t SimNetwork::acquire_slot(std::span<const std::byte> frame) {

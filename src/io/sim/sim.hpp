@@ -27,6 +27,11 @@
 //   duplicate  a second copy is queued (fate kDuplicated), itself subject to
 //              the corrupt and reorder draws;
 //   corrupt    1 to 3 distinct bits of one random byte are flipped;
+//   shut_window  a TCP segment without SYN or RST arrives advertising a zero
+//              window, its checksum mended (RFC 1624): a receiver whose buffer
+//              was full when it sent it. The next segment says the window
+//              again, so the sender meets a window that shuts and opens, and
+//              its persist probes (RFC 9293 3.8.6.1) are lost with the rest;
 //   reorder    the copy gets an extra delay in (0, 4 * latency] and may be
 //              overtaken by copies sent after it;
 //   latency + jitter (uniform in [0, jitter]) is the base delay. Copies that
@@ -156,6 +161,7 @@ struct LinkFaults {
     double duplicate = 0;
     double reorder = 0;
     double corrupt = 0;
+    double shut_window = 0;
     Duration latency = std::chrono::microseconds(50);
     Duration jitter = Duration::zero();
 };
@@ -193,15 +199,16 @@ public:
     static constexpr std::size_t kMaxFramesPerPoll = std::size_t{1} << 20;
 
     struct Counters {
-        std::uint64_t sent = 0;        // frames taken from hosts' poll_transmit()
-        std::uint64_t delivered = 0;   // copies handed to a host's receive()
-        std::uint64_t lost = 0;        // copies dropped by LinkFaults::loss
-        std::uint64_t duplicated = 0;  // extra copies made
-        std::uint64_t corrupted = 0;   // copies with flipped bits
-        std::uint64_t reordered = 0;   // copies given the reordering delay
-        std::uint64_t runts = 0;       // frames shorter than an Ethernet header
-        std::uint64_t unroutable = 0;  // unicast frames whose MAC no other host has
-        std::uint64_t overflowed = 0;  // copies dropped because in_flight() hit the limit
+        std::uint64_t sent = 0;          // frames taken from hosts' poll_transmit()
+        std::uint64_t delivered = 0;     // copies handed to a host's receive()
+        std::uint64_t lost = 0;          // copies dropped by LinkFaults::loss
+        std::uint64_t duplicated = 0;    // extra copies made
+        std::uint64_t corrupted = 0;     // copies with flipped bits
+        std::uint64_t windows_shut = 0;  // segments given a zero window (LinkFaults::shut_window)
+        std::uint64_t reordered = 0;     // copies given the reordering delay
+        std::uint64_t runts = 0;         // frames shorter than an Ethernet header
+        std::uint64_t unroutable = 0;    // unicast frames whose MAC no other host has
+        std::uint64_t overflowed = 0;    // copies dropped because in_flight() hit the limit
     };
 
     explicit SimNetwork(std::uint64_t seed, Instant start = kInstantZero);
@@ -277,6 +284,7 @@ private:
     bool draw(double p);
     Duration draw_up_to(Duration max);
     void corrupt(std::span<std::byte> bytes);
+    bool shut_window(std::span<std::byte> bytes);
     void check_offload(std::size_t to, const LinkFaults& faults) const;
     std::uint32_t acquire_slot(std::span<const std::byte> frame);
     void observe(const FrameRecord& record) const;

@@ -351,6 +351,10 @@ void Runner::build_attempts() {
                 f.duplicate = build_rng_.unit() * 0.10;
                 f.reorder = build_rng_.unit() * 0.20;
                 f.corrupt = build_rng_.unit() * 0.05;
+                // Drawn only when asked for, so that the other scenarios' seeds replay
+                // as they always did.
+                if (sc_.max_shut_window > 0)
+                    f.shut_window = build_rng_.unit() * sc_.max_shut_window;
             }
             net_.set_faults(from, to, f);
         }
@@ -1069,12 +1073,14 @@ void Runner::check_all() {
         out += c->stats().frames_out;
         in += c->stats().frames_in;
         out_.retransmissions += c->stats().retransmissions;
+        out_.window_probes += c->stats().window_probes;
         out_.syn_cookies_sent += c->stats().syn_cookies_sent;
         out_.syn_cookies_accepted += c->stats().syn_cookies_accepted;
         out_.v1_fallbacks += c->stats().mpa_v1_fallbacks;
         out_.terminates_sent += c->stats().terminates_sent;
     }
     const auto& nc = net_.counters();
+    out_.windows_shut = nc.windows_shut;
     if (out - in != nc.sent - nc.delivered)
         fail(fmt(
             "frames: cores sent %llu and received %llu, the wire carried %llu and delivered %llu",

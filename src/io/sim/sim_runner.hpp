@@ -42,9 +42,11 @@ namespace iwcm::io {
 
 struct SimScenario {
     std::uint64_t seed = 1;
-    std::size_t cores = 3;    // 2 to 4
-    std::size_t conns = 12;   // K: connection attempts
-    double max_loss = 0.30;   // the loss of each link is drawn in [0, max_loss]
+    std::size_t cores = 3;   // 2 to 4
+    std::size_t conns = 12;  // K: connection attempts
+    double max_loss = 0.30;  // the loss of each link is drawn in [0, max_loss]
+    // LinkFaults::shut_window of each link, drawn in [0, max_shut_window] (0: none).
+    double max_shut_window = 0;
     bool faults = true;       // false: no loss, duplication, reordering or corruption
     bool disruptions = true;  // destroy_listen and address down at random moments
     bool log = false;         // print every event and command to stdout
@@ -77,7 +79,9 @@ struct SimOutcome {
     std::uint64_t frames = 0;  // frames on the wire
     std::uint64_t steps = 0;
     std::uint64_t retransmissions = 0;
-    double virtual_seconds = 0;  // virtual time until drained
+    std::uint64_t window_probes = 0;  // Stats::window_probes, summed
+    std::uint64_t windows_shut = 0;   // segments the network gave a zero window
+    double virtual_seconds = 0;       // virtual time until drained
 };
 
 SimOutcome run_scenario(const SimScenario& scenario);
