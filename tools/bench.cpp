@@ -631,6 +631,17 @@ void wire_targets(const WireReport& w, std::vector<Target>& t) {
         t.push_back({"wire: 64 B round trip over AF_XDP vs kernel TCP (median, kernel/ours)",
                      ">= 1x", x, "x", x >= 1});
     }
+    // The ABI's own cost: perftest through libiwcm_rdma.so against the same transfer made
+    // in-process on the runtime's API, both over AF_XDP, CRC off (tools/bench_native.hpp).
+    for (const char* op : {"write", "send"}) {
+        const WireFlow* abi = w.find_flow(std::string("xdp.") + op + "_64k_crc_off");
+        const WireFlow* own = w.find_flow(std::string("xdp.native.") + op + "_64k_crc_off");
+        if (abi == nullptr || own == nullptr || own->mb_per_s <= 0) continue;
+        const double x = abi->mb_per_s / own->mb_per_s;
+        t.push_back({op[0] == 'w' ? "wire: ib_write_bw 64 KiB through the ABI vs in-process"
+                                  : "wire: ib_send_bw 64 KiB through the ABI vs in-process",
+                     ">= 0.9x", x, "x", x >= 0.9});
+    }
 }
 
 std::vector<Target> targets(const Report& r) {

@@ -12,7 +12,12 @@
 //                perftest's ib_write_bw / ib_send_bw over libiwcm_rdma.so, beside
 //                one kernel TCP stream moving the same messages over the veth.
 //   latency      the round trip of a 64-byte Send ping-pong (ib_send_lat) beside a
-//                kernel TCP ping-pong of 64 bytes over the veth.
+//                kernel TCP ping-pong of 64 bytes over the veth; over AF_XDP also
+//                with busy polling (IWCM_BUSY_POLL=50) and of a Write ping-pong
+//                (ib_write_lat).
+//   ABI          ib_write_bw and ib_send_bw of 64 KiB (CRC off) and ib_write_lat
+//                over AF_XDP beside the same transfers made by this process on
+//                the runtime's API (tools/bench_native.hpp): the ABI's own cost.
 //   cost         CPU time of each side per setup and per byte.
 //
 // Read first: docs/perf.md "The wire" (what each figure means and what bounds
@@ -60,7 +65,9 @@ struct WireLatency {
 struct WireReport {
     std::string xdp_mode;  // "native" or what the veth offered
     // Keys: setup "xdp", "tap", "kernel"; throughput "xdp.write_64k_crc_off" ...,
-    // "kernel.64k"; latency "xdp.send_64", "tap.send_64", "kernel.tcp_64".
+    // "kernel.64k", "xdp.native.write_64k_crc_off", "xdp.native.send_64k_crc_off";
+    // latency "xdp.send_64", "tap.send_64", "kernel.tcp_64", "xdp.send_64_busy_poll",
+    // "xdp.write_64", "xdp.native.write_64".
     std::vector<std::pair<std::string, WireSetup>> setup;
     std::vector<std::pair<std::string, WireFlow>> throughput;
     std::vector<std::pair<std::string, WireLatency>> latency;
@@ -73,6 +80,10 @@ struct WireReport {
 // Runs every part; false with `error` set when one could not run (not root, a
 // program missing, a process that failed). Needs root.
 bool run_wire(const WireOptions& o, WireReport& r, std::string& error);
+
+// The calling thread into network namespace `ns` (/run/netns/NS); false if it
+// could not.
+bool enter_netns(const std::string& ns);
 
 // The object written under "wire" in the bench's JSON.
 std::string wire_json(const WireReport& r);

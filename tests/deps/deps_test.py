@@ -44,8 +44,9 @@ NOT_DEMO = {"clang", "clang-14", "tshark", "xdp-tools", "nftables", "tcpdump", "
             "libgmock-dev", "googletest", "perftest", "rdmacm-utils", "libxdp-dev", "libbpf-dev",
             "libibverbs-dev", "librdmacm-dev", "libbenchmark-dev", "pkg-config", "groff-base"}
 # The targets `cmake --build DIR --target iwarp-cm` builds: the program, the
-# library (iwcm, iwcm_io) and the program's own pieces (tools/CMakeLists.txt).
-IWARP_CM_CLOSURE = {"iwarp-cm", "iwcm", "iwcm_io", "iwarp_cm_bytes", "iwarp_cm_rping"}
+# library (iwcm, iwcm_io, iwcm_runtime: bench --wire's in-process runs) and the
+# program's own pieces (tools/CMakeLists.txt).
+IWARP_CM_CLOSURE = {"iwarp-cm", "iwcm", "iwcm_io", "iwcm_runtime", "iwarp_cm_bytes", "iwarp_cm_rping"}
 # Optional finds the demo's configure must do without: with these hidden the
 # configure sees what a machine with only the demo set shows it.
 HIDDEN = ("GTest", "benchmark", "PkgConfig")
