@@ -240,6 +240,14 @@ struct CoreConfig {
     // on a link that corrupts frames. (Linux computes the IPv4 header checksum
     // even on loopback; this skips it too, both ends being ours.)
     bool checksum_offload = false;
+    // The link finishes the TCP checksum, as a NIC with checksum offload does (Linux's
+    // CHECKSUM_PARTIAL; a TAP device with the virtio-net header, VIRTIO_NET_HDR_F_NEEDS_CSUM):
+    // a TCP frame leaves with the IPv4 header checksum written and only the pseudo-header's
+    // sum in the TCP checksum field (wire::Checksums::kPartial), and its driver tells the link
+    // so (TransmitParts). On arrival every checksum is verified, except in a frame the driver
+    // hands with Core::receive_vouched (the link vouches for it). Only for a driver whose
+    // device finishes checksums (FrameDevice::offloads); false: every checksum is computed.
+    bool checksum_partial = false;
     MpaConfig mpa;
     // Sharding (include/iwcm/shard.hpp): the core of shard `shard_index` of
     // `shard_count` takes an ephemeral port only if the flow hash of the
