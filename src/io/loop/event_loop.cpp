@@ -55,16 +55,34 @@ TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vla
       neighbors_(core.config().mac, vlan, config.neighbors),
       rx_buf_(dev_->max_frame()) {}
 
-std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device) {
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device,
+                                           const DeviceOffloads& offloads) {
     if (core.checksum_offload)
         return "checksum offload is only for the in-memory link, not " + device;
+    if (core.checksum_partial && !offloads.checksum)
+        return "checksums left partial need a device that finishes them, not " + device;
     if (core.stream.segment_offload == 0) return std::nullopt;
-    return "segment offload is only for the in-memory link, not " + device;
+    if (offloads.max_segment == 0)
+        return "segment offload is only for the in-memory link or a TAP with the virtio-net "
+               "header, not " +
+               device;
+    if (core.stream.segment_offload > offloads.max_segment || !core.stream.offload_mss_pieces ||
+        !core.checksum_partial)
+        return "segment offload on " + device + " needs segments of at most " +
+               std::to_string(offloads.max_segment) +
+               " bytes cut at the MSS, their checksums left partial";
+    return std::nullopt;
+}
+
+void tap_offload_config(CoreConfig& core) {
+    core.checksum_partial = true;
+    core.stream.segment_offload = static_cast<std::uint16_t>(TapDevice::kMaxSegment);
+    core.stream.offload_mss_pieces = true;
 }
 
 Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
                                                               Core& core, std::uint16_t vlan) {
-    auto tap = TapDevice::open(config.tap);
+    auto tap = TapDevice::open(config.tap, false, config.offload);
     if (!tap) return fail(tap.error());
     return open_device(std::make_unique<TapDevice>(std::move(*tap)), config, core, vlan);
 }
@@ -74,7 +92,8 @@ Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
     std::uint16_t vlan) {
     IWCM_ASSERT(device != nullptr);
     if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
-    if (auto why = offload_refused(core.config(), device->name())) return fail(*why);
+    if (auto why = offload_refused(core.config(), device->name(), device->offloads()))
+        return fail(*why);
     std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
     if (!host->setup(config)) return fail(host->error_);
     return host;
@@ -165,9 +184,20 @@ void TapHost::flush() {
     // the core's frame first).
     for (int round = 0; round < 2; ++round) {
         while (auto f = neighbors_.poll_transmit()) send(*f);
-        while (auto f = core_.poll_transmit_parts()) send(f->headers, f->payload);
+        while (auto f = core_.poll_transmit_parts()) send_core(*f);
     }
     dev_->flush();
+}
+
+void TapHost::send_core(const TransmitParts& f) {
+    if (!core_.config().checksum_partial) {
+        send(f.headers, f.payload);
+        return;
+    }
+    capture(f.headers, f.payload);
+    ++counters_.frames_out;
+    if (dev_->write_offload(f.headers, f.payload, {true, f.segment_size}) != 0)
+        ++counters_.write_errors;
 }
 
 // ---------------------------------------------------------------- input
@@ -192,7 +222,10 @@ void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {
         ++counters_.to_neighbors;
     } else if (for_core(frame)) {
         ++counters_.to_core;
-        core_.receive(now, frame);
+        if (dev_->checksum_vouched())
+            core_.receive_vouched(now, frame);
+        else
+            core_.receive(now, frame);
     } else {
         ++counters_.ignored;
     }
