@@ -87,11 +87,16 @@ struct RuntimeConfig {
     Duration keepalive_idle = std::chrono::seconds(30);
     Duration keepalive_interval = std::chrono::seconds(5);
     std::uint8_t keepalive_probes = 4;
+    // TAP mode: the TAP with the virtio-net header where the kernel has it, so that the
+    // kernel finishes TCP checksums and cuts segments of up to 65000 bytes at the MSS, as a
+    // NIC's TSO does (CoreConfig::checksum_partial, StreamConfig::segment_offload). false:
+    // every checksum computed here, every segment at most an MSS.
+    bool tap_offload = true;
 
     // From the environment, as `iwarp-cm run` sets it (docs/applications.md): IWCM_TAP, IWCM_IP,
     // IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1),
-    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE. An error names the variable and what is wrong
-    // with it.
+    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE, IWCM_TAP_OFFLOAD (0/1). An error names the
+    // variable and what is wrong with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):
     // exactly one of tap and dev, a well-formed ip/mac/gateway/vlan/tos.

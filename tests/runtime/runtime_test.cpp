@@ -494,6 +494,7 @@ TEST(RuntimeConfig, FromEnvironment) {
     env.set("IWCM_VLAN", "7");
     env.set("IWCM_MPA_REV", "1");
     env.set("IWCM_SETTLE", "500");
+    env.set("IWCM_TAP_OFFLOAD", "0");
     auto c = RuntimeConfig::from_env();
     ASSERT_TRUE(c.has_value()) << c.error();
     EXPECT_EQ(c->tap, "iwcm0");
@@ -503,6 +504,7 @@ TEST(RuntimeConfig, FromEnvironment) {
     EXPECT_EQ(c->vlan, 7);
     EXPECT_EQ(c->mpa_revision, 1);
     EXPECT_EQ(c->settle_ms, 500);
+    EXPECT_FALSE(c->tap_offload);
     EXPECT_TRUE(c->dev.empty());
 }
 
@@ -510,7 +512,7 @@ TEST(RuntimeConfig, EnvironmentErrorsNameTheVariable) {
     const std::pair<const char*, const char*> bad[] = {
         {"IWCM_VLAN", "4095"},    {"IWCM_VLAN", "x"},    {"IWCM_CRC", "yes"},
         {"IWCM_TOS", "256"},      {"IWCM_MPA_REV", "3"}, {"IWCM_XDP_MODE", "fast"},
-        {"IWCM_SETTLE", "60001"}, {"IWCM_SETTLE", "-1"},
+        {"IWCM_SETTLE", "60001"}, {"IWCM_SETTLE", "-1"}, {"IWCM_TAP_OFFLOAD", "on"},
     };
     for (const auto& [name, value] : bad) {
         EnvGuard env;
