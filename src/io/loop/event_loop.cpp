@@ -13,7 +13,9 @@
 #include <cstring>
 
 #include "iwcm/assert.hpp"
+#include "wire/checksum.hpp"
 #include "wire/ethernet.hpp"
+#include "wire/frame.hpp"
 
 namespace iwcm::io {
 
@@ -163,10 +165,30 @@ Result<void> TapHost::add_address(IpAddr addr) {
 // ---------------------------------------------------------------- output
 
 void TapHost::capture(std::span<const std::byte> frame,
-                      std::span<const std::span<const std::byte>> rest) {
+                      std::span<const std::span<const std::byte>> rest, bool unfinished) {
     if (!pcap_) return;
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::system_clock::now().time_since_epoch());
+    if (unfinished) {
+        // Joined and its TCP checksum computed over the whole segment (a long one stays one
+        // frame), so that a reader of the capture finds it good. Only while capturing.
+        captured_.assign(frame.begin(), frame.end());
+        wire::append(captured_, rest);
+        const auto h = vnet_header(captured_, captured_.size(), {true, 0});
+        const std::size_t tcp = std::to_integer<std::size_t>(h[6]) |
+                                (std::to_integer<std::size_t>(h[7]) << 8);  // csum_start
+        if (auto p = wire::parse_tcp_frame(captured_, wire::Checksums::kOffload); p && tcp != 0) {
+            const IpAddr src = p->repr.ip.src;
+            const IpAddr dst = p->repr.ip.dst;
+            captured_[tcp + 16] = captured_[tcp + 17] = std::byte{0};
+            const std::uint16_t sum =
+                wire::tcp_checksum(src, dst, std::span<const std::byte>(captured_).subspan(tcp));
+            captured_[tcp + 16] = static_cast<std::byte>(sum >> 8);
+            captured_[tcp + 17] = static_cast<std::byte>(sum & 0xFF);
+        }
+        (void)pcap_->write(wall.count(), captured_, {});
+        return;
+    }
     (void)pcap_->write(wall.count(), frame, rest);
 }
 
@@ -194,7 +216,7 @@ void TapHost::send_core(const TransmitParts& f) {
         send(f.headers, f.payload);
         return;
     }
-    capture(f.headers, f.payload);
+    capture(f.headers, f.payload, true);
     ++counters_.frames_out;
     if (dev_->write_offload(f.headers, f.payload, {true, f.segment_size}) != 0)
         ++counters_.write_errors;
@@ -217,7 +239,7 @@ bool TapHost::for_core(std::span<const std::byte> frame) const {
 
 void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {
     ++counters_.frames_in;
-    capture(frame);
+    capture(frame, {}, dev_->checksum_vouched());
     if (neighbors_.receive(now, frame)) {
         ++counters_.to_neighbors;
     } else if (for_core(frame)) {

@@ -152,8 +152,10 @@ private:
               std::span<const std::span<const std::byte>> payload = {});
     // A frame of the core, with what its device leaves to the link.
     void send_core(const TransmitParts& f);
+    // `unfinished`: a TCP frame whose checksum the kernel finishes or vouched for, written
+    // to the capture with its checksum computed, as the wire carries it.
     void capture(std::span<const std::byte> frame,
-                 std::span<const std::span<const std::byte>> rest = {});
+                 std::span<const std::span<const std::byte>> rest = {}, bool unfinished = false);
     void fire_timers(Instant now);
     bool arm_timer(Instant at);
 
@@ -168,6 +170,7 @@ private:
     Instant armed_{};  // the deadline timer_fd_ was last set to
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
+    std::vector<std::byte> captured_;  // capture()'s, of a frame with its checksum unfinished
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
     std::vector<std::function<void(Instant)>> after_step_;
     std::mutex* wait_lock_ = nullptr;
