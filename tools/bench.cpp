@@ -94,9 +94,10 @@ struct BenchOptions {
     bool skip_rdma = false;
     bool skip_shards = false;
     bool scale_given = false;
-    bool check = false;        // exit 1 when a target is missed
-    bool wire = false;         // the wire part (tools/bench_wire.hpp)
-    bool skip_memory = false;  // with --wire: no in-memory part
+    bool check = false;           // exit 1 when a target is missed
+    bool wire = false;            // the wire part (tools/bench_wire.hpp)
+    bool skip_memory = false;     // with --wire: no in-memory part
+    bool no_tap_offload = false;  // with --wire: the TAP without its virtio-net header
     std::uint32_t wire_setups = 20'000;
 };
 
@@ -1045,6 +1046,7 @@ int run_bench(BenchOptions o) {
             return 1;
         }
         w.pdata = o.pdata;
+        w.tap_offload = !o.no_tap_offload;
         w.setups = o.quick ? std::min<std::uint32_t>(o.wire_setups, 2000) : o.wire_setups;
         w.parallel = static_cast<std::uint32_t>(o.concurrency);
         if (o.quick) {
@@ -1146,6 +1148,10 @@ void add_bench(CLI::App& app) {
         "veth with native XDP and over TAP, beside the kernel's TCP on the same veth "
         "(docs/perf.md \"The wire\")");
     cmd->add_flag("--skip-memory", opt->skip_memory, "with --wire: the wire part alone")
+        ->needs(wire);
+    cmd->add_flag("--no-tap-offload", opt->no_tap_offload,
+                  "with --wire: iwarp-cm's TAP without its virtio-net header (every checksum "
+                  "computed, every segment at most an MSS)")
         ->needs(wire);
     cmd->add_option("--wire-setups", opt->wire_setups,
                     "with --wire: setups per path (with --quick at most 2000)")

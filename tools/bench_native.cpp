@@ -358,7 +358,7 @@ bool Side::run(const NativePeers& p, bool crc, std::atomic<bool>& listening) {
     }
     (*rt)->set_close_limit(std::chrono::seconds(1));
     const auto limit = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                               std::chrono::duration<double>(kRunLimitS));
+                                                std::chrono::duration<double>(kRunLimitS));
     const auto peer = IpAddr::parse(p.server_addr);
     IWCM_ASSERT(peer.has_value());
     if (server_) {
@@ -371,8 +371,8 @@ bool Side::run(const NativePeers& p, bool crc, std::atomic<bool>& listening) {
         listening.store(true);
     } else {
         while (!listening.load() && SteadyClock::now() < limit) std::this_thread::yield();
-        auto r = (*rt)->call(
-            [&](Session& s) { return s.resolve(*peer, 1, std::chrono::seconds(5)); });
+        auto r =
+            (*rt)->call([&](Session& s) { return s.resolve(*peer, 1, std::chrono::seconds(5)); });
         if (!r) fail("resolve " + p.server_addr + ": " + r.error());
     }
     while (!done_.load()) {
@@ -395,7 +395,8 @@ bool Side::run(const NativePeers& p, bool crc, std::atomic<bool>& listening) {
             if (got > seen_ && !done_.load()) on_arrival(s, got);
         });
     }
-    cpu_s_ = thread_cpu_s() - cpu0 + std::chrono::duration<double>((*rt)->progress_cpu_time()).count();
+    cpu_s_ =
+        thread_cpu_s() - cpu0 + std::chrono::duration<double>((*rt)->progress_cpu_time()).count();
     rt->reset();
     return error_.empty();
 }
@@ -433,8 +434,8 @@ bool native_run(const NativePeers& p, NativeTest test, std::size_t size, std::ui
         return false;
     }
     if (!ok[0] || !ok[1]) {
-        error = "in-process run: " + (ok[0] ? "client: " + client.error()
-                                            : "server: " + server.error());
+        error = "in-process run: " +
+                (ok[0] ? "client: " + client.error() : "server: " + server.error());
         return false;
     }
     if (test == NativeTest::kWriteLatency) {

@@ -796,6 +796,15 @@ bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
         error = "could not turn the veth's transmit checksum offload off";
         return false;
     }
+    // The TAP's virtio-net header is the default; turned off for both of its ends.
+    std::vector<std::string> tap_b{"--tap", "tb", "--ip", std::string(kTapB) + "/24"};
+    std::vector<std::string> tap_a{"--tap", "ta", "--ip", std::string(kTapA) + "/24"};
+    std::vector<std::string> env_b{"IWCM_TAP=tb", std::string("IWCM_IP=") + kTapB + "/24"};
+    std::vector<std::string> env_a{"IWCM_TAP=ta", std::string("IWCM_IP=") + kTapA + "/24"};
+    if (!o.tap_offload) {
+        for (auto* v : {&tap_a, &tap_b}) v->emplace_back("--no-tap-offload");
+        for (auto* v : {&env_a, &env_b}) v->emplace_back("IWCM_TAP_OFFLOAD=0");
+    }
     const CmPath cm_paths[] = {
         {"xdp",
          l.b,
@@ -803,12 +812,7 @@ bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
          {"--dev", "vb", "--xdp-mode", "native"},
          {"--dev", "va", "--xdp-mode", "native"},
          kVethB},
-        {"tap",
-         l.t,
-         l.t,
-         {"--tap", "tb", "--ip", std::string(kTapB) + "/24"},
-         {"--tap", "ta", "--ip", std::string(kTapA) + "/24"},
-         kTapB},
+        {"tap", l.t, l.t, tap_b, tap_a, kTapB},
     };
     for (const CmPath& p : cm_paths) {
         say(p.name[0] == 'x' ? "setup rate, iwarp-cm over AF_XDP"
@@ -827,13 +831,7 @@ bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
          {"IWCM_DEV=vb", "IWCM_XDP_MODE=native"},
          {"IWCM_DEV=va", "IWCM_XDP_MODE=native"},
          kVethB},
-        {"tap",
-         l.t,
-         l.t,
-         l.t,
-         {"IWCM_TAP=tb", std::string("IWCM_IP=") + kTapB + "/24"},
-         {"IWCM_TAP=ta", std::string("IWCM_IP=") + kTapA + "/24"},
-         kTapB},
+        {"tap", l.t, l.t, l.t, env_b, env_a, kTapB},
     };
     for (const PerfPath& p : perf_paths) {
         for (bool write : {true, false}) {

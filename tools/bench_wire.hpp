@@ -41,6 +41,9 @@ struct WireOptions {
     std::uint64_t flow_bytes = 256ull << 20;  // per throughput figure
     std::uint32_t latency_iters = 10'000;
     bool say = true;  // a line on stderr per figure
+    // iwarp-cm's TAP with its virtio-net header (the default of `run`, `connect` and
+    // `listen`); false: --no-tap-offload, IWCM_TAP_OFFLOAD=0.
+    bool tap_offload = true;
 };
 
 // One path's setup figures. CPU time is user + system of the processes (ours)

@@ -55,10 +55,10 @@ constexpr int kNotFound = 127;
 constexpr int kNotExecutable = 126;
 
 // Every variable RuntimeConfig::from_env reads.
-constexpr std::array<const char*, 14> kRuntimeVariables = {
-    "IWCM_TAP",      "IWCM_IP",     "IWCM_MAC",    "IWCM_GATEWAY",  "IWCM_VLAN",
-    "IWCM_DEV",      "IWCM_SWITCH", "IWCM_CRC",    "IWCM_TOS",      "IWCM_MPA_REV",
-    "IWCM_XDP_MODE", "IWCM_PCAP",   "IWCM_SETTLE", "IWCM_BUSY_POLL"};
+constexpr std::array<const char*, 15> kRuntimeVariables = {
+    "IWCM_TAP",      "IWCM_IP",     "IWCM_MAC",    "IWCM_GATEWAY",   "IWCM_VLAN",
+    "IWCM_DEV",      "IWCM_SWITCH", "IWCM_CRC",    "IWCM_TOS",       "IWCM_MPA_REV",
+    "IWCM_XDP_MODE", "IWCM_PCAP",   "IWCM_SETTLE", "IWCM_BUSY_POLL", "IWCM_TAP_OFFLOAD"};
 
 constexpr std::array<int, 3> kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
@@ -190,6 +190,7 @@ void set_environment(const RunOptions& o, const CLI::App& cmd, const std::string
     if (given("--pcap")) set("IWCM_PCAP", absolute(w.pcap));
     if (given("--settle")) set("IWCM_SETTLE", std::to_string(o.settle_ms));
     if (given("--busy-poll")) set("IWCM_BUSY_POLL", std::to_string(o.busy_poll_us));
+    if (w.no_tap_offload) set("IWCM_TAP_OFFLOAD", "0");
     // ld.so splits LD_PRELOAD at spaces and colons (ld.so(8)).
     if (library.find_first_of(" :") != std::string::npos)
         throw SetupError{library + ": a path with a space or a colon cannot be preloaded"};
@@ -324,9 +325,10 @@ std::string run_footer() {
            "Environment: IWCM_LIBRARY, the library to preload (default: libiwcm_rdma.so\n"
            "beside this program). The program gets IWCM_TAP, IWCM_IP, IWCM_MAC,\n"
            "IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_CRC, IWCM_TOS,\n"
-           "IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE from the options given (the others\n"
-           "removed), with --dev IWCM_SWITCH (this program, which runs the interface's\n"
-           "switch for every program on it), and LD_PRELOAD with the library first.\n"
+           "IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE, IWCM_TAP_OFFLOAD from the options\n"
+           "given (the others removed), with --dev IWCM_SWITCH (this program, which runs\n"
+           "the interface's switch for every program on it), and LD_PRELOAD with the\n"
+           "library first.\n"
            "\n"
            "Exit codes: the program's own exit status, or\n"
            "    1  setup failed (the library or the --dev interface is missing)\n"

@@ -64,6 +64,11 @@ void add_interface_options(CLI::App* cmd, WireOptions& o) {
                                 "docs/shared-address.md); needs root");
     tap->excludes(dev);
     dev->excludes(tap);
+    cmd->add_flag("--no-tap-offload", o.no_tap_offload,
+                  "with --tap: no virtio-net header, so every checksum is computed here and "
+                  "every segment is at most an MSS (by default the kernel finishes checksums "
+                  "and cuts long segments at the MSS, as a NIC's TSO)")
+        ->excludes(dev);
     cmd->add_option("--xdp-mode", o.xdp_mode,
                     "with --dev: where the XDP program runs: auto (native if the driver has it), "
                     "native, generic")
@@ -236,7 +241,12 @@ std::string xdp_field(const io::SteeredDevice& x) {
 Expected<Session, std::string> open_session(const WireOptions& o, const Interface& iface) {
     Session s;
     s.iface = iface;
-    s.core = std::make_unique<Core>(core_config(o, iface));
+    CoreConfig cfg = core_config(o, iface);
+    // The TAP's virtio-net header where the kernel has it: checksums and segmentation left
+    // to the kernel (tap.hpp).
+    const bool offload = iface.dev.empty() && !o.no_tap_offload && io::TapDevice::kernel_offloads();
+    if (offload) io::tap_offload_config(cfg);
+    s.core = std::make_unique<Core>(cfg);
     if (!iface.dev.empty()) {
         auto rtnl = io::Rtnl::open();
         if (!rtnl) return fail("--dev " + iface.dev + ": " + rtnl.error());
@@ -253,6 +263,7 @@ Expected<Session, std::string> open_session(const WireOptions& o, const Interfac
     io::TapHostConfig hc;
     hc.tap = o.tap;
     hc.pcap_path = o.pcap;
+    hc.offload = offload;
     auto host = io::TapHost::open(hc, *s.core, iface.vlan);
     if (!host) return fail(host.error());
     s.tap_host = std::move(*host);

@@ -40,10 +40,13 @@ struct WireOptions : io::InterfaceOptions {
     int progress = -1;
     bool crc = false;
     bool no_p2p = false;
+    // --no-tap-offload: the TAP without the virtio-net header (every checksum computed,
+    // every segment at most an MSS).
+    bool no_tap_offload = false;
     std::uint8_t rtr_types = rtr::kAll;  // the RTR types offered or accepted (--rtr)
 };
 
-// --tap or --dev, --ip, --mac, --gateway, --vlan, --tos: where the CM sits.
+// --tap or --dev, --ip, --mac, --gateway, --vlan, --tos, --no-tap-offload: where the CM sits.
 void add_interface_options(CLI::App* cmd, WireOptions& o);
 // --pcap, --json, --crc, --progress, --no-progress.
 void add_output_options(CLI::App* cmd, WireOptions& o);

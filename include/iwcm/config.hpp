@@ -108,16 +108,27 @@ struct StreamConfig {
     // Consecutive expiries of the RTO (or unanswered zero-window probes)
     // before the connection is given up (Linux's tcp_retries2).
     std::uint8_t max_retransmits = 15;
+    // Segmentation offload (segment_offload, below) for a link that cuts a long
+    // segment every MSS bytes (Linux's GSO, a NIC's TSO): a long segment joins
+    // only pieces of exactly one MSS but its last, so that every record (MPA
+    // FPDU) still starts a segment of the wire. Plain bytes are MSS-sized
+    // pieces anyway; records (each at most an MSS, or a longer one's MSS-sized
+    // pieces) are joined while each is a whole MSS, and the first shorter one
+    // ends the segment.
+    bool offload_mss_pieces = false;
     // Segmentation offload, as Linux's TSO/GSO and GRO do on loopback: the
     // most payload one segment of new data may carry when the link takes
     // segments longer than the MSS (0: off, every segment is at most an MSS).
-    // Only for a link between two cores in memory (both ends this library,
-    // frames up to 64 KiB): a real wire (TAP, AF_XDP) needs 0. A longer
-    // segment is what MSS-sized segments would carry, joined: a multiple of
-    // the MSS of plain bytes, or whole records (a record longer than the MSS
-    // as its MSS-sized pieces); the receiver takes it as the run of segments
-    // it stands for (as GRO does). Retransmissions stay at the MSS. Rounded
-    // down to a multiple of the MSS, at most 65000; below two MSS it is off.
+    // For a link between two cores in memory (both ends this library, frames
+    // up to 64 KiB), and for a link that cuts long segments at the MSS itself
+    // (a TAP with its virtio-net header, as a NIC's TSO; with
+    // offload_mss_pieces, TransmitParts::segment_size); any other wire needs
+    // 0. A longer segment is what MSS-sized segments would carry, joined: a
+    // multiple of the MSS of plain bytes, or whole records (a record longer
+    // than the MSS as its MSS-sized pieces); the receiver takes it as the run
+    // of segments it stands for (as GRO does). Retransmissions stay at the
+    // MSS. Rounded down to a multiple of the MSS, at most 65000; below two
+    // MSS it is off.
     std::uint16_t segment_offload = 0;
     // RFC 6928: the initial congestion window in segments.
     std::uint32_t initial_window_segments = 10;
@@ -229,6 +240,14 @@ struct CoreConfig {
     // on a link that corrupts frames. (Linux computes the IPv4 header checksum
     // even on loopback; this skips it too, both ends being ours.)
     bool checksum_offload = false;
+    // The link finishes the TCP checksum, as a NIC with checksum offload does (Linux's
+    // CHECKSUM_PARTIAL; a TAP device with the virtio-net header, VIRTIO_NET_HDR_F_NEEDS_CSUM):
+    // a TCP frame leaves with the IPv4 header checksum written and only the pseudo-header's
+    // sum in the TCP checksum field (wire::Checksums::kPartial), and its driver tells the link
+    // so (TransmitParts). On arrival every checksum is verified, except in a frame the driver
+    // hands with Core::receive_vouched (the link vouches for it). Only for a driver whose
+    // device finishes checksums (FrameDevice::offloads); false: every checksum is computed.
+    bool checksum_partial = false;
     MpaConfig mpa;
     // Sharding (include/iwcm/shard.hpp): the core of shard `shard_index` of
     // `shard_count` takes an ephemeral port only if the flow hash of the

@@ -189,6 +189,9 @@ struct TransmitParts {
     std::span<const std::byte> headers;
     std::span<const std::span<const std::byte>> payload;
     std::uint64_t flow_hash = 0;
+    // A stream's segment longer than its MSS (StreamConfig::segment_offload): the MSS, at
+    // which a link that segments (TSO, GSO) cuts its payload; 0 for every other frame.
+    std::uint16_t segment_size = 0;
     std::size_t payload_size() const {
         std::size_t n = 0;
         for (auto piece : payload) n += piece.size();
@@ -232,6 +235,10 @@ public:
     void receive_parts(Instant now, std::span<const std::byte> headers,
                        std::span<const std::span<const std::byte>> payload,
                        std::optional<std::uint64_t> flow_hash = std::nullopt);
+    // receive() for a frame whose checksums the link vouches for, so they are not verified:
+    // a TAP's frame with VIRTIO_NET_HDR_F_NEEDS_CSUM (the kernel left its TCP checksum
+    // unfinished, as it does for its own stack with CHECKSUM_PARTIAL) or DATA_VALID.
+    void receive_vouched(Instant now, std::span<const std::byte> frame);
     void on_timer(Instant now);
     // At or before the earliest armed deadline: a node's timers share one wheel entry that
     // only moves earlier, so a wake-up may find nothing due (on_timer() then does nothing).
@@ -252,7 +259,8 @@ public:
     // caller's bytes given to send_ref, a queue pair's registered memory between an
     // FPDU's header and CRC), not copied; every other frame comes whole in `headers`.
     // Every view is valid until the next call of any member of this core. poll_transmit()
-    // and poll_transmit_hashed() copy such a payload into the frame instead.
+    // and poll_transmit_hashed() copy such a payload into the frame instead, and give no
+    // TransmitParts::segment_size: a driver on a link that segments takes frames in parts.
     std::optional<TransmitParts> poll_transmit_parts();
     // The next event; its private-data view is valid until the next call.
     std::optional<Event> poll_event();

@@ -92,16 +92,22 @@ struct RuntimeConfig {
     // round after round, and over AF_XDP the socket prefers busy polling (the kernel
     // moves its frames in our system calls, for this long at most each, instead of
     // after interrupts; a switch we start does the same). It trades a core for the
-    // wake-ups a frame otherwise costs; with fewer cores than busy threads it is slower
-    // (docs/design.md "Busy polling"). The thread then keeps the process's nice value
+    // wake-ups a frame otherwise costs; with fewer cores than busy threads the slow round
+    // trips grow to a time slice (docs/design.md "Busy polling"). The thread then keeps the
+    // process's nice value
     // (progress_nice is not applied): spinning at -20 it would starve the application.
     // Application threads that want the lock make it step aside.
     std::uint32_t busy_poll_us = 0;
+    // TAP mode: the TAP with the virtio-net header where the kernel has it, so that the
+    // kernel finishes TCP checksums and cuts segments of up to 65000 bytes at the MSS, as a
+    // NIC's TSO does (CoreConfig::checksum_partial, StreamConfig::segment_offload). false:
+    // every checksum computed here, every segment at most an MSS.
+    bool tap_offload = true;
 
     // From the environment, as `iwarp-cm run` sets it (docs/applications.md): IWCM_TAP, IWCM_IP,
     // IWCM_MAC, IWCM_GATEWAY, IWCM_VLAN, IWCM_DEV, IWCM_XDP_MODE, IWCM_SWITCH, IWCM_CRC (0/1),
-    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE, IWCM_BUSY_POLL. An error names the variable
-    // and what is wrong with it.
+    // IWCM_TOS, IWCM_MPA_REV, IWCM_PCAP, IWCM_SETTLE, IWCM_BUSY_POLL, IWCM_TAP_OFFLOAD (0/1). An
+    // error names the variable and what is wrong with it.
     static Expected<RuntimeConfig, std::string> from_env();
     // The checks start() makes before touching a device (one line each):
     // exactly one of tap and dev, a well-formed ip/mac/gateway/vlan/tos.

@@ -138,7 +138,10 @@ struct TxPayload {
     std::uint32_t count = 0;
     std::uint32_t len = 0;  // bytes in all
     bool left_out = true;   // false once copied in (or handed to the driver)
-    wire::SeqNumber seq;    // of its first byte
+    // The stream's MSS when len is longer (a segment of segmentation offload), else 0:
+    // TransmitParts::segment_size.
+    std::uint16_t segment_size = 0;
+    wire::SeqNumber seq;  // of its first byte
     // The node's payload queued before this one (NodeStream::left_out_last's chain), or
     // kNoPayload: settling a node walks its own payloads, not every queued one.
     std::uint32_t earlier = kNoPayload;
@@ -409,9 +412,16 @@ struct Core::Impl {
     // kAddressDown / kAddressUp to every listener on this specific address.
     void notify_listeners(const IpAddr& addr, EventType type, int status);
     std::uint8_t pcp_of(const cm::Node& node) const { return cfg.dscp_to_pcp[node.tos >> 2]; }
-    // CoreConfig::checksum_offload as the frame writers and the parser take it.
+    // CoreConfig::checksum_offload and checksum_partial as the frame writers take them.
     wire::Checksums checksums() const {
-        return cfg.checksum_offload ? wire::Checksums::kOffload : wire::Checksums::kFull;
+        if (cfg.checksum_offload) return wire::Checksums::kOffload;
+        return cfg.checksum_partial ? wire::Checksums::kPartial : wire::Checksums::kFull;
+    }
+    // What the parser checks in the frame at hand: nothing in one the driver vouched for
+    // (receive_vouched) or a frame of loopback with checksums left partial.
+    wire::Checksums rx_checksums() const {
+        return cfg.checksum_offload || rx_vouched ? wire::Checksums::kOffload
+                                                  : wire::Checksums::kFull;
     }
 
     // ---- the byte stream after hand-off (bytes.cpp) ----
@@ -584,6 +594,8 @@ struct Core::Impl {
     std::span<const wire::Bytes> rx_pieces;
     // parse_parts left the TCP checksum to finish: the pseudo-header's and header's sum.
     bool rx_sum_pending = false;
+    // The frame at hand has checksums the link vouched for (rx_checksums).
+    bool rx_vouched = false;
     std::uint64_t rx_sum = 0;
     std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
 

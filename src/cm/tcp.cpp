@@ -82,7 +82,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
         table.prefetch(cm::hash_flow(table.secret(), flow, wire::peek_vlan_id(frame, kNoVlan)));
     if (pieces.empty() || !parse_parts(now, frame, pieces)) {
         trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
-        if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, checksums())) {
+        if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, rx_checksums())) {
             drop(now, classify(*error), nullptr, frame);
             return;
         }
@@ -160,8 +160,8 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     if (len == 0) return false;
     // A long payload's checksum is finished where it is placed (finish_rx_sum): a frame that
     // fails it is traced in and dropped, as a whole frame that fails its parse is.
-    const bool defer = checksums() == wire::Checksums::kFull && len >= cm::kSummedPlaceMin;
-    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, checksums(),
+    const bool defer = rx_checksums() == wire::Checksums::kFull && len >= cm::kSummedPlaceMin;
+    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, rx_checksums(),
                                      defer ? &rx_sum : nullptr)) {
         frame = join(rx_joined);
         return false;
@@ -1342,9 +1342,11 @@ void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr
     cm::NodeStream& ns = *node.stream;
     if (ns.frames_left_out == 0) ns.left_out_last = cm::kNoPayload;
     const auto index = static_cast<std::uint32_t>(tx_payloads.size());
+    const std::uint16_t mss = ns.tcp.mss();
     tx_payloads.push_back(
         {frame, static_cast<std::uint32_t>(at), first, static_cast<std::uint32_t>(payload.size()),
-         static_cast<std::uint32_t>(payload_len), true, repr.tcp.seq, ns.left_out_last, &node});
+         static_cast<std::uint32_t>(payload_len), true, payload_len > mss ? mss : std::uint16_t{0},
+         repr.tcp.seq, ns.left_out_last, &node});
     ns.left_out_last = index;
     ++ns.frames_left_out;
     if (trace) {

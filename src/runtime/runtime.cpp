@@ -126,6 +126,10 @@ Expected<RuntimeConfig, std::string> RuntimeConfig::from_env() {
         if (v != "0" && v != "1") return fail("IWCM_CRC=" + v + ": 0 or 1");
         c.crc = v == "1";
     }
+    if (const std::string v = env("IWCM_TAP_OFFLOAD"); !v.empty()) {
+        if (v != "0" && v != "1") return fail("IWCM_TAP_OFFLOAD=" + v + ": 0 or 1");
+        c.tap_offload = v == "1";
+    }
     if (const std::string v = env("IWCM_TOS"); !v.empty()) {
         const auto tos = whole(v, 0, 255);
         if (!tos) return fail("IWCM_TOS=" + v + ": not a TOS byte (0 to 255)");
@@ -440,7 +444,12 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
     impl->cfg = config;
     impl->iface = *iface;
     impl->handler = handler;
-    impl->core_ = std::make_unique<Core>(core_config(config, *iface));
+    CoreConfig core_cfg = core_config(config, *iface);
+    // TAP mode: the virtio-net header where the kernel has it (tap.hpp).
+    const bool tap_offload =
+        config.dev.empty() && config.tap_offload && io::TapDevice::kernel_offloads();
+    if (tap_offload) io::tap_offload_config(core_cfg);
+    impl->core_ = std::make_unique<Core>(core_cfg);
     impl->dev_ = std::make_unique<rdma::Device>(*impl->core_);
     Impl* self = impl.get();
     impl->dev_->set_completion_hook([self](rdma::CqHandle cq, bool solicited) {
@@ -487,6 +496,7 @@ Expected<std::unique_ptr<Runtime>, std::string> Runtime::start(const RuntimeConf
         hc.tap = config.tap;
         hc.pcap_path = config.pcap;
         hc.handle_signals = false;
+        hc.offload = tap_offload;
         auto host = io::TapHost::open(hc, *impl->core_, iface->vlan);
         if (!host) return fail(host.error());
         impl->tap_host = std::move(*host);

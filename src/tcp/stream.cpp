@@ -914,6 +914,24 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
 
 std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
     if (cap <= len) return len;
+    if (config_.offload_mss_pieces && !record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
+        // A link that cuts every MSS: whole pieces (a record, or an MSS-sized piece of a long
+        // one) while each is a whole MSS; the first shorter one is the last.
+        // `len` is the first piece; cap is within what is queued.
+        std::uint32_t n = len;
+        while (n % mss_ == 0 && n < cap) {
+            const SeqNumber at = snd_nxt_ + n;
+            const std::uint32_t piece = seg_limit(at);
+            if (piece <= cap - n) {
+                n += piece;
+                continue;
+            }
+            // Not whole within the cap: only plain bytes to the end of what is queued go.
+            if (!record_ends_.first_after(at) && at + (cap - n) == data_end()) n = cap;
+            break;
+        }
+        return n;
+    }
     if (!record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
         // Whole records: up to the last record end within the cap.
         const auto end = record_ends_.last_before(snd_nxt_ + cap + 1);

@@ -174,7 +174,8 @@ public:
     // RFC 9293 3.8.6.1), and a peer window narrower than the record while
     // nothing is in flight (no ACK would come to widen it). With segmentation
     // offload (StreamConfig::segment_offload) a first transmission may join
-    // whole records (or the MSS-sized pieces of a long one) into one segment.
+    // whole records (or the MSS-sized pieces of a long one) into one segment;
+    // with StreamConfig::offload_mss_pieces only pieces of one MSS, but the last.
     bool write_record(std::span<const std::byte> record);
     // The same for a record given in pieces (gathered: one copy, from where
     // the pieces are into the send buffer).

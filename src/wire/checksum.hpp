@@ -24,8 +24,13 @@ constexpr std::uint8_t kIpProtoIcmpv6 = 58;
 // kOffload is only for a link between two cores of this library in memory, which cannot
 // corrupt a frame, as Linux's loopback device skips the TCP checksum (CHECKSUM_PARTIAL on
 // transmit, no verification on receive). CoreConfig::checksum_offload chooses it; every
-// host on a real wire refuses it.
-enum class Checksums : std::uint8_t { kFull, kOffload };
+// host on a real wire refuses it. kPartial, on transmit only, leaves the TCP checksum for
+// the link to finish, as Linux hands a NIC a CHECKSUM_PARTIAL segment: the IPv4 header
+// checksum is written, and the TCP checksum field holds the folded sum of the
+// pseudo-header alone (not complemented), so that the complement of the sum from the TCP
+// header to the end of the segment is the checksum (CoreConfig::checksum_partial, a TAP
+// with the virtio-net header).
+enum class Checksums : std::uint8_t { kFull, kOffload, kPartial };
 
 // The ones'-complement sum of data as big-endian 16-bit words (an odd last byte
 // is padded with a zero byte), added to `sum`, folded to 16 bits (0..0xFFFF).

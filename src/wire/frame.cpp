@@ -378,6 +378,7 @@ struct FrameHeaders {
     std::size_t tcp_header_len;
     std::uint64_t sum;
     std::size_t total;
+    std::uint64_t pseudo;  // the pseudo-header's part of `sum`
 };
 
 FrameHeaders put_headers(const FrameRepr& repr, std::size_t payload_len, MutBytes out,
@@ -400,7 +401,13 @@ FrameHeaders put_headers(const FrameRepr& repr, std::size_t payload_len, MutByte
         v4 ? put_ipv4(ip, seg, p + ip_off, checksums) : put_ipv6(ip, seg, p + ip_off);
     std::byte* const tcp = p + tcp_off;
     const std::uint64_t header_sum = detail::write_tcp_header(repr.tcp, tcp_header_len, tcp);
-    return {tcp, tcp_header_len, pseudo + header_sum, total};
+    return {tcp, tcp_header_len, pseudo + header_sum, total, pseudo};
+}
+
+// Checksums::kPartial: the pseudo-header's folded sum in the TCP checksum field, for the link
+// to add the segment's words to and complement.
+void put_partial_sum(const FrameHeaders& h) {
+    put_be16(h.tcp + 16, static_cast<std::uint16_t>(fold16(h.pseudo)));
 }
 
 }  // namespace
@@ -412,6 +419,10 @@ std::size_t emit_tcp_frame(const FrameRepr& repr, Bytes payload, MutBytes out,
     // payload read from its source (it starts at an even offset, a multiple of 4).
     if (!payload.empty()) std::memcpy(h.tcp + h.tcp_header_len, payload.data(), payload.size());
     if (checksums == Checksums::kOffload) return h.total;  // the field stays zero
+    if (checksums == Checksums::kPartial) {
+        put_partial_sum(h);
+        return h.total;
+    }
     std::uint32_t sum = fold16(h.sum);
     if (!payload.empty()) sum = checksum_sum(payload, sum);
     put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
@@ -430,6 +441,8 @@ std::size_t emit_tcp_frame_headers(const FrameRepr& repr, std::span<const Bytes>
         };
         const std::uint32_t sum = swapped(detail::sum_native_pieces(payload, swapped(h.sum)));
         put_be16(h.tcp + 16, static_cast<std::uint16_t>(~sum));
+    } else if (checksums == Checksums::kPartial) {
+        put_partial_sum(h);
     }
     return h.total - len;
 }
@@ -450,7 +463,9 @@ std::size_t segment_v4_header_len(const SegmentV4& s) {
 // The words and sums of emit_tcp_frame() for the values of a SegmentV4, in the same order, so
 // that the checksums come out bit for bit the same (a one's complement sum has two zeros).
 // kSum false: the checksum fields stay zero and nothing is summed (Checksums::kOffload).
-template <bool kSum>
+// kPartial: the IPv4 header's checksum, and the pseudo-header's sum in the TCP checksum
+// field (Checksums::kPartial).
+template <bool kSum, bool kPartial = false>
 std::size_t emit_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     IWCM_ASSERT(s.dst_mac != nullptr && s.src_mac != nullptr);
     IWCM_ASSERT(s.wscale <= 14);
@@ -478,7 +493,8 @@ std::size_t emit_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     const std::uint32_t w2 = (std::uint32_t{s.ttl} << 24) | (std::uint32_t{kIpProtoTcp} << 16);
     const std::uint64_t addrs = std::uint64_t{s.src_ip} + s.dst_ip;
     std::uint16_t ip_checksum = 0;
-    if constexpr (kSum) ip_checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
+    if constexpr (kSum || kPartial)
+        ip_checksum = static_cast<std::uint16_t>(~fold16(addrs + w0 + w1 + w2));
     put_be32(ip, w0);
     put_be32(ip + 4, w1);
     put_be32(ip + 8, w2 | ip_checksum);
@@ -503,6 +519,7 @@ std::size_t emit_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
     if (s.mss != 0) put((std::uint32_t{tcp_option::kMss} << 24) | (std::uint32_t{4} << 16) | s.mss);
     if (s.wscale >= 0) put(0x01030300u | static_cast<std::uint32_t>(s.wscale));
     if (!payload.empty()) std::memcpy(tcp + tcp_header_len, payload.data(), payload.size());
+    if constexpr (kPartial) put_be16(tcp + 16, static_cast<std::uint16_t>(fold16(pseudo)));
     if constexpr (kSum) {
         std::uint32_t csum = fold16(pseudo + sum);
         if (!payload.empty()) csum = checksum_sum(payload, csum);
@@ -514,8 +531,12 @@ std::size_t emit_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
 }  // namespace
 
 std::size_t emit_segment_v4(const SegmentV4& s, Bytes payload, MutBytes out) {
-    return s.checksums == Checksums::kFull ? emit_v4<true>(s, payload, out)
-                                           : emit_v4<false>(s, payload, out);
+    switch (s.checksums) {
+        case Checksums::kFull: return emit_v4<true>(s, payload, out);
+        case Checksums::kPartial: return emit_v4<false, true>(s, payload, out);
+        case Checksums::kOffload: break;
+    }
+    return emit_v4<false>(s, payload, out);
 }
 
 }  // namespace iwcm::wire

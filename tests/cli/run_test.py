@@ -25,7 +25,8 @@ import time
 TIMEOUT = 20
 TAP = ["--tap", "iwcm-t", "--ip", "10.99.0.2/24"]
 VARIABLES = ("IWCM_TAP", "IWCM_IP", "IWCM_MAC", "IWCM_GATEWAY", "IWCM_VLAN", "IWCM_DEV", "IWCM_XDP_MODE",
-             "IWCM_SWITCH", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_PCAP", "IWCM_SETTLE", "IWCM_BUSY_POLL")
+             "IWCM_SWITCH", "IWCM_CRC", "IWCM_TOS", "IWCM_MPA_REV", "IWCM_PCAP", "IWCM_SETTLE", "IWCM_BUSY_POLL",
+             "IWCM_TAP_OFFLOAD")
 
 
 class Failure(Exception):
@@ -92,13 +93,13 @@ def case_env_tap(c):
                        "LD_PRELOAD": before})
     r = run(c, TAP + ["--mac", "02:00:00:00:00:05", "--gateway", "10.99.0.1",
                           "--vlan", "7", "--crc", "--tos", "0x10", "--mpa-rev", "1", "--pcap", "x.pcap", "--settle", "500",
-                          "--busy-poll", "50", "--", "env"],
+                          "--busy-poll", "50", "--no-tap-offload", "--", "env"],
             env=env, cwd=c.tmp)
     got = child_env(r)
     want = {"IWCM_TAP": "iwcm-t", "IWCM_IP": "10.99.0.2/24", "IWCM_MAC": "02:00:00:00:00:05",
             "IWCM_GATEWAY": "10.99.0.1", "IWCM_VLAN": "7", "IWCM_CRC": "1", "IWCM_TOS": "16",
             "IWCM_MPA_REV": "1", "IWCM_PCAP": pcap, "IWCM_SETTLE": "500",
-            "IWCM_BUSY_POLL": "50"}
+            "IWCM_BUSY_POLL": "50", "IWCM_TAP_OFFLOAD": "0"}
     seen = {k: v for k, v in got.items() if k in VARIABLES}
     check(seen == want, "variables %s, expected %s" % (seen, want))
     check(got.get("LD_PRELOAD") == env["IWCM_LIBRARY"] + ":" + before,

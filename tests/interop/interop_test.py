@@ -1490,6 +1490,34 @@ def case_stream_connect(c):
         stream_connect(c, net, STREAM_BYTES, 300)
 
 
+def tap_counters(net, tap="tap0"):
+    """The TAP's counts as its kernel keeps them: rx what the CM wrote, tx what it read."""
+    d = "/sys/class/net/%s/statistics/" % tap
+    return {k: int(sh("cat", d + k, ns=net.ns).stdout)
+            for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")}
+
+
+def case_stream_tap_offload(c):
+    """8 MB each way between iwarp-cm (connect, then listen) and a kernel socket over the
+    TAP with its virtio-net header, the default: byte-exact at both ends as in stream_connect
+    and stream_listen, and the frames the CM wrote and read were longer than an Ethernet
+    frame on average, so its segments left as GSO frames the kernel's TCP took, and the
+    kernel's reached it as the large segments its TSO made."""
+    with Net("stream-tap-offload", 52) as net:
+        for run in (stream_connect, stream_listen):
+            before = tap_counters(net)
+            run(c, net, 8 * 1000 * 1000, 120)
+            after = tap_counters(net)
+            d = {k: after[k] - before[k] for k in after}
+            wrote = d["rx_bytes"] / max(d["rx_packets"], 1)
+            read = d["tx_bytes"] / max(d["tx_packets"], 1)
+            print("  %s: the CM wrote %d frames of %.0f bytes on average, read %d of %.0f"
+                  % (run.__name__, d["rx_packets"], wrote, d["tx_packets"], read), flush=True)
+            check(wrote > 1514 and read > 1514,
+                  "%s: frames of %.0f and %.0f bytes on average: no larger than an Ethernet frame"
+                  % (run.__name__, wrote, read))
+
+
 def case_stream_listen(c):
     """100 MB each way between a kernel socket client and iwarp-cm listen,
     checksummed at both ends; the kernel closes first after the data."""

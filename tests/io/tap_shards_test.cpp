@@ -198,7 +198,9 @@ TEST(TapShards, RefusesSegmentOffload) {
     tc.handle_signals = false;
     auto t = TapShards::open(tc, cfg, kNoVlan);
     ASSERT_FALSE(t);
-    EXPECT_EQ(t.error(), "segment offload is only for the in-memory link, not iwcmoff0");
+    EXPECT_EQ(t.error(),
+              "segment offload is only for the in-memory link or a TAP with the virtio-net header, "
+              "not iwcmoff0");
 }
 
 }  // namespace

@@ -274,7 +274,9 @@ TEST(Tap, HostRefusesSegmentOffload) {
     hc.handle_signals = false;
     auto refused = TapHost::open_device(std::make_unique<IdleDevice>(), hc, offloading, kNoVlan);
     ASSERT_FALSE(refused);
-    EXPECT_EQ(refused.error(), "segment offload is only for the in-memory link, not idle0");
+    EXPECT_EQ(refused.error(),
+              "segment offload is only for the in-memory link or a TAP with the virtio-net header, "
+              "not idle0");
     cfg.stream.segment_offload = 0;
     Core plain(cfg);
     auto host = TapHost::open_device(std::make_unique<IdleDevice>(), hc, plain, kNoVlan);

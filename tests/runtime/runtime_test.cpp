@@ -495,6 +495,7 @@ TEST(RuntimeConfig, FromEnvironment) {
     env.set("IWCM_MPA_REV", "1");
     env.set("IWCM_SETTLE", "500");
     env.set("IWCM_BUSY_POLL", "50");
+    env.set("IWCM_TAP_OFFLOAD", "0");
     auto c = RuntimeConfig::from_env();
     ASSERT_TRUE(c.has_value()) << c.error();
     EXPECT_EQ(c->tap, "iwcm0");
@@ -505,15 +506,16 @@ TEST(RuntimeConfig, FromEnvironment) {
     EXPECT_EQ(c->mpa_revision, 1);
     EXPECT_EQ(c->settle_ms, 500);
     EXPECT_EQ(c->busy_poll_us, 50u);
+    EXPECT_FALSE(c->tap_offload);
     EXPECT_TRUE(c->dev.empty());
 }
 
 TEST(RuntimeConfig, EnvironmentErrorsNameTheVariable) {
     const std::pair<const char*, const char*> bad[] = {
-        {"IWCM_VLAN", "4095"},     {"IWCM_VLAN", "x"},    {"IWCM_CRC", "yes"},
-        {"IWCM_TOS", "256"},       {"IWCM_MPA_REV", "3"}, {"IWCM_XDP_MODE", "fast"},
-        {"IWCM_SETTLE", "60001"},  {"IWCM_SETTLE", "-1"}, {"IWCM_BUSY_POLL", "1000001"},
-        {"IWCM_BUSY_POLL", "0.5"},
+        {"IWCM_VLAN", "4095"},     {"IWCM_VLAN", "x"},         {"IWCM_CRC", "yes"},
+        {"IWCM_TOS", "256"},       {"IWCM_MPA_REV", "3"},      {"IWCM_XDP_MODE", "fast"},
+        {"IWCM_SETTLE", "60001"},  {"IWCM_SETTLE", "-1"},      {"IWCM_BUSY_POLL", "1000001"},
+        {"IWCM_BUSY_POLL", "0.5"}, {"IWCM_TAP_OFFLOAD", "on"},
     };
     for (const auto& [name, value] : bad) {
         EnvGuard env;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <vector>
 
 #include "iwcm/assert.hpp"
@@ -39,11 +40,12 @@ std::ostream& operator<<(std::ostream& os, const Cut& c) {
 class Sender {
 public:
     explicit Sender(std::uint32_t snd_wnd = 60000, std::uint32_t send_buffer = 64 * 1024,
-                    std::uint32_t iss = kIss, std::uint16_t offload = 0)
+                    std::uint32_t iss = kIss, std::uint16_t offload = 0, bool mss_pieces = false)
         : iss_(iss) {
         StreamConfig c;
         c.send_buffer = send_buffer;
         c.segment_offload = offload;
+        c.offload_mss_pieces = mss_pieces;
         c.recv_buffer = 16 * 1024;
         StreamInit i;
         i.snd_una = i.snd_nxt = SeqNumber(iss);
@@ -426,6 +428,52 @@ TEST(StreamRecord, OffloadRetransmitsAtTheMss) {
     // The RTO: back to SND.UNA, one MSS (cwnd is one segment now).
     t.s().on_timer(at_ms(1000));
     EXPECT_EQ(t.sent(at_ms(1000)), (std::vector<Cut>{{0, 1000}}));
+}
+
+// Where a link that segments (GSO, TSO) cuts the segments `cuts`: every `mss` bytes of each.
+std::vector<std::uint32_t> wire_cuts(const std::vector<Cut>& cuts, std::uint32_t mss) {
+    std::vector<std::uint32_t> starts;
+    for (const Cut& c : cuts)
+        for (std::uint32_t at = 0; at < c.len; at += mss) starts.push_back(c.off + at);
+    return starts;
+}
+
+// For a wire that cuts every MSS (StreamConfig::offload_mss_pieces): a long segment joins
+// only pieces of exactly one MSS but its last, so that, cut every MSS as the kernel cuts a
+// GSO frame, each segment of the wire starts where a record (or an MSS-sized piece of a long
+// one) starts, as MPA with markers off needs of every FPDU.
+TEST(StreamRecord, OffloadForAWireKeepsEveryRecordAtTheStartOfAWireSegment) {
+    const std::vector<std::size_t> records = {1000, 1000, 1000, 300,  1000, 1000,
+                                              2500, 1000, 700,  1000, 1000, 1000};
+    // Where records start, and the MSS-sized pieces of the long one (at 5300).
+    std::set<std::uint32_t> starts;
+    std::uint32_t at = 0;
+    for (std::size_t n : records) {
+        for (std::uint32_t p = 0; p < n; p += kMss) starts.insert(at + p);
+        at += static_cast<std::uint32_t>(n);
+    }
+    Sender t(60000, 64 * 1024, kIss, 5500, true);
+    for (std::size_t n : records) ASSERT_TRUE(t.record(n));
+    const std::vector<Cut> sent = t.sent(at_ms(0));
+    // Three whole MSS and the short record; two, then the long record's three pieces (the
+    // last short); one and the short one. The next record waits for the initial window.
+    EXPECT_EQ(sent, (std::vector<Cut>{{0, 3300}, {3300, 4500}, {7800, 1700}}));
+    for (std::uint32_t cut : wire_cuts(sent, kMss)) EXPECT_TRUE(starts.contains(cut)) << cut;
+    // The in-memory rule (whole records up to the cap) would join them otherwise: cut
+    // every MSS, its segments would start inside records.
+    Sender u(60000, 64 * 1024, kIss, 5500, false);
+    for (std::size_t n : records) ASSERT_TRUE(u.record(n));
+    const std::vector<std::uint32_t> memory = wire_cuts(u.sent(at_ms(0)), kMss);
+    EXPECT_FALSE(std::all_of(memory.begin(), memory.end(),
+                             [&](std::uint32_t c) { return starts.contains(c); }));
+}
+
+TEST(StreamRecord, OffloadForAWireCutsPlainBytesAsForMemory) {
+    Sender t(60000, 64 * 1024, kIss, 5500, true);
+    ASSERT_EQ(t.plain(12345), 12345U);
+    EXPECT_EQ(t.sent(at_ms(0)), (std::vector<Cut>{{0, 5000}, {5000, 5000}}));
+    t.ack(at_ms(5), 10000);
+    EXPECT_EQ(t.sent(at_ms(5)), (std::vector<Cut>{{10000, 2345}}));
 }
 
 // ---- records held by reference (Stream::write_record with by_ref)

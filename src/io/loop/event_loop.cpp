@@ -13,7 +13,9 @@
 #include <cstring>
 
 #include "iwcm/assert.hpp"
+#include "wire/checksum.hpp"
 #include "wire/ethernet.hpp"
+#include "wire/frame.hpp"
 
 namespace iwcm::io {
 
@@ -55,16 +57,34 @@ TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vla
       neighbors_(core.config().mac, vlan, config.neighbors),
       rx_buf_(dev_->max_frame()) {}
 
-std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device) {
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device,
+                                           const DeviceOffloads& offloads) {
     if (core.checksum_offload)
         return "checksum offload is only for the in-memory link, not " + device;
+    if (core.checksum_partial && !offloads.checksum)
+        return "checksums left partial need a device that finishes them, not " + device;
     if (core.stream.segment_offload == 0) return std::nullopt;
-    return "segment offload is only for the in-memory link, not " + device;
+    if (offloads.max_segment == 0)
+        return "segment offload is only for the in-memory link or a TAP with the virtio-net "
+               "header, not " +
+               device;
+    if (core.stream.segment_offload > offloads.max_segment || !core.stream.offload_mss_pieces ||
+        !core.checksum_partial)
+        return "segment offload on " + device + " needs segments of at most " +
+               std::to_string(offloads.max_segment) +
+               " bytes cut at the MSS, their checksums left partial";
+    return std::nullopt;
+}
+
+void tap_offload_config(CoreConfig& core) {
+    core.checksum_partial = true;
+    core.stream.segment_offload = static_cast<std::uint16_t>(TapDevice::kMaxSegment);
+    core.stream.offload_mss_pieces = true;
 }
 
 Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
                                                               Core& core, std::uint16_t vlan) {
-    auto tap = TapDevice::open(config.tap);
+    auto tap = TapDevice::open(config.tap, false, config.offload);
     if (!tap) return fail(tap.error());
     return open_device(std::make_unique<TapDevice>(std::move(*tap)), config, core, vlan);
 }
@@ -74,7 +94,8 @@ Expected<std::unique_ptr<TapHost>, std::string> TapHost::open_device(
     std::uint16_t vlan) {
     IWCM_ASSERT(device != nullptr);
     if (core.config().mac.is_multicast()) return fail(std::string("the CM's MAC must be unicast"));
-    if (auto why = offload_refused(core.config(), device->name())) return fail(*why);
+    if (auto why = offload_refused(core.config(), device->name(), device->offloads()))
+        return fail(*why);
     std::unique_ptr<TapHost> host(new TapHost(std::move(device), core, vlan, config));
     if (!host->setup(config)) return fail(host->error_);
     return host;
@@ -144,10 +165,30 @@ Result<void> TapHost::add_address(IpAddr addr) {
 // ---------------------------------------------------------------- output
 
 void TapHost::capture(std::span<const std::byte> frame,
-                      std::span<const std::span<const std::byte>> rest) {
+                      std::span<const std::span<const std::byte>> rest, bool unfinished) {
     if (!pcap_) return;
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::system_clock::now().time_since_epoch());
+    if (unfinished) {
+        // Joined and its TCP checksum computed over the whole segment (a long one stays one
+        // frame), so that a reader of the capture finds it good. Only while capturing.
+        captured_.assign(frame.begin(), frame.end());
+        wire::append(captured_, rest);
+        const auto h = vnet_header(captured_, captured_.size(), {true, 0});
+        const std::size_t tcp = std::to_integer<std::size_t>(h[6]) |
+                                (std::to_integer<std::size_t>(h[7]) << 8);  // csum_start
+        if (auto p = wire::parse_tcp_frame(captured_, wire::Checksums::kOffload); p && tcp != 0) {
+            const IpAddr src = p->repr.ip.src;
+            const IpAddr dst = p->repr.ip.dst;
+            captured_[tcp + 16] = captured_[tcp + 17] = std::byte{0};
+            const std::uint16_t sum =
+                wire::tcp_checksum(src, dst, std::span<const std::byte>(captured_).subspan(tcp));
+            captured_[tcp + 16] = static_cast<std::byte>(sum >> 8);
+            captured_[tcp + 17] = static_cast<std::byte>(sum & 0xFF);
+        }
+        (void)pcap_->write(wall.count(), captured_, {});
+        return;
+    }
     (void)pcap_->write(wall.count(), frame, rest);
 }
 
@@ -165,9 +206,20 @@ void TapHost::flush() {
     // the core's frame first).
     for (int round = 0; round < 2; ++round) {
         while (auto f = neighbors_.poll_transmit()) send(*f);
-        while (auto f = core_.poll_transmit_parts()) send(f->headers, f->payload);
+        while (auto f = core_.poll_transmit_parts()) send_core(*f);
     }
     dev_->flush();
+}
+
+void TapHost::send_core(const TransmitParts& f) {
+    if (!core_.config().checksum_partial) {
+        send(f.headers, f.payload);
+        return;
+    }
+    capture(f.headers, f.payload, true);
+    ++counters_.frames_out;
+    if (dev_->write_offload(f.headers, f.payload, {true, f.segment_size}) != 0)
+        ++counters_.write_errors;
 }
 
 // ---------------------------------------------------------------- input
@@ -187,12 +239,15 @@ bool TapHost::for_core(std::span<const std::byte> frame) const {
 
 void TapHost::handle_frame(Instant now, std::span<const std::byte> frame) {
     ++counters_.frames_in;
-    capture(frame);
+    capture(frame, {}, dev_->checksum_vouched());
     if (neighbors_.receive(now, frame)) {
         ++counters_.to_neighbors;
     } else if (for_core(frame)) {
         ++counters_.to_core;
-        core_.receive(now, frame);
+        if (dev_->checksum_vouched())
+            core_.receive_vouched(now, frame);
+        else
+            core_.receive(now, frame);
     } else {
         ++counters_.ignored;
     }

@@ -46,6 +46,10 @@ struct TapHostConfig {
     NeighborConfig neighbors;
     bool handle_signals = true;     // SIGINT / SIGTERM end step() with kSignal
     bool kernel_neighbors = false;  // the kernel owns the address: announce nothing
+    // open(): the TAP with the virtio-net header (tap.hpp), so that checksums and
+    // segmentation are left to the kernel; the core must then be made for it
+    // (tap_offload_config).
+    bool offload = false;
 };
 
 struct TapHostCounters {
@@ -64,10 +68,18 @@ enum class Wake : std::uint8_t { kOk, kSignal, kError };
 bool frame_for_core(std::span<const std::byte> frame, const MacAddr& mac, std::uint16_t vlan);
 
 // Why a core cannot run on the frame device `device`, if it cannot: offloaded
-// segments (StreamConfig::segment_offload) exceed any real MTU, and offloaded
-// checksums (CoreConfig::checksum_offload) would leave frames on a wire that
-// no one checks, so only two cores in memory take them.
-std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device);
+// segments (StreamConfig::segment_offload) exceed any real MTU unless the device
+// segments them (DeviceOffloads::max_segment, with offload_mss_pieces and
+// checksum_partial), offloaded checksums (CoreConfig::checksum_offload) would
+// leave frames on a wire that no one checks, so only two cores in memory take
+// them, and partial ones (checksum_partial) need a device that finishes them.
+std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device,
+                                           const DeviceOffloads& offloads = {});
+
+// `core` made for a TAP opened with TapHostConfig::offload: checksums left partial,
+// and segments of segmentation offload up to TapDevice::kMaxSegment, cut by the
+// kernel at the MSS (StreamConfig::offload_mss_pieces).
+void tap_offload_config(CoreConfig& core);
 
 // Blocks SIGINT and SIGTERM in the calling thread (threads started after it
 // inherit the mask) and returns a non-blocking signalfd for them, or -1.
@@ -146,8 +158,12 @@ private:
     // A frame out in parts (Core::poll_transmit_parts; `payload` may be empty).
     void send(std::span<const std::byte> headers,
               std::span<const std::span<const std::byte>> payload = {});
+    // A frame of the core, with what its device leaves to the link.
+    void send_core(const TransmitParts& f);
+    // `unfinished`: a TCP frame whose checksum the kernel finishes or vouched for, written
+    // to the capture with its checksum computed, as the wire carries it.
     void capture(std::span<const std::byte> frame,
-                 std::span<const std::span<const std::byte>> rest = {});
+                 std::span<const std::span<const std::byte>> rest = {}, bool unfinished = false);
     void fire_timers(Instant now);
     bool arm_timer(Instant at);
     // Up to kMaxFramesPerWake frames from the device, each handled; false on a read error
@@ -165,6 +181,7 @@ private:
     Instant armed_{};  // the deadline timer_fd_ was last set to
     int signal_fd_ = -1;
     std::vector<std::byte> rx_buf_;
+    std::vector<std::byte> captured_;  // capture()'s, of a frame with its checksum unfinished
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
     std::vector<std::function<void(Instant)>> after_step_;
     std::mutex* wait_lock_ = nullptr;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,24 @@
 #include "wire/pieces.hpp"
 
 namespace iwcm::io {
+
+// Work a frame leaves to the link (FrameDevice::write_offload), as a NIC driver leaves a
+// CHECKSUM_PARTIAL or GSO packet to its NIC.
+struct TxOffload {
+    // A TCP segment whose checksum field holds only its pseudo-header's sum
+    // (wire::Checksums::kPartial): the link finishes it.
+    bool checksum = false;
+    // Not 0: the TCP payload is cut every segment_size bytes, each piece a segment with
+    // the frame's headers (TSO); needs `checksum`.
+    std::uint16_t segment_size = 0;
+};
+
+// What a device can leave to its link (FrameDevice::offloads).
+struct DeviceOffloads {
+    bool checksum = false;          // TxOffload::checksum
+    std::uint32_t max_segment = 0;  // the longest TCP payload of a TxOffload::segment_size frame
+    bool large_receive = false;     // read() may return a TCP segment longer than the MSS
+};
 
 class FrameDevice {
 public:
@@ -34,6 +53,17 @@ public:
         wire::append(joined_, payload);
         return write(joined_);
     }
+    // write_parts() with work left to the link; only what offloads() says the device takes.
+    virtual int write_offload(std::span<const std::byte> headers,
+                              std::span<const std::span<const std::byte>> payload,
+                              const TxOffload& offload) {
+        (void)offload;
+        return write_parts(headers, payload);
+    }
+    virtual DeviceOffloads offloads() const { return {}; }
+    // Whether the frame the last read() returned came with checksums the link vouches for
+    // (Core::receive_vouched): not to be verified.
+    virtual bool checksum_vouched() const { return false; }
     // Frames written so far go out now (a device that batches its sends).
     virtual void flush() {}
     // read() makes no system call (a ring in shared memory, as AF_XDP's): a thread

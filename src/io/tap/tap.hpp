@@ -9,11 +9,27 @@
 // is attached to. The device is brought up (IFF_UP) and the descriptor made
 // non-blocking, for an epoll loop. Without IFF_VNET_HDR the kernel hands over
 // frames with complete checksums (it computes any it had offloaded).
+//
+// With `offload` the device is opened with IFF_VNET_HDR: every frame, both
+// ways, follows a struct virtio_net_hdr (<linux/virtio_net.h>, the virtio
+// specification's "Packet Operation"), which says what is left to do with it, as
+// the kernel's skb says to a NIC driver. A write leaves a TCP segment's checksum
+// to the kernel (VIRTIO_NET_HDR_F_NEEDS_CSUM, csum_start and csum_offset at the
+// TCP checksum field, which holds the pseudo-header's sum) and a segment longer
+// than its MSS as one frame of VIRTIO_NET_HDR_GSO_TCPV4 or TCPV6 with gso_size the
+// MSS: the kernel cuts its payload every gso_size bytes where it must (a segment
+// for its own TCP stays whole, as GRO would have made it). TUNSETOFFLOAD tells
+// the kernel that we take the same (TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6): a read
+// may return a segment whose checksum is not finished, or a TCP segment up to
+// 64 KiB that stands for a run of segments; the kernel vouches for both
+// (checksum_vouched), as its own stack takes a CHECKSUM_PARTIAL skb unverified.
 #pragma once
 
 #include <sys/uio.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,7 +42,12 @@ namespace iwcm::io {
 
 class TapDevice final : public FrameDevice {
 public:
-    static constexpr std::size_t kMaxFrame = 65536;
+    // The longest frame either way: an IP packet's 65 535 bytes behind a tagged
+    // Ethernet header (a segment of 64 KiB with `offload`).
+    static constexpr std::size_t kMaxFrame = 18 + 65535;
+    // The longest TCP payload of a segment written with TxOffload::segment_size, as
+    // StreamConfig::segment_offload allows it.
+    static constexpr std::uint32_t kMaxSegment = 65000;
 
     // Opens (or creates) and brings up the TAP device `name`. The error names
     // the device, the step that failed and the errno text. With
@@ -34,8 +55,12 @@ public:
     // the device: the kernel spreads the frames it sends among the queues by
     // flow, and a flow's frames go to the queue that last sent one of it. A
     // persistent device must have been made multi-queue
-    // (`ip tuntap add ... multi_queue`).
-    static Expected<TapDevice, std::string> open(const std::string& name, bool multi_queue = false);
+    // (`ip tuntap add ... multi_queue`). `offload`: the virtio-net header (above).
+    static Expected<TapDevice, std::string> open(const std::string& name, bool multi_queue = false,
+                                                 bool offload = false);
+    // Whether this kernel's TAP takes the virtio-net header and TUNSETOFFLOAD
+    // (TUNGETFEATURES offers IFF_VNET_HDR); false also when /dev/net/tun cannot be opened.
+    static bool kernel_offloads();
     TapDevice(TapDevice&& other) noexcept;
     TapDevice& operator=(TapDevice&& other) noexcept;
     TapDevice(const TapDevice&) = delete;
@@ -55,14 +80,33 @@ public:
     // One writev() of every part.
     int write_parts(std::span<const std::byte> headers,
                     std::span<const std::span<const std::byte>> payload) override;
+    // The same, the virtio-net header saying what the kernel finishes (needs `offload`).
+    int write_offload(std::span<const std::byte> headers,
+                      std::span<const std::span<const std::byte>> payload,
+                      const TxOffload& offload) override;
+    DeviceOffloads offloads() const override;
+    bool checksum_vouched() const override { return vouched_; }
+    bool offload() const { return offload_; }
 
 private:
-    TapDevice(int fd, std::string name, MacAddr mac)
-        : fd_(fd), name_(std::move(name)), kernel_mac_(mac) {}
+    TapDevice(int fd, std::string name, MacAddr mac, bool offload)
+        : fd_(fd), name_(std::move(name)), kernel_mac_(mac), offload_(offload) {}
+    int writev_all(std::size_t len);
     int fd_ = -1;
     std::string name_;
     MacAddr kernel_mac_;
-    std::vector<iovec> iov_;  // write_parts()'s
+    bool offload_ = false;
+    bool vouched_ = false;           // the last read()'s
+    std::vector<iovec> iov_;         // write_parts()'s
+    std::vector<std::byte> joined_;  // write_offload()'s, past IOV_MAX pieces
 };
+
+// The virtio-net header (struct virtio_net_hdr, 10 bytes, little-endian as a TAP
+// without TUNSETVNETBE takes it) for a frame written with `offload`: zero when
+// nothing is left to the kernel, or when the frame is no TCP segment. Exposed for tests.
+// `headers` are the frame's first bytes (at least its Ethernet, IP and TCP headers),
+// `frame_len` its whole length.
+std::array<std::byte, 10> vnet_header(std::span<const std::byte> headers, std::size_t frame_len,
+                                      const TxOffload& offload);
 
 }  // namespace iwcm::io
