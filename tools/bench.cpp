@@ -1053,6 +1053,7 @@ int run_bench(BenchOptions o) {
             w.kernel_seconds = 0.3;
             w.flow_bytes = 16ull << 20;
             w.latency_iters = 1000;
+            w.abi_reps = 1;
         }
         w.say = !o.json;
         r.wire.emplace();

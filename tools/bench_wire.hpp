@@ -18,6 +18,8 @@
 //   ABI          ib_write_bw and ib_send_bw of 64 KiB (CRC off) and ib_write_lat
 //                over AF_XDP beside the same transfers made by this process on
 //                the runtime's API (tools/bench_native.hpp): the ABI's own cost.
+//                Both 64 KiB figures over AF_XDP, CRC off, are the means of three
+//                runs each way, in turn (one with --quick).
 //   cost         CPU time of each side per setup and per byte.
 //
 // Read first: docs/perf.md "The wire" (what each figure means and what bounds
@@ -40,6 +42,9 @@ struct WireOptions {
     double kernel_seconds = 2;
     std::uint64_t flow_bytes = 256ull << 20;  // per throughput figure
     std::uint32_t latency_iters = 10'000;
+    // Runs of each side of the ABI's comparison (64 KiB Write and Send over AF_XDP through
+    // perftest and in-process), in turn; each figure is their mean.
+    std::uint32_t abi_reps = 3;
     bool say = true;  // a line on stderr per figure
     // iwarp-cm's TAP with its virtio-net header (the default of `run`, `connect` and
     // `listen`); false: --no-tap-offload, IWCM_TAP_OFFLOAD=0.
