@@ -285,6 +285,9 @@ void Core::Impl::close_node(const NodeRef& node) {
     release_backlog(*node);
     timers.cancel_all(*node);
     node->release_buffers();
+    // Nothing waits to be sent any more: not the bytes a shut window held back, nor the
+    // FIN queued behind them, nor a probe's octet (an abort after a graceful close).
+    node->fin_queued = node->probe_out = false;
     const bool was_connected = cm::connected(node->state);
     set_state(*node, CmState::kClosed);
     // Every close tells an application that still owns the node.

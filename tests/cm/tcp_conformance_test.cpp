@@ -177,6 +177,26 @@ TEST(ZeroWindowBeforeHandoff, UnansweredProbesGiveTheConnectionUp) {
     EXPECT_EQ(d.core.live_nodes(), 0u);
 }
 
+// A graceful close whose FIN waits behind the reply a shut window holds back, then an
+// abortive one: the reset goes at the reply's first octet, and the closed node has nothing
+// left waiting (no queued FIN without bytes before it: the engine's invariants, checked
+// after every command in the debug and sanitizer builds).
+TEST(ZeroWindowBeforeHandoff, AnAbortAfterAGracefulCloseLeavesNothingWaiting) {
+    Dut d;
+    const wire::SeqNumber first = reply_behind_zero_window(d);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kGraceful).has_value());
+    expect_nothing_sent(d);  // the FIN waits behind the reply
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kFinWait1);
+    ASSERT_TRUE(d.core.disconnect(d.now, d.conn, DisconnectMode::kAbortive).has_value());
+    expect_sent(d, {d.sent_frame(tf::kRst | tf::kAck, first, d.peer_nxt)});
+    const auto e = d.evs();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].type, EventType::kDisconnected);
+    EXPECT_EQ(d.core.live_nodes(), 0u);
+    d.advance(seconds(300));
+    expect_nothing_sent(d);
+}
+
 // RFC 5961 5.2 (blind data injection): the MPA reply acknowledging 2^30 before SND.UNA is
 // discarded with a challenge ACK; within the same second the budget (1 here) is spent and
 // the next goes unanswered; at exactly SND.UNA - MAX.SND.WND the ACK is an old duplicate
