@@ -19,22 +19,6 @@ namespace {
 
 using test::Buffer;
 
-// The repr of a Linux ACK (IPv4) or SYN (IPv6) as a data segment's header.
-FrameRepr repr_of(const std::string& fixture) {
-    const Buffer frame = test::read_hex_fixture(fixture);
-    auto f = parse_tcp_frame(frame);
-    EXPECT_TRUE(f);
-    FrameRepr r = f->repr;
-    r.tcp.flags = tcp_flags::kAck | tcp_flags::kPsh;
-    return r;
-}
-
-Buffer payload_of(std::size_t n) {
-    Buffer b(n);
-    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>(i * 7 + 3);
-    return b;
-}
-
 TEST(FrameGather, SameBytesAsOneRun) {
     const std::vector<std::vector<std::size_t>> cuttings = {
         {},            // one piece
@@ -45,9 +29,9 @@ TEST(FrameGather, SameBytesAsOneRun) {
         {18, 1395},    // a tagged header, payload, pad and CRC
     };
     for (const char* fixture : {"linux_ack", "linux6_syn"}) {
-        const FrameRepr repr = repr_of(fixture);
+        const FrameRepr repr = test::data_repr_of(fixture);
         for (const auto& cuts : cuttings) {
-            const Buffer payload = payload_of(1400);
+            const Buffer payload = test::payload_of(1400);
             const std::size_t len = tcp_frame_len(repr, payload.size());
             Buffer want(len);
             ASSERT_EQ(emit_tcp_frame(repr, payload, want), len);
@@ -66,8 +50,8 @@ TEST(FrameGather, SameBytesAsOneRun) {
 
 TEST(FrameGather, OddPiecesStillChecksumRight) {
     // Every cut point of a short payload: any checksum slip shows as a parse refusal.
-    const FrameRepr repr = repr_of("linux_ack");
-    const Buffer payload = payload_of(37);
+    const FrameRepr repr = test::data_repr_of("linux_ack");
+    const Buffer payload = test::payload_of(37);
     for (std::size_t a = 0; a <= payload.size(); ++a) {
         for (std::size_t b = a; b <= payload.size(); b += 5) {
             Buffer want(tcp_frame_len(repr, payload.size()));
@@ -83,8 +67,8 @@ TEST(FrameGather, OddPiecesStillChecksumRight) {
 // frame: both checksum fields zero, every other byte the same.
 TEST(FrameGather, ChecksumOffloadAsOneRun) {
     for (const char* fixture : {"linux_ack", "linux6_syn"}) {
-        const FrameRepr repr = repr_of(fixture);
-        const Buffer payload = payload_of(1001);
+        const FrameRepr repr = test::data_repr_of(fixture);
+        const Buffer payload = test::payload_of(1001);
         Buffer want(tcp_frame_len(repr, payload.size()));
         emit_tcp_frame(repr, payload, want, Checksums::kOffload);
         Buffer got(want.size(), std::byte{0xEE});
@@ -98,7 +82,7 @@ TEST(FrameGather, ChecksumOffloadAsOneRun) {
 }
 
 TEST(FrameGather, NoPiecesIsAnEmptySegment) {
-    const FrameRepr repr = repr_of("linux_ack");
+    const FrameRepr repr = test::data_repr_of("linux_ack");
     Buffer want(tcp_frame_len(repr, 0));
     emit_tcp_frame(repr, {}, want);
     Buffer got(want.size());
@@ -110,8 +94,8 @@ TEST(FrameGather, NoPiecesIsAnEmptySegment) {
 // lie (odd lengths too), followed by the pieces, are the one-run frame; the payload's room
 // is not written.
 TEST(FrameParts, HeadersThenPiecesAreTheOneRunFrame) {
-    const FrameRepr repr = repr_of("linux_ack");
-    const Buffer payload = payload_of(37);
+    const FrameRepr repr = test::data_repr_of("linux_ack");
+    const Buffer payload = test::payload_of(37);
     for (Checksums c : {Checksums::kFull, Checksums::kOffload}) {
         for (std::size_t a = 0; a <= payload.size(); ++a) {
             for (std::size_t b = a; b <= payload.size(); b += 3) {
@@ -136,8 +120,8 @@ TEST(FrameParts, HeadersThenPiecesAreTheOneRunFrame) {
 // checksum; a cut that is not at the end of the headers, or a payload whose length is not
 // the IP header's, is refused (the caller joins and parses whole).
 TEST(FrameParts, PiecesParseAsTheJoinedFrame) {
-    const FrameRepr repr = repr_of("linux_ack");
-    const Buffer payload = payload_of(301);
+    const FrameRepr repr = test::data_repr_of("linux_ack");
+    const Buffer payload = test::payload_of(301);
     Buffer frame(tcp_frame_len(repr, payload.size()));
     emit_tcp_frame(repr, payload, frame);
     const Bytes f(frame);
@@ -180,8 +164,8 @@ TEST(FrameParts, PiecesParseAsTheJoinedFrame) {
 // the TCP header flipped (both are the caller's to find now); the IPv4 header's checksum is
 // still checked here.
 TEST(FrameParts, PayloadSumIsLeftToTheCaller) {
-    const FrameRepr repr = repr_of("linux_ack");
-    const Buffer payload = payload_of(301);
+    const FrameRepr repr = test::data_repr_of("linux_ack");
+    const Buffer payload = test::payload_of(301);
     Buffer frame(tcp_frame_len(repr, payload.size()));
     emit_tcp_frame(repr, payload, frame);
     const std::size_t at = frame.size() - payload.size();

@@ -20,21 +20,6 @@ namespace {
 
 using test::Buffer;
 
-FrameRepr repr_of(const std::string& fixture) {
-    const Buffer frame = test::read_hex_fixture(fixture);
-    auto f = parse_tcp_frame(frame);
-    EXPECT_TRUE(f);
-    FrameRepr r = f->repr;
-    r.tcp.flags = tcp_flags::kAck | tcp_flags::kPsh;
-    return r;
-}
-
-Buffer payload_of(std::size_t n) {
-    Buffer b(n);
-    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>(i * 7 + 3);
-    return b;
-}
-
 // What the link does with a partial frame: the complement of the Internet checksum's sum
 // from csum_start (the TCP header) to the end, stored in the field at csum_start + 16.
 Buffer finished(Buffer frame, std::size_t csum_start) {
@@ -51,11 +36,11 @@ std::uint16_t be16(const Buffer& b, std::size_t at) {
 
 TEST(FramePartial, FinishedByTheLinkItIsTheFullFrame) {
     for (const char* fixture : {"linux_ack", "linux6_syn"}) {
-        const FrameRepr repr = repr_of(fixture);
+        const FrameRepr repr = test::data_repr_of(fixture);
         const std::size_t tcp = repr.eth.header_len() + (repr.ip.src.is_v4() ? 20 : 40);
         // An MSS, and a segment of segmentation offload (a run of 44 MSS).
         for (std::size_t n : {std::size_t{1460}, std::size_t{44 * 1460}, std::size_t{7}}) {
-            const Buffer payload = payload_of(n);
+            const Buffer payload = test::payload_of(n);
             const std::size_t len = tcp_frame_len(repr, n);
             Buffer full(len);
             Buffer partial(len);
@@ -103,7 +88,7 @@ TEST(FramePartial, SegmentV4WritesTheSameFrame) {
     for (bool tagged : {false, true}) {
         s.tagged = tagged;
         s.vlan_tci = tagged ? 7 : 0;
-        const Buffer payload = payload_of(3 * 1460 + 5);
+        const Buffer payload = test::payload_of(3 * 1460 + 5);
         const std::size_t len = segment_v4_len(s, payload.size());
         s.checksums = Checksums::kFull;
         Buffer full(len);

@@ -7,6 +7,8 @@
 // https://wiki.wireshark.org/Development/LibpcapFileFormat).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +19,7 @@
 
 #include "wire/bytes.hpp"
 #include "wire/checksum.hpp"
+#include "wire/frame.hpp"
 #include "wire/ipv4.hpp"
 
 namespace iwcm::wire::test {
@@ -144,6 +147,24 @@ private:
 
 inline Bytes view(const Buffer& b) {
     return Bytes(b.data(), b.size());
+}
+
+// The repr of a captured Linux segment (a fixture: an ACK over IPv4, a SYN over IPv6, say)
+// as the header of a data segment (ACK and PSH).
+inline FrameRepr data_repr_of(const std::string& fixture) {
+    const Buffer frame = read_hex_fixture(fixture);
+    auto f = parse_tcp_frame(frame);
+    EXPECT_TRUE(f);
+    FrameRepr r = f->repr;
+    r.tcp.flags = tcp_flags::kAck | tcp_flags::kPsh;
+    return r;
+}
+
+// n bytes of a pattern that no offset repeats within 256 bytes.
+inline Buffer payload_of(std::size_t n) {
+    Buffer b(n);
+    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>(i * 7 + 3);
+    return b;
 }
 
 }  // namespace iwcm::wire::test
