@@ -401,13 +401,6 @@ bool Side::run(const NativePeers& p, bool crc, std::atomic<bool>& listening) {
     return error_.empty();
 }
 
-double median_of(std::vector<double> v, double p) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-    return v[std::min(i, v.size() - 1)];
-}
-
 }  // namespace
 
 bool native_run(const NativePeers& p, NativeTest test, std::size_t size, std::uint64_t iters,
@@ -439,8 +432,8 @@ bool native_run(const NativePeers& p, NativeTest test, std::size_t size, std::ui
         return false;
     }
     if (test == NativeTest::kWriteLatency) {
-        latency.p50_us = median_of(client.rtt_us(), 0.5);
-        latency.p99_us = median_of(client.rtt_us(), 0.99);
+        latency.p50_us = percentile(client.rtt_us(), 0.5);
+        latency.p99_us = percentile(client.rtt_us(), 0.99);
         return true;
     }
     const double bytes = static_cast<double>(size) * static_cast<double>(iters);

@@ -71,13 +71,6 @@ std::uint32_t ipv4(const char* text) {
     return a.s_addr;
 }
 
-double percentile(std::vector<double> v, double p) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-    return v[std::min(i, v.size() - 1)];
-}
-
 double cpu_s(const rusage& ru) {
     auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
     return s(ru.ru_utime) + s(ru.ru_stime);
@@ -214,6 +207,13 @@ int run_program(const std::vector<std::string>& argv) {
 }
 
 }  // namespace
+
+double percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+    return v[std::min(i, v.size() - 1)];
+}
 
 bool enter_netns(const std::string& ns) {
     const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);

@@ -89,6 +89,9 @@ struct WireReport {
 // program missing, a process that failed). Needs root.
 bool run_wire(const WireOptions& o, WireReport& r, std::string& error);
 
+// The sample at fraction p (0.5: the median) of v, sorted; 0 for none.
+double percentile(std::vector<double> v, double p);
+
 // The calling thread into network namespace `ns` (/run/netns/NS); false if it
 // could not.
 bool enter_netns(const std::string& ns);
