@@ -20,6 +20,7 @@ demo,bench,test   make                runs the Makefile's quick-start targets
 demo,bench,test   cmake               configures every build (CMake 3.25 or newer)
 demo,bench,test   libexpected-dev     tl::expected, in the library's public headers
 demo,bench,test   libcli11-dev        CLI11, the iwarp-cm command line's parser
+demo,bench,test   liburing-dev        liburing: a TAP's reads and writes in batches through io_uring (src/io/tap/tap_ring.hpp)
 demo,bench,test   python3             writes the manual page iwarp-cm(1) from the program's help at build time; bench/plot.py and the test drivers
 bench,test        libbenchmark-dev    Google Benchmark: the micro-benchmarks (iwcm_bench), which the tests' build configures too
 test              pkg-config          finds libxdp and libbpf; the install test's pkg-config consumer

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "io/kernel_side.hpp"
 #include "io/tap/tap.hpp"
 #include "wire/bytes.hpp"
 #include "wire/frame.hpp"
@@ -223,14 +224,7 @@ int bridge_child() {
 }
 
 TEST(TapOffload, BridgeCarriesAGsoFrameWholeAndCutsItAtTheMss) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) ::_exit(bridge_child());
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
+    run_in_child(bridge_child);
 }
 
 }  // namespace

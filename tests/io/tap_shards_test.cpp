@@ -177,14 +177,7 @@ int child() {
 }
 
 TEST(TapShards, KernelConnectionsReachTheThreadThatOwnsThem) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) ::_exit(child());
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
+    run_in_child(child);
 }
 
 // As TapHost: the threads refuse a core configured for segment offload,

@@ -99,37 +99,8 @@ int child() {
     return 0;
 }
 
-// Runs `body` in a forked child and checks that it exits 0.
-void run_in_child(int (*body)()) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root: TAP devices and network namespaces";
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) ::_exit(body());
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
-}
-
 TEST(Tap, CreatesDeviceAndExchangesFramesWithTheKernel) {
     run_in_child(child);
-}
-
-// A packet socket on `name` that sees every frame the TAP's writer injects.
-int capture_socket(const char* name) {
-    int s = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
-    if (s < 0) return -1;
-    ifreq ifr{};
-    std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    if (::ioctl(s, SIOCGIFINDEX, &ifr) == 0) sll.sll_ifindex = ifr.ifr_ifindex;
-    if (sll.sll_ifindex == 0 || ::bind(s, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
-        ::close(s);
-        return -1;
-    }
-    return s;
 }
 
 // The TapHost announces 10.99.201.2 (gratuitous ARP) and fd99:201::2
@@ -155,7 +126,7 @@ int announce_child() {
         std::fprintf(stderr, "%s\n", host.error().c_str());
         return 21;
     }
-    const int cap = capture_socket(name);
+    const int cap = packet_socket(name);
     if (cap < 0) {
         std::perror("packet socket");
         return 22;

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "iwcm/assert.hpp"
 #include "wire/checksum.hpp"
@@ -54,8 +56,7 @@ TapHost::TapHost(std::unique_ptr<FrameDevice> dev, Core& core, std::uint16_t vla
       kernel_neighbors_(config.kernel_neighbors),
       core_(core),
       vlan_(vlan),
-      neighbors_(core.config().mac, vlan, config.neighbors),
-      rx_buf_(dev_->max_frame()) {}
+      neighbors_(core.config().mac, vlan, config.neighbors) {}
 
 std::optional<std::string> offload_refused(const CoreConfig& core, const std::string& device,
                                            const DeviceOffloads& offloads) {
@@ -84,7 +85,12 @@ void tap_offload_config(CoreConfig& core) {
 
 Expected<std::unique_ptr<TapHost>, std::string> TapHost::open(const TapHostConfig& config,
                                                               Core& core, std::uint16_t vlan) {
-    auto tap = TapDevice::open(config.tap, false, config.offload);
+    const char* env = std::getenv("IWCM_TAP_RING");
+    const std::string_view ring_env = env != nullptr ? env : "";
+    if (!ring_env.empty() && ring_env != "0" && ring_env != "1")
+        return fail("IWCM_TAP_RING=" + std::string(ring_env) + ": 0 or 1");
+    const bool ring = config.ring && ring_env != "0";
+    auto tap = TapDevice::open(config.tap, false, config.offload, ring);
     if (!tap) return fail(tap.error());
     return open_device(std::make_unique<TapDevice>(std::move(*tap)), config, core, vlan);
 }
@@ -209,6 +215,7 @@ void TapHost::flush() {
         while (auto f = core_.poll_transmit_parts()) send_core(*f);
     }
     dev_->flush();
+    counters_.write_errors += dev_->take_failed_writes();
 }
 
 void TapHost::send_core(const TransmitParts& f) {
@@ -276,11 +283,11 @@ bool TapHost::poll_frames() {
     if (!reads_without_syscall()) return false;
     int n = 0;
     for (; n < kMaxFramesPerWake; ++n) {
-        const long len = dev_->read(rx_buf_);
+        std::span<const std::byte> frame;
+        const long len = dev_->read_view(frame);
         IWCM_ASSERT(len >= 0);  // a ring read fails with nothing but "none waiting"
         if (len <= 0) break;
-        handle_frame(now(),
-                     std::span<const std::byte>(rx_buf_.data(), static_cast<std::size_t>(len)));
+        handle_frame(now(), frame);
     }
     if (n == 0) return false;
     for (const auto& hook : after_step_) hook(now());
@@ -295,15 +302,15 @@ void TapHost::set_busy_poll(bool on) {
 
 bool TapHost::read_frames() {
     for (int k = 0; k < kMaxFramesPerWake; ++k) {
-        const long len = dev_->read(rx_buf_);
+        std::span<const std::byte> frame;
+        const long len = dev_->read_view(frame);
         if (len < 0) {
             errno = static_cast<int>(-len);
             error_ = errno_text(("reading " + dev_->name()).c_str());
             return false;
         }
         if (len == 0) break;
-        handle_frame(now(),
-                     std::span<const std::byte>(rx_buf_.data(), static_cast<std::size_t>(len)));
+        handle_frame(now(), frame);
     }
     return true;
 }
@@ -318,7 +325,9 @@ Wake TapHost::step(Instant until) {
         error_ = errno_text("timerfd_settime");
         return Wake::kError;
     }
-    const int timeout = busy_poll_ ? 0 : -1;
+    // Frames the device read before and still holds: handled this round, without sleeping.
+    const bool held = dev_->holds_frames();
+    const int timeout = busy_poll_ || held ? 0 : -1;
     epoll_event events[4 + kMaxWatches];
     int n = 0;
     if (wait_lock_ != nullptr) {
@@ -339,7 +348,7 @@ Wake TapHost::step(Instant until) {
     // A busy poller reads the device every round: an AF_XDP socket that prefers busy
     // polling has its frames moved by the read itself, not by an interrupt epoll sees.
     bool read = false;
-    if (busy_poll_) {
+    if (busy_poll_ || held) {
         if (!read_frames()) return Wake::kError;
         read = true;
     }

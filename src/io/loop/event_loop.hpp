@@ -50,6 +50,9 @@ struct TapHostConfig {
     // segmentation are left to the kernel; the core must then be made for it
     // (tap_offload_config).
     bool offload = false;
+    // open(): the TAP's reads and writes in batches through io_uring (tap_ring.hpp), where
+    // the kernel allows it; IWCM_TAP_RING=0 in the environment turns it off.
+    bool ring = true;
 };
 
 struct TapHostCounters {
@@ -180,7 +183,6 @@ private:
     int timer_fd_ = -1;
     Instant armed_{};  // the deadline timer_fd_ was last set to
     int signal_fd_ = -1;
-    std::vector<std::byte> rx_buf_;
     std::vector<std::byte> captured_;  // capture()'s, of a frame with its checksum unfinished
     std::vector<std::pair<int, std::function<void(Instant)>>> watches_;
     std::vector<std::function<void(Instant)>> after_step_;

@@ -40,6 +40,16 @@ public:
     virtual const std::string& name() const = 0;
     // One frame into buf: its length, 0 when none is waiting, or -errno.
     virtual long read(std::span<std::byte> buf) = 0;
+    // The same, viewed where the device holds it until the next read: its length, 0 or
+    // -errno. This default reads into a buffer of its own; a device that reads into its
+    // own memory (a TAP's io_uring buffers) hands that out without a copy.
+    virtual long read_view(std::span<const std::byte>& frame) {
+        if (view_buf_.empty()) view_buf_.resize(max_frame());
+        const long n = read(view_buf_);
+        if (n > 0)
+            frame = std::span<const std::byte>(view_buf_.data(), static_cast<std::size_t>(n));
+        return n;
+    }
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     virtual int write(std::span<const std::byte> frame) = 0;
     // The same for a frame in parts, `headers` then the `payload` pieces
@@ -66,6 +76,12 @@ public:
     virtual bool checksum_vouched() const { return false; }
     // Frames written so far go out now (a device that batches its sends).
     virtual void flush() {}
+    // Frames that write() queued and the kernel then refused, since the last call (a
+    // device that batches its sends learns of a refusal after write() returned).
+    virtual std::uint64_t take_failed_writes() { return 0; }
+    // Whether frames already read from the kernel wait in the device (a device that reads
+    // in batches): the descriptor does not say so, so the loop reads before it sleeps.
+    virtual bool holds_frames() const { return false; }
     // read() makes no system call (a ring in shared memory, as AF_XDP's): a thread
     // that polls may read the frames itself (TapHost::poll_frames).
     virtual bool reads_without_syscall() const { return false; }
@@ -73,7 +89,8 @@ public:
     virtual std::size_t max_frame() const = 0;
 
 private:
-    std::vector<std::byte> joined_;  // write_parts()'s default
+    std::vector<std::byte> joined_;    // write_parts()'s default
+    std::vector<std::byte> view_buf_;  // read_view()'s default
 };
 
 }  // namespace iwcm::io

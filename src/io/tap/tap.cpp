@@ -131,7 +131,7 @@ bool TapDevice::kernel_offloads() {
 }
 
 Expected<TapDevice, std::string> TapDevice::open(const std::string& name, bool multi_queue,
-                                                 bool offload) {
+                                                 bool offload, bool ring) {
     if (name.empty() || name.size() >= IFNAMSIZ)
         return fail("TAP device name '" + name + "': 1 to 15 characters");
     int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -167,7 +167,15 @@ Expected<TapDevice, std::string> TapDevice::open(const std::string& name, bool m
         ::close(fd);
         return fail(error);
     }
-    return TapDevice(fd, name, mac, offload);
+    TapDevice dev(fd, name, mac, offload);
+    if (ring) {
+        auto r = TapRing::open(fd, kMaxFrame + (offload ? sizeof(VnetHeader) : 0));
+        if (r)
+            dev.ring_ = std::move(*r);
+        else
+            dev.ring_error_ = r.error();
+    }
+    return dev;
 }
 
 TapDevice::TapDevice(TapDevice&& other) noexcept
@@ -175,30 +183,83 @@ TapDevice::TapDevice(TapDevice&& other) noexcept
       name_(std::move(other.name_)),
       kernel_mac_(other.kernel_mac_),
       offload_(other.offload_),
-      vouched_(other.vouched_) {
+      vouched_(other.vouched_),
+      ring_(std::move(other.ring_)),
+      ring_error_(std::move(other.ring_error_)),
+      failed_taken_(other.failed_taken_) {
     other.fd_ = -1;
 }
 
 TapDevice& TapDevice::operator=(TapDevice&& other) noexcept {
     if (this != &other) {
+        ring_.reset();  // before the descriptor it writes to
         if (fd_ >= 0) ::close(fd_);
         fd_ = other.fd_;
         name_ = std::move(other.name_);
         kernel_mac_ = other.kernel_mac_;
         offload_ = other.offload_;
         vouched_ = other.vouched_;
+        ring_ = std::move(other.ring_);
+        ring_error_ = std::move(other.ring_error_);
+        failed_taken_ = other.failed_taken_;
         other.fd_ = -1;
     }
     return *this;
 }
 
 TapDevice::~TapDevice() {
+    ring_.reset();  // its queued frames out first
     if (fd_ >= 0) ::close(fd_);
+}
+
+long TapDevice::frame_of(std::span<const std::byte> read, std::span<const std::byte>& frame) {
+    if (!offload_) {
+        frame = read;
+        return static_cast<long>(read.size());
+    }
+    if (read.size() <= sizeof(VnetHeader)) return 0;
+    // As read() below: NEEDS_CSUM or DATA_VALID, the kernel vouches for the checksum.
+    const auto flags = std::to_integer<std::uint8_t>(read[0]);
+    vouched_ = (flags & (kVnetNeedsCsum | kVnetDataValid)) != 0;
+    frame = read.subspan(sizeof(VnetHeader));
+    return static_cast<long>(frame.size());
+}
+
+long TapDevice::read_view(std::span<const std::byte>& frame) {
+    IWCM_ASSERT(fd_ >= 0);
+    if (!ring_) return FrameDevice::read_view(frame);
+    for (;;) {
+        std::span<const std::byte> got;
+        const long n = ring_->read(got);
+        if (n <= 0) return n;
+        // A read shorter than the header (none is) would be no frame: the next.
+        if (const long len = frame_of(got, frame); len > 0) return len;
+    }
+}
+
+void TapDevice::flush() {
+    if (ring_) ring_->flush();
+}
+
+std::uint64_t TapDevice::take_failed_writes() {
+    if (!ring_) return 0;
+    const std::uint64_t failed = ring_->counters().writes_failed;
+    const std::uint64_t n = failed - failed_taken_;
+    failed_taken_ = failed;
+    return n;
 }
 
 long TapDevice::read(std::span<std::byte> buf) {
     IWCM_ASSERT(fd_ >= 0);
     IWCM_ASSERT(!buf.empty());
+    if (ring_) {
+        std::span<const std::byte> frame;
+        const long n = read_view(frame);
+        if (n <= 0) return n;
+        if (frame.size() > buf.size()) return -EMSGSIZE;
+        std::memcpy(buf.data(), frame.data(), frame.size());
+        return n;
+    }
     VnetHeader h{};
     iovec iov[2] = {{&h, sizeof h}, {buf.data(), buf.size()}};
     for (;;) {
@@ -220,6 +281,12 @@ long TapDevice::read(std::span<std::byte> buf) {
 
 int TapDevice::writev_all(std::size_t len) {
     IWCM_ASSERT(len <= kMaxFrame);
+    if (ring_) {
+        std::size_t total = 0;
+        for (const iovec& v : iov_) total += v.iov_len;
+        IWCM_ASSERT(total >= len);
+        return ring_->write(iov_, total);
+    }
     for (;;) {
         ssize_t n = ::writev(fd_, iov_.data(), static_cast<int>(iov_.size()));
         if (n >= 0) return 0;
@@ -232,6 +299,10 @@ int TapDevice::write(std::span<const std::byte> frame) {
     IWCM_ASSERT(fd_ >= 0);
     IWCM_ASSERT(frame.size() <= kMaxFrame);
     if (offload_) return write_offload(frame, {}, {});
+    if (ring_) {
+        iov_.assign(1, iovec{const_cast<std::byte*>(frame.data()), frame.size()});
+        return writev_all(frame.size());
+    }
     for (;;) {
         ssize_t n = ::write(fd_, frame.data(), frame.size());
         if (n >= 0) return 0;

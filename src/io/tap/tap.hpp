@@ -23,6 +23,9 @@
 // may return a segment whose checksum is not finished, or a TCP segment up to
 // 64 KiB that stands for a run of segments; the kernel vouches for both
 // (checksum_vouched), as its own stack takes a CHECKSUM_PARTIAL skb unverified.
+//
+// With `ring` the reads and writes go through io_uring in batches (tap_ring.hpp) where the
+// kernel lets this process use it, else one system call per frame as without.
 #pragma once
 
 #include <sys/uio.h>
@@ -30,11 +33,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "io/loop/frame_device.hpp"
+#include "io/tap/tap_ring.hpp"
 #include "iwcm/address.hpp"
 #include "iwcm/result.hpp"
 
@@ -56,8 +61,9 @@ public:
     // flow, and a flow's frames go to the queue that last sent one of it. A
     // persistent device must have been made multi-queue
     // (`ip tuntap add ... multi_queue`). `offload`: the virtio-net header (above).
+    // `ring`: system calls in batches (above); batched() says whether it is so.
     static Expected<TapDevice, std::string> open(const std::string& name, bool multi_queue = false,
-                                                 bool offload = false);
+                                                 bool offload = false, bool ring = false);
     // Whether this kernel's TAP takes the virtio-net header and TUNSETOFFLOAD
     // (TUNGETFEATURES offers IFF_VNET_HDR); false also when /dev/net/tun cannot be opened.
     static bool kernel_offloads();
@@ -75,6 +81,8 @@ public:
 
     // One frame into buf: its length, 0 when none is waiting, or -errno.
     long read(std::span<std::byte> buf) override;
+    // The same, viewed where it was read (the ring's buffer) when batched.
+    long read_view(std::span<const std::byte>& frame) override;
     // One frame out: 0, or -errno (-EAGAIN when the queue is full: dropped).
     int write(std::span<const std::byte> frame) override;
     // One writev() of every part.
@@ -86,12 +94,22 @@ public:
                       const TxOffload& offload) override;
     DeviceOffloads offloads() const override;
     bool checksum_vouched() const override { return vouched_; }
+    void flush() override;
+    std::uint64_t take_failed_writes() override;
+    bool holds_frames() const override { return ring_ && ring_->holds_frames(); }
     bool offload() const { return offload_; }
+    bool batched() const { return ring_ != nullptr; }
+    // Why open() with `ring` left it unbatched (empty when batched or not asked).
+    const std::string& ring_error() const { return ring_error_; }
+    // The ring's counters; nullptr when not batched.
+    const TapRingCounters* ring_counters() const { return ring_ ? &ring_->counters() : nullptr; }
 
 private:
     TapDevice(int fd, std::string name, MacAddr mac, bool offload)
         : fd_(fd), name_(std::move(name)), kernel_mac_(mac), offload_(offload) {}
     int writev_all(std::size_t len);
+    // A frame read whole (virtio-net header first with `offload`): the frame, vouched_ set.
+    long frame_of(std::span<const std::byte> read, std::span<const std::byte>& frame);
     int fd_ = -1;
     std::string name_;
     MacAddr kernel_mac_;
@@ -99,6 +117,9 @@ private:
     bool vouched_ = false;           // the last read()'s
     std::vector<iovec> iov_;         // write_parts()'s
     std::vector<std::byte> joined_;  // write_offload()'s, past IOV_MAX pieces
+    std::unique_ptr<TapRing> ring_;
+    std::string ring_error_;
+    std::uint64_t failed_taken_ = 0;  // the ring's writes_failed already taken
 };
 
 // The virtio-net header (struct virtio_net_hdr, 10 bytes, little-endian as a TAP
