@@ -196,8 +196,10 @@ std::optional<Event> Core::Impl::next_event() {
     }
     cm::QueuedEvent& q = events[event_head++];
     current_node = std::move(q.node);
-    current_pdata.assign(event_pdata.begin() + q.pdata_off,
-                         event_pdata.begin() + q.pdata_off + q.pdata_len);
+    // A view where push_event put the bytes: event_pdata moves only when a later call
+    // queues an event, and the view is the application's only until its next call.
+    IWCM_ASSERT(q.pdata_off + q.pdata_len <= event_pdata.size());
+    current_pdata = std::span<const std::byte>(event_pdata).subspan(q.pdata_off, q.pdata_len);
     // The application has been told of what is readable now: more bytes
     // tell it again, read or not (a data path waits for a whole FPDU
     // without consuming a part of it).
@@ -622,12 +624,12 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax)
         return fail(ApiError::kInvalidArgument);
     record_ird_ord(node, p.ird, p.ord);
-    node.buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     ++stats.accepts;
     release_backlog(node);
     NodeRef ref(&node);
     const CheckScope check(*this, node);
-    accept_request(now, ref);
+    // The reply is built at once: its private data goes from the caller's bytes.
+    accept_request(now, ref, p.private_data);
     drain_loopback(now);
     return {};
 }

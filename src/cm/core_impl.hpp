@@ -362,7 +362,8 @@ struct Core::Impl {
     void on_mpa_reply(Instant now, const cm::NodeRef& node);
     void on_rtr(Instant now, const cm::NodeRef& node);
     void on_terminate(Instant now, const cm::NodeRef& node);
-    void accept_request(Instant now, const cm::NodeRef& node);
+    // The reply to an accepted request, with `pdata`, sent at once.
+    void accept_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
     void reject_request(Instant now, const cm::NodeRef& node, std::span<const std::byte> pdata);
     void send_terminate(Instant now, const cm::NodeRef& node, int which);
     // The in-order bytes the MPA handlers read: rx, or while on_text_segment lets them read a
@@ -608,9 +609,9 @@ struct Core::Impl {
     std::size_t event_head = 0;
     std::size_t event_tail = 0;
     std::vector<std::byte> event_pdata;
-    cm::NodeRef current_node;              // the last polled event's node
-    std::vector<std::byte> current_pdata;  // and its private data
-    std::vector<std::byte> pdata_scratch;  // a peer's private data between parse and event
+    cm::NodeRef current_node;                  // the last polled event's node
+    std::span<const std::byte> current_pdata;  // and its private data, in event_pdata
+    std::vector<std::byte> pdata_scratch;      // a peer's private data between parse and event
     // on_text_segment's segment read in place (stream_rx): its node and the bytes not yet
     // consumed, which go into the node's rx when the handlers are done.
     const cm::Node* rx_in_place_node = nullptr;

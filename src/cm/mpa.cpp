@@ -256,8 +256,10 @@ void Core::Impl::on_mpa_request(Instant now, const NodeRef& node) {
     defer_ack(*node);
 }
 
-void Core::Impl::accept_request(Instant now, const NodeRef& node) {
+void Core::Impl::accept_request(Instant now, const NodeRef& node,
+                                std::span<const std::byte> pdata) {
     IWCM_ASSERT(node->state == CmState::kMpaReqRcvd && !node->initiator);
+    IWCM_ASSERT(pdata.size() <= wire::kMpaMaxPrivateData);  // accept() checked the revision's limit
     // The accept timer ends here: start_close() cancels it on a failure, the RTR timer
     // replaces it in place in peer-to-peer mode, and it is cancelled before ESTABLISHED.
     wire::MpaRepr rep;
@@ -292,12 +294,11 @@ void Core::Impl::accept_request(Instant now, const NodeRef& node) {
     } else {
         node->peer_to_peer = false;
     }
-    rep.private_data = node->buffers().pdata;
+    rep.private_data = pdata;
     std::byte buf[kMaxMpaFrame + wire::kMpaV2ParamsLen];
     std::size_t len = rep.buffer_len();
     rep.emit(std::span<std::byte>(buf, len));
     send_data(now, node, std::span<const std::byte>(buf, len), false);
-    node->bufs->pdata.clear();
     if (failure) {
         // The reply says what we can do; the TERMINATE says why that ends it.
         send_terminate(now, node, static_cast<int>(*failure));
@@ -362,8 +363,14 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     }
     const wire::MpaRepr& rep = *parsed;
     // The reply timer ends here (in peer-to-peer mode the RTR's send entry follows it).
-    auto& pdata = pdata_scratch;
-    pdata.assign(rep.private_data.begin(), rep.private_data.end());
+    // A reply read in place stays where it is when consumed (consume_rx moves the view, and
+    // the frame outlives the call); one gathered in the node's rx moves, so its private data
+    // is copied first.
+    std::span<const std::byte> pdata = rep.private_data;
+    if (node.get() != rx_in_place_node) {
+        pdata_scratch.assign(pdata.begin(), pdata.end());
+        pdata = pdata_scratch;
+    }
     consume_rx(*node, len);
     if (rep.reject) {
         cancel_phase_timer(*node);
