@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "iwcm/assert.hpp"
 #include "iwcm/config.hpp"
 #include "iwcm/time.hpp"
 #include "wire/tcp.hpp"
@@ -21,6 +22,8 @@ namespace iwcm::tcp {
 // segment length and window.
 inline bool segment_acceptable(wire::SeqNumber rcv_nxt, std::uint32_t rcv_wnd, wire::SeqNumber seq,
                                std::uint32_t len) {
+    // Our own window: wrap-aware comparisons order sequence numbers less than 2^31 apart.
+    IWCM_ASSERT(rcv_wnd < (1U << 31));
     const wire::SeqNumber edge = rcv_nxt + rcv_wnd;
     const auto in_window = [&](wire::SeqNumber s) { return rcv_nxt <= s && s < edge; };
     if (len == 0) return rcv_wnd == 0 ? seq == rcv_nxt : in_window(seq);

@@ -305,6 +305,8 @@ bool Stream::window_update_due() const {
     const std::uint64_t offered = recv_window();
     const std::uint64_t max_wnd =
         std::min<std::uint64_t>(config_.recv_buffer, std::uint64_t{kMaxWindowField} << rcv_wscale_);
+    // The edge we offered never passes what the buffer holds (advert, check_invariants).
+    IWCM_ASSERT(fin_received_ || offered <= max_wnd);
     if (2 * offered > max_wnd) return false;
     const std::uint64_t now_wnd = std::uint64_t{advert().field} << rcv_wscale_;
     return now_wnd > offered && now_wnd >= 2 * offered;
@@ -744,6 +746,9 @@ std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
 void Stream::place(SeqNumber seq, wire::Pieces data) {
     std::byte* to = room_for(seq, data.size());
     if (summed_len_ != 0 && seq == rcv_nxt_ && data.size() == summed_len_) {
+        // place_summed refused a stream holding bytes out of order, and on_segment
+        // clears summed_len_ before another segment's text can be held.
+        IWCM_ASSERT(ooo_.empty());
         summed_len_ = 0;  // place_summed copied them
         return;
     }
@@ -758,6 +763,8 @@ std::optional<std::uint64_t> Stream::place_summed(SeqNumber seq,
         len > recv_window()) {
         return std::nullopt;
     }
+    // The pieces are copied whole into room for `len` bytes.
+    IWCM_ASSERT(wire::total_size(text) == len);
     const std::uint64_t sum = wire::detail::copy_and_sum_pieces(room_for(seq, len), text, acc);
     summed_len_ = static_cast<std::uint32_t>(len);
     return sum;
@@ -913,6 +920,8 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
 }
 
 std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
+    // send_len's: a first piece the MSS rules allow, a cap within what is queued.
+    IWCM_ASSERT(len > 0 && len <= mss_ && cap <= dist(data_end(), snd_nxt_));
     if (cap <= len) return len;
     if (config_.offload_mss_pieces && !record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
         // A link that cuts every MSS: whole pieces (a record, or an MSS-sized piece of a long
@@ -1088,6 +1097,8 @@ std::optional<SegmentOut> Stream::send_probe() {
     // probe does not move SND.NXT, so data resumes there once the window opens.
     probe_pending_ = false;
     if (snd_nxt_ >= data_end() || (holding() && snd_nxt_ >= hold_edge_)) return std::nullopt;
+    // The persist timer set probe_pending_: a zero window and nothing in flight.
+    IWCM_ASSERT(persist_wanted());
     const SeqNumber end = snd_nxt_ + 1;
     if (end > snd_max_) snd_max_ = end;
     return make_segment(snd_nxt_, 1, flags::kAck | flags::kPsh);
@@ -1262,6 +1273,10 @@ Stream::Timeout Stream::on_timer(Instant now) {
     if (result == Timeout::kNone && keepalive_at_ <= now) result = on_keepalive(now);
     if (hold_at_ <= now) hold_at_ = kInstantNever;  // the new data may go (poll_segment)
     update_timers(now);
+    // No timer that was due is left armed at or before `now` (the owner would wake at
+    // once, for nothing), unless the connection is given up.
+    IWCM_ASSERT(result == Timeout::kGiveUp ||
+                (rto_at_ > now && tlp_at_ > now && delack_at_ > now && hold_at_ > now));
     checked(*this);
     return result;
 }
