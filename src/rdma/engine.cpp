@@ -38,6 +38,7 @@ std::uint32_t Engine::alloc_wr() {
         index = static_cast<std::uint32_t>(wrs_.size());
         wrs_.emplace_back();
     }
+    IWCM_ASSERT(index < wrs_.size());  // the free list holds slab indices only
     wrs_[index] = WrEntry{};
     return index;
 }
@@ -124,6 +125,7 @@ VResult<CqHandle> Engine::create_cq(std::uint32_t capacity) {
     while (index < cqs_.size() && cqs_[index].live) ++index;
     if (index == cqs_.size()) cqs_.emplace_back();
     Cq& c = cqs_[index];
+    IWCM_ASSERT(!c.live && c.users == 0);  // no QP still names a CQ destroyed before
     c.ring.assign(capacity, WorkCompletion{});
     c.head = c.count = 0;
     c.users = 0;
@@ -138,6 +140,8 @@ VResult<void> Engine::destroy_cq(CqHandle cq) {
     Cq* c = find_cq(cq);
     if (c == nullptr) return fail(VerbsError::kStaleHandle);
     if (c->users > 0) return fail(VerbsError::kWrongState);
+    // A CQ fails only while a QP uses it, and that QP's call settles it before returning.
+    IWCM_ASSERT(std::find(cqs_failed_.begin(), cqs_failed_.end(), cq.index) == cqs_failed_.end());
     c->live = false;
     c->ring = {};
     ++c->generation;
@@ -184,6 +188,7 @@ void Engine::complete(std::uint32_t cq, const WorkCompletion& wc) {
 void Engine::complete_wr(std::uint32_t qp, const WrEntry& e, WcStatus status,
                          std::uint32_t byte_len) {
     const QpRecord& r = qps_[qp];
+    IWCM_ASSERT(r.live);  // its CQs are in use (destroy_qp flushes before it frees them)
     WorkCompletion wc;
     wc.wr_id = e.wr_id;
     wc.status = status;
@@ -238,6 +243,7 @@ void Engine::complete_in_order(std::uint32_t qp, std::uint32_t seq, bool report,
 std::size_t Engine::poll_cq(CqHandle cq, std::span<WorkCompletion> out) {
     Cq* c = find_cq(cq);
     if (c == nullptr) return 0;
+    IWCM_ASSERT(c->count <= c->ring.size() && c->head < c->ring.size());
     std::size_t n = std::min(out.size(), c->count);
     for (std::size_t i = 0; i < n; ++i) {
         out[i] = c->ring[c->head];
@@ -352,6 +358,7 @@ VResult<QpInfo> Engine::query_qp(QpHandle qp) const {
     if (r == nullptr) {
         return fail(qp.index < qps_.size() ? VerbsError::kStaleHandle : VerbsError::kInvalidHandle);
     }
+    IWCM_ASSERT(r->send_count <= r->max_send_wr);  // post_send bounds it
     QpInfo i;
     i.state = r->state;
     i.conn = r->conn;
@@ -368,6 +375,7 @@ VResult<QpInfo> Engine::query_qp(QpHandle qp) const {
 // Every SGE inside its region with the access asked; total is their sum.
 VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                                  std::uint32_t& total) const {
+    IWCM_ASSERT(sges.size() <= kMaxSge);  // the callers bound it by max_sge
     std::uint64_t sum = 0;
     for (const Sge& s : sges) {
         if (mrs_.check(s.lkey, s.addr, s.length, access, pd, kLocalUse, nullptr) != MemCheck::kOk) {
@@ -440,6 +448,7 @@ VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     if (r.recv_count >= r.max_recv_wr) return fail(VerbsError::kQueueFull);
     auto queued = queue_recv(r.pd, wr, r.rq);
     if (queued) ++r.recv_count;
+    IWCM_ASSERT(r.recv_count <= r.max_recv_wr);
     return queued;
 }
 
@@ -469,6 +478,7 @@ VResult<SrqHandle> Engine::create_srq(const SrqAttr& a) {
     while (index < srqs_.size() && srqs_[index].live) ++index;
     if (index == srqs_.size()) srqs_.emplace_back();
     Srq& s = srqs_[index];
+    IWCM_ASSERT(!s.live && s.users == 0);  // no QP still names an SRQ destroyed before
     const std::uint32_t generation = s.generation;
     s = Srq{};
     s.generation = generation;
@@ -491,7 +501,9 @@ VResult<void> Engine::destroy_srq(SrqHandle srq) {
     Srq& s = srqs_[srq.index];
     if (s.users > 0) return fail(VerbsError::kWrongState);
     // Its receives go without completions, as ibv_destroy_srq's do.
-    while (!s.rq.empty()) free_wr(pop(s.rq));
+    std::uint32_t freed = 0;
+    for (; !s.rq.empty(); ++freed) free_wr(pop(s.rq));
+    IWCM_ASSERT(freed == s.count);  // post_srq_recv and take_srq_recv kept the count
     s.live = false;
     ++s.generation;
     return {};
@@ -505,6 +517,7 @@ VResult<void> Engine::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
     if (s.count >= s.max_wr) return fail(VerbsError::kQueueFull);
     auto queued = queue_recv(s.pd, wr, s.rq);
     if (queued) ++s.count;
+    IWCM_ASSERT(s.count <= s.max_wr);
     return queued;
 }
 

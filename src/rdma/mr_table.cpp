@@ -103,6 +103,7 @@ VResult<void> MrTable::dereg(MrHandle mr) {
     if (!s.live || s.window || s.generation != mr.generation) return fail(VerbsError::kStaleHandle);
     // ibv_dereg_mr(3): EBUSY while memory windows are bound to the region.
     if (s.windows > 0) return fail(VerbsError::kWrongState);
+    IWCM_ASSERT(s.base != nullptr && s.key != 0);  // reg gave it memory and a key
     release(mr.index);
     return {};
 }
@@ -146,6 +147,8 @@ VResult<void> MrTable::dealloc_mw(MwHandle mw) {
     Slot& s = slots_[mw.index];
     if (!s.live || !s.window || s.generation != mw.generation)
         return fail(VerbsError::kStaleHandle);
+    // A window names memory exactly while it is bound (bind, unbind).
+    IWCM_ASSERT((s.match != 0x100) == (s.base != nullptr));
     if (s.match != 0x100) unbind(s);
     release(mw.index);
     return {};

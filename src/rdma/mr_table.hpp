@@ -33,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "iwcm/assert.hpp"
 #include "iwcm/verbs.hpp"
 
 namespace iwcm::rdma {
@@ -79,6 +80,8 @@ public:
         if (to < s.addr || to - s.addr > s.length || len > s.length - (to - s.addr)) {
             return MemCheck::kBaseBounds;
         }
+        // A live region, or a bound window, always names memory (reg, bind).
+        IWCM_ASSERT(s.base != nullptr);
         if (where != nullptr) *where = s.base + (to - s.addr);
         return MemCheck::kOk;
     }
