@@ -120,6 +120,7 @@ struct ConnSlot {
 struct Device::Impl final : StreamSink {
     Impl(Core& c, const DeviceConfig& config) : core(c), links(c), engine(links, config) {}
     ~Impl() override {
+        IWCM_ASSERT(batch == QpHandle{});  // a RecvBatch ends before its device
         for (std::uint32_t i = 0; i < slots.size(); ++i) {
             if (!slots[i].used) continue;
             const ConnHandle conn{i, slots[i].conn_generation};
@@ -165,6 +166,7 @@ struct Device::Impl final : StreamSink {
 
     // What arrived before the QP's first receive, once it has one.
     void read_unread(QpHandle qp) {
+        IWCM_ASSERT(!(batch == qp));  // a batch reads once, as it ends
         auto info = engine.query_qp(qp);
         ConnSlot* s = info ? slot(info->conn) : nullptr;
         if (s != nullptr && s->unread && info->recv_posted > 0) {
@@ -256,6 +258,7 @@ VResult<void> Device::destroy_qp(Instant now, QpHandle qp) {
     auto done = d.engine.destroy_qp(qp);
     if (!done) return done;
     if (ConnSlot* s = d.slot(info->conn)) {
+        IWCM_ASSERT(s->qp == qp && !s->destroyed);  // the slot named the live QP
         // The connection closes gracefully; its stream's last events are ours.
         if (info->state == QpState::kError) {
             (void)d.core.set_stream_sink(info->conn, nullptr);
@@ -343,6 +346,8 @@ bool Device::on_event(Instant now, const Event& event) {
         return false;
     }
     QpHandle qp = s->qp;
+    // A slot not marked destroyed names a live QP (destroy_qp marks or clears it).
+    IWCM_ASSERT(d.engine.query_qp(qp));
     if (event.type == EventType::kReadable) {
         s->unread = false;
         d.engine.on_readable(qp);

@@ -73,6 +73,7 @@ wire::TerminateRepr ddp_untagged(std::uint8_t code, const wire::DdpSegment& seg,
 
 // siw_tagged_error: RFC 5041 has no access-rights code; siw says invalid STag.
 std::uint8_t tagged_code(MemCheck c) {
+    IWCM_ASSERT(c != MemCheck::kOk);  // asked only of a check that refused
     switch (c) {
         case MemCheck::kBaseBounds: return wire::kDdpTaggedBaseBounds;
         case MemCheck::kPdMismatch: return wire::kDdpTaggedStagNotAssociated;
@@ -85,6 +86,7 @@ std::uint8_t tagged_code(MemCheck c) {
 
 // siw_rdmap_error.
 std::uint8_t rdmap_code(MemCheck c) {
+    IWCM_ASSERT(c != MemCheck::kOk);  // asked only of a check that refused
     switch (c) {
         case MemCheck::kInvalidStag: return wire::kRdmapCodeInvalidStag;
         case MemCheck::kPdMismatch: return wire::kRdmapCodeStagNotAssociated;
@@ -154,6 +156,8 @@ void Engine::rx_drain(std::uint32_t qp) {
         auto fpdu = rx_next_fpdu(qp, done);
         if (!fpdu) break;
         RxVerdict v = rx_fpdu(qp, *fpdu);
+        // Every verdict that ends the stream closed the QP (enter_closing).
+        IWCM_ASSERT(!(v.terminate || v.peer_terminated || v.reset) || r.state != QpState::kRts);
         // A TERMINATE ends the link in after_rx: what was read goes first.
         if (v.peer_terminated || v.reset) rx_consume(qp, done);
         after_rx(qp, v);
@@ -179,6 +183,8 @@ void Engine::take_early_rtr_response(QpHandle handle) {
     const auto fpdu = rx_in_place(handle.index, done);
     if (!fpdu) return;  // split in the ring: the first receive's drain reads it
     const RxVerdict v = rx_fpdu(handle.index, *fpdu);
+    // Our RTR's answer was taken, or the QP closed (flush_all forgets it).
+    IWCM_ASSERT(!qps_[handle.index].rtr_read_due);
     rx_consume(handle.index, done);
     after_rx(handle.index, v);
     tx_progress(handle.index);
@@ -196,6 +202,7 @@ std::size_t Engine::on_in_order(QpHandle handle, wire::Bytes bytes) {
         if (rest.size() < len || !place_direct(handle.index, rest.first(len))) break;
         taken += len;
     }
+    IWCM_ASSERT(taken <= bytes.size());  // the sink takes whole FPDUs of what it was given
     return taken;
 }
 
@@ -205,6 +212,7 @@ std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Byt
         return 0;
     }
     wire::Pieces in(pieces);
+    const std::size_t total = in.size();
     std::size_t taken = 0;
     while (in.size() >= 2) {
         std::byte field[wire::kFpduLengthLen];
@@ -220,6 +228,7 @@ std::size_t Engine::on_in_order_parts(QpHandle handle, std::span<const wire::Byt
         in = in.subspan(len);
         taken += len;
     }
+    IWCM_ASSERT(taken + in.size() == total);  // what was taken is a prefix of the pieces
     return taken;
 }
 
@@ -237,6 +246,7 @@ bool Engine::place_split(std::uint32_t qp, const wire::Pieces& fpdu) {
     const std::size_t want =
         wire::kFpduLengthLen + wire::ddp_header_len(static_cast<std::uint8_t>(head[2]));
     const std::size_t got = std::min(want, len - wire::kFpduCrcLen);
+    IWCM_ASSERT(got >= wire::kFpduLengthLen && got <= sizeof(head));  // the copy fits `head`
     if (got == kTaggedHead) {
         fpdu.head<kTaggedHead>(head);
     } else if (got == kUntaggedHead) {
@@ -260,6 +270,9 @@ bool Engine::place_split(std::uint32_t qp, const wire::Pieces& fpdu) {
 // versions, opcode, then rx_write's, rx_send's or rx_read_response's, all
 // before a byte is copied), else left alone for rx_fpdu.
 bool Engine::place_direct(std::uint32_t qp, wire::Bytes fpdu) {
+    // One whole FPDU, as its length field says (on_in_order cuts it so).
+    IWCM_ASSERT(fpdu.size() >= wire::kFpduLengthLen &&
+                fpdu.size() == *wire::fpdu_frame_len(fpdu.first(wire::kFpduLengthLen)));
     auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
     if (!f || !f->crc_ok) return false;
     auto seg = wire::parse_ddp(f->ulpdu);
@@ -317,6 +330,7 @@ bool Engine::send_placeable(std::uint32_t qp, const wire::DdpHeader& h,
         mrs_.invalidate(h.inval_stag, r.pd, qp, true) != MrTable::Invalidation::kOk)
         return false;
     const WrEntry& e = wrs_[r.rq.head];
+    IWCM_ASSERT(e.kind == WrKind::kRecv && e.done <= e.length);
     return h.mo == e.done && payload.size() <= e.length - e.done &&
            place(r.pd, e, e.done, payload, true);
 }
@@ -326,6 +340,7 @@ bool Engine::read_response_placeable(const QpRecord& r, const wire::DdpHeader& h
                                      std::size_t n) const {
     const std::uint32_t index = read_in_flight(r);
     if (index == kNil || r.rtr_read_due) return false;
+    IWCM_ASSERT(r.orq_count > 0);  // a Read in flight holds its ORD slot
     const ReadSink sink = read_sink(wrs_[index]);
     if (h.stag != sink.stag || h.to != sink.to || n > sink.left) return false;
     if (h.last && n != sink.left) return false;
@@ -380,6 +395,8 @@ std::optional<wire::Bytes> Engine::rx_in_place(std::uint32_t qp, std::size_t& do
     if (view.size() < done + 2) return std::nullopt;
     view = view.subspan(done);
     const std::size_t len = *wire::fpdu_frame_len(view.first(2));
+    // An FPDU is at least its length field and CRC: each one read moves `done` on.
+    IWCM_ASSERT(len >= wire::kFpduLengthLen + wire::kFpduCrcLen);
     if (view.size() < len) return std::nullopt;
     done += len;
     return view.first(len);
@@ -431,6 +448,8 @@ std::optional<wire::Bytes> Engine::rx_next_fpdu(std::uint32_t qp, std::size_t& d
 }
 
 Engine::RxVerdict Engine::rx_fpdu(std::uint32_t qp, wire::Bytes fpdu) {
+    // rx_drain reads only a running QP, and our RTR's answer is due only on one.
+    IWCM_ASSERT(qps_[qp].live && qps_[qp].state == QpState::kRts);
     auto f = wire::parse_fpdu(fpdu, qps_[qp].crc);
     if (!f || !f->crc_ok) return terminate_mpa(qp, wire::TermError::kCrcError);
     auto seg = wire::parse_ddp(f->ulpdu);
@@ -595,6 +614,7 @@ Engine::RxVerdict Engine::rx_send(std::uint32_t qp, const wire::DdpSegment& seg,
 
 Engine::RxVerdict Engine::rx_write(std::uint32_t qp, const wire::DdpSegment& seg, std::size_t len) {
     const wire::DdpHeader& h = seg.header;
+    IWCM_ASSERT(h.tagged && seg.payload.size() <= len);  // rx_segment checked the opcode
     if (seg.payload.empty()) return {};  // siw checks nothing of a zero-length Write
     std::byte* to = nullptr;
     MemCheck c =
@@ -719,6 +739,7 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
     QpRecord& r = qps_[qp];
     RxVerdict v;
     const wire::DdpHeader& h = seg.header;
+    IWCM_ASSERT(!h.tagged);  // rx_segment checked the opcode
     // RFC 5040 sections 4.8 and 5.3: a TERMINATE is one untagged, whole message on queue 2,
     // the first there (the stream ends after it), at MO 0. siw_proc_terminate takes
     // anything else as bogus and drops the stream without reading it: we reset it, report
@@ -745,6 +766,7 @@ Engine::RxVerdict Engine::rx_terminate(std::uint32_t qp, const wire::DdpSegment&
         free_wr(index);
     }
     enter_closing(qp);
+    IWCM_ASSERT(r.state != QpState::kRts);  // no new work once the peer ended
     push_term_event(qp, QpEventType::kTerminateReceived, v.term, QpError::kFatal);
     return v;
 }
@@ -781,12 +803,14 @@ Engine::RxVerdict Engine::terminate_mpa(std::uint32_t qp, wire::TermError error)
 // kTerminateUnsent when it cannot.
 Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& term, QpError error) {
     QpRecord& r = qps_[qp];
+    PendingTerm& pending = pending_terms_[qp];
+    IWCM_ASSERT(!pending.fpdu.empty());  // terminate or terminate_mpa built it
     RxVerdict v;
     v.terminate = true;
     v.term = term;
     r.term_pending = true;
-    pending_terms_[qp].term = term;
-    pending_terms_[qp].error = error;
+    pending.term = term;
+    pending.error = error;
     enter_closing(qp);
     return v;
 }
@@ -794,6 +818,9 @@ Engine::RxVerdict Engine::terminate_pending(std::uint32_t qp, const TermInfo& te
 void Engine::push_term_event(std::uint32_t qp, QpEventType type, const TermInfo& term,
                              QpError error) {
     const QpRecord& r = qps_[qp];
+    IWCM_ASSERT(r.live &&
+                (type == QpEventType::kTerminateSent || type == QpEventType::kTerminateUnsent ||
+                 type == QpEventType::kTerminateReceived));
     QpEvent e;
     e.type = type;
     e.qp = {qp, r.generation};
