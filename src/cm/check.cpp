@@ -84,6 +84,8 @@ void Core::Impl::check_node(const Node& node) const {
     IWCM_ASSERT(!cm::NodeTimers::has_persist(node) ||
                 (node.snd_wnd == 0 && node.snd_una == node.snd_nxt && queued > sent));
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
+    // The event queue's own order (event_queue.hpp).
+    events.check();
 }
 
 }  // namespace iwcm

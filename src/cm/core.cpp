@@ -59,7 +59,6 @@ Core::Impl::~Impl() {
     tx_payloads.clear();
     current_node.reset();
     events.clear();
-    event_head = event_tail = 0;
     app_refs.clear();
     std::vector<NodeRef> all;
     table.for_each([&](Node& n) { all.emplace_back(&n); });
@@ -189,17 +188,14 @@ std::optional<Event> Core::Impl::next_event() {
     // The previous event's node reference (and with it, for a terminal
     // event, the application's handle) goes now.
     current_node.reset();
-    if (event_head == event_tail) {
-        event_pdata.clear();
-        event_head = event_tail = 0;
+    cm::QueuedEvent* popped = events.pop();
+    if (popped == nullptr)
         return std::nullopt;  // not a named std::optional: its default constructor zeroes it all
-    }
-    cm::QueuedEvent& q = events[event_head++];
+    cm::QueuedEvent& q = *popped;
     current_node = std::move(q.node);
-    // A view where push_event put the bytes: event_pdata moves only when a later call
-    // queues an event, and the view is the application's only until its next call.
-    IWCM_ASSERT(q.pdata_off + q.pdata_len <= event_pdata.size());
-    current_pdata = std::span<const std::byte>(event_pdata).subspan(q.pdata_off, q.pdata_len);
+    // A view where push_event put the bytes: they move only when a later call queues an
+    // event, and the view is the application's only until its next call.
+    current_pdata = events.pdata_of(q);
     // The application has been told of what is readable now: more bytes
     // tell it again, read or not (a data path waits for a whole FPDU
     // without consuming a part of it).
@@ -338,7 +334,7 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
     // connections instead (events_full()), so an application that stops
     // polling holds the queue to max_events plus two per connection it owns.
     // Every field set: the slot holds whatever its last event left.
-    cm::QueuedEvent& q = queue_event();
+    cm::QueuedEvent& q = events.push(pdata);
     q.event.type = type;
     q.event.conn = node->handle();
     q.event.listener = node->listener;
@@ -356,9 +352,6 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
     }
     q.event.private_data = {};  // poll_event points it at the arena's copy
     q.node = node;
-    q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
-    q.pdata_len = static_cast<std::uint32_t>(pdata.size());
-    event_pdata.insert(event_pdata.end(), pdata.begin(), pdata.end());
 }
 
 void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::Bytes frame) {
@@ -761,14 +754,14 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
 void Core::Impl::push_listener_event(std::size_t index, EventType type, int status) {
     const cm::Listener& l = listeners[index];
     // Rare: the slot is reset whole, then the listener's fields set.
-    cm::QueuedEvent& q = queue_event();
-    q = {};
+    cm::QueuedEvent& q = events.push({});
+    q.event = {};
+    q.node.reset();
     q.event.type = type;
     q.event.listener = {static_cast<std::uint32_t>(index), l.generation};
     q.event.status = status;
     q.event.local = l.local;
     q.event.vlan = l.vlan;
-    q.pdata_off = static_cast<std::uint32_t>(event_pdata.size());
 }
 
 void Core::Impl::notify_listeners(const IpAddr& addr, EventType type, int status) {
@@ -969,7 +962,7 @@ std::size_t Core::pending_timers() const {
 }
 std::size_t Core::queued_events() const {
     impl_->enter_command();
-    return impl_->event_tail - impl_->event_head;
+    return impl_->events.size();
 }
 
 }  // namespace iwcm

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cm/conn_table.hpp"
+#include "cm/event_queue.hpp"
 #include "cm/node.hpp"
 #include "cm/node_timers.hpp"
 #include "invariants.hpp"  // whether check_node() runs
@@ -146,13 +147,6 @@ struct TxPayload {
     // kNoPayload: settling a node walks its own payloads, not every queued one.
     std::uint32_t earlier = kNoPayload;
     Node* node = nullptr;  // whose stream's memory (its copies are counted there)
-};
-
-struct QueuedEvent {
-    Event event;
-    NodeRef node;                 // keeps the node (and its handle) alive until polled
-    std::uint32_t pdata_off = 0;  // the private data, in the core's event arena
-    std::uint32_t pdata_len = 0;
 };
 
 }  // namespace cm
@@ -378,13 +372,7 @@ struct Core::Impl {
     static RtrStart rtr_start(const cm::Node& node);
     void record_ird_ord(cm::Node& node, std::uint16_t ird, std::uint16_t ord) const;
     void count_failure(const cm::Node& node);
-    bool events_full() const { return event_tail - event_head >= cfg.max_events; }
-    // The next slot of the event queue, as its last event left it: the caller sets every
-    // field (a polled slot's node reference is already gone).
-    cm::QueuedEvent& queue_event() {
-        if (event_tail == events.size()) events.emplace_back();
-        return events[event_tail++];
-    }
+    bool events_full() const { return events.size() >= cfg.max_events; }
     // The VLAN a local address lives on, or kNotLocal. Every frame asks it of its
     // destination: a plain integer, where an optional came back through the stack in two
     // narrow stores and one wide load (a store-forwarding stall on every frame).
@@ -600,17 +588,10 @@ struct Core::Impl {
     std::uint64_t rx_sum = 0;
     std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
 
-    // Events: events[event_head, event_tail) are queued, their private data in one arena;
-    // both start over whenever the queue runs dry. The slots stay: a slot is filled again
-    // field by field (queue_event), which spares zeroing a new one (a `rep stos` on every
-    // event) and building one on the stack to copy in (read back in 16-byte loads right
-    // after its narrower stores, which stall).
-    std::vector<cm::QueuedEvent> events;
-    std::size_t event_head = 0;
-    std::size_t event_tail = 0;
-    std::vector<std::byte> event_pdata;
+    // Events not yet polled (event_queue.hpp).
+    cm::EventQueue events;
     cm::NodeRef current_node;                  // the last polled event's node
-    std::span<const std::byte> current_pdata;  // and its private data, in event_pdata
+    std::span<const std::byte> current_pdata;  // and its private data, in `events`
     std::vector<std::byte> pdata_scratch;      // a peer's private data between parse and event
     // on_text_segment's segment read in place (stream_rx): its node and the bytes not yet
     // consumed, which go into the node's rx when the handlers are done.
