@@ -78,6 +78,12 @@ std::uint16_t be16_at(std::span<const std::byte> b, std::size_t at) {
                                       std::to_integer<unsigned>(b[at + 1]));
 }
 
+// NEEDS_CSUM: the TCP checksum is unfinished (the segment never left this host);
+// DATA_VALID: the kernel checked it. A GSO frame has NEEDS_CSUM too.
+bool vouched_by(std::uint8_t flags) {
+    return (flags & (kVnetNeedsCsum | kVnetDataValid)) != 0;
+}
+
 void put_le16(std::byte* p, std::size_t v) {
     p[0] = static_cast<std::byte>(v & 0xFF);
     p[1] = static_cast<std::byte>((v >> 8) & 0xFF);
@@ -218,9 +224,7 @@ long TapDevice::frame_of(std::span<const std::byte> read, std::span<const std::b
         return static_cast<long>(read.size());
     }
     if (read.size() <= sizeof(VnetHeader)) return 0;
-    // As read() below: NEEDS_CSUM or DATA_VALID, the kernel vouches for the checksum.
-    const auto flags = std::to_integer<std::uint8_t>(read[0]);
-    vouched_ = (flags & (kVnetNeedsCsum | kVnetDataValid)) != 0;
+    vouched_ = vouched_by(std::to_integer<std::uint8_t>(read[0]));  // the header's flags
     frame = read.subspan(sizeof(VnetHeader));
     return static_cast<long>(frame.size());
 }
@@ -266,9 +270,7 @@ long TapDevice::read(std::span<std::byte> buf) {
         ssize_t n = offload_ ? ::readv(fd_, iov, 2) : ::read(fd_, buf.data(), buf.size());
         if (n >= 0) {
             if (!offload_) return static_cast<long>(n);
-            // NEEDS_CSUM: the TCP checksum is unfinished (the segment never left this
-            // host); DATA_VALID: the kernel checked it. A GSO frame has NEEDS_CSUM too.
-            vouched_ = (h.flags & (kVnetNeedsCsum | kVnetDataValid)) != 0;
+            vouched_ = vouched_by(h.flags);
             return n > static_cast<ssize_t>(sizeof h)
                        ? static_cast<long>(n) - static_cast<long>(sizeof h)
                        : 0;
@@ -281,12 +283,8 @@ long TapDevice::read(std::span<std::byte> buf) {
 
 int TapDevice::writev_all(std::size_t len) {
     IWCM_ASSERT(len <= kMaxFrame);
-    if (ring_) {
-        std::size_t total = 0;
-        for (const iovec& v : iov_) total += v.iov_len;
-        IWCM_ASSERT(total >= len);
-        return ring_->write(iov_, total);
-    }
+    // With `offload` the first iovec is the virtio-net header, which `len` does not count.
+    if (ring_) return ring_->write(iov_, len + (offload_ ? sizeof(VnetHeader) : 0));
     for (;;) {
         ssize_t n = ::writev(fd_, iov_.data(), static_cast<int>(iov_.size()));
         if (n >= 0) return 0;

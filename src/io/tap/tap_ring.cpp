@@ -73,12 +73,16 @@ void TapRing::reap() {
     io_uring_cq_advance(ring_.get(), seen);
 }
 
-int TapRing::enter(unsigned wait) {
+int TapRing::enter(unsigned more) {
+    // The queued writes go with them, in flight from here.
+    const unsigned wait = queued_ + more;
     IWCM_ASSERT(wait <= kEntries);
+    in_flight_ += queued_;
+    queued_ = 0;
     for (;;) {
         ++counters_.enters;
         const int rc = io_uring_submit_and_wait(ring_.get(), wait);
-        if (rc >= 0 || rc != -EINTR) {
+        if (rc != -EINTR) {
             reap();
             return rc < 0 ? rc : 0;
         }
@@ -120,14 +124,11 @@ long TapRing::read(std::span<const std::byte>& frame) {
             sqe->rw_flags = RWF_NOWAIT;
             io_uring_sqe_set_data64(sqe, i);
         }
-        const unsigned writes = queued_;
-        in_flight_ += queued_;
-        queued_ = 0;
-        if (const int rc = enter(issued_ + writes); rc < 0) {
+        if (const int rc = enter(issued_); rc < 0) {
             issued_ = next_ = 0;
             return rc;
         }
-        // Every read ran at once (the descriptor is non-blocking): all have completed.
+        // Every read ran at once (RWF_NOWAIT): all have completed.
         IWCM_ASSERT(completed_ == issued_);
         unsigned got = 0;
         for (unsigned i = 0; i < issued_; ++i) got += results_[i] > 0 ? 1 : 0;
@@ -156,19 +157,17 @@ int TapRing::write(std::span<const iovec> iov, std::size_t len) {
         ++queued_;
         return 0;
     }
-    // In place: sent now, after the frames queued before it, and waited for.
-    iov_.assign(iov.begin(), iov.end());
+    // In place: sent now, after the frames queued before it, and waited for, so the
+    // caller's iovecs and the memory they name outlive the write.
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     IWCM_ASSERT(sqe != nullptr);
-    io_uring_prep_writev(sqe, fd_, iov_.data(), static_cast<unsigned>(iov_.size()),
+    io_uring_prep_writev(sqe, fd_, iov.data(), static_cast<unsigned>(iov.size()),
                          static_cast<std::uint64_t>(-1));
     sqe->rw_flags = RWF_NOWAIT;
     io_uring_sqe_set_data64(sqe, kWriteTag | kWriteSlots);
     ++counters_.writes_in_place;
-    const unsigned n = queued_ + 1;
-    in_flight_ += n;
-    queued_ = 0;
-    if (const int rc = enter(n); rc < 0) return rc;
+    ++in_flight_;
+    if (const int rc = enter(1); rc < 0) return rc;
     IWCM_ASSERT(in_flight_ == 0);
     return 0;  // a refused frame is counted in writes_failed, as a queued one is
 }
@@ -176,12 +175,9 @@ int TapRing::write(std::span<const iovec> iov, std::size_t len) {
 void TapRing::flush() {
     IWCM_ASSERT(ring_ != nullptr);
     if (queued_ == 0) return;
-    const unsigned n = queued_;
-    in_flight_ += n;
-    queued_ = 0;
     // A failed io_uring_enter leaves the writes in the submission queue: the next call
     // submits them, and they are reaped (and counted) then.
-    if (enter(n) == 0) IWCM_ASSERT(in_flight_ == 0);
+    if (enter(0) == 0) IWCM_ASSERT(in_flight_ == 0);
 }
 
 }  // namespace iwcm::io

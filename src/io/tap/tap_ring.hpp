@@ -34,7 +34,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "iwcm/result.hpp"
 
@@ -79,8 +78,9 @@ public:
 
 private:
     TapRing(int fd, std::size_t max_read);
-    // Submits what is queued and waits for `wait` completions; reaps every completion.
-    int enter(unsigned wait);
+    // Submits the queued writes and `more` entries prepared beside them, waits for all of
+    // them and reaps every completion: 0, or -errno of io_uring_enter.
+    int enter(unsigned more);
     void reap();
 
     int fd_;
@@ -99,7 +99,6 @@ private:
     std::unique_ptr<std::byte[]> tx_;
     unsigned queued_ = 0;
     unsigned in_flight_ = 0;
-    std::vector<iovec> iov_;  // a frame written in place
     TapRingCounters counters_;
 };
 
