@@ -45,7 +45,7 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
                           : !node->peer_to_peer ? cfg.mpa.responder_send_wait
                                                 : Duration::zero();
     if (wait > Duration::zero()) init.hold_data_until = now_ + wait;
-    node->stream = std::make_unique<cm::NodeStream>(config, init, now_);
+    node->stream = std::make_unique<cm::NodeStream>(config, init, now_, tx);
     // The stream retransmits what is unacknowledged (an RTR) and probes a shut window
     // from here on.
     timers.ack_send(node);
@@ -59,7 +59,8 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
 // ACK), a SYN always draws a challenge ACK. Everything else is the stream's.
 void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segment& seg) {
     IWCM_ASSERT(node->stream != nullptr && seg.tcp);  // after a kStream hand-off only
-    tcp::Stream& s = node->stream->tcp;
+    cm::NodeStream& ns = *node->stream;
+    const tcp::Stream& s = ns.tcp();
     const wire::TcpRepr& t = *seg.tcp;
     if (t.has(tf::kRst)) {
         if (!s.acceptable(t.seq, seg.seq_len())) {
@@ -74,15 +75,12 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
         drop(now, DropReason::kUnexpected, node.get(), {});
         return;
     }
-    // Bytes it acknowledges may be freed (the buffer too, once all are), the caller's
-    // given to send_ref as well; the frames that read them are filled first.
-    if (t.has(tf::kAck)) settle_frames(*node, t.ack);
-    cm::NodeStream& ns = *node->stream;
-    // The payload in pieces when the frame came so (rx_pieces: receive_parts).
+    // The payload in pieces when the frame came so (receive_parts). The frames
+    // that read bytes its ACK frees are filled first (NodeStream::on_segment).
     tcp::Arrival a = [&] {
         const SinkScope sinking(*this);
-        return s.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload, rx_pieces},
-                            {ns.sink, node->handle()});
+        return ns.on_segment(now, {t.seq, t.ack, t.flags, t.window, seg.payload, rx_ctx.pieces()},
+                             {ns.sink, node->handle()});
     }();
     ns.copied_received += a.buffered;
     ns.sunk += a.sunk;
@@ -133,7 +131,7 @@ void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
                               cfg.retransmit.cap};
     Duration wait = peer.total();
     if (node->stream) {
-        const tcp::StreamConfig& c = node->stream->tcp.config();
+        const tcp::StreamConfig& c = node->stream->tcp().config();
         const timer::RetransPolicy stream{c.max_retransmits, c.rto_initial, c.rto_max};
         wait = std::max(wait, stream.total());
     }
@@ -142,7 +140,7 @@ void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
 
 void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
     if (node->state == CmState::kClosed || !node->stream) return;
-    if (node->stream->tcp.on_timer(now) == tcp::Stream::Timeout::kGiveUp) {
+    if (node->stream->on_timer(now) == tcp::Stream::Timeout::kGiveUp) {
         // Retransmissions, zero-window probes or keepalive probes ran out.
         send_reset(*node);
         end_for_app(node, EventType::kDisconnected, -ETIMEDOUT);
@@ -155,13 +153,13 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
 void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     IWCM_ASSERT(node->stream != nullptr);
     cm::NodeStream& ns = *node->stream;
-    tcp::Stream& s = ns.tcp;
+    const tcp::Stream& s = ns.tcp();
     // The stream's retransmissions (RTO, fast retransmit, loss probe) are the core's too:
     // Stats::retransmissions counts every TCP segment sent again, before and after hand-off.
     const std::uint64_t resent = s.retransmitted_segments();
     if (node->state != CmState::kClosed) {
         // TIME_WAIT still answers (the ACK of the peer's FIN, old duplicates).
-        while (auto out = s.poll_segment(now)) {
+        while (auto out = ns.poll_segment(now)) {
             wire::FrameRepr fr = segment_frame(*node, out->flags, out->seq);
             fr.tcp.ack = out->ack;
             fr.tcp.window = out->window;
@@ -171,7 +169,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
                 emit_frame_left_out(*node, fr, wire::pieces_or(out->pieces, out->payload));
                 continue;
             }
-            ns.copied_to_frames += out->len;
+            ns.count_copied_to_frames(out->len);
             if (!out->pieces.empty()) {
                 emit_frame_pieces(fr, out->pieces, out->len, node->loopback,
                                   node->flow);  // partly by reference
@@ -207,11 +205,11 @@ void Core::Impl::notify_stream(Node& node) {
     cm::NodeStream& ns = *node.stream;
     if (!node.app_owned) return;
     NodeRef ref(&node);
-    if (!ns.readable_queued && ns.tcp.readable_bytes() > ns.readable_told) {
+    if (!ns.readable_queued && ns.tcp().readable_bytes() > ns.readable_told) {
         ns.readable_queued = true;
         push_event(ref, EventType::kReadable, 0);
     }
-    if (ns.writable_need > 0 && ns.tcp.send_space() >= ns.writable_need) {
+    if (ns.writable_need > 0 && ns.tcp().send_space() >= ns.writable_need) {
         ns.writable_need = 0;
         push_event(ref, EventType::kWritable, 0);
     }
@@ -255,16 +253,14 @@ Result<std::size_t> Core::Impl::send_bytes(Instant now, ConnHandle conn,
         size += parts[i].size();
         if ((by_ref >> i & 1U) == 0) to_copy += parts[i].size();
     }
-    // A write that may move the buffer's bytes fills the frames that view them first.
-    if (ns.tcp.write_moves_bytes(to_copy)) settle_frames(*ref);
     std::size_t taken = 0;
     if (!record) {
         IWCM_ASSERT(parts.size() == 1 && by_ref <= 1);
-        taken = by_ref != 0 ? ns.tcp.write_ref(parts[0]) : ns.tcp.write(parts[0]);
+        taken = by_ref != 0 ? ns.write_ref(parts[0]) : ns.write(parts[0]);
         if (taken < size) ns.writable_need = 1;
-    } else if (size == 0 || size > ns.tcp.config().send_buffer) {
+    } else if (size == 0 || size > ns.tcp().config().send_buffer) {
         return fail(ApiError::kInvalidArgument);
-    } else if (ns.tcp.write_record(parts, by_ref)) {
+    } else if (ns.write_record(parts, by_ref, to_copy)) {
         taken = size;
     } else {
         ns.writable_need = static_cast<std::uint32_t>(size);
@@ -288,15 +284,15 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     auto found = stream_node(conn);
     if (!found) return fail(found.error());
     Node& node = **found;
-    tcp::Stream& s = node.stream->tcp;
-    if (n > s.readable_bytes()) return fail(ApiError::kInvalidArgument);
+    cm::NodeStream& ns = *node.stream;
+    if (n > ns.tcp().readable_bytes()) return fail(ApiError::kInvalidArgument);
     if (n == 0) return {};
-    s.consume(n);
+    ns.consume(n);
     // What was read ended something whose sender waits for our ACK (a queue
     // pair's message read from the buffer): acknowledge at once.
     if (node.stream->sink != nullptr) {
         const SinkScope sinking(*this);
-        if (node.stream->sink->ack_now(conn)) s.force_ack();
+        if (node.stream->sink->ack_now(conn)) ns.force_ack();
     }
     // The application read: what is left, or the next arrival, is told again.
     node.stream->readable_queued = false;
@@ -346,11 +342,8 @@ Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
     if (!n) return fail(n.error());
     // A closed connection's stream sends nothing more: nothing to copy.
     if ((*n)->state == CmState::kClosed) return 0;
-    impl_->settle_frames(**n);  // the caller may free its bytes on return
-    cm::NodeStream& ns = *(*n)->stream;
-    const std::size_t copied = ns.tcp.own_refs();
-    ns.copied_in += copied;
-    return copied;
+    // The caller may free its bytes on return (the frames that read them are filled).
+    return (*n)->stream->own_refs();
 }
 
 Result<void> Core::flush(Instant now, ConnHandle conn) {
@@ -368,7 +361,7 @@ Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {
     impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
-    return (*n)->stream->tcp.readable();
+    return (*n)->stream->tcp().readable();
 }
 
 Result<void> Core::consume(Instant now, ConnHandle conn, std::size_t n) {
@@ -403,7 +396,7 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     impl_->enter_command();
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
-    const tcp::Stream& s = (*n)->stream->tcp;
+    const tcp::Stream& s = (*n)->stream->tcp();
     StreamInfo i;
     i.send_space = (*n)->state == CmState::kOffloaded ? s.send_space() : 0;
     i.queued = s.bytes_queued();
@@ -422,7 +415,7 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     i.fin_received = s.fin_received();
     const cm::NodeStream& ns = *(*n)->stream;
     i.copied_in = ns.copied_in;
-    i.copied_to_frames = ns.copied_to_frames;
+    i.copied_to_frames = ns.copied_to_frames();
     i.copied_received = ns.copied_received;
     i.sunk = ns.sunk;
     i.written = s.written_bytes();

@@ -84,8 +84,10 @@ void Core::Impl::check_node(const Node& node) const {
     IWCM_ASSERT(!cm::NodeTimers::has_persist(node) ||
                 (node.snd_wnd == 0 && node.snd_una == node.snd_nxt && queued > sent));
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
-    // The event queue's own order (event_queue.hpp).
+    // The event queue's own order (event_queue.hpp), the transmit queue's frames and loans
+    // (tx_queue.hpp).
     events.check();
+    tx.check();
 }
 
 }  // namespace iwcm

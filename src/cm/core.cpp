@@ -54,9 +54,7 @@ Core::Impl::~Impl() {
     // Drop every reference in an order that lets nodes go without touching
     // the (already dying) timer service: events, handles, timers, table.
     // Frames never taken need no payload.
-    for (std::size_t i = tx_payload_head; i < tx_payloads.size(); ++i)
-        if (tx_payloads[i].left_out) --tx_payloads[i].node->stream->frames_left_out;
-    tx_payloads.clear();
+    tx.forget_loans();
     current_node.reset();
     events.clear();
     app_refs.clear();
@@ -69,8 +67,8 @@ Core::Impl::~Impl() {
 
 void Core::Impl::on_node_destroyed(void* self, Node& node) {
     auto* impl = static_cast<Impl*>(self);
+    (void)node;  // (its stream, if it has one, settles its loans as it goes)
     ++impl->stats.nodes_destroyed;
-    impl->settle_frames(node);  // its stream goes with it
 }
 
 // ---------------------------------------------------------------- driving
@@ -85,22 +83,21 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
-    handle_frame(now, headers, flow.value_or(0), flow.has_value(), payload);
-    IWCM_ASSERT(!rx_sum_pending);  // every way out of handle_frame finished the checksum
-    rx_pieces = {};
+    {
+        const cm::RxContext::PartsScope parts(rx_ctx);
+        handle_frame(now, headers, flow.value_or(0), flow.has_value(), payload);
+    }
     drain_loopback(now);
 }
 
 void Core::Impl::drain_loop_queue(Instant now) {
     if (in_loopback) return;
     in_loopback = true;
-    while (!loop_queue.empty()) {
-        std::vector<std::vector<std::byte>> batch;
-        batch.swap(loop_queue);
+    while (!tx.loop_empty()) {
+        std::vector<std::vector<std::byte>> batch = tx.take_loopback();
         // Our own frames: a checksum left partial stays so (as on Linux's loopback).
-        rx_vouched = cfg.checksum_partial;
+        const cm::RxContext::VouchedScope vouched(rx_ctx, cfg.checksum_partial);
         for (auto& f : batch) handle_frame(now, f);
-        rx_vouched = false;
     }
     in_loopback = false;
 }
@@ -118,25 +115,16 @@ std::optional<Instant> Core::Impl::next_deadline() const {
 // Inline into its two callers below (Impl::poll_transmit and Core::poll_transmit_hashed):
 // a call between them cost more than the work on every frame.
 [[gnu::always_inline]] inline const cm::TxFrame* Core::Impl::next_tx() {
-    if (!deferred_acks.empty() && tx_head == tx_frames.size()) {
-        tx_frames.clear();
-        tx_arena.clear();
-        tx_head = 0;
+    if (tx.acks_deferred() && tx.all_taken()) {
+        tx.start_over();
         flush_deferred_acks();
         drain_loopback(now_);
     }
-    if (tx_head == tx_frames.size()) {
-        tx_frames.clear();
-        tx_arena.clear();
-        tx_head = 0;
-        if (tx_payload_head != 0) {
-            tx_payloads.clear();
-            tx_pieces.clear();
-            tx_payload_head = 0;
-        }
+    if (tx.all_taken()) {
+        tx.start_over();
         return nullptr;
     }
-    return &tx_frames[tx_head++];
+    return &tx.take();
 }
 
 std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
@@ -144,44 +132,14 @@ std::optional<std::span<const std::byte>> Core::Impl::poll_transmit() {
     if (t == nullptr) return std::nullopt;
     if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
         return filled(*t).frame;
-    return tx_bytes(*t);
+    return tx.bytes(*t);
 }
 
 // The frame just taken with its payload copied in, if it is still left out. Out of line
 // and reached by a tail call: the callers' common path stays without a call.
 [[gnu::noinline]] Transmit Core::Impl::filled(const cm::TxFrame& t) {
-    if (cm::TxPayload* p = taken_payload(t)) fill_payload(*p);
-    return {tx_bytes(t), t.flow};
-}
-
-void Core::Impl::fill_payload(cm::TxPayload& p) {
-    IWCM_ASSERT(p.left_out);
-    const cm::TxFrame& t = tx_frames[p.frame];
-    IWCM_ASSERT(p.at + p.len == t.length());
-    wire::copy_pieces(tx_arena.data() + t.off + p.at,
-                      std::span(tx_pieces).subspan(p.first, p.count));
-    cm::NodeStream& ns = *p.node->stream;
-    ns.copied_to_frames += p.len;
-    --ns.frames_left_out;
-    p.left_out = false;
-}
-
-void Core::Impl::settle_frames_of(const Node& node, const wire::SeqNumber* below) {
-    // The node's own chain, newest first; a payload no longer left out (filled, or taken by
-    // the driver) is unlinked as it is passed, so a walk costs what the node has queued.
-    cm::NodeStream& ns = *node.stream;
-    std::uint32_t* link = &ns.left_out_last;
-    while (*link != cm::kNoPayload) {
-        cm::TxPayload& p = tx_payloads[*link];
-        IWCM_ASSERT(p.node == &node);
-        if (p.left_out && (below == nullptr || p.seq < *below)) fill_payload(p);
-        if (p.left_out) {
-            link = &p.earlier;
-        } else {
-            *link = p.earlier;
-        }
-    }
-    IWCM_ASSERT(below != nullptr || ns.frames_left_out == 0);
+    if (cm::TxPayload* p = tx.taken_payload(t)) tx.fill(*p);
+    return {tx.bytes(t), t.flow};
 }
 
 std::optional<Event> Core::Impl::next_event() {
@@ -202,7 +160,7 @@ std::optional<Event> Core::Impl::next_event() {
     if (q.event.type == EventType::kReadable && current_node && current_node->stream) {
         cm::NodeStream& ns = *current_node->stream;
         ns.readable_queued = false;
-        ns.readable_told = ns.tcp.readable_bytes();
+        ns.readable_told = ns.tcp().readable_bytes();
     }
     return q.event;  // copied from the slot as it lies; Core::poll_event sets the view
 }
@@ -312,7 +270,7 @@ void Core::Impl::end_for_app(const NodeRef& node, EventType type, int status,
                              std::span<const std::byte> pdata) {
     if (!node->app_owned) return;
     // Once told, the application may free what it gave send_ref.
-    settle_frames(*node);
+    if (node->stream) node->stream->settle();
     push_event(node, type, status, pdata);
     node->app_owned = false;
     app_refs[node->index].reset();
@@ -788,9 +746,8 @@ void Core::receive_parts(Instant now, std::span<const std::byte> headers,
 }
 void Core::receive_vouched(Instant now, std::span<const std::byte> frame) {
     impl_->enter_command();
-    impl_->rx_vouched = true;
+    const cm::RxContext::VouchedScope vouched(impl_->rx_ctx, true);
     impl_->receive(now, frame, std::nullopt);
-    impl_->rx_vouched = false;
 }
 void Core::on_timer(Instant now) {
     impl_->enter_command();
@@ -810,28 +767,24 @@ std::optional<Transmit> Core::poll_transmit_hashed() {
     if (t == nullptr) return std::nullopt;
     if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
         return impl_->filled(*t);
-    return Transmit{impl_->tx_bytes(*t), t->flow};
+    return Transmit{impl_->tx.bytes(*t), t->flow};
 }
 std::optional<TransmitParts> Core::poll_transmit_parts() {
     impl_->enter_command();
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
-    const std::span<const std::byte> frame = impl_->tx_bytes(*t);
-    if (cm::TxPayload* p = impl_->taken_payload(*t)) {
+    const std::span<const std::byte> frame = impl_->tx.bytes(*t);
+    if (cm::TxPayload* p = impl_->tx.taken_payload(*t)) {
         if (p->count > 1 && p->len < cm::kGatherMin) {
             // Short and in several pieces (one FPDU's header, payload and CRC): copying
             // them into the frame costs less than gathering them, here and at the
             // receiver (measured: RDMA Write at one MSS per segment ran 10 % slower in
             // pieces; docs/perf.md "Frames in parts").
-            impl_->fill_payload(*p);
+            impl_->tx.fill(*p);
             return TransmitParts{frame, {}, t->flow, p->segment_size};
         }
         // Read where it lies: no copy, and the frame's room for it stays unwritten.
-        --p->node->stream->frames_left_out;
-        p->left_out = false;
-        return TransmitParts{frame.first(p->at),
-                             std::span(impl_->tx_pieces).subspan(p->first, p->count), t->flow,
-                             p->segment_size};
+        return TransmitParts{frame.first(p->at), impl_->tx.hand_over(*p), t->flow, p->segment_size};
     }
     return TransmitParts{frame, {}, t->flow};
 }

@@ -23,6 +23,8 @@
 #include "cm/event_queue.hpp"
 #include "cm/node.hpp"
 #include "cm/node_timers.hpp"
+#include "cm/rx_context.hpp"
+#include "cm/tx_queue.hpp"
 #include "invariants.hpp"  // whether check_node() runs
 #include "iwcm/core.hpp"
 #include "wire/frame.hpp"
@@ -30,36 +32,6 @@
 namespace iwcm {
 
 namespace cm {
-
-// Bytes appended and cleared in bulk, never zero-filled first (the frames
-// written into it overwrite every byte; a payload left out stays unwritten
-// until it is filled, and then its frame is read: TxPayload).
-class ByteArena {
-public:
-    std::span<std::byte> append(std::size_t n) {
-        if (size_ + n > cap_) grow(size_ + n);
-        std::span<std::byte> out(data_.get() + size_, n);
-        size_ += n;
-        return out;
-    }
-    void clear() { size_ = 0; }
-    std::size_t size() const { return size_; }
-    const std::byte* data() const { return data_.get(); }
-    std::byte* data() { return data_.get(); }
-
-private:
-    // Out of line and cold: append() is inlined where every frame is sent.
-    [[gnu::noinline, gnu::cold]] void grow(std::size_t need) {
-        std::size_t cap = std::max({need, cap_ * 2, std::size_t{16 * 1024}});
-        auto fresh = std::make_unique_for_overwrite<std::byte[]>(cap);
-        if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
-        data_ = std::move(fresh);
-        cap_ = cap;
-    }
-    std::unique_ptr<std::byte[]> data_;
-    std::size_t size_ = 0;
-    std::size_t cap_ = 0;
-};
 
 struct Listener {
     bool in_use = false;
@@ -106,48 +78,10 @@ struct Segment {
     }
 };
 
-// A frame queued for the wire: its place in the tx arena and its flow hash
-// (Core::poll_transmit_hashed).
-struct TxFrame {
-    // Set in `len` while the frame's payload is left out (TxPayload, the next one queued).
-    static constexpr std::uint32_t kLeftOut = 1U << 31;
-    std::uint32_t off = 0;
-    std::uint32_t len = 0;  // with kLeftOut
-    std::uint64_t flow = 0;
-    std::uint32_t length() const { return len & ~kLeftOut; }
-};
-
-// Below this many bytes a payload in more than one piece is copied into its frame even
-// when the frame is taken in parts (Core::poll_transmit_parts): a NIC driver's tx
-// copybreak. One MSS-sized FPDU is below it, a segment of several above.
-constexpr std::uint32_t kGatherMin = 4096;
-
 // A frame in parts with at least this much payload, its checksums computed, has its TCP
 // checksum finished where its payload is placed (Core::Impl::finish_rx_sum): a stream
 // verifies it while copying it into the receive buffer, one pass instead of two.
 constexpr std::size_t kSummedPlaceMin = 2048;
-
-// A queued frame whose payload is not in it yet: a stream's segment whose bytes lie in the
-// stream's memory (its send buffer, bytes held by reference: one run or several pieces),
-// left there so that a driver taking frames in parts (Core::poll_transmit_parts) reads
-// them where they lie. The frame's room has the payload's place; the payload is copied
-// into it when the frame is taken whole, or before that memory may change (settle_frames).
-struct TxPayload {
-    std::uint32_t frame = 0;  // index in tx_frames
-    std::uint32_t at = 0;     // the payload's offset in the frame (its headers' length)
-    std::uint32_t first = 0;  // its pieces: tx_pieces[first, first + count)
-    std::uint32_t count = 0;
-    std::uint32_t len = 0;  // bytes in all
-    bool left_out = true;   // false once copied in (or handed to the driver)
-    // The stream's MSS when len is longer (a segment of segmentation offload), else 0:
-    // TransmitParts::segment_size.
-    std::uint16_t segment_size = 0;
-    wire::SeqNumber seq;  // of its first byte
-    // The node's payload queued before this one (NodeStream::left_out_last's chain), or
-    // kNoPayload: settling a node walks its own payloads, not every queued one.
-    std::uint32_t earlier = kNoPayload;
-    Node* node = nullptr;  // whose stream's memory (its copies are counted there)
-};
 
 }  // namespace cm
 
@@ -163,41 +97,16 @@ struct Core::Impl {
                        std::optional<std::uint64_t> flow);
     void on_timer(Instant now);
     std::optional<Instant> next_deadline() const;
-    // The next frame to send (nullptr: none), valid until the next call into the core; its
-    // bytes. poll_transmit() is the two together. (core.cpp only.)
+    // The next frame to send (nullptr: none), valid until the next call into the core.
+    // poll_transmit() is it with its bytes, its payload filled in. (core.cpp only.)
     const cm::TxFrame* next_tx();
-    std::span<const std::byte> tx_bytes(const cm::TxFrame& t) const {
-        return {tx_arena.data() + t.off, t.length()};
-    }
     std::optional<std::span<const std::byte>> poll_transmit();
-    // The payload entry of `t`, the frame just taken by next_tx(), if its payload is still
-    // left out, else null. Inline: a frame costs one bit test when none was left out.
-    cm::TxPayload* taken_payload(const cm::TxFrame& t) {
-        if ((t.len & cm::TxFrame::kLeftOut) == 0) return nullptr;
-        cm::TxPayload& p = tx_payloads[tx_payload_head++];
-        IWCM_ASSERT(&tx_frames[p.frame] == &t);
-        return p.left_out ? &p : nullptr;
-    }
-    // Copies a left-out payload into its frame, counted as the stream's copy.
-    void fill_payload(cm::TxPayload& p);
     Transmit filled(const cm::TxFrame& t);
-    // Fills every frame still waiting for `node`'s stream memory: before that memory may
-    // move or be freed (its stream takes bytes or an ACK, copies its references in, or
-    // ends; the application may free referenced bytes once told). Inline: mostly none.
-    void settle_frames(const cm::Node& node) {
-        if (node.stream && node.stream->frames_left_out != 0) settle_frames_of(node);
-    }
-    // Only the frames with bytes below `ack`: before an ACK reaches the stream (bytes it
-    // acknowledges may be freed; nothing above it moves, as it is not freed).
-    void settle_frames(const cm::Node& node, wire::SeqNumber ack) {
-        if (node.stream && node.stream->frames_left_out != 0) settle_frames_of(node, &ack);
-    }
-    void settle_frames_of(const cm::Node& node, const wire::SeqNumber* below = nullptr);
     // The next event without its private data (Core::poll_event points it at current_pdata).
     std::optional<Event> next_event();
     // Handles the frames queued to ourselves; inline, since almost every call finds none.
     void drain_loopback(Instant now) {
-        if (!loop_queue.empty()) drain_loop_queue(now);
+        if (!tx.loop_empty()) drain_loop_queue(now);
     }
     void drain_loop_queue(Instant now);
 
@@ -231,12 +140,10 @@ struct Core::Impl {
     void handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow = 0, bool hashed = false,
                       std::span<const wire::Bytes> pieces = {});
     bool parse_parts(Instant now, wire::Bytes& frame, std::span<const wire::Bytes> pieces);
-    // The TCP checksum parse_parts left to finish (rx_sum_pending): summed over the payload,
-    // into a stream's receive buffer on the way when `node` has one that takes it whole.
+    // The TCP checksum parse_parts left to finish (RxContext::sum_pending): summed over the
+    // payload, into a stream's receive buffer on the way when `node` has one that takes it whole.
     // False, the frame dropped as a bad checksum, when it does not hold.
     bool finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame);
-    // One span for a handler that reads one: rx_pieces joined into rx_joined.
-    wire::Bytes join_rx_pieces();
     // One switch on the state; an arm per state (or per group of states that act alike).
     void on_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     void on_syn_sent(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
@@ -363,7 +270,7 @@ struct Core::Impl {
     // The in-order bytes the MPA handlers read: rx, or while on_text_segment lets them read a
     // segment in place (rx was empty), what is left of that segment's text.
     wire::Bytes stream_rx(const cm::Node& node) const {
-        if (&node == rx_in_place_node) return rx_in_place;
+        if (rx_ctx.reads_in_place(node)) return rx_ctx.in_place();
         return node.bufs ? wire::Bytes(node.bufs->rx) : wire::Bytes{};
     }
     // The handler is done with the first n of those bytes.
@@ -409,8 +316,8 @@ struct Core::Impl {
     // What the parser checks in the frame at hand: nothing in one the driver vouched for
     // (receive_vouched) or a frame of loopback with checksums left partial.
     wire::Checksums rx_checksums() const {
-        return cfg.checksum_offload || rx_vouched ? wire::Checksums::kOffload
-                                                  : wire::Checksums::kFull;
+        return cfg.checksum_offload || rx_ctx.vouched() ? wire::Checksums::kOffload
+                                                        : wire::Checksums::kFull;
     }
 
     // ---- the byte stream after hand-off (bytes.cpp) ----
@@ -560,43 +467,16 @@ struct Core::Impl {
     };
     std::vector<LocalAddress> addresses;
 
-    // Frames out: one arena, and where each frame lies in it with its flow hash.
-    cm::ByteArena tx_arena;
-    std::vector<cm::TxFrame> tx_frames;
-    std::vector<ConnHandle> deferred_acks;  // names only: a deferred ACK keeps no node alive
-    std::size_t tx_head = 0;
-    // The queued frames whose payload is left out, in frame order, from tx_payload_head on.
-    std::vector<cm::TxPayload> tx_payloads;
-    std::vector<wire::Bytes> tx_pieces;  // the pieces of every TxPayload queued
-    std::size_t tx_payload_head = 0;
-    // Frames to our own addresses (loopback), handled after the current call.
-    std::vector<std::vector<std::byte>> loop_queue;
+    // Frames out: to the wire, to ourselves, and the ACKs deferred to the next poll.
+    cm::TxQueue tx;
     bool in_loopback = false;
-    // The frame being handled, parsed into the same object every time (handle_frame is
-    // never re-entered: loopback frames wait in loop_queue until it returns).
-    wire::TcpFrame rx_frame;
-    bool in_frame = false;
-    // A frame that came in parts and is parsed whole, or its payload joined (receive_parts).
-    std::vector<std::byte> rx_joined;
-    // The payload pieces of the frame being handled, when it came in several (receive_parts);
-    // empty otherwise. Only a stream's segment reads them so (on_stream_segment).
-    std::span<const wire::Bytes> rx_pieces;
-    // parse_parts left the TCP checksum to finish: the pseudo-header's and header's sum.
-    bool rx_sum_pending = false;
-    // The frame at hand has checksums the link vouched for (rx_checksums).
-    bool rx_vouched = false;
-    std::uint64_t rx_sum = 0;
-    std::vector<std::byte> rx_traced;  // a frame in parts joined for the trace hook
+    // The frame being handled (rx_context.hpp).
+    cm::RxContext rx_ctx;
 
     // Events not yet polled (event_queue.hpp).
     cm::EventQueue events;
     cm::NodeRef current_node;                  // the last polled event's node
     std::span<const std::byte> current_pdata;  // and its private data, in `events`
-    std::vector<std::byte> pdata_scratch;      // a peer's private data between parse and event
-    // on_text_segment's segment read in place (stream_rx): its node and the bytes not yet
-    // consumed, which go into the node's rx when the handlers are done.
-    const cm::Node* rx_in_place_node = nullptr;
-    wire::Bytes rx_in_place;
 
     TraceHook trace;
     Instant now_{};  // the instant of the call in progress (for traces)

@@ -191,8 +191,8 @@ void Core::Impl::on_stream(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::consume_rx(Node& node, std::size_t n) {
-    if (&node == rx_in_place_node) {
-        rx_in_place = rx_in_place.subspan(n);
+    if (rx_ctx.reads_in_place(node)) {
+        rx_ctx.consume_in_place(n);
         return;
     }
     auto& rx = node.buffers().rx;
@@ -367,10 +367,7 @@ void Core::Impl::on_mpa_reply(Instant now, const NodeRef& node) {
     // the frame outlives the call); one gathered in the node's rx moves, so its private data
     // is copied first.
     std::span<const std::byte> pdata = rep.private_data;
-    if (node.get() != rx_in_place_node) {
-        pdata_scratch.assign(pdata.begin(), pdata.end());
-        pdata = pdata_scratch;
-    }
+    if (!rx_ctx.reads_in_place(*node)) pdata = rx_ctx.keep_pdata(pdata);
     consume_rx(*node, len);
     if (rep.reject) {
         cancel_phase_timer(*node);

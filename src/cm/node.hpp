@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "cm/tx_queue.hpp"
 #include "iwcm/address.hpp"
 #include "iwcm/assert.hpp"
 #include "iwcm/core.hpp"
@@ -120,16 +121,85 @@ struct NodeBuffers {
     std::uint8_t probes_out = 0;
 };
 
-// No entry of the core's queue of left-out payloads (Core::Impl::tx_payloads).
-inline constexpr std::uint32_t kNoPayload = UINT32_MAX;
-
 // A handed-off connection's byte stream and what the core keeps beside it.
 // From the hand-off on, the stream owns the sequence spaces; the node's
 // snd_una, snd_nxt (the highest sent) and rcv_nxt follow it.
-struct NodeStream {
-    NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now)
-        : tcp(config, init, now) {}
-    tcp::Stream tcp;
+//
+// The stream lends its memory to queued frames (tx_queue.hpp). Every call that may move or
+// free that memory goes through here and settles the frames that read it first; the stream
+// itself is reached for anything else only as const (tcp()) or through calls that move no
+// lent memory. The last loans are settled when the stream goes.
+class NodeStream {
+public:
+    NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now,
+               TxQueue& tx)
+        : tcp_(config, init, now), tx_(tx) {}
+    NodeStream(const NodeStream&) = delete;
+    NodeStream& operator=(const NodeStream&) = delete;
+    ~NodeStream() { settle(); }
+
+    const tcp::Stream& tcp() const { return tcp_; }
+
+    // ---- calls that may move or free lent memory ----
+    // A segment: the bytes its ACK acknowledges may be freed (the buffer too, once all
+    // are), and the caller's given by reference with them.
+    tcp::Arrival on_segment(Instant now, const tcp::SegmentIn& seg, tcp::SinkRef sink) {
+        if ((seg.flags & wire::tcp_flags::kAck) && lent_.frames != 0) tx_.settle(lent_, &seg.ack);
+        return tcp_.on_segment(now, seg, sink);
+    }
+    std::size_t write(std::span<const std::byte> data) {
+        if (tcp_.write_moves_bytes(data.size())) settle();
+        return tcp_.write(data);
+    }
+    // Bytes held by reference copy nothing into the buffer, so they move nothing.
+    std::size_t write_ref(std::span<const std::byte> data) { return tcp_.write_ref(data); }
+    // `copied`: how many of the parts' bytes go into the buffer (those not by reference).
+    bool write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref,
+                      std::size_t copied) {
+        if (tcp_.write_moves_bytes(copied)) settle();
+        return tcp_.write_record(parts, by_ref);
+    }
+    // Copies every byte held by reference into the stream's buffer: the application may free
+    // them once this returns.
+    std::size_t own_refs() {
+        settle();
+        const std::size_t n = tcp_.own_refs();
+        copied_in += n;
+        return n;
+    }
+    // Fills every frame that still reads this stream's memory: before the application,
+    // told of the connection's end, may free what it lent by reference.
+    void settle() {
+        if (lent_.frames != 0) tx_.settle(lent_);
+    }
+
+    // ---- calls that move no lent memory ----
+    std::optional<tcp::SegmentOut> poll_segment(Instant now) { return tcp_.poll_segment(now); }
+    tcp::Stream::Timeout on_timer(Instant now) { return tcp_.on_timer(now); }
+    void force_ack() { tcp_.force_ack(); }
+    void close() { tcp_.close(); }
+    // The receive side: lent memory is the send side's only.
+    void consume(std::size_t n) { tcp_.consume(n); }
+    std::optional<std::uint64_t> place_summed(wire::SeqNumber seq,
+                                              std::span<const wire::Bytes> text, std::size_t len,
+                                              std::uint64_t sum) {
+        return tcp_.place_summed(seq, text, len, sum);
+    }
+    void forget_summed() { tcp_.forget_summed(); }
+
+    // Queues a frame of this stream's segment whose payload stays in its memory until the
+    // frame is taken (TxQueue::leave_out): `room`'s frame, just queued.
+    void lend(std::uint32_t at, std::span<const wire::Bytes> payload, std::uint32_t len,
+              wire::SeqNumber seq) {
+        const std::uint16_t mss = tcp_.mss();
+        tx_.leave_out(lent_, at, payload, len, len > mss ? mss : std::uint16_t{0}, seq);
+    }
+    // Bytes copied into frames: by the queue from lent memory, and `n` more the caller
+    // copied as it queued them.
+    void count_copied_to_frames(std::uint64_t n) { lent_.copied += n; }
+    std::uint64_t copied_to_frames() const { return lent_.copied; }
+    std::uint32_t frames_lent() const { return lent_.frames; }
+
     bool readable_queued = false;  // a kReadable waits in the event queue
     // Readable bytes the application was told of by the last kReadable it
     // polled (0 after a read): only more than these queue another.
@@ -146,15 +216,13 @@ struct NodeStream {
     StreamSink* sink = nullptr;
     // Bytes copied, and taken by the sink without the last copy (StreamInfo).
     std::uint64_t copied_in = 0;
-    std::uint64_t copied_to_frames = 0;
-    // Queued frames whose payload still lies in this stream's memory (Core::Impl::TxPayload).
-    std::uint32_t frames_left_out = 0;
-    // The newest of them, an index in the core's tx_payloads (kNoPayload when none); each
-    // names the one before (TxPayload::earlier). Taken ones drop out of the chain when a
-    // settle walks it.
-    std::uint32_t left_out_last = kNoPayload;
     std::uint64_t copied_received = 0;
     std::uint64_t sunk = 0;
+
+private:
+    tcp::Stream tcp_;
+    TxQueue& tx_;
+    Lent lent_;
 };
 
 struct Node {

@@ -48,18 +48,6 @@ DropReason classify(const wire::ParseError& e) {
     return DropReason::kMalformed;
 }
 
-// Marks the frame being handled (Core::Impl::rx_frame) for as long as it is.
-class FrameScope {
-public:
-    explicit FrameScope(bool& flag) : flag_(flag) { flag_ = true; }
-    ~FrameScope() { flag_ = false; }
-    FrameScope(const FrameScope&) = delete;
-    FrameScope& operator=(const FrameScope&) = delete;
-
-private:
-    bool& flag_;
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------- arrival
@@ -71,7 +59,6 @@ private:
 void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow, bool hashed,
                               std::span<const wire::Bytes> pieces) {
     ++stats.frames_in;
-    IWCM_ASSERT(!in_frame);
     // With the driver's flow hash the connection's slot is known before the parse (the VLAN
     // read from the tag, if any): its load starts now and overlaps the parse. Not prefetched,
     // the slot's load is a quarter of this function's time in the setup benchmark, waited for
@@ -82,17 +69,17 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
         table.prefetch(cm::hash_flow(table.secret(), flow, wire::peek_vlan_id(frame, kNoVlan)));
     if (pieces.empty() || !parse_parts(now, frame, pieces)) {
         trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
-        if (auto error = wire::parse_tcp_frame_into(frame, rx_frame, rx_checksums())) {
+        if (auto error = wire::parse_tcp_frame_into(frame, rx_ctx.frame, rx_checksums())) {
             drop(now, classify(*error), nullptr, frame);
             return;
         }
     }
-    const FrameScope scope(in_frame);
-    const wire::FrameRepr& fr = rx_frame.repr;
+    const cm::RxContext::FrameScope scope(rx_ctx);
+    const wire::FrameRepr& fr = rx_ctx.frame.repr;
     std::uint16_t vlan = fr.eth.vlan ? fr.eth.vlan->id : kNoVlan;
     // Ours: our MAC, and one of our addresses on the VLAN it lives on.
     if (fr.eth.dst != cfg.mac || local_vlan(fr.ip.dst) != vlan) {
-        if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) return;
+        if (rx_ctx.sum_pending() && !finish_rx_sum(now, nullptr, frame)) return;
         drop(now, DropReason::kNotForUs, nullptr, frame);
         return;
     }
@@ -112,26 +99,26 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
                                                      {key.remote_addr, key.remote_port},
                                                      vlan});
     }
-    Segment seg{&fr,  &fr.tcp, rx_frame.payload,
+    Segment seg{&fr,  &fr.tcp, rx_ctx.frame.payload,
                 vlan, h,       hashed ? std::optional<std::uint64_t>(flow) : std::nullopt};
     if (Node* n = table.find(key, h)) {
-        if (rx_sum_pending && !finish_rx_sum(now, n, frame)) [[unlikely]]
+        if (rx_ctx.sum_pending() && !finish_rx_sum(now, n, frame)) [[unlikely]]
             return;
         NodeRef ref(n);
         // Pieces go on to a stream's text; every other handler reads one span.
-        if (!rx_pieces.empty() && (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn)))
-            [[unlikely]]
-            seg.payload = join_rx_pieces();
+        if (!rx_ctx.pieces().empty() &&
+            (!n->stream || fr.tcp.has(tf::kRst) || fr.tcp.has(tf::kSyn))) [[unlikely]]
+            seg.payload = rx_ctx.join_pieces();
         on_segment(now, ref, seg);
         // A timer cancelled by this segment left the node's wheel entry (node_timers.hpp):
         // it goes now if nothing is armed any more.
         timers.settle(*n);
         return;
     }
-    if (rx_sum_pending && !finish_rx_sum(now, nullptr, frame)) [[unlikely]]
+    if (rx_ctx.sum_pending() && !finish_rx_sum(now, nullptr, frame)) [[unlikely]]
         return;
-    if (!rx_pieces.empty()) [[unlikely]]
-        seg.payload = join_rx_pieces();
+    if (!rx_ctx.pieces().empty()) [[unlikely]]
+        seg.payload = rx_ctx.join_pieces();
     // No node: a SYN's node, an answer, take the hash (set only now: carried by every
     // segment it cost a store and a register on every frame).
     if (v4) seg.flow = f;
@@ -145,62 +132,51 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     reply_no_connection(seg);
 }
 
-// The common IPv4 frame in parts parsed in place into rx_frame, its payload read where it
-// lies (rx_pieces when in several pieces): true. Otherwise `frame` becomes the parts joined,
-// to be parsed whole: false. A trace hook sees the frame whole (joined for it alone). Out of
-// line, as join_rx_pieces: handle_frame stays small enough for the parse to be inlined.
+// The common IPv4 frame in parts parsed in place into the receive context's frame, its
+// payload read where it lies (the context's pieces when in several): true. Otherwise `frame`
+// becomes the parts joined, to be parsed whole: false. A trace hook sees the frame whole
+// (joined for it alone). Out of line, as RxContext::join_pieces: handle_frame stays small
+// enough for the parse to be inlined.
 [[gnu::noinline]] bool Core::Impl::parse_parts(Instant now, wire::Bytes& frame,
                                                std::span<const wire::Bytes> pieces) {
-    const auto join = [&](std::vector<std::byte>& to) {
-        to.assign(frame.begin(), frame.end());
-        wire::append(to, pieces);
-        return wire::Bytes(to);
-    };
     const std::size_t len = wire::total_size(pieces);
     if (len == 0) return false;
     // A long payload's checksum is finished where it is placed (finish_rx_sum): a frame that
     // fails it is traced in and dropped, as a whole frame that fails its parse is.
     const bool defer = rx_checksums() == wire::Checksums::kFull && len >= cm::kSummedPlaceMin;
-    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_frame, rx_checksums(),
-                                     defer ? &rx_sum : nullptr)) {
-        frame = join(rx_joined);
+    if (!wire::parse_tcp_frame_parts(frame, pieces, rx_ctx.frame, rx_checksums(),
+                                     defer ? rx_ctx.sum_slot() : nullptr)) {
+        frame = rx_ctx.join_frame(frame, pieces, false);
         return false;
     }
-    rx_sum_pending = defer;
-    if (pieces.size() > 1) rx_pieces = pieces;  // one is rx_frame.payload
+    if (defer) rx_ctx.defer_sum();
+    if (pieces.size() > 1) rx_ctx.set_pieces(pieces);  // one is the frame's payload
     if (trace) {
-        frame = join(rx_traced);
+        frame = rx_ctx.join_frame(frame, pieces, true);
         trace_frame(TraceRecord::Kind::kFrameIn, now, nullptr, frame);
     }
     return true;
 }
 
 [[gnu::noinline]] bool Core::Impl::finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame) {
-    rx_sum_pending = false;
-    const wire::Bytes one = rx_frame.payload;
-    const std::span<const wire::Bytes> text = wire::pieces_or(rx_pieces, one);
-    const wire::TcpRepr& t = rx_frame.repr.tcp;
+    const std::uint64_t partial = rx_ctx.take_sum();
+    const wire::Bytes one = rx_ctx.frame.payload;
+    const std::span<const wire::Bytes> text = wire::pieces_or(rx_ctx.pieces(), one);
+    const wire::TcpRepr& t = rx_ctx.frame.repr.tcp;
     std::optional<std::uint64_t> sum;
-    tcp::Stream* placed = nullptr;
+    cm::NodeStream* placed = nullptr;
     // A stream takes the text at on_stream_segment when nothing else reads it first: no
     // sink, and not a RST or SYN (those are joined for their handlers).
     if (node != nullptr && node->stream && node->stream->sink == nullptr && !t.has(tf::kRst) &&
         !t.has(tf::kSyn)) {
-        placed = &node->stream->tcp;
-        sum = placed->place_summed(t.seq, text, wire::total_size(text), rx_sum);
+        placed = node->stream.get();
+        sum = placed->place_summed(t.seq, text, wire::total_size(text), partial);
     }
-    if (!sum) sum = wire::detail::sum_native_pieces(text, rx_sum);
+    if (!sum) sum = wire::detail::sum_native_pieces(text, partial);
     if (wire::detail::fold16(*sum) == 0xFFFFu) return true;
     if (placed != nullptr) placed->forget_summed();
     drop(now, DropReason::kBadChecksum, nullptr, frame);
     return false;
-}
-
-[[gnu::noinline]] wire::Bytes Core::Impl::join_rx_pieces() {
-    rx_joined.clear();
-    wire::append(rx_joined, rx_pieces);
-    rx_pieces = {};
-    return rx_joined;
 }
 
 // The frame answering a segment for no node: addresses and ports swapped.
@@ -703,7 +679,7 @@ inline void Core::Impl::ack_text(Node& node, const Segment& seg, std::uint64_t s
 // order goes to rx and to the state's reader (on_stream), as far as the window we advertised
 // reaches (RFC 9293: trim to the window; the peer resends the rest); then the FIN in order.
 void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment& seg) {
-    IWCM_ASSERT(!node->stream && rx_in_place_node != node.get());
+    IWCM_ASSERT(!node->stream && !rx_ctx.reads_in_place(*node));
     auto text = checked_text(now, node, seg);
     if (!text) return;
     const std::uint64_t sent_before = stats.frames_out;
@@ -711,15 +687,15 @@ void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment
         wire::Bytes fresh = text->first(std::min<std::size_t>(text->size(), rx_space(*node)));
         node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
         auto& rx = node->buffers().rx;
-        if (rx.empty() && rx_in_place_node == nullptr) {
+        if (rx.empty() && !rx_ctx.any_in_place()) {
             // Nothing earlier waits: the handlers read the segment in place (stream_rx), and
             // only the bytes they leave are copied into rx.
-            rx_in_place_node = node.get();
-            rx_in_place = fresh;
-            on_stream(now, node);
-            const wire::Bytes left = rx_in_place;
-            rx_in_place_node = nullptr;
-            rx_in_place = {};
+            wire::Bytes left;
+            {
+                const cm::RxContext::InPlaceScope in_place(rx_ctx, *node, fresh);
+                on_stream(now, node);
+                left = in_place.left();
+            }
             if (node->state == CmState::kClosed) return;
             if (!left.empty()) {
                 auto& kept = node->buffers().rx;
@@ -1002,7 +978,7 @@ void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type,
     // The handle is stale now, yet the stream still sends (our FIN follows its queued
     // bytes): what it holds by reference is copied in, as the caller can no longer learn
     // when that memory is free again. (A reset drops the stream: nothing is read then.)
-    if (node->stream) node->stream->copied_in += node->stream->tcp.own_refs();
+    if (node->stream) node->stream->own_refs();
     start_close(now, node);
 }
 
@@ -1013,7 +989,7 @@ void Core::Impl::start_close(Instant now, const NodeRef& node) {
     set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
     if (node->stream) {
         // Our FIN follows the bytes still queued, at the stream's sequence.
-        node->stream->tcp.close();
+        node->stream->close();
         flush_stream(now, node);
         return;
     }
@@ -1030,7 +1006,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     IWCM_ASSERT(node->bufs == nullptr && node->state == CmState::kTimeWait);
     if (node->stream) {
         // A stream's TIME_WAIT outlasts the peer's FIN retransmissions.
-        timers.arm_close_at(node, now + node->stream->tcp.config().time_wait);
+        timers.arm_close_at(node, now + node->stream->tcp().config().time_wait);
         return;
     }
     // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
@@ -1083,17 +1059,17 @@ void Core::Impl::send_challenge_ack(Instant now, Node& node) {
 void Core::Impl::defer_ack(Node& node) {
     if (node.ack_deferred) return;
     node.ack_deferred = true;
-    deferred_acks.push_back(node.handle());
+    tx.defer_ack(node.handle());
 }
 
 void Core::Impl::flush_deferred_acks() {
-    for (ConnHandle h : deferred_acks) {
+    for (ConnHandle h : tx.deferred_acks()) {
         Node* n = pool.find(h.index, h.generation);
         if (n == nullptr || !n->ack_deferred) continue;
         n->ack_deferred = false;
         if (n->state != CmState::kClosed) send_ack(*n);
     }
-    deferred_acks.clear();
+    tx.clear_acks();
 }
 
 // The frame of a segment of this connection; the ACK field is rcv_nxt and
@@ -1114,7 +1090,7 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     fr.tcp.flags = flags;
     if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
     std::uint32_t wnd =
-        (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+        (node.stream ? node.stream->tcp().rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     if (flags & tf::kSyn) {
         // The window of a SYN is never scaled (RFC 7323 section 2.2).
@@ -1161,7 +1137,7 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
         return s;
     }
     std::uint32_t wnd =
-        (node.stream ? node.stream->tcp.rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+        (node.stream ? node.stream->tcp().rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     return s;
 }
@@ -1182,7 +1158,7 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
 void Core::Impl::send_ack(Node& node) {
     if (node.stream) {
         // The stream builds its ACKs (its window, its rcv_nxt).
-        node.stream->tcp.force_ack();
+        node.stream->force_ack();
         flush_stream(now_, NodeRef(&node));
         return;
     }
@@ -1202,7 +1178,7 @@ void Core::Impl::send_reset(Node& node) {
         // A zero-window probe's byte may lie past the peer's window, and an RST
         // there is dropped (RFC 9293 3.10.7.4: in the window or not at all): it
         // goes at the window's right edge then, as Linux's tcp_acceptable_seq.
-        const tcp::Stream& t = node.stream->tcp;
+        const tcp::Stream& t = node.stream->tcp();
         const wire::SeqNumber edge = t.snd_una() + t.snd_wnd();
         if (edge < seq) seq = edge;
     }
@@ -1333,22 +1309,10 @@ void Core::Impl::emit_frame_left_out(cm::Node& node, const wire::FrameRepr& repr
                                      std::span<const wire::Bytes> payload) {
     const std::size_t payload_len = wire::total_size(payload);
     const std::size_t len = wire::tcp_frame_len(repr, payload_len);
-    const auto frame = static_cast<std::uint32_t>(tx_frames.size());
     const wire::MutBytes room = frame_room(len, false, node.flow);
     const std::size_t at = wire::emit_tcp_frame_headers(repr, payload, room, checksums());
-    tx_frames.back().len |= cm::TxFrame::kLeftOut;
-    const auto first = static_cast<std::uint32_t>(tx_pieces.size());
-    tx_pieces.insert(tx_pieces.end(), payload.begin(), payload.end());
-    cm::NodeStream& ns = *node.stream;
-    if (ns.frames_left_out == 0) ns.left_out_last = cm::kNoPayload;
-    const auto index = static_cast<std::uint32_t>(tx_payloads.size());
-    const std::uint16_t mss = ns.tcp.mss();
-    tx_payloads.push_back(
-        {frame, static_cast<std::uint32_t>(at), first, static_cast<std::uint32_t>(payload.size()),
-         static_cast<std::uint32_t>(payload_len), true, payload_len > mss ? mss : std::uint16_t{0},
-         repr.tcp.seq, ns.left_out_last, &node});
-    ns.left_out_last = index;
-    ++ns.frames_left_out;
+    node.stream->lend(static_cast<std::uint32_t>(at), payload,
+                      static_cast<std::uint32_t>(payload_len), repr.tcp.seq);
     if (trace) {
         // The hook sees the whole frame now, as it would have been queued.
         std::vector<std::byte> whole(room.begin(), room.begin() + static_cast<std::ptrdiff_t>(at));
@@ -1371,22 +1335,18 @@ void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const 
     ++stats.frames_out;
     if (loopback) {
         // Loopback: both ends are ours; the frame never reaches the wire.
-        return loop_queue.emplace_back(len);
+        return tx.loop_room(len);
     }
-    const std::size_t off = tx_arena.size();
-    tx_frames.push_back({static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len), flow});
-    return tx_arena.append(len);
+    return tx.room(len, flow);
 }
 
 void Core::Impl::trace_out(bool loopback) {
     if (!trace) return;
     if (loopback) {
-        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, loop_queue.back());
+        trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, tx.last_loop_frame());
         return;
     }
-    const cm::TxFrame& t = tx_frames.back();
-    trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr,
-                std::span<const std::byte>(tx_arena.data() + t.off, t.length()));
+    trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, tx.last_frame());
 }
 
 }  // namespace iwcm

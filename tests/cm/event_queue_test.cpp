@@ -9,16 +9,10 @@
 #include <string>
 #include <utility>
 
+#include "cm/text_bytes.hpp"
+
 namespace iwcm::cm {
 namespace {
-
-std::span<const std::byte> bytes_of(const std::string& s) {
-    return std::as_bytes(std::span<const char>(s.data(), s.size()));
-}
-
-std::string text_of(std::span<const std::byte> b) {
-    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
 
 QueuedEvent& push(EventQueue& q, EventType type, const std::string& pdata) {
     QueuedEvent& e = q.push(bytes_of(pdata));

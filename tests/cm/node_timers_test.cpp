@@ -49,6 +49,7 @@ void ignore_destroyed(void*, Node&) {}
 // A pool and a service; the pool is declared first so that it outlives the service.
 struct Bench {
     explicit Bench(NodeTimersConfig config = {}) : timers(config) {}
+    TxQueue tx;  // the streams' frames (none are queued here)
     NodePool pool{&ignore_destroyed, nullptr};
     NodeTimers timers;
 
@@ -59,9 +60,9 @@ struct Bench {
         give_stream(*n);
         return n;
     }
-    static void give_stream(Node& n) {
+    void give_stream(Node& n) {
         n.stream =
-            std::make_unique<NodeStream>(tcp::StreamConfig{}, tcp::StreamInit{}, kInstantZero);
+            std::make_unique<NodeStream>(tcp::StreamConfig{}, tcp::StreamInit{}, kInstantZero, tx);
     }
 
     // Handles what is due at `now`, recording every timer; its reference goes when the
@@ -275,7 +276,7 @@ TEST(NodeTimersEntry, ALaterDeadlineLeavesTheEntryAndAnEarlierOneMovesIt) {
     EXPECT_EQ(b.timers.next_deadline(), at_s(1));
     EXPECT_EQ(node->refs, 2u);
     // The stream's deadline at 500 ms is earlier: the entry moves to it.
-    Bench::give_stream(*node);
+    b.give_stream(*node);
     b.timers.arm_stream(node, at_ms(500));
     EXPECT_EQ(b.timers.next_deadline(), at_ms(500));
     EXPECT_EQ(b.timers.entries(), 1u);
@@ -565,11 +566,13 @@ TEST(NodeTimersService, ManyNodesInterleaved) {
 }
 
 TEST(NodeTimersService, DestroyedWithTimersArmedLetsTheNodesGo) {
+    TxQueue tx;
     NodePool pool{&ignore_destroyed, nullptr};
     {
         NodeTimers timers;
         NodeRef node = pool.create();
-        Bench::give_stream(*node);
+        node->stream =
+            std::make_unique<NodeStream>(tcp::StreamConfig{}, tcp::StreamInit{}, kInstantZero, tx);
         ASSERT_TRUE(timers.arm_send(node, kInstantZero).has_value());
         timers.arm_stream(node, at_s(1));
         EXPECT_EQ(pool.live(), 1u);
