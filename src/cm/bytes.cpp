@@ -54,25 +54,16 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
     flush_stream(now_, node);
 }
 
-// A segment for a node with a stream. RFC 5961 stays here: an RST resets
-// only at exactly rcv_nxt (elsewhere in the window it draws a challenge
-// ACK), a SYN always draws a challenge ACK. Everything else is the stream's.
+// A segment for a node with a stream. An RST or a SYN takes the one RFC 5961 path of
+// before the hand-off (on_rst_or_syn), judged against the stream's receive window.
+// Everything else is the stream's.
 void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segment& seg) {
     IWCM_ASSERT(node->stream != nullptr && seg.tcp);  // after a kStream hand-off only
     cm::NodeStream& ns = *node->stream;
     const tcp::Stream& s = ns.tcp();
     const wire::TcpRepr& t = *seg.tcp;
-    if (t.has(tf::kRst)) {
-        if (!s.acceptable(t.seq, seg.seq_len())) {
-            drop(now, DropReason::kOutOfWindow, node.get(), {});
-            return;
-        }
-        on_rst(now, node, seg);
-        return;
-    }
-    if (t.has(tf::kSyn)) {
-        send_challenge_ack(now, *node);
-        drop(now, DropReason::kUnexpected, node.get(), {});
+    if (t.flags & (tf::kRst | tf::kSyn)) [[unlikely]] {
+        on_rst_or_syn(now, node, seg, s.acceptable(t.seq, seg.seq_len()));
         return;
     }
     // The payload in pieces when the frame came so (receive_parts). The frames

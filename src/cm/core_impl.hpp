@@ -155,6 +155,8 @@ struct Core::Impl {
     // only there), so that the arms cost no more than one function serving them all did.
     bool acceptable(const cm::Node& node, const cm::Segment& seg) const;
     inline bool synchronized_checks(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
+    void on_rst_or_syn(Instant now, const cm::NodeRef& node, const cm::Segment& seg,
+                       bool in_window);
     void on_rst(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     bool on_ack(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     inline std::optional<wire::Bytes> new_text(Instant now, const cm::NodeRef& node,

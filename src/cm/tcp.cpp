@@ -615,20 +615,9 @@ bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
 // a reset; a segment without ACK is dropped. True when the segment goes on to its ACK.
 inline bool Core::Impl::synchronized_checks(Instant now, const NodeRef& node, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    if (!acceptable(*node, seg)) {
-        // Old duplicates (a retransmitted FIN in TIME_WAIT among them) get an ACK.
-        if (!t.has(tf::kRst)) send_ack(*node);
-        drop(now, DropReason::kOutOfWindow, node.get(), {});
-        return false;
-    }
-    if (t.has(tf::kRst)) {
-        on_rst(now, node, seg);
-        return false;
-    }
-    if (t.has(tf::kSyn)) {
-        // RFC 5961 section 4.2: a SYN in a synchronised state gets a challenge ACK.
-        send_challenge_ack(now, *node);
-        drop(now, DropReason::kUnexpected, node.get(), {});
+    const bool in_window = acceptable(*node, seg);
+    if (!in_window || (t.flags & (tf::kRst | tf::kSyn))) [[unlikely]] {
+        on_rst_or_syn(now, node, seg, in_window);
         return false;
     }
     if (!t.has(tf::kAck)) {
@@ -662,8 +651,8 @@ inline bool Core::Impl::fin_in_order(const Node& node, const Segment& seg) const
 
 // The shared checks, the ACK, then the text not seen before (new_text); nullopt when the
 // segment is done with.
-inline std::optional<wire::Bytes> Core::Impl::checked_text(Instant now, const NodeRef& node,
-                                                           const Segment& seg) {
+[[gnu::always_inline]] inline std::optional<wire::Bytes> Core::Impl::checked_text(
+    Instant now, const NodeRef& node, const Segment& seg) {
     if (!synchronized_checks(now, node, seg) || !on_ack(now, node, seg)) return std::nullopt;
     return new_text(now, node, seg);
 }
@@ -739,6 +728,34 @@ void Core::Impl::on_external_segment(Instant now, const NodeRef& node, const Seg
 void Core::Impl::on_fin_seen_segment(Instant now, const NodeRef& node, const Segment& seg) {
     auto text = checked_text(now, node, seg);
     if (text && text->empty()) ack_text(*node, seg, stats.frames_out);
+}
+
+// RFC 5961 sections 3 and 4, one path before and after the hand-off: an RST outside the
+// window is dropped, one inside it goes to on_rst; a SYN in a synchronised state draws a
+// challenge ACK whatever its sequence number (section 4.2), never a reset. Before the
+// hand-off, any other segment outside the window comes here too (the stream answers those
+// itself): an old duplicate, answered with an ACK. Out of line and cold: the common
+// segment's path stays small enough for the link-time inliner to inline it whole.
+[[gnu::noinline, gnu::cold]] void Core::Impl::on_rst_or_syn(Instant now, const NodeRef& node,
+                                                            const Segment& seg, bool in_window) {
+    const wire::TcpRepr& t = *seg.tcp;
+    if (!t.has(tf::kRst) && !t.has(tf::kSyn)) {
+        IWCM_ASSERT(!in_window && !node->stream);
+        // Old duplicates (a retransmitted FIN in TIME_WAIT among them) get an ACK.
+        send_ack(*node);
+        drop(now, DropReason::kOutOfWindow, node.get(), {});
+        return;
+    }
+    if (t.has(tf::kRst)) {
+        if (in_window) {
+            on_rst(now, node, seg);
+        } else {
+            drop(now, DropReason::kOutOfWindow, node.get(), {});
+        }
+        return;
+    }
+    send_challenge_ack(now, *node);
+    drop(now, DropReason::kUnexpected, node.get(), {});
 }
 
 // RFC 5961 section 3.2: only an RST at exactly rcv_nxt resets; another in
@@ -832,7 +849,8 @@ static std::uint32_t unsent(const Node& node) {
 // unsent data, or one older than SND.UNA - MAX.SND.WND, is answered and dropped; our
 // acknowledged FIN closed the node). Inline: one caller, on every segment of a connection
 // before hand-off.
-inline bool Core::Impl::on_ack(Instant now, const NodeRef& node, const Segment& seg) {
+[[gnu::always_inline]] inline bool Core::Impl::on_ack(Instant now, const NodeRef& node,
+                                                      const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     const wire::SeqNumber snd_max = node->snd_nxt + (node->probe_out ? 1U : 0U);
     switch (tcp::check_ack(t.ack, node->snd_una, snd_max, node->max_snd_wnd)) {

@@ -250,6 +250,36 @@ TEST(AckValidationBeforeHandoff, AckOfUnsentDataIsDroppedWithAnAck) {
     EXPECT_EQ(e[0].type, EventType::kEstablished);
 }
 
+// RFC 5961 4.2: a SYN in a synchronised state draws a challenge ACK whatever its sequence
+// number, inside the window or far outside it, from the per-second budget (1 here); the
+// connection goes on. `ack` is the ACK frame the DUT answers with.
+void expect_syns_challenged(Dut& d, const Frame& ack) {
+    const std::uint32_t offsets[] = {k2To30, 0};
+    for (const std::uint32_t off : offsets) {
+        d.feed(d.frame(tf::kSyn, d.peer_nxt + off, wire::SeqNumber(0)));
+    }
+    expect_sent(d, {ack});  // the first challenged; the second over the budget
+    EXPECT_EQ(d.core.stats().challenge_acks_sent, 1u);
+    EXPECT_EQ(d.core.stats().challenge_acks_limited, 1u);
+    EXPECT_EQ(d.core.stats().drops(DropReason::kUnexpected), 2u);
+    EXPECT_EQ(d.core.stats().resets_sent, 0u);
+    d.advance(seconds(1));  // the next second's budget
+    d.feed(d.frame(tf::kSyn, d.peer_nxt + k2To30, wire::SeqNumber(0)));
+    expect_sent(d, {ack});
+    EXPECT_EQ(d.core.stats().challenge_acks_sent, 2u);
+}
+
+TEST(SynBeforeHandoff, ASynInOrOutOfTheWindowDrawsAChallengeAck) {
+    CoreConfig cfg = config_for(kMacB, 7);
+    cfg.challenge_ack_limit = 1;
+    Dut d(cfg);
+    d.to_mpareq_sent();
+    d.feed(peer_ack(d, d.dut_nxt, 65535));  // the request is in: nothing to retransmit
+    expect_nothing_sent(d);
+    expect_syns_challenged(d, d.sent_ack());
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kMpaReqSent);
+}
+
 // ---------------------------------------------------------------- after the hand-off
 
 // Connected as initiator (MPA v2, no RTR), then handed off as a stream.
@@ -343,6 +373,15 @@ TEST(AckValidationAfterHandoff, AckOlderThanTheWindowIsDroppedWithAChallengeAck)
     d.peer_nxt += 2;
     expect_sent(d, {stream_frame(d, tf::kAck, d.dut_nxt)});
     EXPECT_EQ(d.core.stream_info(d.conn)->readable, 2u);
+}
+
+TEST(SynAfterHandoff, ASynInOrOutOfTheWindowDrawsAChallengeAck) {
+    CoreConfig cfg = immediate_acks();
+    cfg.challenge_ack_limit = 1;
+    Dut d(cfg);
+    stream_up(d);
+    expect_syns_challenged(d, stream_frame(d, tf::kAck, d.dut_nxt));
+    EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
 }
 
 TEST(AckValidationAfterHandoff, AckOfUnsentDataIsDroppedWithAnAck) {
