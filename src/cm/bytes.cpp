@@ -118,6 +118,7 @@ void Core::Impl::on_stream_segment(Instant now, const NodeRef& node, const Segme
 // 2 * rto_max) turns a clean close into an abort when a lossy path drops the few
 // retransmissions of the peer's FIN that fall within it.
 void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kFinWait2);
     timer::RetransPolicy peer{cfg.retransmit.max_retrans, cfg.retransmit.initial,
                               cfg.retransmit.cap};
     Duration wait = peer.total();
@@ -131,6 +132,8 @@ void Core::Impl::arm_fin_wait2(Instant now, const NodeRef& node) {
 
 void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
     if (node->state == CmState::kClosed || !node->stream) return;
+    // A stream exists only past the MPA exchange: the node is connected or closing.
+    IWCM_ASSERT(cm::connected(node->state));
     if (node->stream->on_timer(now) == tcp::Stream::Timeout::kGiveUp) {
         // Retransmissions, zero-window probes or keepalive probes ran out.
         send_reset(*node);
@@ -195,6 +198,9 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
 void Core::Impl::notify_stream(Node& node) {
     cm::NodeStream& ns = *node.stream;
     if (!node.app_owned) return;
+    // A wanted space is one the buffer can reach (send_bytes refuses a record larger than
+    // it), or the kWritable would never come.
+    IWCM_ASSERT(ns.writable_need <= ns.tcp().config().send_buffer);
     NodeRef ref(&node);
     if (!ns.readable_queued && ns.tcp().readable_bytes() > ns.readable_told) {
         ns.readable_queued = true;
@@ -224,6 +230,7 @@ Result<Node*> Core::Impl::sending_node(ConnHandle conn) const {
     // Only an open stream takes bytes: not before the hand-off, not after
     // our FIN (disconnect) or the peer's (CLOSE_WAIT answers with ours).
     if (!node->stream || node->state != CmState::kOffloaded) return fail(ApiError::kWrongState);
+    IWCM_ASSERT(node->app_owned && cm::connected(node->state));
     return node;
 }
 
@@ -278,7 +285,9 @@ Result<void> Core::Impl::consume_bytes(Instant now, ConnHandle conn, std::size_t
     cm::NodeStream& ns = *node.stream;
     if (n > ns.tcp().readable_bytes()) return fail(ApiError::kInvalidArgument);
     if (n == 0) return {};
+    const std::size_t before = ns.tcp().readable_bytes();
     ns.consume(n);
+    IWCM_ASSERT(ns.tcp().readable_bytes() == before - n);
     // What was read ended something whose sender waits for our ACK (a queue
     // pair's message read from the buffer): acknowledge at once.
     if (node.stream->sink != nullptr) {
@@ -334,7 +343,9 @@ Result<std::size_t> Core::own_send_bytes(ConnHandle conn) {
     // A closed connection's stream sends nothing more: nothing to copy.
     if ((*n)->state == CmState::kClosed) return 0;
     // The caller may free its bytes on return (the frames that read them are filled).
-    return (*n)->stream->own_refs();
+    const std::size_t copied = (*n)->stream->own_refs();
+    IWCM_ASSERT((*n)->stream->tcp().ref_bytes() == 0 && (*n)->stream->frames_lent() == 0);
+    return copied;
 }
 
 Result<void> Core::flush(Instant now, ConnHandle conn) {
@@ -368,6 +379,7 @@ Result<std::size_t> Core::recv(Instant now, ConnHandle conn, std::span<std::byte
         if (!view) return fail(view.error());
         if (view->empty()) break;
         std::size_t n = std::min(view->size(), out.size() - copied);
+        IWCM_ASSERT(n > 0);  // else the loop would not end
         std::memcpy(out.data() + copied, view->data(), n);
         if (auto c = impl_->consume_bytes(now, conn, n); !c) return fail(c.error());
         copied += n;
@@ -412,6 +424,7 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     i.written = s.written_bytes();
     i.acked = s.acked_bytes();
     i.by_reference = s.ref_bytes();
+    IWCM_ASSERT(i.acked <= i.written && i.by_reference <= i.queued);
     return i;
 }
 

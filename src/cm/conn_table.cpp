@@ -37,6 +37,7 @@ NodeRef ConnTable::erase(const ConnKey& key) {
         if (slots_[i].hash == h && matches(*slots_[i].node, key)) break;
     }
     NodeRef out = std::move(slots_[i].node);
+    IWCM_ASSERT(size_ > 0);
     --size_;
     // Backward-shift: pull later entries of the run into the hole when their
     // home slot allows it, so that no probe sequence is broken.
@@ -49,6 +50,7 @@ NodeRef ConnTable::erase(const ConnKey& key) {
             hole = j;
         }
     }
+    IWCM_ASSERT(!slots_[hole].node);  // the hole left is empty
     return out;
 }
 

@@ -63,6 +63,7 @@ Core::Impl::~Impl() {
     for (auto& n : all) timers.cancel_all(*n);
     all.clear();
     table = cm::ConnTable();
+    IWCM_ASSERT(events.empty() && !current_node);
 }
 
 void Core::Impl::on_node_destroyed(void* self, Node& node) {
@@ -92,6 +93,7 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
 
 void Core::Impl::drain_loop_queue(Instant now) {
     if (in_loopback) return;
+    IWCM_ASSERT(!rx_ctx.in_frame());  // loopback frames wait for the frame in hand
     in_loopback = true;
     while (!tx.loop_empty()) {
         std::vector<std::vector<std::byte>> batch = tx.take_loopback();
@@ -215,7 +217,11 @@ const std::array<CmStateSet, kCmStateCount> Core::Impl::kAllowedFrom = [] {
     return table;
 }();
 
-void Core::Impl::trace_state(const Node& node, CmState from, CmState to) {
+// Out of line and cold, as trace_frame_hooked: set_state is inlined at every change of state,
+// and a copy of this at each would spend the link-time inliner's budget for the unit.
+[[gnu::noinline, gnu::cold]] void Core::Impl::trace_state(const Node& node, CmState from,
+                                                          CmState to) {
+    IWCM_ASSERT(trace && from != to && node.state == to);
     TraceRecord r;
     r.kind = TraceRecord::Kind::kState;
     r.now = now_;
@@ -325,8 +331,10 @@ void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::By
     }
 }
 
-void Core::Impl::trace_frame_hooked(TraceRecord::Kind kind, Instant now, const Node* node,
-                                    wire::Bytes frame) {
+[[gnu::noinline, gnu::cold]] void Core::Impl::trace_frame_hooked(TraceRecord::Kind kind,
+                                                                 Instant now, const Node* node,
+                                                                 wire::Bytes frame) {
+    IWCM_ASSERT(trace);
     TraceRecord r;
     r.kind = kind;
     r.now = now;
@@ -591,6 +599,7 @@ Result<void> Core::Impl::reject(Instant now, ConnHandle conn, std::span<const st
     if (!n) return fail(n.error());
     Node& node = **n;
     ++stats.rejects;
+    IWCM_ASSERT(node.state == CmState::kMpaReqRcvd && node.app_owned && !node.initiator);
     node.app_rejected = true;
     release_backlog(node);
     NodeRef ref(&node);
@@ -615,6 +624,8 @@ Result<void> Core::Impl::disconnect(Instant now, ConnHandle conn, DisconnectMode
     constexpr CmStateSet kFinQueued = CmState::kFinWait1 | CmState::kFinWait2 | CmState::kClosing |
                                       CmState::kLastAck | CmState::kTimeWait;
     if (mode == DisconnectMode::kGraceful && kFinQueued.contains(node->state)) return {};
+    // An application's node is never CLOSED: its handle ends with the terminal event.
+    IWCM_ASSERT(node->app_owned && node->state != CmState::kClosed);
     if (mode == DisconnectMode::kAbortive || !kFinable.contains(node->state)) {
         // SYN_SENT and SYN_RCVD have nothing to close gracefully.
         bool synchronized = node->state != CmState::kSynSent;
@@ -636,6 +647,7 @@ std::size_t Core::Impl::teardown(Instant now, IpAddr addr) {
         if (n.local.addr == addr) doomed.emplace_back(&n);
     });
     for (auto& n : doomed) {
+        IWCM_ASSERT(n->state != CmState::kClosed);  // the table holds no CLOSED node
         if (n->state == CmState::kTimeWait) {
             close_node(n);
             continue;

@@ -103,6 +103,8 @@ MpaInfo Core::Impl::negotiated(const Node& node) const {
 // MSN 2; a READ RTR's response is still ours to take); the responder consumed it (the
 // peer's first Send or Read Request after it is MSN 2) and answered a READ RTR itself.
 RtrStart Core::Impl::rtr_start(const Node& node) {
+    // An RTR is negotiated in peer-to-peer mode only (RFC 6581 section 6).
+    IWCM_ASSERT(node.rtr == RtrType::kNone || node.peer_to_peer);
     RtrStart s;
     if (!node.peer_to_peer) return s;
     const bool send = node.rtr == RtrType::kSend;
@@ -477,6 +479,7 @@ void Core::Impl::on_rtr(Instant now, const NodeRef& node) {
 // section 9: a strict responder sends one after its reply when IRD/ORD or the
 // RTR do not fit) ends the connection; any other FPDU waits for the data path.
 void Core::Impl::on_terminate(Instant now, const NodeRef& node) {
+    IWCM_ASSERT(node->state == CmState::kEstablished && !node->stream);
     const wire::Bytes rx = stream_rx(*node);
     auto len = wire::fpdu_frame_len(rx);
     if (!len || rx.size() < *len) return;

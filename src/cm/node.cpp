@@ -12,6 +12,8 @@ void NodePool::reserve(std::size_t nodes) {
 
 void NodePool::add_chunk() {
     auto base = static_cast<std::uint32_t>(capacity());
+    // Indices stay below ConnHandle's invalid index.
+    IWCM_ASSERT(base <= UINT32_MAX - kChunk);
     chunks_.push_back(std::make_unique<Node[]>(kChunk));
     // Lowest index on top of the free list.
     std::vector<std::uint32_t> fresh;
@@ -24,6 +26,7 @@ void NodePool::add_chunk() {
         fresh.push_back(base + i - 1);
     }
     free_.insert(free_.begin(), fresh.begin(), fresh.end());
+    IWCM_ASSERT(free_.size() + live_ == capacity());
 }
 
 NodeRef NodePool::create() {

@@ -201,6 +201,8 @@ void NodeTimers::collect(std::uint64_t c) {
 
 std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
     Node& node = *due.node;
+    // The batch's reference keeps the node; the service's own may have gone with its entry.
+    IWCM_ASSERT(node.refs > 0);
     std::uint64_t* armed = due.fire ? armed_slot(node, due.kind) : nullptr;
     // Cancelled or re-armed by an earlier action (a deadline armed since lies after this
     // batch's tick), or the phase slot holds another timeout now; or no timer came due.
@@ -214,6 +216,7 @@ std::optional<FiredTimer> NodeTimers::take(Due& due, Instant now) {
         const auto attempt = static_cast<std::uint8_t>(node.send_attempt + 1);
         node.send_attempt = attempt;
         s = wheel_.to_tick(now + config_.retrans.delay(attempt));
+        IWCM_ASSERT(s != kTimerUnarmed);
         cover(node, s);
         return FiredTimer{std::move(due.node), NodeTimer::kSend, attempt, false};
     }

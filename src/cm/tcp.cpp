@@ -991,6 +991,9 @@ void Core::Impl::on_fin(Instant now, const NodeRef& node) {
 
 // The peer closed first: CLOSE_WAIT, the application told, our FIN at once (LAST_ACK).
 void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type, int status) {
+    // The peer's FIN came first (on_fin): nothing of ours has started closing the node.
+    IWCM_ASSERT(cm::phase_of(node->state) == cm::Phase::kConnected ||
+                cm::phase_of(node->state) == cm::Phase::kSetup);
     set_state(*node, CmState::kCloseWait);
     end_for_app(node, type, status);
     // The handle is stale now, yet the stream still sends (our FIN follows its queued
@@ -1069,6 +1072,7 @@ void Core::Impl::send_challenge_ack(Instant now, Node& node) {
             return;
         }
         --challenge_budget;
+        IWCM_ASSERT(challenge_budget < limit);
     }
     ++stats.challenge_acks_sent;
     send_ack(node);
@@ -1190,6 +1194,7 @@ void Core::Impl::send_syn(Node& node) {
 
 void Core::Impl::send_reset(Node& node) {
     if (node.state == CmState::kSynSent) return;  // nothing synchronised to reset
+    IWCM_ASSERT(node.state != CmState::kClosed && node.snd_una <= node.snd_nxt);
     ++stats.resets_sent;
     wire::SeqNumber seq = node.snd_nxt;
     if (node.stream) {

@@ -55,6 +55,9 @@ void Core::Impl::on_retransmit(Instant now, const NodeRef& node) {
 // a reset; any other resets and reports the failure. Then the node is CLOSED.
 void Core::Impl::on_retrans_exhausted(Instant now, const NodeRef& node) {
     (void)now;
+    // Retransmissions or zero-window probes ran out on an open node (a closed one has no
+    // timers).
+    IWCM_ASSERT(node->state != CmState::kClosed);
     switch (cm::on_retrans_exhausted(node->state)) {
         case cm::ExhaustedAction::kDropQuietly: break;
         case cm::ExhaustedAction::kSendReset: send_reset(*node); break;

@@ -55,6 +55,7 @@ void TxQueue::forget_loans() {
     for (std::size_t i = payload_head_; i < payloads_.size(); ++i) {
         TxPayload& p = payloads_[i];
         if (!p.left_out) continue;
+        IWCM_ASSERT(p.lender->frames > 0);
         --p.lender->frames;
         p.left_out = false;
     }
