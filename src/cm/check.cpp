@@ -50,16 +50,13 @@ void Core::Impl::check_node(const Node& node) const {
     // the request or the node's end comes before any other state).
     IWCM_ASSERT(node.silent == (node.state == CmState::kMpaReqWait));
     IWCM_ASSERT(!node.silent || (node.counted_in_backlog && !node.half_open));
-    // Its listener's counts: half-open and silent nodes are among the pending ones, the silent
-    // ones within their limit, each with its handle in the order.
+    // A counted node's listener lives (destroy_listen ends its nodes first) and counts it:
+    // half-open and silent nodes among its pending ones; a silent one is live in the order.
     if (node.counted_in_backlog) {
-        const cm::Listener* l = find_listener(node.listener);
-        IWCM_ASSERT(l != nullptr);
-        IWCM_ASSERT(std::uint64_t{l->half_open} + l->silent <= l->pending);
-        IWCM_ASSERT(l->silent <= l->silent_limit);
-        IWCM_ASSERT(l->silent_front <= l->silent_order.size());
-        IWCM_ASSERT(l->silent_order.size() - l->silent_front >= l->silent);
-        IWCM_ASSERT(!node.silent || still_silent(node.handle()));
+        const cm::Listener* l = listeners.find(node.listener);
+        IWCM_ASSERT(l != nullptr && l->pending > 0);
+        IWCM_ASSERT(!node.half_open || l->half_open > 0);
+        IWCM_ASSERT(!node.silent || (l->silent > 0 && still_silent(node.handle())));
     }
     // MPAREQ_WAIT is the responder's, and nobody above knows the node before its request.
     IWCM_ASSERT(node.state != CmState::kMpaReqWait || (!node.initiator && !node.app_owned));
@@ -85,9 +82,10 @@ void Core::Impl::check_node(const Node& node) const {
                 (node.snd_wnd == 0 && node.snd_una == node.snd_nxt && queued > sent));
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
     // The event queue's own order (event_queue.hpp), the transmit queue's frames and loans
-    // (tx_queue.hpp).
+    // (tx_queue.hpp), the listeners' counts and silent orders (listeners.hpp).
     events.check();
     tx.check();
+    listeners.check();
 }
 
 }  // namespace iwcm

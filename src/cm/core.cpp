@@ -46,7 +46,8 @@ Core::Impl::Impl(const CoreConfig& config)
     : cfg(config),
       pool(&Impl::on_node_destroyed, this),
       table(table_key(config)),
-      timers(timer_config(config)) {
+      timers(timer_config(config)),
+      listeners(config.syn_cookie_secret, config.isn_secret) {
     scratch.resize(2048);
 }
 
@@ -236,10 +237,7 @@ void Core::Impl::release_backlog(Node& node) {
     end_silence(node);
     if (!node.counted_in_backlog) return;
     node.counted_in_backlog = false;
-    if (cm::Listener* l = find_listener(node.listener)) {
-        IWCM_ASSERT(l->pending > 0);
-        --l->pending;
-    }
+    listeners.end_pending(node.listener);
 }
 
 void Core::Impl::close_node(const NodeRef& node) {
@@ -362,46 +360,6 @@ Result<Node*> Core::Impl::app_node(ConnHandle conn) const {
     return n;
 }
 
-const cm::Listener* Core::Impl::find_listener(ListenHandle h) const {
-    if (!h.valid() || h.index >= listeners.size()) return nullptr;
-    const cm::Listener& l = listeners[h.index];
-    return (l.in_use && l.generation == h.generation) ? &l : nullptr;
-}
-
-namespace {
-// Whether listener slot `l`'s endpoint takes a SYN to `local` on `vlan`: its
-// exact address, or its wildcard of the same family. The frame's VLAN is
-// already its address's; a listener given a VLAN serves only that one.
-enum class Covers : std::uint8_t { kNo, kExactly, kAsWildcard };
-Covers covers(const cm::Listener& l, const Endpoint& local, std::uint16_t vlan) {
-    if (l.local.port != local.port || (l.vlan != kNoVlan && l.vlan != vlan)) return Covers::kNo;
-    if (l.local.addr == local.addr) return Covers::kExactly;
-    if (l.local.addr.is_unspecified() && l.local.addr.family() == local.addr.family())
-        return Covers::kAsWildcard;
-    return Covers::kNo;
-}
-}  // namespace
-
-// A listener on the exact address wins over a wildcard one (irdma_find_listener).
-cm::Listener* Core::Impl::match_listener(const Endpoint& local, std::uint16_t vlan) {
-    cm::Listener* wildcard = nullptr;
-    for (cm::Listener& l : listeners) {
-        if (!l.in_use) continue;
-        const Covers c = covers(l, local, vlan);
-        if (c == Covers::kExactly) return &l;
-        if (c == Covers::kAsWildcard) wildcard = &l;
-    }
-    return wildcard;
-}
-
-// Whether a SYN to `local` finds a listener destroyed less than listener_grace ago.
-bool Core::Impl::in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const {
-    return std::any_of(listeners.begin(), listeners.end(), [&](const cm::Listener& l) {
-        return !l.in_use && l.grace_until && *l.grace_until > now &&
-               covers(l, local, vlan) != Covers::kNo;
-    });
-}
-
 Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
     if (p.local.port == 0) return fail(ApiError::kInvalidArgument);
     if (p.vlan != kNoVlan && p.vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
@@ -411,42 +369,20 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
         // A specific address serves only where it lives (irdma_find_listener).
         if (p.vlan != kNoVlan && p.vlan != *vlan) return fail(ApiError::kInvalidArgument);
     }
-    for (const cm::Listener& l : listeners)
-        if (l.in_use && l.local == p.local && l.vlan == p.vlan)
-            return fail(ApiError::kAddressInUse);
-    // The endpoint is served again: the grace of a slot it had ends. A slot still in
-    // its grace is kept for it (its endpoint's SYNs wait for a listener).
-    for (cm::Listener& o : listeners)
-        if (!o.in_use && o.local == p.local && o.vlan == p.vlan) o.grace_until.reset();
-    std::size_t i = 0;
-    while (i < listeners.size() &&
-           (listeners[i].in_use || (listeners[i].grace_until && *listeners[i].grace_until > now_)))
-        ++i;
-    if (i == listeners.size()) listeners.emplace_back();
-    cm::Listener& l = listeners[i];
-    l.in_use = true;
-    l.local = p.local;
-    l.vlan = p.vlan;
-    l.tos = p.tos.value_or(cfg.tos);
-    l.backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
-    l.silent_limit =
-        std::max<std::uint32_t>(1, cfg.silent_limit == 0 ? l.backlog : cfg.silent_limit);
-    l.pending = 0;
-    l.half_open = 0;
-    l.silent = 0;
-    l.silent_order.clear();
-    l.silent_front = 0;
-    l.last_cookie.reset();
+    if (listeners.serves(p.local, p.vlan)) return fail(ApiError::kAddressInUse);
+    const std::uint32_t backlog = p.backlog == 0 ? cfg.default_backlog : p.backlog;
+    const std::uint32_t silent_limit =
+        std::max<std::uint32_t>(1, cfg.silent_limit == 0 ? backlog : cfg.silent_limit);
+    const ListenHandle h =
+        listeners.add(now_, p.local, p.vlan, p.tos.value_or(cfg.tos), backlog, silent_limit);
     ++stats.listeners_created;
-    return ListenHandle{static_cast<std::uint32_t>(i), l.generation};
+    return h;
 }
 
 Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
     now_ = now;
-    cm::Listener* l = find_listener(h);
-    if (l == nullptr)
-        return fail(h.valid() && h.index < listeners.size() ? ApiError::kStaleHandle
-                                                            : ApiError::kInvalidHandle);
+    if (listeners.find(h) == nullptr)
+        return fail(listeners.has_slot(h) ? ApiError::kStaleHandle : ApiError::kInvalidHandle);
     // Connections the application has not accepted die with the listener
     // (irdma_cm_del_listen -> irdma_reset_list_prep): they get a reset.
     std::vector<NodeRef> doomed;
@@ -457,9 +393,9 @@ Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
         set_state(*n, CmState::kListenerDestroyed);
         abort_node(now, n, EventType::kConnectError, -ECONNABORTED, true);
     }
-    l->in_use = false;
-    ++l->generation;
-    if (cfg.listener_grace > Duration::zero()) l->grace_until = now + cfg.listener_grace;
+    std::optional<Instant> grace_until;
+    if (cfg.listener_grace > Duration::zero()) grace_until = now + cfg.listener_grace;
+    listeners.remove(h, grace_until);
     ++stats.listeners_destroyed;
     drain_loopback(now);
     return {};
@@ -488,7 +424,8 @@ Result<std::uint16_t> Core::Impl::pick_port(const IpAddr& local, const Endpoint&
         if (cfg.port_filter && !cfg.port_filter({local, port}, remote)) continue;
         const cm::ConnKey key{{local, port}, remote, vlan};
         slot_hash = cm::hash_key(table.secret(), key, flow);
-        if (table.find(key, slot_hash) == nullptr && match_listener({local, port}, vlan) == nullptr)
+        if (table.find(key, slot_hash) == nullptr &&
+            listeners.match({local, port}, vlan) == nullptr)
             return port;
     }
     return fail(ApiError::kNoPorts);

@@ -21,6 +21,7 @@
 
 #include "cm/conn_table.hpp"
 #include "cm/event_queue.hpp"
+#include "cm/listeners.hpp"
 #include "cm/node.hpp"
 #include "cm/node_timers.hpp"
 #include "cm/rx_context.hpp"
@@ -32,35 +33,6 @@
 namespace iwcm {
 
 namespace cm {
-
-struct Listener {
-    bool in_use = false;
-    std::uint32_t generation = 1;
-    // Destroyed: SYNs to `local` go unanswered until then (CoreConfig::listener_grace).
-    std::optional<Instant> grace_until;
-    Endpoint local;
-    std::uint16_t vlan = kNoVlan;  // kNoVlan: the address's (every address's for a wildcard)
-    std::uint8_t tos = 0;
-    // docs/design.md "Backlog": half-open and answer-waiting connections together are held
-    // to `backlog`, silent ones apart to `silent_limit`.
-    std::uint32_t backlog = 0;
-    std::uint32_t silent_limit = 0;  // CoreConfig::silent_limit, or the backlog
-    std::uint32_t pending = 0;       // connections not yet accepted or rejected
-    std::uint32_t half_open = 0;     // of those, the ones still in SYN_RCVD
-    std::uint32_t silent = 0;        // of those, the ones in MPAREQ_WAIT (Node::silent)
-    // The silent ones by age, oldest first from silent_front on: each silent node's handle
-    // once, among stale ones of nodes that have spoken or ended since (a node falls silent
-    // only once, so a handle is stale exactly when its node is gone or no longer silent).
-    // Shedding skips stale handles at the front; enter_silence squeezes them out when they
-    // are as many as the live ones, and the whole is emptied whenever no node is silent.
-    std::vector<ConnHandle> silent_order;
-    std::size_t silent_front = 0;
-    // The last SYN cookie sent: ACKs for no node are checked as cookies only
-    // while one sent may still be valid (two cookie periods).
-    std::optional<Instant> last_cookie;
-    // Past the MPA request, not yet answered by the application (listen(2)'s accept queue).
-    std::uint32_t queued() const { return pending - half_open - silent; }
-};
 
 // A segment as the handlers see it.
 struct Segment {
@@ -121,12 +93,6 @@ struct Core::Impl {
     Result<HandoffContext> handoff(ConnHandle conn, const HandoffParams& params);
     Result<cm::Node*> app_node(ConnHandle conn) const;
     Result<cm::Node*> answerable(ConnHandle conn, std::size_t pdata_len) const;
-    const cm::Listener* find_listener(ListenHandle handle) const;
-    cm::Listener* find_listener(ListenHandle handle) {
-        return const_cast<cm::Listener*>(std::as_const(*this).find_listener(handle));
-    }
-    cm::Listener* match_listener(const Endpoint& local, std::uint16_t vlan);
-    bool in_listener_grace(Instant now, const Endpoint& local, std::uint16_t vlan) const;
     // slot_hash, flow: the connection table's hash and the flow hash of the 4-tuple with the
     // port picked.
     Result<std::uint16_t> pick_port(const IpAddr& local, const Endpoint& remote, std::uint16_t vlan,
@@ -183,7 +149,6 @@ struct Core::Impl {
     void send_cookie_syn_ack(Instant now, cm::Listener& l, const cm::Segment& seg);
     // An ACK for no node on a listener's port: a SYN cookie's return?
     bool on_listen_ack(Instant now, const cm::Segment& seg);
-    const std::array<std::uint8_t, 16>& cookie_key_of(std::uint64_t period);
     void end_half_open(cm::Node& node);
     // A node in MPAREQ_WAIT after the segment that completed its handshake: counted among
     // its listener's silent ones, the oldest of them shed first when they are at the limit.
@@ -462,7 +427,7 @@ struct Core::Impl {
     cm::ConnTable table;
     cm::NodeTimers timers;
     std::vector<cm::NodeRef> app_refs;  // by node index: the application's handle
-    std::vector<cm::Listener> listeners;
+    cm::Listeners listeners;            // and the SYN-cookie keys (listeners.hpp)
     struct LocalAddress {
         IpAddr addr;
         std::uint16_t vlan = kNoVlan;  // the VLAN it lives on
@@ -483,9 +448,6 @@ struct Core::Impl {
     TraceHook trace;
     Instant now_{};  // the instant of the call in progress (for traces)
     std::uint16_t next_port = 49152;
-    // SYN cookies: the keys of the last two periods used, by period parity.
-    std::array<std::optional<std::uint64_t>, 2> cookie_periods;
-    std::array<std::array<std::uint8_t, 16>, 2> cookie_keys{};
     // Challenge ACKs: the second being counted and what is left of its budget.
     std::int64_t challenge_second = -1;
     std::uint32_t challenge_budget = 0;

@@ -215,9 +215,9 @@ void Core::Impl::reply_no_connection(const Segment& seg) {
 void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
     const wire::FrameRepr& fr = *seg.frame;
     Endpoint local{fr.ip.dst, fr.tcp.dst_port};
-    cm::Listener* l = match_listener(local, seg.vlan);
+    cm::Listener* l = listeners.match(local, seg.vlan);
     if (l == nullptr) {
-        if (in_listener_grace(now, local, seg.vlan)) {
+        if (listeners.in_grace(now, local, seg.vlan)) {
             drop(now, DropReason::kListenerGrace, nullptr, {});
             return;
         }
@@ -287,24 +287,18 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     // irdma_make_cm_node: the larger of the listener's TOS and the SYN's (for
     // a node made from a cookie, the returning ACK's).
     node->tos = std::max(l.tos, fr.ip.tos);
-    node->listener = {static_cast<std::uint32_t>(&l - listeners.data()), l.generation};
+    node->listener = listeners.admit(l);
     node->counted_in_backlog = true;
     node->half_open = true;
-    ++l.pending;
-    ++l.half_open;
     node->loopback = is_local_addr(node->remote.addr);
     node->rcv_nxt = irs + 1;
-    IWCM_ASSERT(l.half_open > 0 && l.pending >= l.half_open + l.silent);
     return node;
 }
 
 void Core::Impl::end_half_open(Node& node) {
     if (!node.half_open) return;
     node.half_open = false;
-    if (cm::Listener* l = find_listener(node.listener)) {
-        IWCM_ASSERT(l->half_open > 0);
-        --l->half_open;
-    }
+    listeners.end_half_open(node.listener);
 }
 
 // The handshake is done and the MPA request is not in: the node is silent. Silent nodes are
@@ -316,63 +310,29 @@ void Core::Impl::end_half_open(Node& node) {
 void Core::Impl::enter_silence(const NodeRef& node) {
     IWCM_ASSERT(node->state == CmState::kMpaReqWait && node->counted_in_backlog);
     IWCM_ASSERT(!node->silent && !node->half_open);
-    cm::Listener* l = find_listener(node->listener);
+    cm::Listener* l = listeners.find(node->listener);
     IWCM_ASSERT(l != nullptr);  // destroy_listen ends every node it counts
     if (l->silent >= l->silent_limit) shed_oldest_silent(*l);
-    IWCM_ASSERT(l->silent < l->silent_limit);
-    std::vector<ConnHandle>& order = l->silent_order;
-    // Stale handles as many as live ones (and a few): squeezed out, each stale one once,
-    // so that every handle pushed costs O(1) here and in shed_oldest_silent in all.
-    if (order.size() >= 2 * std::size_t{l->silent} + 16) {
-        std::size_t kept = 0;
-        for (std::size_t i = l->silent_front; i < order.size(); ++i)
-            if (still_silent(order[i])) order[kept++] = order[i];
-        IWCM_ASSERT(kept == l->silent);
-        order.resize(kept);
-        l->silent_front = 0;
-    }
+    listeners.enter_silence(*l, node->handle(), [this](ConnHandle h) { return still_silent(h); });
     node->silent = true;
-    ++l->silent;
-    order.push_back(node->handle());
 }
 
 void Core::Impl::end_silence_of(Node& node) {
     IWCM_ASSERT(node.silent);
     node.silent = false;
-    if (cm::Listener* l = find_listener(node.listener)) {
-        IWCM_ASSERT(l->silent > 0);
-        if (--l->silent == 0) {
-            // Every handle left is stale: the usual case (each client silent for a round
-            // trip at most) keeps the order empty.
-            l->silent_order.clear();
-            l->silent_front = 0;
-        }
-    }
+    listeners.end_silence(node.listener);
 }
 
-// The oldest live handle: stale ones before it are passed for good (amortised O(1)).
+// The one silent longest (listeners.hpp, "Silent order"): reset and closed as its request
+// timer would, which ends its silence.
 void Core::Impl::shed_oldest_silent(cm::Listener& l) {
-    IWCM_ASSERT(l.silent > 0);
-    while (l.silent_front < l.silent_order.size()) {
-        const ConnHandle h = l.silent_order[l.silent_front++];
-        if (!still_silent(h)) continue;
-        NodeRef victim(pool.find(h.index, h.generation));
-        // Nobody above knows it (MPAREQ_WAIT): reset and closed as its request timer would.
-        ++stats.silent_shed;
-        send_reset(*victim);
-        close_node(victim);
-        return;
-    }
-    IWCM_ASSERT(false);  // l.silent counts live handles in the order
-}
-
-const std::array<std::uint8_t, 16>& Core::Impl::cookie_key_of(std::uint64_t period) {
-    std::size_t i = period & 1;
-    if (cookie_periods[i] != period) {
-        cookie_keys[i] = cm::cookie_key(cfg.syn_cookie_secret, cfg.isn_secret, period);
-        cookie_periods[i] = period;
-    }
-    return cookie_keys[i];
+    const ConnHandle h =
+        listeners.take_oldest_silent(l, [this](ConnHandle c) { return still_silent(c); });
+    NodeRef victim(pool.find(h.index, h.generation));
+    // Nobody above knows it (MPAREQ_WAIT).
+    ++stats.silent_shed;
+    send_reset(*victim);
+    close_node(victim);
 }
 
 // RFC 4987 section 3.6: the SYN-ACK carries the cookie as our ISN; nothing
@@ -384,7 +344,8 @@ void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment
     cm::CookieData data{effective_mss(seg.frame->ip.dst, t.options.mss), t.options.window_scale};
     std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
     wire::FrameRepr out = reply_frame(seg);
-    out.tcp.seq = wire::SeqNumber(cm::make_cookie(cookie_key_of(period), period, tuple, data));
+    out.tcp.seq =
+        wire::SeqNumber(cm::make_cookie(listeners.cookie_key_of(period), period, tuple, data));
     out.tcp.ack = t.seq + 1;
     out.tcp.flags = tf::kSyn | tf::kAck;
     out.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.rcv_wnd, 65535));
@@ -405,19 +366,15 @@ void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment
 bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     Endpoint local{seg.frame->ip.dst, t.dst_port};
-    cm::Listener* l = match_listener(local, seg.vlan);
-    if (l == nullptr || !l->last_cookie) return false;
-    if (now - *l->last_cookie >= 2 * cfg.syn_cookie_period) return false;
+    cm::Listener* l = listeners.match(local, seg.vlan);
+    if (l == nullptr || !l->cookie_may_return(now, cfg.syn_cookie_period)) return false;
     std::uint32_t cookie = t.ack.value() - 1;
     cm::CookieTuple tuple{local, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value() - 1};
     std::uint64_t period = cm::cookie_period(now, cfg.syn_cookie_period);
     // Valid in the period that made it and the next: the parity says which.
-    bool current = cm::cookie_parity(cookie) == static_cast<bool>(period & 1);
     std::optional<cm::CookieData> data;
-    if (current || period > 0) {
-        std::uint64_t made = current ? period : period - 1;
-        data = cm::check_cookie(cookie_key_of(made), made, tuple, cookie);
-    }
+    if (const std::optional<std::uint64_t> made = cm::Listeners::cookie_made_in(period, cookie))
+        data = cm::check_cookie(listeners.cookie_key_of(*made), *made, tuple, cookie);
     if (!data) {
         ++stats.syn_cookies_failed;
         drop(now, DropReason::kBadCookie, nullptr, {});
