@@ -27,15 +27,16 @@
 // each silent connection's handle once, among stale ones of connections that have spoken or
 // ended since (a connection falls silent only once, so a handle is stale exactly when its
 // node is gone or no longer silent; the caller says which, `still_silent`). The oldest is
-// taken past the stale ones at the front, which are passed for good; entering silence
+// taken past the stale ones at the front, which are passed for good with it (it stays counted
+// as silent until the caller ends it, before the counts are checked again); entering silence
 // squeezes the stale ones out when they are as many as the live ones (plus 16), and the whole
 // is emptied whenever no connection is silent. Each handle is pushed once and passed or
 // squeezed out once: amortised O(1) per connection.
 //
 // SYN cookies. Time is cut into periods (CoreConfig::syn_cookie_period); a cookie is valid in
 // the period that made it and the next one, and carries the parity of the period that made it
-// (cookie_made_in). The keys of the last two periods asked for are kept, one per parity, so
-// the two periods in play cost one key derivation each. A listener's last_cookie says whether
+// (cookie_made_in). The key of the last period of each parity asked for is kept, so the two
+// periods in play cost one key derivation each. A listener's last_cookie says whether
 // an ACK for no connection may be one of its cookies returning (cookie_may_return).
 #pragma once
 
@@ -239,7 +240,7 @@ private:
     std::vector<Listener> slots_;
     CookieKey cookie_secret_;
     CookieKey isn_secret_;
-    // The keys of the last two periods asked for, by period parity.
+    // The key of the last period of each parity asked for, by parity.
     std::array<std::optional<std::uint64_t>, 2> cookie_periods_;
     std::array<CookieKey, 2> cookie_keys_{};
 };
