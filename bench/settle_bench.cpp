@@ -1,6 +1,6 @@
 // ACKs arriving while frames wait: what settling a stream's queued frames costs when the
-// core has many streams' frames queued (Core::Impl::settle_frames, docs/perf.md "Frames in
-// parts").
+// core has many streams' frames queued (cm::TxQueue::settle through cm::NodeStream, docs/perf.md
+// "Frames in parts").
 //
 // N connections from core A to core B, handed off on both sides, B acknowledging at once.
 // One iteration: A sends one full segment on every connection (send_ref, so each frame's

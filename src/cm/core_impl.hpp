@@ -200,8 +200,8 @@ struct Core::Impl {
     // The same with the payload in pieces, `payload_len` bytes in all.
     void emit_frame_pieces(const wire::FrameRepr& repr, std::span<const wire::Bytes> pieces,
                            std::size_t payload_len, bool loopback, std::uint64_t flow);
-    // Room for one outgoing frame of `len` bytes (counted in frames_out): in the tx arena, or
-    // for loopback at the end of the loop queue. trace_out() traces it once written.
+    // Room for one outgoing frame of `len` bytes (counted in frames_out) in the transmit
+    // queue: for the wire, or for ourselves (loopback). trace_out() traces it once written.
     wire::MutBytes frame_room(std::size_t len, bool loopback, std::uint64_t flow);
     // The flow hash of a 4-tuple of ours, keyed by cfg.flow_key (inline for IPv4).
     std::uint64_t flow_of(const Endpoint& local, const Endpoint& remote) const {
