@@ -1039,7 +1039,7 @@ int run_bench(BenchOptions o) {
     Report r;
     if (o.wire) {
         // Before the pinning: the wire's processes and threads use every CPU.
-        WireOptions w;
+        WireBenchOptions w;
         std::string error;
         if (!run_paths(w.self, w.library, error)) {
             std::fprintf(stderr, "iwarp-cm: bench --wire: %s\n", error.c_str());

@@ -386,7 +386,7 @@ struct CmPath {
     const char* server_addr;
 };
 
-bool cm_setup(const WireOptions& o, const CmPath& p, WireSetup& out, std::string& error) {
+bool cm_setup(const WireBenchOptions& o, const CmPath& p, WireSetup& out, std::string& error) {
     const std::string count = std::to_string(o.setups);
     const std::string pdata(o.pdata, 'p');
     Process server, client;
@@ -430,7 +430,7 @@ bool cm_setup(const WireOptions& o, const CmPath& p, WireSetup& out, std::string
     return true;
 }
 
-bool kernel_setup(const WireOptions& o, const Layout& l, WireSetup& out, std::string& error) {
+bool kernel_setup(const WireBenchOptions& o, const Layout& l, WireSetup& out, std::string& error) {
     KernelBaseline server(o.pdata, 0);
     KernelBaseline client(o.pdata, static_cast<int>(o.parallel));
     bool opened = false;
@@ -506,7 +506,7 @@ bool tcp_pair(const Layout& l, bool nodelay, TcpPair& p) {
 // One stream of `size`-byte messages, one write each (as a program sends them),
 // read in 1 MiB reads; timed from the first write to the receiver's one-byte
 // acknowledgement of the last.
-bool kernel_stream(const WireOptions& o, const Layout& l, std::size_t size, WireFlow& out,
+bool kernel_stream(const WireBenchOptions& o, const Layout& l, std::size_t size, WireFlow& out,
                    std::string& error) {
     TcpPair p;
     if (!tcp_pair(l, false, p)) {
@@ -552,7 +552,8 @@ bool kernel_stream(const WireOptions& o, const Layout& l, std::size_t size, Wire
 
 // A 64-byte ping-pong, TCP_NODELAY both ways, blocking reads: the round trip of
 // each exchange as the client sees it.
-bool kernel_pingpong(const WireOptions& o, const Layout& l, WireLatency& out, std::string& error) {
+bool kernel_pingpong(const WireBenchOptions& o, const Layout& l, WireLatency& out,
+                     std::string& error) {
     TcpPair p;
     if (!tcp_pair(l, true, p)) {
         error = "kernel ping-pong: no connection over the veth";
@@ -598,9 +599,9 @@ struct PerfPath {
 // processes' CPU time. perftest -R may connect a second time before the server
 // listens again (over --dev the kernel then resets it, REJECTED -111): both run
 // again, at most four times.
-bool perftest(const WireOptions& o, const PerfPath& p, const std::string& prog, std::size_t size,
-              std::uint64_t iters, bool crc, std::vector<std::string>& row, double& server_cpu,
-              double& client_cpu, std::string& error) {
+bool perftest(const WireBenchOptions& o, const PerfPath& p, const std::string& prog,
+              std::size_t size, std::uint64_t iters, bool crc, std::vector<std::string>& row,
+              double& server_cpu, double& client_cpu, std::string& error) {
     std::vector<std::string> args{
         prog, "-R", "-F", "-s", std::to_string(size), "-n", std::to_string(iters)};
     auto env = [&](std::vector<std::string> e) {
@@ -648,7 +649,7 @@ bool perftest(const WireOptions& o, const PerfPath& p, const std::string& prog, 
     return false;
 }
 
-bool perf_flow(const WireOptions& o, const PerfPath& p, bool write, std::size_t size, bool crc,
+bool perf_flow(const WireBenchOptions& o, const PerfPath& p, bool write, std::size_t size, bool crc,
                WireFlow& out, std::string& error) {
     const std::uint64_t iters = std::max<std::uint64_t>(100, o.flow_bytes / size);
     const std::string prog = write ? "ib_write_bw" : "ib_send_bw";
@@ -673,7 +674,7 @@ bool perf_flow(const WireOptions& o, const PerfPath& p, bool write, std::size_t 
 }
 
 // ib_send_lat or ib_write_lat, 64 bytes.
-bool perf_latency(const WireOptions& o, const PerfPath& p, const std::string& prog,
+bool perf_latency(const WireBenchOptions& o, const PerfPath& p, const std::string& prog,
                   WireLatency& out, std::string& error) {
     std::vector<std::string> row;
     double scpu = 0, ccpu = 0;
@@ -710,7 +711,7 @@ WireFlow mean_flow(const std::vector<WireFlow>& runs) {
 // The ABI's own cost over AF_XDP: ib_write_lat through the library, then RDMA
 // Write and Send of 64 KiB (CRC off) and the Write ping-pong done by this
 // process on the runtime's API (tools/bench_native.hpp) over the same veth.
-bool abi_overhead(const WireOptions& o, const Layout& l, const PerfPath& xdp, WireReport& r,
+bool abi_overhead(const WireBenchOptions& o, const Layout& l, const PerfPath& xdp, WireReport& r,
                   std::string& error) {
     auto say = [&](const char* what) {
         if (o.say) std::fprintf(stderr, "wire: %s\n", what);
@@ -780,7 +781,7 @@ const WireLatency* WireReport::find_latency(const std::string& key) const {
     return find(latency, key);
 }
 
-bool run_wire(const WireOptions& o, WireReport& r, std::string& error) {
+bool run_wire(const WireBenchOptions& o, WireReport& r, std::string& error) {
     if (::geteuid() != 0) {
         error = "--wire needs root (network namespaces, a veth with XDP, TAP devices)";
         return false;

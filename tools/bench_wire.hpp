@@ -33,7 +33,10 @@
 
 namespace iwcm::tools {
 
-struct WireOptions {
+// What a run of `iwarp-cm bench --wire` measures and how much. (Named apart from
+// wire_cli.hpp's WireOptions: one program links both, and two classes of one name are two
+// definitions of its implicit members.)
+struct WireBenchOptions {
     std::string self;     // this program, run as the listener and connector
     std::string library;  // libiwcm_rdma.so, preloaded into perftest
     std::size_t pdata = 32;
@@ -87,7 +90,7 @@ struct WireReport {
 
 // Runs every part; false with `error` set when one could not run (not root, a
 // program missing, a process that failed). Needs root.
-bool run_wire(const WireOptions& o, WireReport& r, std::string& error);
+bool run_wire(const WireBenchOptions& o, WireReport& r, std::string& error);
 
 // The sample at fraction p (0.5: the median) of v, sorted; 0 for none.
 double percentile(std::vector<double> v, double p);
