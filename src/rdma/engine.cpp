@@ -68,6 +68,43 @@ std::uint32_t Engine::pop(WrQueue& q) {
     return index;
 }
 
+std::uint32_t Engine::queue_length(const WrQueue& q) const {
+    IWCM_ASSERT((q.head == kNil) == (q.tail == kNil));
+    std::uint32_t n = 0;
+    std::uint32_t last = kNil;
+    for (std::uint32_t i = q.head; i != kNil; i = wrs_[i].next) {
+        IWCM_ASSERT(i < wrs_.size() && n < wrs_.size());  // in the slab, and no cycle
+        last = i;
+        ++n;
+    }
+    IWCM_ASSERT(last == q.tail);
+    return n;
+}
+
+#if IWCM_CHECK_INVARIANTS
+void Engine::check_qp(std::uint32_t qp) const {
+    if (qp >= qps_.size() || !qps_[qp].live) return;
+    const QpRecord& r = qps_[qp];
+    // The send queue's requests are in exactly one of ackq, sq and orq until they complete.
+    IWCM_ASSERT(r.send_count == queue_length(r.ackq) + queue_length(r.sq) + queue_length(r.orq));
+    IWCM_ASSERT(r.send_count <= r.max_send_wr);
+    // Receives the QP holds: its own, or one taken from its SRQ for the Send under way.
+    IWCM_ASSERT(r.recv_count == queue_length(r.rq));
+    IWCM_ASSERT(r.srq != kNil || r.recv_count <= r.max_recv_wr);
+    // Inbound Reads to answer, within the IRD negotiated; Reads of ours in flight, within
+    // the ORD (our READ RTR's response, when due, holds a slot as well).
+    IWCM_ASSERT(r.irq_count == queue_length(r.irq) && r.irq_count <= r.ird);
+    IWCM_ASSERT(r.orq_count <= r.ord + (r.rtr_read_due ? 1U : 0U));
+    IWCM_ASSERT(r.orq.empty() || r.orq_count > 0);
+    // Completions in post order: none is given before it was posted.
+    IWCM_ASSERT(r.reported <= r.posted);
+    // The MSNs start at 1 (RFC 5040 4.5) and only grow.
+    IWCM_ASSERT(r.tx_msn_send >= 1 && r.tx_msn_rreq >= 1 && r.rx_msn_send >= 1 &&
+                r.rx_msn_rreq >= 1);
+    IWCM_ASSERT(!r.term_pending || pending_terms_.contains(qp));
+}
+#endif
+
 QpRecord* Engine::find_qp(QpHandle qp) {
     if (qp.index >= qps_.size()) return nullptr;
     QpRecord& r = qps_[qp.index];
@@ -390,6 +427,7 @@ VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, st
 
 VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     const SettleOnExit settle{*this};
+    const CheckOnExit check{*this, qp.index};
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
@@ -439,6 +477,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
 
 VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     const SettleOnExit settle{*this};
+    const CheckOnExit check{*this, qp.index};
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "invariants.hpp"
 #include "iwcm/verbs.hpp"
 #include "rdma/link.hpp"
 #include "rdma/mr_table.hpp"
@@ -298,6 +299,23 @@ private:
         Engine& engine;
         ~SettleOnExit() { engine.settle_cq_failures(); }
     };
+    // What every call leaves true of a queue pair (its queues chained end to end, the counts
+    // beside them equal to what they count and within their bounds), asserted in debug and
+    // sanitizer builds (IWCM_CHECK_INVARIANTS); nothing in release ones. A QP no longer live
+    // has nothing to check (nor an index past the table: a stale or invalid handle's).
+#if IWCM_CHECK_INVARIANTS
+    void check_qp(std::uint32_t qp) const;
+#else
+    void check_qp(std::uint32_t) const {}
+#endif
+    // check_qp() of `qp` on the way out of a call, whichever return it takes.
+    struct CheckOnExit {
+        const Engine& engine;
+        std::uint32_t qp;
+        ~CheckOnExit() { engine.check_qp(qp); }
+    };
+    // The entries of `q`, walked from its head (its chain asserted whole).
+    std::uint32_t queue_length(const WrQueue& q) const;
     void enter_closing(std::uint32_t qp);
     VResult<void> check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                              std::uint32_t& total) const;
