@@ -427,7 +427,7 @@ VResult<void> Engine::check_sges(std::uint32_t pd, std::span<const Sge> sges, st
 
 VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
     const SettleOnExit settle{*this};
-    const CheckOnExit check{*this, qp.index};
+    const CheckScope check(*this, qp.index);
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;
@@ -477,7 +477,7 @@ VResult<void> Engine::post_send(QpHandle qp, const SendWr& wr) {
 
 VResult<void> Engine::post_recv(QpHandle qp, const RecvWr& wr) {
     const SettleOnExit settle{*this};
-    const CheckOnExit check{*this, qp.index};
+    const CheckScope check(*this, qp.index);
     auto found = checked_qp(qp);
     if (!found) return fail(found.error());
     QpRecord& r = **found;

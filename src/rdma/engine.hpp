@@ -308,11 +308,19 @@ private:
 #else
     void check_qp(std::uint32_t) const {}
 #endif
-    // check_qp() of `qp` on the way out of a call, whichever return it takes.
-    struct CheckOnExit {
-        const Engine& engine;
-        std::uint32_t qp;
-        ~CheckOnExit() { engine.check_qp(qp); }
+    // check_qp() of `qp` as a call starts and again on its way out, whichever return it takes.
+    class CheckScope {
+    public:
+        CheckScope(const Engine& engine, std::uint32_t qp) : engine_(engine), qp_(qp) {
+            engine_.check_qp(qp_);
+        }
+        ~CheckScope() { engine_.check_qp(qp_); }
+        CheckScope(const CheckScope&) = delete;
+        CheckScope& operator=(const CheckScope&) = delete;
+
+    private:
+        const Engine& engine_;
+        std::uint32_t qp_;
     };
     // The entries of `q`, walked from its head (its chain asserted whole).
     std::uint32_t queue_length(const WrQueue& q) const;

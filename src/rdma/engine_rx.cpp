@@ -138,7 +138,7 @@ TermInfo read_term_control(wire::Bytes b) {
 void Engine::on_readable(QpHandle qp) {
     const SettleOnExit settle{*this};
     if (find_qp(qp) == nullptr) return;
-    const CheckOnExit check{*this, qp.index};
+    const CheckScope check(*this, qp.index);
     rx_drain(qp.index);
 }
 
@@ -172,7 +172,7 @@ void Engine::take_early_rtr_response(QpHandle handle) {
     const SettleOnExit settle{*this};
     QpRecord* r = find_qp(handle);
     if (r == nullptr || !r->rtr_read_due || !r->link_up || r->rx_held) return;
-    const CheckOnExit check{*this, handle.index};
+    const CheckScope check(*this, handle.index);
     const wire::Bytes view = links_.peek(r->link);
     // The DDP control byte says tagged, the RDMAP one Read Response (RFC 5041 4.2, 5040 4.2).
     constexpr std::size_t kDdpCtrl = wire::kFpduLengthLen, kRdmapCtrl = kDdpCtrl + 1;

@@ -23,7 +23,7 @@ using wire::kDdpUntaggedHeaderLen;
 void Engine::on_writable(QpHandle qp) {
     const SettleOnExit settle{*this};
     if (find_qp(qp) == nullptr) return;
-    const CheckOnExit check{*this, qp.index};
+    const CheckScope check(*this, qp.index);
     tx_progress(qp.index);
 }
 
@@ -190,7 +190,7 @@ bool Engine::tx_send_queue(std::uint32_t qp) {
 void Engine::on_acked(QpHandle qp, std::uint64_t acked) {
     QpRecord* r = find_qp(qp);
     if (r == nullptr) return;
-    const CheckOnExit check{*this, qp.index};
+    const CheckScope check(*this, qp.index);
     while (!r->ackq.empty() && wrs_[r->ackq.head].ack_mark <= acked) {
         const std::uint32_t index = pop(r->ackq);
         IWCM_ASSERT(r->send_count > 0);
