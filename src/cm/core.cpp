@@ -67,9 +67,9 @@ Core::Impl::~Impl() {
     IWCM_ASSERT(events.empty() && !current_node);
 }
 
-void Core::Impl::on_node_destroyed(void* self, Node& node) {
+// (The node's stream, if it has one, settles its loans as it goes.)
+void Core::Impl::on_node_destroyed(void* self, Node&) {
     auto* impl = static_cast<Impl*>(self);
-    (void)node;  // (its stream, if it has one, settles its loans as it goes)
     ++impl->stats.nodes_destroyed;
 }
 
@@ -77,6 +77,7 @@ void Core::Impl::on_node_destroyed(void* self, Node& node) {
 
 void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint64_t> flow) {
     now_ = now;
+    rx_ctx.check_between_frames();
     handle_frame(now, frame, flow.value_or(0), flow.has_value());
     drain_loopback(now);
 }
@@ -85,6 +86,7 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
     now_ = now;
+    rx_ctx.check_between_frames();
     {
         const cm::RxContext::PartsScope parts(rx_ctx);
         handle_frame(now, headers, flow.value_or(0), flow.has_value(), payload);
@@ -107,6 +109,7 @@ void Core::Impl::drain_loop_queue(Instant now) {
 
 void Core::Impl::on_timer(Instant now) {
     now_ = now;
+    rx_ctx.check_between_frames();
     timers.on_timer(now, [&](cm::FiredTimer&& fired) { on_node_timer(now, std::move(fired)); });
     drain_loopback(now);
 }

@@ -165,7 +165,8 @@ public:
     }
 
     // Between frames nothing of a frame is left: no frame in hand, no pieces, no checksum
-    // pending, no text in place. Asserted in debug and sanitizer builds.
+    // pending, no text in place. Asserted as the core takes a frame or a timer (receive,
+    // receive_parts, on_timer), in debug and sanitizer builds.
     void check_between_frames() const {
 #if IWCM_CHECK_INVARIANTS
         IWCM_ASSERT(!in_frame_ && pieces_.empty() && !sum_pending_ && in_place_node_ == nullptr);

@@ -65,14 +65,13 @@ void TxQueue::check() const {
 #if IWCM_CHECK_INVARIANTS
     IWCM_ASSERT(head_ <= frames_.size() && payload_head_ <= payloads_.size());
     std::size_t end = 0;
+    std::size_t left_out = 0;  // frames marked so
     for (const TxFrame& t : frames_) {
         IWCM_ASSERT(t.off == end && t.length() > 0);
         end += t.length();
+        left_out += (t.len & TxFrame::kLeftOut) != 0;
     }
-    IWCM_ASSERT(end == arena_.size());
-    std::size_t left_out = 0;  // frames marked so
-    for (const TxFrame& t : frames_) left_out += (t.len & TxFrame::kLeftOut) != 0;
-    IWCM_ASSERT(left_out == payloads_.size());
+    IWCM_ASSERT(end == arena_.size() && left_out == payloads_.size());
     for (std::size_t i = 0; i < payloads_.size(); ++i) {
         const TxPayload& p = payloads_[i];
         IWCM_ASSERT(p.frame < frames_.size() && (frames_[p.frame].len & TxFrame::kLeftOut));

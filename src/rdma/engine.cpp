@@ -68,6 +68,7 @@ std::uint32_t Engine::pop(WrQueue& q) {
     return index;
 }
 
+#if IWCM_CHECK_INVARIANTS
 std::uint32_t Engine::queue_length(const WrQueue& q) const {
     IWCM_ASSERT((q.head == kNil) == (q.tail == kNil));
     std::uint32_t n = 0;
@@ -81,7 +82,6 @@ std::uint32_t Engine::queue_length(const WrQueue& q) const {
     return n;
 }
 
-#if IWCM_CHECK_INVARIANTS
 void Engine::check_qp(std::uint32_t qp) const {
     if (qp >= qps_.size() || !qps_[qp].live) return;
     const QpRecord& r = qps_[qp];

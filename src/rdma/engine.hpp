@@ -322,8 +322,10 @@ private:
         const Engine& engine_;
         std::uint32_t qp_;
     };
-    // The entries of `q`, walked from its head (its chain asserted whole).
+#if IWCM_CHECK_INVARIANTS
+    // The entries of `q`, walked from its head (its chain asserted whole): check_qp's.
     std::uint32_t queue_length(const WrQueue& q) const;
+#endif
     void enter_closing(std::uint32_t qp);
     VResult<void> check_sges(std::uint32_t pd, std::span<const Sge> sges, std::uint32_t access,
                              std::uint32_t& total) const;
