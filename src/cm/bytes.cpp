@@ -23,7 +23,7 @@ using cm::NodeRef;
 using cm::Segment;
 namespace tf = wire::tcp_flags;
 
-void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
+void Core::Impl::start_stream(const NodeRef& node, const std::optional<StreamConfig>& own) {
     IWCM_ASSERT(node->stream == nullptr && node->snd_una <= node->snd_nxt);
     tcp::StreamInit init;
     init.snd_una = node->snd_una;
@@ -45,7 +45,11 @@ void Core::Impl::start_stream(const NodeRef& node, const StreamConfig& config) {
                           : !node->peer_to_peer ? cfg.mpa.responder_send_wait
                                                 : Duration::zero();
     if (wait > Duration::zero()) init.hold_data_until = now_ + wait;
-    node->stream = std::make_unique<cm::NodeStream>(config, init, now_, tx);
+    // The core's settings are shared by reference (cfg outlives every node); a connection's
+    // own are kept by its stream.
+    node->stream = own ? std::make_unique<cm::NodeStream>(
+                             std::make_unique<const StreamConfig>(*own), init, now_, tx)
+                       : std::make_unique<cm::NodeStream>(cfg.stream, init, now_, tx);
     // The stream retransmits what is unacknowledged (an RTR) and probes a shut window
     // from here on.
     timers.ack_send(node);

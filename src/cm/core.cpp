@@ -634,7 +634,7 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
         if (params.mode == HandoffMode::kStream) {
             // The core keeps TCP: what the peer sent after its MPA frames
             // becomes readable, what we sent unacknowledged the stream's.
-            start_stream(ref, params.stream.value_or(cfg.stream));
+            start_stream(ref, params.stream);
             drain_loopback(now_);
             return c;
         }

@@ -288,7 +288,8 @@ struct Core::Impl {
     }
 
     // ---- the byte stream after hand-off (bytes.cpp) ----
-    void start_stream(const cm::NodeRef& node, const StreamConfig& config);
+    // `own`: this connection's settings (HandoffParams::stream); unset, the core's.
+    void start_stream(const cm::NodeRef& node, const std::optional<StreamConfig>& own);
     void on_stream_segment(Instant now, const cm::NodeRef& node, const cm::Segment& seg);
     // Sends what the stream has to send, brings the node's sequence numbers
     // up to date, tells the application what changed, re-arms the timer.

@@ -131,9 +131,14 @@ struct NodeBuffers {
 // lent memory. The last loans are settled when the stream goes.
 class NodeStream {
 public:
-    NodeStream(const tcp::StreamConfig& config, const tcp::StreamInit& init, Instant now,
+    // With the core's settings (CoreConfig::stream), which outlive every node.
+    NodeStream(const tcp::StreamConfig& shared, const tcp::StreamInit& init, Instant now,
                TxQueue& tx)
-        : tcp_(config, init, now), tx_(tx) {}
+        : tcp_(shared, init, now), tx_(tx) {}
+    // With settings of this connection's own (HandoffParams::stream), kept here.
+    NodeStream(std::unique_ptr<const tcp::StreamConfig> own, const tcp::StreamInit& init,
+               Instant now, TxQueue& tx)
+        : own_config_(std::move(own)), tcp_(held(own_config_), init, now), tx_(tx) {}
     NodeStream(const NodeStream&) = delete;
     NodeStream& operator=(const NodeStream&) = delete;
     ~NodeStream() { settle(); }
@@ -220,6 +225,13 @@ public:
     std::uint64_t sunk = 0;
 
 private:
+    static const tcp::StreamConfig& held(const std::unique_ptr<const tcp::StreamConfig>& own) {
+        IWCM_ASSERT(own != nullptr);
+        return *own;
+    }
+
+    // Before tcp_, which reads it as long as it lives. Null: tcp_ has the core's settings.
+    std::unique_ptr<const tcp::StreamConfig> own_config_;
     tcp::Stream tcp_;
     TxQueue& tx_;
     Lent lent_;

@@ -74,7 +74,7 @@ void checked(const Stream& s) {
 }  // namespace
 
 Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
-    : config_(config),
+    : config_(&config),
       snd_buf_(init.unacked.begin(), init.unacked.end()),
       snd_una_(init.snd_una),
       snd_nxt_(init.snd_nxt),
@@ -109,7 +109,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     // The core offered some window before the hand-off; take what we can hold.
     rcv_adv_ = rcv_nxt_;
     rcv_adv_ = advert().edge;
-    if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
+    if (config_->keepalive) keepalive_at_ = now + config_->keepalive_idle;
     // Bytes the peer sent before the hand-off end the hold before it starts.
     if (init.received.empty()) hold_at_ = init.hold_data_until;
     hold_edge_ = init.snd_una + static_cast<std::uint32_t>(init.unacked.size());
@@ -132,7 +132,7 @@ SeqNumber Stream::data_end() const {
 std::size_t Stream::send_space() const {
     if (fin_queued_) return 0;
     const std::uint32_t used = snd_buffered();
-    return used >= config_.send_buffer ? 0 : config_.send_buffer - used;
+    return used >= config_->send_buffer ? 0 : config_->send_buffer - used;
 }
 
 void Stream::cut_snd_prefix() {
@@ -156,7 +156,7 @@ std::size_t Stream::write(std::span<const std::byte> data) {
     // The buffer is released when empty; taking its whole size at once when
     // it fills again avoids a chain of growing copies (measured: 2.5 times
     // the CPU per byte in a bulk transfer that drains each round trip).
-    if (snd_buf_.capacity() == 0) snd_buf_.reserve(config_.send_buffer);
+    if (snd_buf_.capacity() == 0) snd_buf_.reserve(config_->send_buffer);
     // In pieces, as wire::copy_bytes does (the capacity is reserved: no reallocation).
     for (std::size_t done = 0; done < n; done += wire::kCopyPiece) {
         const auto* from = data.data() + done;
@@ -225,7 +225,7 @@ std::size_t Stream::own_refs() {
     const std::uint32_t buffered = snd_buffered();
     gather(snd_una_, buffered);
     std::vector<std::byte> owned;
-    owned.reserve(std::max<std::size_t>(config_.send_buffer, buffered));
+    owned.reserve(std::max<std::size_t>(config_->send_buffer, buffered));
     for (auto piece : refq_->pieces) owned.insert(owned.end(), piece.begin(), piece.end());
     IWCM_ASSERT(owned.size() == buffered);
     snd_buf_.swap(owned);
@@ -271,7 +271,7 @@ std::uint32_t Stream::recv_window() const {
 std::uint32_t Stream::rcv_space() const {
     if (fin_received_) return 0;
     const std::uint32_t cap =
-        std::min<std::uint32_t>(config_.recv_buffer, kMaxWindowField << rcv_wscale_);
+        std::min<std::uint32_t>(config_->recv_buffer, kMaxWindowField << rcv_wscale_);
     return rcv_unread_ >= cap ? 0 : cap - rcv_unread_;
 }
 
@@ -284,7 +284,7 @@ Stream::Advert Stream::advert() const {
     std::uint32_t wnd = offered;
     // RFC 9293 3.8.6.2.2: move the right edge only when "RCV.BUFF - RCV.USER -
     // RCV.WND >= min(Fr * RCV.BUFF, Eff.SND.MSS)" with Fr = 1/2.
-    const std::uint32_t sws = std::min<std::uint32_t>(config_.recv_buffer / 2, mss_);
+    const std::uint32_t sws = std::min<std::uint32_t>(config_->recv_buffer / 2, mss_);
     if (space >= offered && space - offered >= sws) wnd = space;
     // RFC 7323 2.3: the field is the window shifted right; round up when the
     // extra bytes still fit, so rounding does not pull the edge left.
@@ -303,8 +303,8 @@ bool Stream::window_update_due() const {
     // the peer knows at most half the buffer and the new window is at least
     // twice that (advert() has already applied the silly-window rule).
     const std::uint64_t offered = recv_window();
-    const std::uint64_t max_wnd =
-        std::min<std::uint64_t>(config_.recv_buffer, std::uint64_t{kMaxWindowField} << rcv_wscale_);
+    const std::uint64_t max_wnd = std::min<std::uint64_t>(
+        config_->recv_buffer, std::uint64_t{kMaxWindowField} << rcv_wscale_);
     // The edge we offered never passes what the buffer holds (advert, check_invariants).
     IWCM_ASSERT(fin_received_ || offered <= max_wnd);
     if (2 * offered > max_wnd) return false;
@@ -329,7 +329,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     // RFC 9293 3.8.4: any segment from the peer shows it is alive.
     ka_probes_out_ = 0;
     ka_probe_pending_ = false;
-    if (config_.keepalive) keepalive_at_ = now + config_.keepalive_idle;
+    if (config_->keepalive) keepalive_at_ = now + config_->keepalive_idle;
     const std::uint32_t len =
         static_cast<std::uint32_t>(seg.payload_len()) + ((seg.flags & flags::kFin) ? 1 : 0);
     // RFC 9293 3.10.7.4: "If the RCV.WND is zero, no segments will be
@@ -359,7 +359,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         // ACK." Without it two ends whose empty segments are each one octet
         // old for the other (a probe octet taken, its ACK lost) never recover.
         const bool old =
-            seg.seq + len <= rcv_nxt_ && dist(rcv_nxt_, seg.seq) <= config_.recv_buffer;
+            seg.seq + len <= rcv_nxt_ && dist(rcv_nxt_, seg.seq) <= config_->recv_buffer;
         if (old && (seg.flags & flags::kAck) != 0 &&
             check_ack(seg.ack, snd_una_, snd_max_, max_snd_wnd_) == AckCheck::kAcceptable) {
             process_ack(now, seg, out);
@@ -572,10 +572,10 @@ void Stream::rtt_sample(Duration r) {
     }
     // RFC 6298 2.2-2.5: "RTO <- SRTT + max (G, K*RTTVAR)", K = 4, clamped.
     rto_base_ =
-        std::clamp(srtt_ + std::max(kGranularity, 4 * rttvar_), config_.rto_min, config_.rto_max);
+        std::clamp(srtt_ + std::max(kGranularity, 4 * rttvar_), config_->rto_min, config_->rto_max);
     // RFC 6298 5.7 and Karn: a valid sample ends the backoff.
     rto_backoff_ = 0;
-    IWCM_ASSERT(has_srtt_ && rto_base_ >= config_.rto_min && rto_base_ <= config_.rto_max);
+    IWCM_ASSERT(has_srtt_ && rto_base_ >= config_->rto_min && rto_base_ <= config_->rto_max);
 }
 
 // The referenced bytes of [snd_una, end) are acknowledged: drops them and
@@ -702,10 +702,10 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
     if (!ack_now_ && (out.readable || out.sunk > 0)) {
         // RFC 9293 3.8.6.3 / RFC 5681 4.2: "an ACK SHOULD be generated for at
         // least every second full-sized segment", others within the delay.
-        if (config_.ack_delay <= Duration::zero() || rcv_unacked_ >= 2U * mss_) {
+        if (config_->ack_delay <= Duration::zero() || rcv_unacked_ >= 2U * mss_) {
             ack_now_ = true;
         } else if (delack_at_ == kInstantNever) {
-            delack_at_ = now + config_.ack_delay;
+            delack_at_ = now + config_->ack_delay;
         }
     }
 }
@@ -737,7 +737,7 @@ std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
         rcv_buf_.erase(rcv_buf_.begin(), rcv_buf_.begin() + rcv_read_);
         rcv_read_ = 0;
     }
-    if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_.recv_buffer);  // as in write()
+    if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_->recv_buffer);  // as in write()
     const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, rcv_nxt_);
     if (rcv_buf_.size() < at + n) rcv_buf_.resize(at + n);
     return rcv_buf_.data() + at;
@@ -902,7 +902,7 @@ std::uint32_t Stream::send_allowance() const {
 }
 
 std::uint32_t Stream::offload() const {
-    const std::uint32_t o = std::min<std::uint32_t>(config_.segment_offload, kMaxOffload);
+    const std::uint32_t o = std::min<std::uint32_t>(config_->segment_offload, kMaxOffload);
     return o >= 2U * mss_ ? o / mss_ * mss_ : 0;
 }
 
@@ -923,7 +923,7 @@ std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
     // send_len's: a first piece the MSS rules allow, a cap within what is queued.
     IWCM_ASSERT(len > 0 && len <= mss_ && cap <= dist(data_end(), snd_nxt_));
     if (cap <= len) return len;
-    if (config_.offload_mss_pieces && !record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
+    if (config_->offload_mss_pieces && !record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
         // A link that cuts every MSS: whole pieces (a record, or an MSS-sized piece of a long
         // one) while each is a whole MSS; the first shorter one is the last.
         // `len` is the first piece; cap is within what is queued.
@@ -1212,7 +1212,7 @@ void Stream::force_ack() {
 // ---------------------------------------------------------------- timers
 
 Duration Stream::backed_off(unsigned shift) const {
-    return tcp::backed_off(rto_base_, shift, config_.rto_max);
+    return tcp::backed_off(rto_base_, shift, config_->rto_max);
 }
 
 Duration Stream::rto() const {
@@ -1285,7 +1285,7 @@ Stream::Timeout Stream::on_rto(Instant now) {
     rto_at_ = kInstantNever;
     if (snd_max_ == snd_una_) return Timeout::kNone;
     if (rto_count_ < 255) ++rto_count_;
-    if (rto_count_ > config_.max_retransmits) return Timeout::kGiveUp;
+    if (rto_count_ > config_->max_retransmits) return Timeout::kGiveUp;
     // RFC 5681 3.1 (4): ssthresh = max (FlightSize / 2, 2*SMSS), held
     // constant when the segment was already retransmitted by the timer.
     if (rto_count_ == 1) {
@@ -1323,7 +1323,7 @@ Stream::Timeout Stream::on_persist(Instant now) {
     if (!persist_wanted()) return Timeout::kNone;
     // Unanswered probes count like RTO expiries (Linux's tcp_probe_timer).
     if (probes_out_ < 255) ++probes_out_;
-    if (probes_out_ > config_.max_retransmits) return Timeout::kGiveUp;
+    if (probes_out_ > config_->max_retransmits) return Timeout::kGiveUp;
     probe_pending_ = true;
     if (persist_backoff_ < kMaxBackoff) ++persist_backoff_;
     persist_at_ = now + backed_off(rto_backoff_ + persist_backoff_);
@@ -1333,18 +1333,18 @@ Stream::Timeout Stream::on_persist(Instant now) {
 
 Stream::Timeout Stream::on_keepalive(Instant now) {
     keepalive_at_ = kInstantNever;
-    if (!config_.keepalive) return Timeout::kNone;
+    if (!config_->keepalive) return Timeout::kNone;
     // RFC 9293 3.8.4: probe only an idle connection; while data or a FIN is
     // outstanding the retransmission timer watches the peer.
     if (snd_max_ != snd_una_ || data_end() != snd_una_ || (fin_queued_ && !fin_sent_)) {
-        keepalive_at_ = now + config_.keepalive_idle;
+        keepalive_at_ = now + config_->keepalive_idle;
         return Timeout::kNone;
     }
-    if (ka_probes_out_ >= config_.keepalive_probes) return Timeout::kGiveUp;
+    if (ka_probes_out_ >= config_->keepalive_probes) return Timeout::kGiveUp;
     ++ka_probes_out_;
     ka_probe_pending_ = true;
-    keepalive_at_ = now + config_.keepalive_interval;
-    IWCM_ASSERT(ka_probes_out_ <= config_.keepalive_probes);
+    keepalive_at_ = now + config_->keepalive_interval;
+    IWCM_ASSERT(ka_probes_out_ <= config_->keepalive_probes);
     return Timeout::kNone;
 }
 

@@ -154,7 +154,10 @@ struct SegmentOut {
 
 class Stream {
 public:
+    // The stream keeps `config` by reference, not a copy (a copy was a fifth of its size):
+    // its owner keeps the settings alive and unchanged as long as the stream lives.
     Stream(const StreamConfig& config, const StreamInit& init, Instant now);
+    Stream(StreamConfig&&, const StreamInit&, Instant) = delete;  // it would not outlive us
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
@@ -253,7 +256,7 @@ public:
     Timeout on_timer(Instant now);
 
     // ---- observation (tests, traces, the hand-off context) ----
-    const StreamConfig& config() const { return config_; }
+    const StreamConfig& config() const { return *config_; }
     wire::SeqNumber snd_una() const;
     wire::SeqNumber snd_nxt() const;
     wire::SeqNumber snd_max() const;  // highest sequence number sent + 1
@@ -372,7 +375,7 @@ private:
     void note_peer_fin(wire::SeqNumber at);
     void finish(Instant now);
 
-    StreamConfig config_;
+    const StreamConfig* config_;
     // Send side: snd_buf_[snd_off_, size) are the bytes from snd_una on; the
     // dead prefix is dropped lazily when it is at least as long as the rest.
     std::vector<std::byte> snd_buf_;

@@ -60,8 +60,7 @@ public:
     OneWay(std::uint64_t seed, const Link& link) : rng_(seed), link_(link) {
         data_.resize(link.bytes);
         for (auto& b : data_) b = static_cast<std::byte>(rng_.next_u64());
-        StreamConfig c;
-        c.send_buffer = c.recv_buffer = link.buffer;
+        config_.send_buffer = config_.recv_buffer = link.buffer;
         StreamInit a;
         a.snd_una = a.snd_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
         a.rcv_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
@@ -72,8 +71,8 @@ public:
         std::swap(b.snd_una, b.rcv_nxt);
         b.snd_nxt = b.snd_una;
         first_seq_ = a.snd_una;
-        streams_[0].emplace(c, a, now_);
-        streams_[1].emplace(c, b, now_);
+        streams_[0].emplace(config_, a, now_);
+        streams_[1].emplace(config_, b, now_);
     }
 
     Figures run() {
@@ -176,6 +175,7 @@ private:
     io::Rng rng_;
     Link link_;
     Instant now_ = at_ms(0);
+    StreamConfig config_;  // both streams', kept by reference: before them
     std::array<std::optional<Stream>, 2> streams_;
     std::vector<std::byte> data_;
     std::vector<std::byte> received_;

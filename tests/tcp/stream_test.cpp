@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <type_traits>
 #include <vector>
 
 namespace iwcm::tcp {
@@ -91,10 +92,14 @@ SegmentIn from_peer(std::uint32_t seq, std::uint32_t ack, std::uint16_t window,
     return {SeqNumber(seq), SeqNumber(ack), flags, window, payload};
 }
 
-StreamConfig config() {
-    StreamConfig c;
-    c.send_buffer = 64 * 1024;
-    c.recv_buffer = 16 * 1024;
+// The settings most tests use; a stream keeps them by reference, so they live for good.
+const StreamConfig& config() {
+    static const StreamConfig c = [] {
+        StreamConfig d;
+        d.send_buffer = 64 * 1024;
+        d.recv_buffer = 16 * 1024;
+        return d;
+    }();
     return c;
 }
 
@@ -912,12 +917,15 @@ TEST(StreamFin, FinNeedsNoWindow) {
 
 // ---------------------------------------------------------------- keepalive
 
-StreamConfig keepalive_config() {
-    StreamConfig c = config();
-    c.keepalive = true;
-    c.keepalive_idle = seconds(10);
-    c.keepalive_interval = seconds(1);
-    c.keepalive_probes = 3;
+const StreamConfig& keepalive_config() {
+    static const StreamConfig c = [] {
+        StreamConfig d = config();
+        d.keepalive = true;
+        d.keepalive_idle = seconds(10);
+        d.keepalive_interval = seconds(1);
+        d.keepalive_probes = 3;
+        return d;
+    }();
     return c;
 }
 
@@ -1043,9 +1051,14 @@ TEST(StreamHold, NoProbeSendsNewData) {
     expect_sent(s, probe, {Seg{kIss, kIrs, f::kAck | f::kPsh, kWin16k, pattern(1)}});
 }
 
-// 392 bytes, and one instant for the responder's hold of its first data (StreamInit).
+// A connection's whole TCP state lives here from its hand-off on: the settings are the
+// owner's, kept by reference, and the records' ends and bytes held by reference cost a
+// pointer each until used.
 TEST(StreamSize, IsModest) {
-    EXPECT_LE(sizeof(Stream), 400U) << sizeof(Stream);
+    EXPECT_LE(sizeof(Stream), 320U) << sizeof(Stream);
+    // Settings that would die before the stream are refused at compile time.
+    static_assert(!std::is_constructible_v<Stream, StreamConfig&&, const StreamInit&, Instant>);
+    static_assert(std::is_constructible_v<Stream, const StreamConfig&, const StreamInit&, Instant>);
 }
 
 }  // namespace
