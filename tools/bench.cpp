@@ -171,13 +171,34 @@ struct ScaleSample {
     std::uint64_t live_b = 0;
     std::uint64_t timers = 0;  // timer entries armed, both cores
     std::uint64_t errors = 0;
+    // Established only: the initiators of `streamed` held connections (at most
+    // kStreamedMost) handed off as byte streams (HandoffMode::kStream), idle, and the RSS
+    // just before and after.
+    std::uint64_t streamed = 0;
+    std::uint64_t rss_unstreamed = 0;
+    std::uint64_t rss_streamed = 0;
     double bytes_per_conn() const {
         return held ? static_cast<double>(rss_after - std::min(rss_after, rss_before)) /
                           static_cast<double>(held)
                     : 0;
     }
+    // What a stream adds to one end of an idle connection: its whole TCP state.
+    double bytes_per_stream() const {
+        return streamed
+                   ? static_cast<double>(rss_streamed - std::min(rss_streamed, rss_unstreamed)) /
+                         static_cast<double>(streamed)
+                   : 0;
+    }
+    // One end of an idle established connection with its stream: the node's share and the
+    // stream's.
+    double bytes_per_streamed_end() const {
+        return streamed ? bytes_per_conn() / 2 + bytes_per_stream() : 0;
+    }
     double build_rate() const { return build_s > 0 ? static_cast<double>(held) / build_s : 0; }
 };
+
+// The most held connections a scale point hands off as streams (ScaleSample::streamed).
+constexpr std::uint64_t kStreamedMost = 100'000;
 
 std::uint16_t hold_port(std::uint64_t held) {
     return static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 +
@@ -217,6 +238,20 @@ ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) 
     s.live_a = p->a().live_nodes();
     s.live_b = p->b().live_nodes();
     s.timers = p->a().pending_timers() + p->b().pending_timers();
+    if (!half_open) {
+        // After the rate: the streams would be held through it otherwise.
+        malloc_trim(0);
+        s.rss_unstreamed = bench::rss_bytes();
+        for (ConnHandle h : held) {
+            if (s.streamed == kStreamedMost) break;
+            if (!p->a().handoff(h, HandoffParams{HandoffMode::kStream, std::nullopt})) {
+                ++s.errors;
+                break;
+            }
+            ++s.streamed;
+        }
+        s.rss_streamed = bench::rss_bytes();
+    }
     s.errors += p->counters().errors;
     return s;
 }
@@ -583,9 +618,10 @@ void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progre
             const ScaleSample& e = r.established.back();
             std::fprintf(
                 stderr,
-                "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held\n",
+                "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held, "
+                "%.0f B/stream\n",
                 static_cast<unsigned long long>(n), e.bytes_per_conn(),
-                r.half_open.back().bytes_per_conn(), e.churn_rate);
+                r.half_open.back().bytes_per_conn(), e.churn_rate, e.bytes_per_stream());
         }
     }
     auto budget = std::chrono::nanoseconds(static_cast<std::int64_t>(o.seconds * 1e9));
@@ -703,6 +739,11 @@ std::vector<Target> targets(const Report& r) {
         if (&e == &r.established.back()) {
             t.push_back({"bytes per idle established connection (one side)", "<= 256 B", per_node,
                          "B", per_node <= 256});
+            // With its whole TCP state, as every connection will have it once its stream
+            // exists from the handshake on.
+            const double streamed = e.bytes_per_streamed_end();
+            t.push_back({"bytes per idle connection with its stream (one side)", "<= 512 B",
+                         streamed, "B", streamed > 0 && streamed <= 512});
             double mib =
                 static_cast<double>(e.rss_after - std::min(e.rss_after, e.rss_before)) / 1048576.0;
             if (e.n >= 1'000'000)
@@ -803,6 +844,8 @@ std::string to_json(const BenchOptions& o, const Report& r) {
           << ", \"build_rate_per_s\": " << e.build_rate() << ", \"rate_per_s\": " << e.churn_rate
           << ", \"cycle_rate_per_s\": " << e.churn_cycle_rate
           << ", \"live_nodes\": " << e.live_a + e.live_b << ", \"timers\": " << e.timers
+          << ", \"streamed\": " << e.streamed << ", \"bytes_per_stream\": " << e.bytes_per_stream()
+          << ", \"bytes_per_streamed_end\": " << e.bytes_per_streamed_end()
           << ", \"errors\": " << e.errors << "}, \"half_open\": {\"held\": " << h.held
           << ", \"rss_growth\": " << (h.rss_after - std::min(h.rss_after, h.rss_before))
           << ", \"bytes_per_conn\": " << h.bytes_per_conn()
@@ -899,13 +942,14 @@ void print_table(const Report& r) {
     }
     if (!r.established.empty()) {
         std::printf("\nscale (RSS growth / N, both sides; rate = setups/s with N held)\n");
-        std::printf("  %10s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half", "rate held",
-                    "build rate");
+        std::printf("  %10s %14s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half",
+                    "rate held", "build rate", "B/stream");
         for (std::size_t i = 0; i < r.established.size(); ++i) {
             const ScaleSample& e = r.established[i];
-            std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f\n",
+            std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f %14.0f\n",
                         static_cast<unsigned long long>(e.n), e.bytes_per_conn(),
-                        r.half_open[i].bytes_per_conn(), e.churn_rate, e.build_rate());
+                        r.half_open[i].bytes_per_conn(), e.churn_rate, e.build_rate(),
+                        e.bytes_per_stream());
         }
     }
     if (!r.timer.empty()) {
