@@ -17,6 +17,9 @@ namespace {
 
 // The one state each phase timeout is armed in (timeouts.cpp asserts it when one fires).
 bool phase_fits_state(const Node& node, NodeTimer kind) {
+    // The phase slot holds none of the kinds the send slot or a stream's own hold.
+    IWCM_ASSERT(kind != NodeTimer::kSend && kind != NodeTimer::kStream &&
+                kind != NodeTimer::kPersist);
     switch (kind) {
         case NodeTimer::kClose: return node.state == CmState::kTimeWait;
         case NodeTimer::kMpaRequest: return node.state == CmState::kMpaReqWait;

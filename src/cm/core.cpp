@@ -23,6 +23,9 @@ using cm::NodeRef;
 namespace {
 
 cm::NodeTimersConfig timer_config(const CoreConfig& c) {
+    // The wheel divides by the granularity; the retransmission waits double up to the cap.
+    IWCM_ASSERT(c.timer_granularity > Duration::zero());
+    IWCM_ASSERT(c.retransmit.cap >= c.retransmit.initial);
     cm::NodeTimersConfig t;
     t.retrans.max_retrans = c.retransmit.max_retrans;
     t.retrans.initial = c.retransmit.initial;
@@ -85,6 +88,7 @@ void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint
 void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
+    IWCM_ASSERT(!in_loopback);  // a command, never reached from a loopback frame's handling
     now_ = now;
     rx_ctx.check_between_frames();
     {
@@ -157,6 +161,8 @@ std::optional<Event> Core::Impl::next_event() {
         return std::nullopt;  // not a named std::optional: its default constructor zeroes it all
     cm::QueuedEvent& q = *popped;
     current_node = std::move(q.node);
+    // A byte stream's event names its node (push_event); only a listener's holds none.
+    IWCM_ASSERT(q.event.type != EventType::kReadable || current_node);
     // A view where push_event put the bytes: they move only when a later call queues an
     // event, and the view is the application's only until its next call.
     current_pdata = events.pdata_of(q);
@@ -183,6 +189,7 @@ namespace {
 // initiator goes from SYN_SENT straight to MPAREQ_SENT.
 constexpr CmStateSet allowed_from(CmState from) {
     using S = CmState;
+    IWCM_ASSERT(static_cast<int>(from) < kCmStateCount);
     constexpr CmStateSet kEnd = S::kClosed;
     constexpr CmStateSet kClose = S::kFinWait1 | S::kCloseWait | S::kClosed;
     switch (from) {
@@ -217,7 +224,11 @@ constexpr CmStateSet allowed_from(CmState from) {
 // allowed_from for every state, worked out at compile time: set_state's check is one load.
 const std::array<CmStateSet, kCmStateCount> Core::Impl::kAllowedFrom = [] {
     std::array<CmStateSet, kCmStateCount> table{};
-    for (int i = 0; i < kCmStateCount; ++i) table[i] = allowed_from(static_cast<CmState>(i));
+    for (int i = 0; i < kCmStateCount; ++i) {
+        table[i] = allowed_from(static_cast<CmState>(i));
+        // set_state ignores a change to the same state: no state lists itself.
+        IWCM_ASSERT(!table[i].contains(static_cast<CmState>(i)));
+    }
     return table;
 }();
 
@@ -320,6 +331,7 @@ void Core::Impl::push_event(const NodeRef& node, EventType type, int status,
 }
 
 void Core::Impl::drop(Instant now, DropReason reason, const Node* node, wire::Bytes frame) {
+    IWCM_ASSERT(static_cast<std::size_t>(reason) < stats.dropped.size());
     ++stats.dropped[static_cast<std::size_t>(reason)];
     if (trace) {
         TraceRecord r;
@@ -378,6 +390,7 @@ Result<ListenHandle> Core::Impl::listen(const ListenParams& p) {
         std::max<std::uint32_t>(1, cfg.silent_limit == 0 ? backlog : cfg.silent_limit);
     const ListenHandle h =
         listeners.add(now_, p.local, p.vlan, p.tos.value_or(cfg.tos), backlog, silent_limit);
+    IWCM_ASSERT(listeners.find(h) != nullptr);  // its handle names it now
     ++stats.listeners_created;
     return h;
 }
@@ -399,6 +412,7 @@ Result<void> Core::Impl::destroy_listen(Instant now, ListenHandle h) {
     std::optional<Instant> grace_until;
     if (cfg.listener_grace > Duration::zero()) grace_until = now + cfg.listener_grace;
     listeners.remove(h, grace_until);
+    IWCM_ASSERT(listeners.find(h) == nullptr);  // its handle is stale now
     ++stats.listeners_destroyed;
     drain_loopback(now);
     return {};
@@ -523,6 +537,8 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax)
         return fail(ApiError::kInvalidArgument);
     record_ird_ord(node, p.ird, p.ord);
+    // An unanswered request counts in its listener's backlog until this answer.
+    IWCM_ASSERT(node.counted_in_backlog);
     ++stats.accepts;
     release_backlog(node);
     NodeRef ref(&node);
@@ -662,6 +678,7 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
 // A listener's own event: it holds no node, and the listener handle may be
 // stale by the time the application polls it.
 void Core::Impl::push_listener_event(std::size_t index, EventType type, int status) {
+    IWCM_ASSERT(index < listeners.size() && listeners[index].in_use);
     const cm::Listener& l = listeners[index];
     // Rare: the slot is reset whole, then the listener's fields set.
     cm::QueuedEvent& q = events.push({});
@@ -717,6 +734,7 @@ std::optional<Transmit> Core::poll_transmit_hashed() {
     impl_->enter_command();
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
+    IWCM_ASSERT(t->len != 0);  // a queued frame has bytes
     if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
         return impl_->filled(*t);
     return Transmit{impl_->tx.bytes(*t), t->flow};
@@ -727,6 +745,8 @@ std::optional<TransmitParts> Core::poll_transmit_parts() {
     if (t == nullptr) return std::nullopt;
     const std::span<const std::byte> frame = impl_->tx.bytes(*t);
     if (cm::TxPayload* p = impl_->tx.taken_payload(*t)) {
+        // The payload left out is the frame's tail: the headers before it are sent as they lie.
+        IWCM_ASSERT(p->at + p->len == frame.size());
         if (p->count > 1 && p->len < cm::kGatherMin) {
             // Short and in several pieces (one FPDU's header, payload and CRC): copying
             // them into the frame costs less than gathering them, here and at the

@@ -56,6 +56,7 @@ std::unique_ptr<NodeBuffers> NodePool::take_buffers() {
 }
 
 void NodePool::give_buffers(std::unique_ptr<NodeBuffers> b) {
+    IWCM_ASSERT(b != nullptr);  // a node gives back only buffers it has
     // Keep a bounded number of spares, each with a bounded capacity.
     constexpr std::size_t kMaxSpares = 4096;
     constexpr std::size_t kMaxKept = 4096;
