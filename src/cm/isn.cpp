@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "iwcm/assert.hpp"
+
 namespace iwcm::cm {
 
 namespace {
@@ -39,6 +41,7 @@ struct SipState {
 };
 
 std::uint64_t load_le64(const std::uint8_t* p, std::size_t n) {
+    IWCM_ASSERT(n <= 8);  // one block, or the tail of a message
     std::uint64_t v = 0;
     if (n == 8) {
         std::memcpy(&v, p, 8);
@@ -78,6 +81,7 @@ std::uint64_t siphash24(const std::array<std::uint8_t, 16>& key,
 std::uint32_t initial_sequence(const std::array<std::uint8_t, 16>& secret, const Endpoint& local,
                                const Endpoint& remote, Instant now) {
     // The 4-tuple: both ports (big-endian), then both addresses (4 or 16 bytes each).
+    IWCM_ASSERT(local.addr.family() == remote.addr.family());
     std::uint64_t f = 0;
     if (local.addr.is_v4()) {
         // The common case without the byte loop of the generic tail: 12 bytes are one block

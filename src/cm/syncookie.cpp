@@ -6,6 +6,7 @@
 #include <span>
 
 #include "cm/isn.hpp"
+#include "iwcm/assert.hpp"
 
 namespace iwcm::cm {
 
@@ -21,6 +22,7 @@ std::uint8_t encode_data(const CookieData& d, std::uint64_t period) {
 
 std::uint32_t cookie_hash(const CookieKey& key, const CookieTuple& t, std::uint8_t data) {
     // Ports, VLAN, peer ISN, the low byte, then both addresses (4 or 16 bytes each).
+    IWCM_ASSERT(t.local.addr.family() == t.remote.addr.family());
     std::uint8_t buf[43];
     std::size_t alen = t.local.addr.is_v4() ? 4 : 16;
     auto put16 = [&](std::size_t at, std::uint16_t v) {
