@@ -146,6 +146,7 @@ VResult<MemoryRegion> Engine::reg_mr(std::span<std::byte> memory, std::uint32_t 
 // deregistration is rare.
 VResult<void> Engine::dereg_mr(MrHandle mr) {
     for (QpRecord& r : qps_) {
+        IWCM_ASSERT(r.live || !r.refs_out);  // destroy_qp let the link own its bytes
         if (r.live && r.refs_out) {
             links_.own_refs(r.link);
             r.refs_out = false;
