@@ -73,7 +73,6 @@ inline std::uint32_t hash_flow(const ConnHashKey& secret, std::uint64_t flow, st
 // a few multiplies. The addresses are folded with a rotate, which is one to one in the remote
 // address for a given local one.
 inline std::uint32_t hash_key(const ConnHashKey& secret, const ConnKey& key) {
-    IWCM_ASSERT(key.local.addr.family() == key.remote.addr.family());
     if (!key.local.addr.is_v6())
         return hash_flow(secret, flow_hash_v4(key.local, key.remote, secret.flow_key), key.vlan);
     const auto& l = key.local.addr.raw();

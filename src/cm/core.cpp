@@ -88,7 +88,6 @@ void Core::Impl::receive(Instant now, wire::Bytes frame, std::optional<std::uint
 void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
                                std::span<const wire::Bytes> payload,
                                std::optional<std::uint64_t> flow) {
-    IWCM_ASSERT(!in_loopback);  // a command, never reached from a loopback frame's handling
     now_ = now;
     rx_ctx.check_between_frames();
     {
@@ -161,8 +160,6 @@ std::optional<Event> Core::Impl::next_event() {
         return std::nullopt;  // not a named std::optional: its default constructor zeroes it all
     cm::QueuedEvent& q = *popped;
     current_node = std::move(q.node);
-    // A byte stream's event names its node (push_event); only a listener's holds none.
-    IWCM_ASSERT(q.event.type != EventType::kReadable || current_node);
     // A view where push_event put the bytes: they move only when a later call queues an
     // event, and the view is the application's only until its next call.
     current_pdata = events.pdata_of(q);
@@ -537,8 +534,6 @@ Result<void> Core::Impl::accept(Instant now, ConnHandle conn, const AcceptParams
     if (p.ird > wire::kIrdOrdMax || p.ord > wire::kIrdOrdMax)
         return fail(ApiError::kInvalidArgument);
     record_ird_ord(node, p.ird, p.ord);
-    // An unanswered request counts in its listener's backlog until this answer.
-    IWCM_ASSERT(node.counted_in_backlog);
     ++stats.accepts;
     release_backlog(node);
     NodeRef ref(&node);
@@ -734,7 +729,6 @@ std::optional<Transmit> Core::poll_transmit_hashed() {
     impl_->enter_command();
     const cm::TxFrame* t = impl_->next_tx();
     if (t == nullptr) return std::nullopt;
-    IWCM_ASSERT(t->len != 0);  // a queued frame has bytes
     if (t->len & cm::TxFrame::kLeftOut) [[unlikely]]
         return impl_->filled(*t);
     return Transmit{impl_->tx.bytes(*t), t->flow};

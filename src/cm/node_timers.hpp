@@ -282,8 +282,6 @@ private:
         switch (kind) {
             case NodeTimer::kSend:
             case NodeTimer::kPersist:
-                // The flag goes with the slot's deadline: set by arm_persist, cleared with it.
-                IWCM_ASSERT(!node.persist_armed || node.send_tick != kTimerUnarmed);
                 if (node.persist_armed != (kind == NodeTimer::kPersist)) return nullptr;
                 s = &node.send_tick;
                 break;

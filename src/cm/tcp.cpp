@@ -102,7 +102,6 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     Segment seg{&fr,  &fr.tcp, rx_ctx.frame.payload,
                 vlan, h,       hashed ? std::optional<std::uint64_t>(flow) : std::nullopt};
     if (Node* n = table.find(key, h)) {
-        IWCM_ASSERT(n->state != CmState::kClosed);  // close_node takes a node out of the table
         if (rx_ctx.sum_pending() && !finish_rx_sum(now, n, frame)) [[unlikely]]
             return;
         NodeRef ref(n);
@@ -140,7 +139,6 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
 // enough for the parse to be inlined.
 [[gnu::noinline]] bool Core::Impl::parse_parts(Instant now, wire::Bytes& frame,
                                                std::span<const wire::Bytes> pieces) {
-    IWCM_ASSERT(!pieces.empty());  // handle_frame parses a frame in one span itself
     const std::size_t len = wire::total_size(pieces);
     if (len == 0) return false;
     // A long payload's checksum is finished where it is placed (finish_rx_sum): a frame that
@@ -161,7 +159,6 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
 }
 
 [[gnu::noinline]] bool Core::Impl::finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame) {
-    IWCM_ASSERT(rx_ctx.in_frame());  // the frame's parse, and so its payload, is in hand
     const std::uint64_t partial = rx_ctx.take_sum();
     const wire::Bytes one = rx_ctx.frame.payload;
     const std::span<const wire::Bytes> text = wire::pieces_or(rx_ctx.pieces(), one);
@@ -184,7 +181,6 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
 
 // The frame answering a segment for no node: addresses and ports swapped.
 wire::FrameRepr Core::Impl::reply_frame(const Segment& seg) const {
-    IWCM_ASSERT(seg.tcp == &seg.frame->tcp);  // the segment is its frame's
     wire::FrameRepr out;
     out.eth.dst = seg.frame->eth.src;
     out.eth.src = cfg.mac;
@@ -280,7 +276,6 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
 // A passive node for listener l, counted in its backlog as half-open.
 NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire::SeqNumber irs) {
     const wire::FrameRepr& fr = *seg.frame;
-    IWCM_ASSERT(l.in_use);  // a removed listener admits nobody
     NodeRef node = pool.create();
     ++stats.nodes_created;
     if (app_refs.size() < pool.capacity()) app_refs.resize(pool.capacity());
@@ -335,7 +330,6 @@ void Core::Impl::shed_oldest_silent(cm::Listener& l) {
         listeners.take_oldest_silent(l, [this](ConnHandle c) { return still_silent(c); });
     NodeRef victim(pool.find(h.index, h.generation));
     // Nobody above knows it (MPAREQ_WAIT).
-    IWCM_ASSERT(victim->silent && !victim->app_owned);
     ++stats.silent_shed;
     send_reset(*victim);
     close_node(victim);
@@ -345,7 +339,6 @@ void Core::Impl::shed_oldest_silent(cm::Listener& l) {
 // is kept. The options are those a node's SYN-ACK would carry.
 void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    IWCM_ASSERT((t.flags & (tf::kSyn | tf::kAck)) == tf::kSyn);  // answers a first SYN only
     cm::CookieTuple tuple{
         {seg.frame->ip.dst, t.dst_port}, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value()};
     cm::CookieData data{effective_mss(seg.frame->ip.dst, t.options.mss), t.options.window_scale};
@@ -578,7 +571,6 @@ bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
 // window; an RST resets only at exactly rcv_nxt (on_rst); a SYN draws a challenge ACK, never
 // a reset; a segment without ACK is dropped. True when the segment goes on to its ACK.
 inline bool Core::Impl::synchronized_checks(Instant now, const NodeRef& node, const Segment& seg) {
-    IWCM_ASSERT(node->state != CmState::kSynSent);  // rcv_nxt is known: the peer's SYN is in
     const wire::TcpRepr& t = *seg.tcp;
     const bool in_window = acceptable(*node, seg);
     if (!in_window || (t.flags & (tf::kRst | tf::kSyn))) [[unlikely]] {
@@ -597,7 +589,6 @@ inline bool Core::Impl::synchronized_checks(Instant now, const NodeRef& node, co
 // answered with a duplicate ACK and dropped (nullopt), and the peer resends.
 inline std::optional<wire::Bytes> Core::Impl::new_text(Instant now, const NodeRef& node,
                                                        const Segment& seg) {
-    IWCM_ASSERT(!node->stream);  // a stream has a reassembly queue of its own
     if (seg.payload.empty()) return wire::Bytes{};
     std::int32_t ahead = seg.tcp->seq - node->rcv_nxt;
     if (ahead > 0) {
@@ -1051,7 +1042,6 @@ void Core::Impl::defer_ack(Node& node) {
 }
 
 void Core::Impl::flush_deferred_acks() {
-    IWCM_ASSERT(tx.all_taken());  // the ACKs go once the driver took every frame before them
     for (ConnHandle h : tx.deferred_acks()) {
         Node* n = pool.find(h.index, h.generation);
         if (n == nullptr || !n->ack_deferred) continue;
@@ -1065,7 +1055,6 @@ void Core::Impl::flush_deferred_acks() {
 // the window what we can take (before hand-off: what is free of rcv_wnd).
 wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
                                           wire::SeqNumber seq) const {
-    IWCM_ASSERT(node.local.addr.family() == node.remote.addr.family());
     wire::FrameRepr fr;
     fr.eth.dst = node.remote_mac;
     fr.eth.src = cfg.mac;
@@ -1134,7 +1123,6 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
 
 void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber seq,
                               wire::Bytes payload) {
-    IWCM_ASSERT(payload.size() <= node.snd_mss);      // a segment's text fits the peer's MSS
     if (flags & tf::kAck) node.ack_deferred = false;  // this segment carries it
     if (!node.local.addr.is_v4()) {
         emit_frame(segment_frame(node, flags, seq), payload, node.loopback, node.flow);
@@ -1147,7 +1135,6 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
 }
 
 void Core::Impl::send_ack(Node& node) {
-    IWCM_ASSERT(node.state != CmState::kSynSent);  // the ACK names rcv_nxt: a SYN came
     if (node.stream) {
         // The stream builds its ACKs (its window, its rcv_nxt).
         node.stream->force_ack();
@@ -1335,7 +1322,6 @@ void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const 
 
 void Core::Impl::trace_out(bool loopback) {
     if (!trace) return;
-    IWCM_ASSERT(loopback ? !tx.loop_empty() : !tx.all_taken());  // a frame was just queued
     if (loopback) {
         trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, tx.last_loop_frame());
         return;
