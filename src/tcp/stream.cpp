@@ -118,6 +118,86 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     checked(*this);
 }
 
+Stream::Stream(const StreamConfig& config, const FoldedStream& f) : config_(&config) {
+    IWCM_ASSERT(f.mss > 0 && f.snd_wscale <= 14 && f.rcv_wscale <= 14);
+    IWCM_ASSERT(f.snd_wnd <= f.max_snd_wnd && f.rcv_adv >= f.rcv_nxt);
+    acked_bytes_ = f.acked_bytes;
+    snd_una_ = snd_nxt_ = snd_max_ = f.snd_una;
+    snd_wl1_ = f.snd_wl1;
+    snd_wl2_ = f.snd_wl2;
+    recover_ = f.recover;
+    snd_wnd_ = f.snd_wnd;
+    max_snd_wnd_ = f.max_snd_wnd;
+    cwnd_ = f.cwnd;
+    ssthresh_ = f.ssthresh;
+    bytes_acked_ = f.bytes_acked;
+    hold_edge_ = f.snd_una;  // read only while holding, which a folded stream was not
+    mss_ = f.mss;
+    snd_wscale_ = f.snd_wscale & 0xfU;
+    rcv_wscale_ = f.rcv_wscale & 0xfU;
+    dupacks_ = f.dupacks;
+    rto_backoff_ = f.rto_backoff;
+    rto_count_ = f.rto_count;
+    probes_out_ = f.probes_out;
+    ka_probes_out_ = f.ka_probes_out;
+    has_srtt_ = f.has_srtt;
+    srtt_ = f.srtt;
+    rttvar_ = f.rttvar;
+    rto_base_ = f.rto_base;
+    keepalive_at_ = f.keepalive_at;
+    last_oow_ack_ = f.last_oow_ack;
+    retransmitted_ = f.retransmitted;
+    rcv_nxt_ = f.rcv_nxt;
+    rcv_adv_ = f.rcv_adv;
+    IWCM_ASSERT(foldable());
+    checked(*this);
+}
+
+bool Stream::foldable() const {
+    return idle() && !fin_queued_ && !fin_received_ && !peer_fin_known_ &&
+           rto_at_ == kInstantNever && tlp_at_ == kInstantNever && persist_at_ == kInstantNever &&
+           !holding() && !probe_pending_ && !tlp_out_ && !ka_probe_pending_ && !in_recovery_ &&
+           !rtt_timing_ && rcv_unacked_ == 0 && summed_len_ == 0 && record_ends_.empty() &&
+           !window_update_due();
+}
+
+FoldedStream Stream::fold() const {
+    IWCM_ASSERT(foldable());
+    // What idle() and foldable() leave at their resting values, Stream(config, folded)
+    // sets back to them; the rest is here.
+    IWCM_ASSERT(snd_nxt_ == snd_una_ && snd_max_ == snd_una_ && persist_backoff_ == 0);
+    IWCM_ASSERT(snd_buf_.size() == snd_off_ && ref_bytes() == 0 && ooo_bytes_ == 0);
+    FoldedStream f;
+    f.acked_bytes = acked_bytes_;
+    f.retransmitted = retransmitted_;
+    f.srtt = srtt_;
+    f.rttvar = rttvar_;
+    f.rto_base = rto_base_;
+    f.last_oow_ack = last_oow_ack_;
+    f.keepalive_at = keepalive_at_;
+    f.snd_una = snd_una_;
+    f.snd_wl1 = snd_wl1_;
+    f.snd_wl2 = snd_wl2_;
+    f.recover = recover_;
+    f.rcv_nxt = rcv_nxt_;
+    f.rcv_adv = rcv_adv_;
+    f.snd_wnd = snd_wnd_;
+    f.max_snd_wnd = max_snd_wnd_;
+    f.cwnd = cwnd_;
+    f.ssthresh = ssthresh_;
+    f.bytes_acked = bytes_acked_;
+    f.mss = mss_;
+    f.snd_wscale = snd_wscale_;
+    f.rcv_wscale = rcv_wscale_;
+    f.dupacks = dupacks_;
+    f.rto_backoff = rto_backoff_;
+    f.rto_count = rto_count_;
+    f.probes_out = probes_out_;
+    f.ka_probes_out = ka_probes_out_;
+    f.has_srtt = has_srtt_;
+    return f;
+}
+
 // ---------------------------------------------------------------- application
 
 std::uint32_t Stream::snd_buffered() const {

@@ -152,12 +152,59 @@ struct SegmentOut {
     std::uint32_t len = 0;  // payload bytes, either way
 };
 
+// An idle stream's lasting state (Stream::fold): sequence numbers, windows, the RTT
+// estimate, congestion state, counters and the keepalive deadline, with no buffer, queue or
+// other timer. Stream(config, folded) makes the same stream again: every later segment,
+// deadline and count is the one the stream would have given had it never been folded. An
+// owner holding many idle connections keeps this, a third of a live stream's size.
+struct FoldedStream {
+    std::uint64_t acked_bytes = 0;
+    std::uint64_t retransmitted = 0;
+    Duration srtt{};
+    Duration rttvar{};
+    Duration rto_base{};
+    Instant last_oow_ack{};
+    Instant keepalive_at = kInstantNever;
+    wire::SeqNumber snd_una;  // also snd_nxt and snd_max: nothing is in flight
+    wire::SeqNumber snd_wl1;
+    wire::SeqNumber snd_wl2;
+    wire::SeqNumber recover;
+    wire::SeqNumber rcv_nxt;
+    wire::SeqNumber rcv_adv;
+    std::uint32_t snd_wnd = 0;
+    std::uint32_t max_snd_wnd = 0;
+    std::uint32_t cwnd = 0;
+    std::uint32_t ssthresh = 0;
+    std::uint32_t bytes_acked = 0;
+    std::uint16_t mss = 0;
+    std::uint8_t snd_wscale = 0;
+    std::uint8_t rcv_wscale = 0;
+    std::uint8_t dupacks = 0;
+    std::uint8_t rto_backoff = 0;
+    std::uint8_t rto_count = 0;
+    std::uint8_t probes_out = 0;
+    std::uint8_t ka_probes_out = 0;
+    bool has_srtt = false;
+    friend bool operator==(const FoldedStream&, const FoldedStream&) = default;
+};
+
 class Stream {
 public:
     // The stream keeps `config` by reference, not a copy (a copy was a fifth of its size):
     // its owner keeps the settings alive and unchanged as long as the stream lives.
     Stream(const StreamConfig& config, const StreamInit& init, Instant now);
     Stream(StreamConfig&&, const StreamInit&, Instant) = delete;  // it would not outlive us
+    // The stream fold() folded, with the settings it had.
+    Stream(const StreamConfig& config, const FoldedStream& folded);
+    Stream(StreamConfig&&, const FoldedStream&) = delete;
+
+    // Whether fold() may be called: idle(), and no FIN either way, no timer armed but
+    // keepalive's, no probe, loss recovery, RTT sample or wait for the peer's first byte
+    // under way, every in-order byte acknowledged.
+    bool foldable() const;
+    // The state Stream(config(), folded) continues from (foldable() asserted). The stream
+    // itself is unchanged: its owner drops it for the folded state.
+    FoldedStream fold() const;
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
