@@ -42,6 +42,8 @@ inline MacAddr bench_mac(std::uint8_t last) {
 template <class Net>
 class SetupDriver {
 public:
+    // The time every call of the driver hands the cores (it does not move).
+    Instant now() const { return now_; }
     const SetupCounters& counters() const { return c_; }
     std::vector<ConnHandle>& handles() { return handles_; }
 

@@ -153,7 +153,7 @@ std::function<bool(const Endpoint&, const Endpoint&)> shard_port_filter(std::uin
 
 void add_stats(Stats& total, const Stats& shard) {
     // A counter added to Stats must be added here too: this size changes then.
-    static_assert(sizeof(Stats) == 27 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
+    static_assert(sizeof(Stats) == 29 * sizeof(std::uint64_t) + sizeof(Stats::dropped));
     total.nodes_created += shard.nodes_created;
     total.nodes_destroyed += shard.nodes_destroyed;
     total.listeners_created += shard.listeners_created;
@@ -181,6 +181,8 @@ void add_stats(Stats& total, const Stats& shard) {
     total.challenge_acks_sent += shard.challenge_acks_sent;
     total.challenge_acks_limited += shard.challenge_acks_limited;
     total.window_probes += shard.window_probes;
+    total.streams_folded += shard.streams_folded;
+    total.streams_unfolded += shard.streams_unfolded;
     for (std::size_t i = 0; i < total.dropped.size(); ++i) total.dropped[i] += shard.dropped[i];
 }
 

@@ -172,22 +172,22 @@ struct ScaleSample {
     std::uint64_t timers = 0;  // timer entries armed, both cores
     std::uint64_t errors = 0;
     // Established only: the initiators of `streamed` held connections (at most
-    // kStreamedMost) handed off as byte streams (HandoffMode::kStream), idle, and the RSS
-    // just before and after.
+    // kStreamedMost) handed off as byte streams (HandoffMode::kStream) and left idle until
+    // `folded` of them folded (CoreConfig::stream_fold_after); the RSS before and after.
     std::uint64_t streamed = 0;
     std::uint64_t rss_unstreamed = 0;
-    std::uint64_t rss_streamed = 0;
+    std::uint64_t folded = 0;
+    std::uint64_t rss_folded = 0;
     double bytes_per_conn() const {
         return held ? static_cast<double>(rss_after - std::min(rss_after, rss_before)) /
                           static_cast<double>(held)
                     : 0;
     }
-    // What a stream adds to one end of an idle connection: its whole TCP state.
+    // What a stream adds to one end of an idle connection, its whole TCP state (folded).
     double bytes_per_stream() const {
-        return streamed
-                   ? static_cast<double>(rss_streamed - std::min(rss_streamed, rss_unstreamed)) /
-                         static_cast<double>(streamed)
-                   : 0;
+        return folded ? static_cast<double>(rss_folded - std::min(rss_folded, rss_unstreamed)) /
+                            static_cast<double>(folded)
+                      : 0;
     }
     // One end of an idle established connection with its stream: the node's share and the
     // stream's.
@@ -199,6 +199,8 @@ struct ScaleSample {
 
 // The most held connections a scale point hands off as streams (ScaleSample::streamed).
 constexpr std::uint64_t kStreamedMost = 100'000;
+// How many of them are handed off before the time passes that folds them.
+constexpr std::uint64_t kStreamedBatch = 1024;
 
 std::uint16_t hold_port(std::uint64_t held) {
     return static_cast<std::uint16_t>(SetupPair::kChurnPort + 1 +
@@ -242,15 +244,28 @@ ScaleSample scale_child(std::uint64_t n, bool half_open, const BenchOptions& o) 
         // After the rate: the streams would be held through it otherwise.
         malloc_trim(0);
         s.rss_unstreamed = bench::rss_bytes();
-        for (ConnHandle h : held) {
-            if (s.streamed == kStreamedMost) break;
-            if (!p->a().handoff(h, HandoffParams{HandoffMode::kStream, std::nullopt})) {
+        // In batches, each left idle until it folds (stream_fold_after) before the next is
+        // handed off, as connections go idle one after another: the live streams of a batch
+        // are freed before the next batch's take their place, and the RSS grows by what the
+        // folded ones hold.
+        const std::uint64_t folds0 = p->a().stats().streams_folded;
+        const Duration idle = p->a().config().stream_fold_after + std::chrono::seconds(1);
+        Instant t = p->now();
+        for (std::size_t i = 0; i < held.size() && s.streamed < kStreamedMost; ++i) {
+            if (!p->a().handoff(held[i], HandoffParams{HandoffMode::kStream, std::nullopt})) {
                 ++s.errors;
                 break;
             }
             ++s.streamed;
+            if (s.streamed % kStreamedBatch == 0 || i + 1 == held.size() ||
+                s.streamed == kStreamedMost) {
+                t += idle;
+                p->a().on_timer(t);
+            }
         }
-        s.rss_streamed = bench::rss_bytes();
+        s.folded = p->a().stats().streams_folded - folds0;
+        s.rss_folded = bench::rss_bytes();
+        if (s.folded != s.streamed) ++s.errors;
     }
     s.errors += p->counters().errors;
     return s;
@@ -619,7 +634,7 @@ void run_scale_and_timer(const BenchOptions& o, Report& r, BenchProgress& progre
             std::fprintf(
                 stderr,
                 "  N=%llu: %.0f B/conn established, %.0f B/conn half-open, %.0f setups/s held, "
-                "%.0f B/stream\n",
+                "%.0f B/stream idle\n",
                 static_cast<unsigned long long>(n), e.bytes_per_conn(),
                 r.half_open.back().bytes_per_conn(), e.churn_rate, e.bytes_per_stream());
         }
@@ -739,8 +754,8 @@ std::vector<Target> targets(const Report& r) {
         if (&e == &r.established.back()) {
             t.push_back({"bytes per idle established connection (one side)", "<= 256 B", per_node,
                          "B", per_node <= 256});
-            // With its whole TCP state, as every connection will have it once its stream
-            // exists from the handshake on.
+            // With its whole TCP state after a kStream hand-off, the stream folded as an
+            // idle one is.
             const double streamed = e.bytes_per_streamed_end();
             t.push_back({"bytes per idle connection with its stream (one side)", "<= 512 B",
                          streamed, "B", streamed > 0 && streamed <= 512});
@@ -844,7 +859,8 @@ std::string to_json(const BenchOptions& o, const Report& r) {
           << ", \"build_rate_per_s\": " << e.build_rate() << ", \"rate_per_s\": " << e.churn_rate
           << ", \"cycle_rate_per_s\": " << e.churn_cycle_rate
           << ", \"live_nodes\": " << e.live_a + e.live_b << ", \"timers\": " << e.timers
-          << ", \"streamed\": " << e.streamed << ", \"bytes_per_stream\": " << e.bytes_per_stream()
+          << ", \"streamed\": " << e.streamed << ", \"folded\": " << e.folded
+          << ", \"bytes_per_stream\": " << e.bytes_per_stream()
           << ", \"bytes_per_streamed_end\": " << e.bytes_per_streamed_end()
           << ", \"errors\": " << e.errors << "}, \"half_open\": {\"held\": " << h.held
           << ", \"rss_growth\": " << (h.rss_after - std::min(h.rss_after, h.rss_before))
@@ -943,7 +959,7 @@ void print_table(const Report& r) {
     if (!r.established.empty()) {
         std::printf("\nscale (RSS growth / N, both sides; rate = setups/s with N held)\n");
         std::printf("  %10s %14s %14s %14s %14s %14s\n", "N", "B/conn estab", "B/conn half",
-                    "rate held", "build rate", "B/stream");
+                    "rate held", "build rate", "B/stream idle");
         for (std::size_t i = 0; i < r.established.size(); ++i) {
             const ScaleSample& e = r.established[i];
             std::printf("  %10llu %14.0f %14.0f %14.0f %14.0f %14.0f\n",

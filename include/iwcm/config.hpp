@@ -265,6 +265,12 @@ struct CoreConfig {
     // the hand-off a connection buffers at most rcv_wnd bytes the peer sent
     // after its MPA frames: the window it advertises shrinks as they wait.
     StreamConfig stream;
+    // An open stream gone idle (nothing queued, in flight, unread or owed; no FIN) is folded
+    // at its timer's next expiry, this long after it went idle at the latest (sooner when an
+    // RTO or delayed-ACK deadline armed before is still due): its buffers, queues and timers
+    // go and about a third of its memory stays, until a segment, a call or its keepalive
+    // makes it again, unchanged (docs/design.md "Byte stream"). Duration::max(): never.
+    Duration stream_fold_after = std::chrono::seconds(1);
 };
 
 }  // namespace iwcm

@@ -67,6 +67,10 @@ struct Stats {
     // Zero-window probes sent before the hand-off (RFC 9293 3.8.6.1: an MPA message or an
     // RTR the peer's window holds back).
     std::uint64_t window_probes = 0;
+    // Idle byte streams folded into their lasting state, and made again (CoreConfig::
+    // stream_fold_after, docs/design.md "Byte stream").
+    std::uint64_t streams_folded = 0;
+    std::uint64_t streams_unfolded = 0;
     std::array<std::uint64_t, kDropReasonCount> dropped{};
 
     std::uint64_t drops(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }

@@ -169,7 +169,7 @@ std::optional<Event> Core::Impl::next_event() {
     if (q.event.type == EventType::kReadable && current_node && current_node->stream) {
         cm::NodeStream& ns = *current_node->stream;
         ns.readable_queued = false;
-        ns.readable_told = ns.tcp().readable_bytes();
+        ns.readable_told = static_cast<std::uint32_t>(ns.readable_bytes());
     }
     return q.event;  // copied from the slot as it lies; Core::poll_event sets the view
 }

@@ -295,6 +295,13 @@ struct Core::Impl {
     // up to date, tells the application what changed, re-arms the timer.
     void flush_stream(Instant now, const cm::NodeRef& node);
     void notify_stream(cm::Node& node);
+    // send_ack for a node with a stream: the stream's ACK.
+    void send_stream_ack(cm::Node& node);
+    // The node's stream, live: a folded one is made again first (NodeStream::unfold).
+    cm::NodeStream& live_stream(cm::Node& node);
+    // Folds the stream of an open connection if it is foldable, and arms the stream timer
+    // for what the folded state still keeps (keepalive). False if it stays live.
+    bool fold_stream(const cm::NodeRef& node);
     void arm_fin_wait2(Instant now, const cm::NodeRef& node);
     // A node whose stream the application may use: its handle is live, or
     // its terminal event is queued or was the last one polled.
@@ -437,6 +444,7 @@ struct Core::Impl {
 
     // Frames out: to the wire, to ourselves, and the ACKs deferred to the next poll.
     cm::TxQueue tx;
+    cm::StreamHome stream_home{tx};  // every NodeStream's
     bool in_loopback = false;
     // The frame being handled (rx_context.hpp).
     cm::RxContext rx_ctx;

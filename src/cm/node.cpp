@@ -6,6 +6,35 @@
 
 namespace iwcm::cm {
 
+namespace {
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kKeptStreamBlocks = 0;
+#else
+constexpr std::size_t kKeptStreamBlocks = 4096;
+#endif
+}  // namespace
+
+StreamBlocks::~StreamBlocks() {
+    for (void* block : kept_) ::operator delete(block);
+}
+
+void* StreamBlocks::take() {
+    if (kept_.empty()) return ::operator new(sizeof(tcp::Stream));
+    void* block = kept_.back();
+    kept_.pop_back();
+    return block;
+}
+
+void StreamBlocks::give(void* block) {
+    IWCM_ASSERT(block != nullptr);
+    if (kept_.size() >= kKeptStreamBlocks) {
+        ::operator delete(block);
+        return;
+    }
+    if (kept_.capacity() == 0) kept_.reserve(kKeptStreamBlocks);
+    kept_.push_back(block);
+}
+
 void NodePool::reserve(std::size_t nodes) {
     while (capacity() < nodes) add_chunk();
 }

@@ -121,6 +121,34 @@ struct NodeBuffers {
     std::uint8_t probes_out = 0;
 };
 
+// Blocks for live tcp::Streams (NodeStream), kept when freed for the next one, at most
+// kKept. A stream is freed as it folds and made again as it unfolds, perhaps often in a
+// connection's life: a block given back to malloc would be split for smaller ones (a
+// NodeStream), its rest unused while the connection stays idle. Under AddressSanitizer none
+// is kept, so that a use after free is still caught.
+class StreamBlocks {
+public:
+    StreamBlocks() = default;
+    StreamBlocks(const StreamBlocks&) = delete;
+    StreamBlocks& operator=(const StreamBlocks&) = delete;
+    ~StreamBlocks();
+
+    void* take();            // room for one tcp::Stream
+    void give(void* block);  // a block take() gave, its stream destroyed
+    std::size_t kept() const { return kept_.size(); }
+
+private:
+    std::vector<void*> kept_;
+};
+
+// What a core lends each of its streams: the transmit queue their frames read them from, and
+// the blocks they live in.
+struct StreamHome {
+    explicit StreamHome(TxQueue& queue) : tx(queue) {}
+    TxQueue& tx;
+    StreamBlocks blocks;
+};
+
 // A handed-off connection's byte stream and what the core keeps beside it.
 // From the hand-off on, the stream owns the sequence spaces; the node's
 // snd_una, snd_nxt (the highest sent) and rcv_nxt follow it.
@@ -129,75 +157,134 @@ struct NodeBuffers {
 // free that memory goes through here and settles the frames that read it first; the stream
 // itself is reached for anything else only as const (tcp()) or through calls that move no
 // lent memory. The last loans are settled when the stream goes.
+//
+// An idle stream is folded (fold(), docs/design.md "Byte stream"): the tcp::Stream goes and
+// its lasting state (tcp::FoldedStream) stays here, so that an idle connection holds a
+// third of a live stream's memory. unfold() makes the same stream again; the core does so
+// before anything that needs it live (a segment, a send, a close, keepalive's deadline).
 class NodeStream {
 public:
     // With the core's settings (CoreConfig::stream), which outlive every node.
     NodeStream(const tcp::StreamConfig& shared, const tcp::StreamInit& init, Instant now,
-               TxQueue& tx)
-        : tcp_(shared, init, now), tx_(tx) {}
+               StreamHome& home)
+        : config_(&shared), home_(home) {
+        make_live(init, now);
+    }
+    // (The stream keeps its settings by reference: a temporary would not outlive it.)
+    NodeStream(tcp::StreamConfig&&, const tcp::StreamInit&, Instant, StreamHome&) = delete;
     // With settings of this connection's own (HandoffParams::stream), kept here.
     NodeStream(std::unique_ptr<const tcp::StreamConfig> own, const tcp::StreamInit& init,
-               Instant now, TxQueue& tx)
-        : own_config_(std::move(own)), tcp_(held(own_config_), init, now), tx_(tx) {}
+               Instant now, StreamHome& home)
+        : own_config_(std::move(own)), config_(&held(own_config_)), home_(home) {
+        make_live(init, now);
+    }
     NodeStream(const NodeStream&) = delete;
     NodeStream& operator=(const NodeStream&) = delete;
-    ~NodeStream() { settle(); }
+    ~NodeStream() {
+        settle();
+        if (tcp_ != nullptr) drop_live();
+    }
 
-    const tcp::Stream& tcp() const { return tcp_; }
+    // The live stream (not folded()).
+    const tcp::Stream& tcp() const {
+        IWCM_ASSERT(tcp_ != nullptr);
+        return *tcp_;
+    }
+    const tcp::StreamConfig& config() const { return *config_; }
+
+    // ---- folding ----
+    bool folded() const { return tcp_ == nullptr; }
+    // Live, idle, and nothing of the core's waits on it: no frame reads its memory, no
+    // kReadable is queued, no kWritable wanted.
+    bool foldable() const {
+        return tcp_ != nullptr && lent_.frames == 0 && !readable_queued && writable_need == 0 &&
+               tcp_->foldable();
+    }
+    void fold() {
+        IWCM_ASSERT(foldable());
+        folded_ = tcp_->fold();
+        drop_live();
+    }
+    void unfold() {
+        IWCM_ASSERT(folded());
+        make_live(folded_);
+        IWCM_ASSERT(tcp_->foldable());
+    }
+    // What a folded stream keeps (folded() only).
+    const tcp::FoldedStream& folded_state() const {
+        IWCM_ASSERT(folded());
+        return folded_;
+    }
+    // Queries that hold in either state.
+    std::size_t readable_bytes() const { return tcp_ ? tcp_->readable_bytes() : 0; }
+    // The window we advertise (a folded stream's as it would be, made again on the stack).
+    std::uint32_t rcv_wnd() const {
+        return tcp_ ? tcp_->rcv_wnd() : tcp::Stream(*config_, folded_).rcv_wnd();
+    }
+    // The right edge of the peer's window: snd_una + snd_wnd.
+    wire::SeqNumber window_edge() const {
+        return tcp_ ? tcp_->snd_una() + tcp_->snd_wnd() : folded_.snd_una + folded_.snd_wnd;
+    }
+    std::optional<Instant> next_deadline() const {
+        if (tcp_) return tcp_->next_deadline();
+        if (folded_.keepalive_at == kInstantNever) return std::nullopt;
+        return folded_.keepalive_at;
+    }
 
     // ---- calls that may move or free lent memory ----
     // A segment: the bytes its ACK acknowledges may be freed (the buffer too, once all
     // are), and the caller's given by reference with them.
     tcp::Arrival on_segment(Instant now, const tcp::SegmentIn& seg, tcp::SinkRef sink) {
-        if ((seg.flags & wire::tcp_flags::kAck) && lent_.frames != 0) tx_.settle(lent_, &seg.ack);
-        return tcp_.on_segment(now, seg, sink);
+        if ((seg.flags & wire::tcp_flags::kAck) && lent_.frames != 0)
+            home_.tx.settle(lent_, &seg.ack);
+        return live().on_segment(now, seg, sink);
     }
     std::size_t write(std::span<const std::byte> data) {
-        if (tcp_.write_moves_bytes(data.size())) settle();
-        return tcp_.write(data);
+        if (live().write_moves_bytes(data.size())) settle();
+        return live().write(data);
     }
     // Bytes held by reference copy nothing into the buffer, so they move nothing.
-    std::size_t write_ref(std::span<const std::byte> data) { return tcp_.write_ref(data); }
+    std::size_t write_ref(std::span<const std::byte> data) { return live().write_ref(data); }
     // `copied`: how many of the parts' bytes go into the buffer (those not by reference).
     bool write_record(std::span<const std::span<const std::byte>> parts, std::uint32_t by_ref,
                       std::size_t copied) {
-        if (tcp_.write_moves_bytes(copied)) settle();
-        return tcp_.write_record(parts, by_ref);
+        if (live().write_moves_bytes(copied)) settle();
+        return live().write_record(parts, by_ref);
     }
     // Copies every byte held by reference into the stream's buffer: the application may free
     // them once this returns.
     std::size_t own_refs() {
         settle();
-        const std::size_t n = tcp_.own_refs();
+        const std::size_t n = live().own_refs();
         copied_in += n;
         return n;
     }
     // Fills every frame that still reads this stream's memory: before the application,
     // told of the connection's end, may free what it lent by reference.
     void settle() {
-        if (lent_.frames != 0) tx_.settle(lent_);
+        if (lent_.frames != 0) home_.tx.settle(lent_);
     }
 
     // ---- calls that move no lent memory ----
-    std::optional<tcp::SegmentOut> poll_segment(Instant now) { return tcp_.poll_segment(now); }
-    tcp::Stream::Timeout on_timer(Instant now) { return tcp_.on_timer(now); }
-    void force_ack() { tcp_.force_ack(); }
-    void close() { tcp_.close(); }
+    std::optional<tcp::SegmentOut> poll_segment(Instant now) { return live().poll_segment(now); }
+    tcp::Stream::Timeout on_timer(Instant now) { return live().on_timer(now); }
+    void force_ack() { live().force_ack(); }
+    void close() { live().close(); }
     // The receive side: lent memory is the send side's only.
-    void consume(std::size_t n) { tcp_.consume(n); }
+    void consume(std::size_t n) { live().consume(n); }
     std::optional<std::uint64_t> place_summed(wire::SeqNumber seq,
                                               std::span<const wire::Bytes> text, std::size_t len,
                                               std::uint64_t sum) {
-        return tcp_.place_summed(seq, text, len, sum);
+        return live().place_summed(seq, text, len, sum);
     }
-    void forget_summed() { tcp_.forget_summed(); }
+    void forget_summed() { live().forget_summed(); }
 
     // Queues a frame of this stream's segment whose payload stays in its memory until the
     // frame is taken (TxQueue::leave_out): `room`'s frame, just queued.
     void lend(std::uint32_t at, std::span<const wire::Bytes> payload, std::uint32_t len,
               wire::SeqNumber seq) {
-        const std::uint16_t mss = tcp_.mss();
-        tx_.leave_out(lent_, at, payload, len, len > mss ? mss : std::uint16_t{0}, seq);
+        const std::uint16_t mss = live().mss();
+        home_.tx.leave_out(lent_, at, payload, len, len > mss ? mss : std::uint16_t{0}, seq);
     }
     // Bytes copied into frames: by the queue from lent memory, and `n` more the caller
     // copied as it queued them.
@@ -205,16 +292,14 @@ public:
     std::uint64_t copied_to_frames() const { return lent_.copied; }
     std::uint32_t frames_lent() const { return lent_.frames; }
 
-    bool readable_queued = false;  // a kReadable waits in the event queue
     // Readable bytes the application was told of by the last kReadable it
-    // polled (0 after a read): only more than these queue another.
-    std::size_t readable_told = 0;
+    // polled (0 after a read): only more than these queue another. (At most
+    // StreamConfig::recv_buffer, a 32-bit count.)
+    std::uint32_t readable_told = 0;
     // send() was short or send_record() refused: kWritable once send_space()
     // reaches this (0: not wanted).
     std::uint32_t writable_need = 0;
-    // Where the node's stream timer is armed while it is (flush_stream): a
-    // later deadline leaves it there, and an early expiry re-arms.
-    Instant timer_at{};
+    bool readable_queued = false;  // a kReadable waits in the event queue
     // The kStream slot (node_timers.hpp): its deadline in wheel ticks, or kTimerUnarmed.
     std::uint64_t timer_tick = kTimerUnarmed;
     // Offered the in-order bytes before the stream buffers them (Core::set_stream_sink).
@@ -230,11 +315,37 @@ private:
         return *own;
     }
 
-    // Before tcp_, which reads it as long as it lives. Null: tcp_ has the core's settings.
+    tcp::Stream& live() {
+        IWCM_ASSERT(tcp_ != nullptr);
+        return *tcp_;
+    }
+
+    // The live stream, in a block of home_.blocks.
+    template <class... Args>
+    void make_live(const Args&... args) {
+        IWCM_ASSERT(tcp_ == nullptr);
+        void* block = home_.blocks.take();
+        try {
+            tcp_ = ::new (block) tcp::Stream(*config_, args...);
+        } catch (...) {
+            home_.blocks.give(block);
+            throw;
+        }
+    }
+    void drop_live() {
+        IWCM_ASSERT(tcp_ != nullptr);
+        std::destroy_at(tcp_);
+        home_.blocks.give(tcp_);
+        tcp_ = nullptr;
+    }
+
+    // Before tcp_, which reads it as long as it lives. Null: the core's settings.
     std::unique_ptr<const tcp::StreamConfig> own_config_;
-    tcp::Stream tcp_;
-    TxQueue& tx_;
+    const tcp::StreamConfig* config_;
+    tcp::Stream* tcp_ = nullptr;  // in a block of home_.blocks; null while folded
+    StreamHome& home_;
     Lent lent_;
+    tcp::FoldedStream folded_;  // while folded
 };
 
 struct Node {

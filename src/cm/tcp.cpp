@@ -167,8 +167,9 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
     cm::NodeStream* placed = nullptr;
     // A stream takes the text at on_stream_segment when nothing else reads it first: no
     // sink, and not a RST or SYN (those are joined for their handlers).
-    if (node != nullptr && node->stream && node->stream->sink == nullptr && !t.has(tf::kRst) &&
-        !t.has(tf::kSyn)) {
+    // (A folded stream takes it only once made again, in on_stream_segment.)
+    if (node != nullptr && node->stream && !node->stream->folded() &&
+        node->stream->sink == nullptr && !t.has(tf::kRst) && !t.has(tf::kSyn)) {
         placed = node->stream.get();
         sum = placed->place_summed(t.seq, text, wire::total_size(text), partial);
     }
@@ -956,7 +957,7 @@ void Core::Impl::on_peer_close(Instant now, const NodeRef& node, EventType type,
     // The handle is stale now, yet the stream still sends (our FIN follows its queued
     // bytes): what it holds by reference is copied in, as the caller can no longer learn
     // when that memory is free again. (A reset drops the stream: nothing is read then.)
-    if (node->stream) node->stream->own_refs();
+    if (node->stream && !node->stream->folded()) node->stream->own_refs();
     start_close(now, node);
 }
 
@@ -967,7 +968,7 @@ void Core::Impl::start_close(Instant now, const NodeRef& node) {
     set_state(*node, node->state == CmState::kCloseWait ? CmState::kLastAck : CmState::kFinWait1);
     if (node->stream) {
         // Our FIN follows the bytes still queued, at the stream's sequence.
-        node->stream->close();
+        live_stream(*node).close();
         flush_stream(now, node);
         return;
     }
@@ -984,7 +985,7 @@ void Core::Impl::enter_time_wait(Instant now, const NodeRef& node) {
     IWCM_ASSERT(node->bufs == nullptr && node->state == CmState::kTimeWait);
     if (node->stream) {
         // A stream's TIME_WAIT outlasts the peer's FIN retransmissions.
-        timers.arm_close_at(node, now + node->stream->tcp().config().time_wait);
+        timers.arm_close_at(node, now + node->stream->config().time_wait);
         return;
     }
     // TIME_WAIT is held by the close timer (irdma: a CLOSE entry, due HZ / 10 later).
@@ -1068,8 +1069,7 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     fr.tcp.seq = seq;
     fr.tcp.flags = flags;
     if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
-    std::uint32_t wnd =
-        (node.stream ? node.stream->tcp().rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    std::uint32_t wnd = (node.stream ? node.stream->rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     if (flags & tf::kSyn) {
         // The window of a SYN is never scaled (RFC 7323 section 2.2).
@@ -1115,8 +1115,7 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
         if (node.initiator || node.wscale_ok) s.wscale = cfg.rcv_wscale;
         return s;
     }
-    std::uint32_t wnd =
-        (node.stream ? node.stream->tcp().rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    std::uint32_t wnd = (node.stream ? node.stream->rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
     s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     return s;
 }
@@ -1135,10 +1134,8 @@ void Core::Impl::send_segment(Node& node, std::uint8_t flags, wire::SeqNumber se
 }
 
 void Core::Impl::send_ack(Node& node) {
-    if (node.stream) {
-        // The stream builds its ACKs (its window, its rcv_nxt).
-        node.stream->force_ack();
-        flush_stream(now_, NodeRef(&node));
+    if (node.stream) [[unlikely]] {
+        send_stream_ack(node);
         return;
     }
     send_segment(node, tf::kAck, node.snd_nxt, {});
@@ -1158,8 +1155,7 @@ void Core::Impl::send_reset(Node& node) {
         // A zero-window probe's byte may lie past the peer's window, and an RST
         // there is dropped (RFC 9293 3.10.7.4: in the window or not at all): it
         // goes at the window's right edge then, as Linux's tcp_acceptable_seq.
-        const tcp::Stream& t = node.stream->tcp();
-        const wire::SeqNumber edge = t.snd_una() + t.snd_wnd();
+        const wire::SeqNumber edge = node.stream->window_edge();
         if (edge < seq) seq = edge;
     }
     send_segment(node, tf::kRst | tf::kAck, seq, {});

@@ -49,7 +49,8 @@ void ignore_destroyed(void*, Node&) {}
 // A pool and a service; the pool is declared first so that it outlives the service.
 struct Bench {
     explicit Bench(NodeTimersConfig config = {}) : timers(config) {}
-    TxQueue tx;                       // the streams' frames (none are queued here)
+    TxQueue tx;  // the streams' frames (none are queued here)
+    StreamHome home{tx};
     tcp::StreamConfig stream_config;  // the streams' settings, kept by reference
     NodePool pool{&ignore_destroyed, nullptr};
     NodeTimers timers;
@@ -62,7 +63,8 @@ struct Bench {
         return n;
     }
     void give_stream(Node& n) {
-        n.stream = std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, tx);
+        n.stream =
+            std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, home);
     }
 
     // Handles what is due at `now`, recording every timer; its reference goes when the
@@ -567,13 +569,14 @@ TEST(NodeTimersService, ManyNodesInterleaved) {
 
 TEST(NodeTimersService, DestroyedWithTimersArmedLetsTheNodesGo) {
     TxQueue tx;
+    StreamHome home{tx};
     const tcp::StreamConfig stream_config;
     NodePool pool{&ignore_destroyed, nullptr};
     {
         NodeTimers timers;
         NodeRef node = pool.create();
         node->stream =
-            std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, tx);
+            std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, home);
         ASSERT_TRUE(timers.arm_send(node, kInstantZero).has_value());
         timers.arm_stream(node, at_s(1));
         EXPECT_EQ(pool.live(), 1u);

@@ -125,6 +125,12 @@ TEST(Stream, SendUsesTheStreamsSequenceAndIsRetransmittedOnTimeout) {
     d.seg(tf::kAck);
     expect_nothing_sent(d);
     EXPECT_EQ(d.core.stream_info(d.conn)->queued, 0u);
+    // Idle: what is left is the fold, when the stream timer next expires: here the RTO
+    // armed before, whose deadline has gone. The folded stream has no deadline.
+    ASSERT_TRUE(d.core.next_deadline().has_value());
+    d.advance(*d.core.next_deadline() - d.now);
+    expect_nothing_sent(d);
+    EXPECT_EQ(d.core.stats().streams_folded, 1u);
     EXPECT_FALSE(d.core.next_deadline().has_value());
 }
 

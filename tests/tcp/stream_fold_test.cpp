@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <queue>
 #include <sstream>
@@ -114,7 +114,8 @@ public:
                 if (auto err = fold(side, t); !err.empty()) return err;
             }
             if (done()) {
-                for (int side = 0; side < 2; ++side) t.retransmits += s(side).retransmitted_segments();
+                for (int side = 0; side < 2; ++side)
+                    t.retransmits += s(side).retransmitted_segments();
                 return {};
             }
             if (auto err = advance(); !err.empty()) return err;
@@ -171,8 +172,8 @@ private:
                 return "side " + std::to_string(side) + ": the twin sent another segment";
             }
             if (rng_.chance(loss_)) continue;
-            wire_.push(Packet{now_ + delay_, order_++, 1 - side, a->seq, a->ack, a->flags,
-                              a->window, pa});
+            wire_.push(
+                Packet{now_ + delay_, order_++, 1 - side, a->seq, a->ack, a->flags, a->window, pa});
         }
         return differs(side, "polling");
     }
@@ -287,16 +288,17 @@ TEST(StreamFold, AStreamWithBytesToSendOrReadOrAFinDoesNotFold) {
         EXPECT_FALSE(s.foldable());
         ASSERT_TRUE(s.poll_segment(at_ms(0)).has_value());  // in flight
         EXPECT_FALSE(s.foldable());
-        s.on_segment(at_ms(10), SegmentIn{SeqNumber(50000), SeqNumber(1010), wire::tcp_flags::kAck,
-                                          60000, {}});
+        s.on_segment(
+            at_ms(10),
+            SegmentIn{SeqNumber(50000), SeqNumber(1010), wire::tcp_flags::kAck, 60000, {}});
         EXPECT_TRUE(s.foldable());  // acknowledged, with an RTT sample
         EXPECT_TRUE(s.fold().has_srtt);
     }
     {
         Stream s(plain_config(), idle_init(), at_ms(0));
-        s.on_segment(at_ms(0), SegmentIn{SeqNumber(50000), SeqNumber(1000),
-                                         wire::tcp_flags::kAck | wire::tcp_flags::kPsh, 60000,
-                                         bytes});
+        s.on_segment(at_ms(0),
+                     SegmentIn{SeqNumber(50000), SeqNumber(1000),
+                               wire::tcp_flags::kAck | wire::tcp_flags::kPsh, 60000, bytes});
         EXPECT_FALSE(s.foldable());  // unread, and an ACK owed
         s.consume(bytes.size());
         EXPECT_FALSE(s.foldable());  // the ACK is still owed, delayed
