@@ -162,14 +162,10 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
     flush_stream(now_, NodeRef(&node));
 }
 
-cm::NodeStream& Core::Impl::live_stream(Node& node) {
-    IWCM_ASSERT(node.stream != nullptr);
-    cm::NodeStream& ns = *node.stream;
-    if (ns.folded()) {
-        ns.unfold();
-        ++stats.streams_unfolded;
-    }
-    return ns;
+void Core::Impl::unfold_stream(cm::NodeStream& ns) {
+    IWCM_ASSERT(ns.folded());
+    ns.unfold();
+    ++stats.streams_unfolded;
 }
 
 bool Core::Impl::fold_stream(const NodeRef& node) {
@@ -183,6 +179,7 @@ bool Core::Impl::fold_stream(const NodeRef& node) {
                 node->rcv_nxt == ns.folded_state().rcv_nxt);
     if (const auto at = ns.next_deadline()) {
         arm_stream_timer(now_, node, *at);
+        ns.timer_at = *at;
     } else if (cm::NodeTimers::has_stream(*node)) {
         cancel_stream_timer(*node);
     }
@@ -229,19 +226,28 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
                   ? std::nullopt
                   : s.next_deadline();
     // An open stream gone idle folds at the timer's next expiry (on_stream_timer), at the
-    // latest stream_fold_after from now.
-    if (node->state == CmState::kOffloaded && s.foldable() &&
-        cfg.stream_fold_after != Duration::max()) {
+    // latest stream_fold_after from now. An expiry armed before that stays, and asks when it
+    // comes; foldable() is asked here only when none is (a busy stream's data path, its
+    // timer armed, skips it).
+    bool keep_armed = false;
+    if (node->state == CmState::kOffloaded && cfg.stream_fold_after != Duration::max()) {
         const Instant fold_at = now + cfg.stream_fold_after;
-        if (!at || fold_at < *at) at = fold_at;
+        if (!at || fold_at < *at) {
+            if (cm::NodeTimers::has_stream(*node) && ns.timer_at <= fold_at) {
+                keep_armed = true;
+            } else if (s.foldable()) {
+                at = fold_at;
+            }
+        }
     }
     // The timer is moved only earlier: the RTO moves later on every ACK, and
     // re-arming on each would cost 4 % of a data segment's instructions. An expiry
     // before the stream's deadline finds nothing due and arms the next one.
     if (!at) {
-        if (cm::NodeTimers::has_stream(*node)) cancel_stream_timer(*node);
-    } else if (!cm::NodeTimers::has_stream(*node) || *at < timers.stream_due(*node)) {
+        if (cm::NodeTimers::has_stream(*node) && !keep_armed) cancel_stream_timer(*node);
+    } else if (!cm::NodeTimers::has_stream(*node) || *at < ns.timer_at) {
         arm_stream_timer(now, node, *at);
+        ns.timer_at = *at;
     }
 }
 

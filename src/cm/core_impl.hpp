@@ -297,8 +297,13 @@ struct Core::Impl {
     void notify_stream(cm::Node& node);
     // send_ack for a node with a stream: the stream's ACK.
     void send_stream_ack(cm::Node& node);
-    // The node's stream, live: a folded one is made again first (NodeStream::unfold).
-    cm::NodeStream& live_stream(cm::Node& node);
+    // The node's stream, live: a folded one is made again first (unfold_stream).
+    cm::NodeStream& live_stream(cm::Node& node) {
+        if (node.stream->folded()) [[unlikely]]
+            unfold_stream(*node.stream);
+        return *node.stream;
+    }
+    [[gnu::cold]] void unfold_stream(cm::NodeStream& ns);
     // Folds the stream of an open connection if it is foldable, and arms the stream timer
     // for what the folded state still keeps (keepalive). False if it stays live.
     bool fold_stream(const cm::NodeRef& node);

@@ -14,6 +14,11 @@ constexpr std::size_t kKeptStreamBlocks = 4096;
 #endif
 }  // namespace
 
+std::uint32_t NodeStream::folded_rcv_wnd() const {
+    IWCM_ASSERT(folded());
+    return tcp::Stream(*config_, folded_).rcv_wnd();
+}
+
 StreamBlocks::~StreamBlocks() {
     for (void* block : kept_) ::operator delete(block);
 }

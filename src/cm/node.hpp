@@ -185,11 +185,9 @@ public:
         if (tcp_ != nullptr) drop_live();
     }
 
-    // The live stream (not folded()).
-    const tcp::Stream& tcp() const {
-        IWCM_ASSERT(tcp_ != nullptr);
-        return *tcp_;
-    }
+    // The live stream (not folded()). No null test, on the data path's every call: a folded
+    // one's null pointer faults at once, as a NodeRef's does (docs/perf.md "Asserts").
+    const tcp::Stream& tcp() const { return *tcp_; }
     const tcp::StreamConfig& config() const { return *config_; }
 
     // ---- folding ----
@@ -218,9 +216,7 @@ public:
     // Queries that hold in either state.
     std::size_t readable_bytes() const { return tcp_ ? tcp_->readable_bytes() : 0; }
     // The window we advertise (a folded stream's as it would be, made again on the stack).
-    std::uint32_t rcv_wnd() const {
-        return tcp_ ? tcp_->rcv_wnd() : tcp::Stream(*config_, folded_).rcv_wnd();
-    }
+    std::uint32_t rcv_wnd() const { return tcp_ ? tcp_->rcv_wnd() : folded_rcv_wnd(); }
     // The right edge of the peer's window: snd_una + snd_wnd.
     wire::SeqNumber window_edge() const {
         return tcp_ ? tcp_->snd_una() + tcp_->snd_wnd() : folded_.snd_una + folded_.snd_wnd;
@@ -300,6 +296,9 @@ public:
     // reaches this (0: not wanted).
     std::uint32_t writable_need = 0;
     bool readable_queued = false;  // a kReadable waits in the event queue
+    // Where the node's stream timer is armed while it is (flush_stream): a
+    // later deadline leaves it there, and an early expiry re-arms.
+    Instant timer_at{};
     // The kStream slot (node_timers.hpp): its deadline in wheel ticks, or kTimerUnarmed.
     std::uint64_t timer_tick = kTimerUnarmed;
     // Offered the in-order bytes before the stream buffers them (Core::set_stream_sink).
@@ -315,10 +314,9 @@ private:
         return *own;
     }
 
-    tcp::Stream& live() {
-        IWCM_ASSERT(tcp_ != nullptr);
-        return *tcp_;
-    }
+    tcp::Stream& live() { return *tcp_; }  // as tcp()
+    // Out of line: the stream on the stack would cost every live call a frame.
+    [[gnu::cold, gnu::noinline]] std::uint32_t folded_rcv_wnd() const;
 
     // The live stream, in a block of home_.blocks.
     template <class... Args>

@@ -166,11 +166,6 @@ public:
     // a stream (asserted).
     void arm_stream(const NodeRef& node, Instant at);
     bool cancel_stream(Node& node) { return node.stream && clear(node.stream->timer_tick); }
-    // Where the kStream slot fires: its deadline rounded up to the wheel's tick (armed only).
-    Instant stream_due(const Node& node) const {
-        IWCM_ASSERT(has_stream(node));
-        return wheel_.tick_instant(node.stream->timer_tick);
-    }
     static bool has_stream(const Node& node) {
         return node.stream && node.stream->timer_tick != kTimerUnarmed;
     }

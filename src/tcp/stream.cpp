@@ -154,6 +154,8 @@ Stream::Stream(const StreamConfig& config, const FoldedStream& f) : config_(&con
 }
 
 bool Stream::foldable() const {
+    // What a busy stream fails first comes first: its owner asks after every flush.
+    if (rcv_unread_ != 0 || snd_una_ != snd_max_ || ack_now_) return false;
     return idle() && !fin_queued_ && !fin_received_ && !peer_fin_known_ &&
            rto_at_ == kInstantNever && tlp_at_ == kInstantNever && persist_at_ == kInstantNever &&
            !holding() && !probe_pending_ && !tlp_out_ && !ka_probe_pending_ && !in_recovery_ &&
@@ -1331,8 +1333,11 @@ void Stream::update_timers(Instant now) {
 }
 
 std::optional<Instant> Stream::next_deadline() const {
+    // Pairwise: std::min of an initializer list is a loop over a copy on the stack, three
+    // times the instructions once the call is out of line (callgrind, BM_StreamProfile).
     const Instant t =
-        std::min({rto_at_, tlp_at_, persist_at_, delack_at_, keepalive_at_, hold_at_});
+        std::min(std::min(std::min(rto_at_, tlp_at_), std::min(persist_at_, delack_at_)),
+                 std::min(keepalive_at_, hold_at_));
     if (t == kInstantNever) return std::nullopt;
     return t;
 }
