@@ -222,9 +222,12 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     node->rcv_nxt = s.rcv_nxt();
     node->snd_wnd = s.snd_wnd();
     notify_stream(*node);
-    auto at = node->state == CmState::kClosed || node->state == CmState::kTimeWait
-                  ? std::nullopt
-                  : s.next_deadline();
+    // The stream's next deadline (kInstantNever: none). An Instant, not an optional: GCC's
+    // thread-sanitizer build took the optional's value for uninitialised.
+    Instant at = kInstantNever;
+    if (node->state != CmState::kClosed && node->state != CmState::kTimeWait) {
+        if (const auto d = s.next_deadline()) at = *d;
+    }
     // An open stream gone idle folds at the timer's next expiry (on_stream_timer), at the
     // latest stream_fold_after from now. An expiry armed before that stays, and asks when it
     // comes; foldable() is asked here only when none is (a busy stream's data path, its
@@ -232,7 +235,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     bool keep_armed = false;
     if (node->state == CmState::kOffloaded && cfg.stream_fold_after != Duration::max()) {
         const Instant fold_at = now + cfg.stream_fold_after;
-        if (!at || fold_at < *at) {
+        if (fold_at < at) {
             if (cm::NodeTimers::has_stream(*node) && ns.timer_at <= fold_at) {
                 keep_armed = true;
             } else if (s.foldable()) {
@@ -243,11 +246,11 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
     // The timer is moved only earlier: the RTO moves later on every ACK, and
     // re-arming on each would cost 4 % of a data segment's instructions. An expiry
     // before the stream's deadline finds nothing due and arms the next one.
-    if (!at) {
+    if (at == kInstantNever) {
         if (cm::NodeTimers::has_stream(*node) && !keep_armed) cancel_stream_timer(*node);
-    } else if (!cm::NodeTimers::has_stream(*node) || *at < ns.timer_at) {
-        arm_stream_timer(now, node, *at);
-        ns.timer_at = *at;
+    } else if (!cm::NodeTimers::has_stream(*node) || at < ns.timer_at) {
+        arm_stream_timer(now, node, at);
+        ns.timer_at = at;
     }
 }
 
