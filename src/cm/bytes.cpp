@@ -168,22 +168,22 @@ void Core::Impl::unfold_stream(cm::NodeStream& ns) {
     ++stats.streams_unfolded;
 }
 
-bool Core::Impl::fold_stream(const NodeRef& node) {
+void Core::Impl::fold_stream(const NodeRef& node) {
     IWCM_ASSERT(node->stream != nullptr);
     cm::NodeStream& ns = *node->stream;
     // Only an open stream folds: a closing one has a FIN to send or wait for.
-    if (node->state != CmState::kOffloaded || !ns.foldable()) return false;
+    if (node->state != CmState::kOffloaded || !ns.foldable()) return;
     ns.fold();
     ++stats.streams_folded;
-    IWCM_ASSERT(node->snd_una == ns.folded_state().snd_una &&
-                node->rcv_nxt == ns.folded_state().rcv_nxt);
-    if (const auto at = ns.next_deadline()) {
-        arm_stream_timer(now_, node, *at);
-        ns.timer_at = *at;
+    const tcp::FoldedStream& f = ns.folded_state();
+    IWCM_ASSERT(node->snd_una == f.snd_una && node->rcv_nxt == f.rcv_nxt);
+    // Keepalive's is the one deadline a folded stream keeps.
+    if (f.keepalive_at != kInstantNever) {
+        arm_stream_timer(now_, node, f.keepalive_at);
+        ns.timer_at = f.keepalive_at;
     } else if (cm::NodeTimers::has_stream(*node)) {
         cancel_stream_timer(*node);
     }
-    return true;
 }
 
 void Core::Impl::flush_stream(Instant now, const NodeRef& node) {

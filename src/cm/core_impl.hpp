@@ -305,8 +305,8 @@ struct Core::Impl {
     }
     [[gnu::cold]] void unfold_stream(cm::NodeStream& ns);
     // Folds the stream of an open connection if it is foldable, and arms the stream timer
-    // for what the folded state still keeps (keepalive). False if it stays live.
-    bool fold_stream(const cm::NodeRef& node);
+    // for what the folded state still keeps (keepalive).
+    void fold_stream(const cm::NodeRef& node);
     void arm_fin_wait2(Instant now, const cm::NodeRef& node);
     // A node whose stream the application may use: its handle is live, or
     // its terminal event is queued or was the last one polled.

@@ -135,7 +135,6 @@ public:
 
     void* take();            // room for one tcp::Stream
     void give(void* block);  // a block take() gave, its stream destroyed
-    std::size_t kept() const { return kept_.size(); }
 
 private:
     std::vector<void*> kept_;
@@ -228,11 +227,6 @@ public:
     // The right edge of the peer's window: snd_una + snd_wnd.
     wire::SeqNumber window_edge() const {
         return tcp_ ? tcp_->snd_una() + tcp_->snd_wnd() : folded_.snd_una + folded_.snd_wnd;
-    }
-    std::optional<Instant> next_deadline() const {
-        if (tcp_) return tcp_->next_deadline();
-        if (folded_.keepalive_at == kInstantNever) return std::nullopt;
-        return folded_.keepalive_at;
     }
 
     // ---- calls that may move or free lent memory ----
