@@ -7,38 +7,13 @@
 #include <vector>
 
 #include "cm/dut.hpp"
+#include "cm/stream_helpers.hpp"
 
 namespace iwcm::test {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string text(std::span<const std::byte> b) {
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-// Connected as initiator (MPA v2, no RTR), then handed off as a stream.
-void stream_up(Dut& d, HandoffParams params = {}) {
-    connect_active(d);
-    ASSERT_TRUE(d.core.handoff(d.conn, params).has_value());
-    EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
-    EXPECT_TRUE(d.out().empty());
-    EXPECT_TRUE(d.evs().empty());
-}
-
-std::uint16_t stream_window(const Dut& d) {
-    const auto info = d.core.stream_info(d.conn);
-    EXPECT_TRUE(info.has_value());
-    if (!info) return 0;
-    const std::uint32_t wnd = info->rcv_wnd >> d.core.config().rcv_wscale;
-    return static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
-}
-
-Frame stream_seg(const Dut& d, std::uint8_t flags, wire::SeqNumber seq,
-                 std::span<const std::byte> payload = {}) {
-    return d.sent_frame(flags, seq, d.peer_nxt, payload).with_window(stream_window(d));
-}
 
 // What stream_info tells, as one comparable value.
 struct Info {

@@ -8,27 +8,13 @@
 #include <vector>
 
 #include "cm/dut.hpp"
+#include "cm/stream_helpers.hpp"
 
 namespace iwcm::test {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string text(std::span<const std::byte> b) {
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-// Connected as initiator (MPA v2, no RTR), then handed off as a stream.
-void stream_up(Dut& d, HandoffParams params = {}) {
-    connect_active(d);
-    auto ctx = d.core.handoff(d.conn, params);
-    ASSERT_TRUE(ctx.has_value());
-    EXPECT_TRUE(ctx->pending_rx.empty());
-    EXPECT_EQ(*d.core.state(d.conn), CmState::kOffloaded);
-    EXPECT_TRUE(d.out().empty());
-    EXPECT_TRUE(d.evs().empty());
-}
 
 // A hand-off whose stream has a 4096-byte send buffer.
 HandoffParams small_send_buffer() {
@@ -37,34 +23,6 @@ HandoffParams small_send_buffer() {
     sc.send_buffer = 4096;
     hp.stream = sc;
     return hp;
-}
-
-// The window field of the stream's segments as they go now: its receive window (the
-// buffer's free space, its right edge where it was), scaled by our shift, at most the
-// field's maximum.
-std::uint16_t stream_window(const Dut& d) {
-    const auto info = d.core.stream_info(d.conn);
-    EXPECT_TRUE(info.has_value());
-    if (!info) return 0;
-    const std::uint32_t wnd = info->rcv_wnd >> d.core.config().rcv_wscale;
-    return static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
-}
-
-// A segment of the stream as the DUT sends it now, acknowledging all the peer sent.
-Frame stream_seg(const Dut& d, std::uint8_t flags, wire::SeqNumber seq,
-                 std::span<const std::byte> payload = {}) {
-    return d.sent_frame(flags, seq, d.peer_nxt, payload).with_window(stream_window(d));
-}
-
-// The stream's bare ACK at SND.NXT.
-Frame stream_ack(const Dut& d) {
-    return stream_seg(d, tf::kAck, d.dut_nxt);
-}
-
-std::size_t send_text(Dut& d, const std::string& s) {
-    auto n = d.core.send(d.now, d.conn, bytes(s));
-    EXPECT_TRUE(n.has_value());
-    return n.value_or(0);
 }
 
 TEST(Stream, PeerBytesAreAcknowledgedAndReadableInOrder) {
