@@ -33,7 +33,7 @@ inline std::uint16_t stream_window(const Dut& d) {
 
 // A segment of the stream as the DUT sends it now, acknowledging all the peer sent.
 inline Frame stream_seg(const Dut& d, std::uint8_t flags, wire::SeqNumber seq,
-                 std::span<const std::byte> payload = {}) {
+                        std::span<const std::byte> payload = {}) {
     return d.sent_frame(flags, seq, d.peer_nxt, payload).with_window(stream_window(d));
 }
 
