@@ -911,7 +911,7 @@ std::string wire_json(const WireReport& r) {
     for (std::size_t i = 0; i < r.throughput.size(); ++i) {
         const WireFlow& f = r.throughput[i].second;
         std::snprintf(b, sizeof b,
-                      "\"mb_per_s\": %.1f, \"sender_cpu_ns_per_byte\": %.3f, "
+                      "\"mb_per_s\": %.3f, \"sender_cpu_ns_per_byte\": %.3f, "
                       "\"receiver_cpu_ns_per_byte\": %.3f",
                       f.mb_per_s, f.sender_cpu_ns_per_byte, f.receiver_cpu_ns_per_byte);
         j << (i ? ", " : "") << "\"" << r.throughput[i].first << "\": {" << b << "}";
@@ -919,7 +919,8 @@ std::string wire_json(const WireReport& r) {
     j << "}, \"latency\": {";
     for (std::size_t i = 0; i < r.latency.size(); ++i) {
         const WireLatency& x = r.latency[i].second;
-        std::snprintf(b, sizeof b, "\"p50_us\": %.2f, \"p99_us\": %.2f", x.p50_us, x.p99_us);
+        // Digits enough that a ratio of two figures read back is the target's to 1e-4.
+        std::snprintf(b, sizeof b, "\"p50_us\": %.4f, \"p99_us\": %.4f", x.p50_us, x.p99_us);
         j << (i ? ", " : "") << "\"" << r.latency[i].first << "\": {" << b << "}";
     }
     j << "}}";
