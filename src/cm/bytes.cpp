@@ -419,6 +419,7 @@ Result<void> Core::flush(Instant now, ConnHandle conn) {
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     NodeRef ref(*n);
+    IWCM_ASSERT(ref->stream != nullptr);  // stream_node finds only nodes with one
     impl_->flush_stream(now, ref);
     impl_->drain_loopback(now);
     return {};
@@ -429,7 +430,10 @@ Result<std::span<const std::byte>> Core::peek(ConnHandle conn) const {
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     const cm::NodeStream& ns = *(*n)->stream;
-    if (ns.folded()) return std::span<const std::byte>{};  // nothing to read while folded
+    if (ns.folded()) {
+        IWCM_ASSERT(ns.readable_bytes() == 0);  // a stream folds only with nothing unread
+        return std::span<const std::byte>{};
+    }
     return ns.tcp().readable();
 }
 

@@ -75,6 +75,7 @@ inline std::uint32_t hash_flow(const ConnHashKey& secret, std::uint64_t flow, st
 inline std::uint32_t hash_key(const ConnHashKey& secret, const ConnKey& key) {
     if (!key.local.addr.is_v6())
         return hash_flow(secret, flow_hash_v4(key.local, key.remote, secret.flow_key), key.vlan);
+    IWCM_ASSERT(key.remote.addr.is_v6());  // both ends of a connection share a family
     const auto& l = key.local.addr.raw();
     const auto& r = key.remote.addr.raw();
     std::uint64_t l0;

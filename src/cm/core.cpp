@@ -94,6 +94,7 @@ void Core::Impl::receive_parts(Instant now, wire::Bytes headers,
         const cm::RxContext::PartsScope parts(rx_ctx);
         handle_frame(now, headers, flow.value_or(0), flow.has_value(), payload);
     }
+    IWCM_ASSERT(!rx_ctx.in_frame());  // the frame's parts are the caller's again
     drain_loopback(now);
 }
 
@@ -773,6 +774,7 @@ Result<void> Core::add_address(IpAddr addr, std::uint16_t vlan) {
     if (vlan != kNoVlan && vlan > wire::kVlanIdMax) return fail(ApiError::kInvalidArgument);
     if (impl_->is_local_addr(addr)) return fail(ApiError::kAddressInUse);
     impl_->addresses.push_back({addr, vlan});
+    IWCM_ASSERT(impl_->local_vlan(addr) == vlan);
     // The address's listeners serve again (irdma_if_notify, NETDEV_UP).
     impl_->notify_listeners(addr, EventType::kAddressUp, 0);
     return {};

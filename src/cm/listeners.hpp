@@ -208,6 +208,7 @@ public:
             cookie_keys_[i] = cookie_key(cookie_secret_, isn_secret_, period);
             cookie_periods_[i] = period;
         }
+        IWCM_ASSERT(cookie_periods_[i] == period && cookie_periods_[i ^ 1] != period);
         return cookie_keys_[i];
     }
     // The period that made `cookie` if it is valid now, in `period`: this one or the last, by

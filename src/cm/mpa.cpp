@@ -198,6 +198,7 @@ void Core::Impl::consume_rx(Node& node, std::size_t n) {
         return;
     }
     auto& rx = node.buffers().rx;
+    IWCM_ASSERT(n <= rx.size());  // only what a handler read of it
     rx.erase(rx.begin(), rx.begin() + static_cast<std::ptrdiff_t>(n));
 }
 

@@ -183,6 +183,7 @@ public:
             delete config_;
             throw;
         }
+        IWCM_ASSERT(!folded() && owns_config_);
     }
     NodeStream(const NodeStream&) = delete;
     NodeStream& operator=(const NodeStream&) = delete;

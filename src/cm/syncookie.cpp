@@ -80,6 +80,8 @@ std::optional<CookieData> check_cookie(const CookieKey& key, std::uint64_t perio
     d.mss = kCookieMss[(data >> 4) & 7];
     std::uint8_t ws = data & 0x0F;
     if (ws != kCookieNoWscale) d.wscale = ws;
+    // Every byte that passes the parity test names the data it came from (kCookieMss rises).
+    IWCM_ASSERT(encode_data(d, period) == data);
     return d;
 }
 

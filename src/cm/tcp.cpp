@@ -159,6 +159,7 @@ void Core::Impl::handle_frame(Instant now, wire::Bytes frame, std::uint64_t flow
 }
 
 [[gnu::noinline]] bool Core::Impl::finish_rx_sum(Instant now, cm::Node* node, wire::Bytes frame) {
+    IWCM_ASSERT(rx_ctx.sum_pending());  // parse_parts deferred this frame's sum
     const std::uint64_t partial = rx_ctx.take_sum();
     const wire::Bytes one = rx_ctx.frame.payload;
     const std::span<const wire::Bytes> text = wire::pieces_or(rx_ctx.pieces(), one);
@@ -192,6 +193,7 @@ wire::FrameRepr Core::Impl::reply_frame(const Segment& seg) const {
     out.ip.tos = cfg.tos;
     out.tcp.src_port = seg.tcp->dst_port;
     out.tcp.dst_port = seg.tcp->src_port;
+    IWCM_ASSERT(out.ip.src.family() == out.ip.dst.family());
     return out;
 }
 
@@ -201,6 +203,7 @@ wire::FrameRepr Core::Impl::reply_frame(const Segment& seg) const {
 void Core::Impl::reply_no_connection(const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
     if (t.has(tf::kRst)) return;
+    IWCM_ASSERT(seg.frame != nullptr && &seg.frame->tcp == seg.tcp);
     wire::FrameRepr out = reply_frame(seg);
     if (t.has(tf::kAck)) {
         out.tcp.seq = t.ack;
@@ -330,6 +333,7 @@ void Core::Impl::shed_oldest_silent(cm::Listener& l) {
     const ConnHandle h =
         listeners.take_oldest_silent(l, [this](ConnHandle c) { return still_silent(c); });
     NodeRef victim(pool.find(h.index, h.generation));
+    IWCM_ASSERT(victim && victim->silent && victim->state == CmState::kMpaReqWait);
     // Nobody above knows it (MPAREQ_WAIT).
     ++stats.silent_shed;
     send_reset(*victim);
@@ -339,6 +343,7 @@ void Core::Impl::shed_oldest_silent(cm::Listener& l) {
 // RFC 4987 section 3.6: the SYN-ACK carries the cookie as our ISN; nothing
 // is kept. The options are those a node's SYN-ACK would carry.
 void Core::Impl::send_cookie_syn_ack(Instant now, cm::Listener& l, const Segment& seg) {
+    IWCM_ASSERT(cfg.syn_cookies && l.queued() < l.backlog);  // on_listen_syn's test
     const wire::TcpRepr& t = *seg.tcp;
     cm::CookieTuple tuple{
         {seg.frame->ip.dst, t.dst_port}, {seg.frame->ip.src, t.src_port}, seg.vlan, t.seq.value()};
@@ -1318,6 +1323,7 @@ void Core::Impl::emit_frame_pieces(const wire::FrameRepr& repr, std::span<const 
 
 void Core::Impl::trace_out(bool loopback) {
     if (!trace) return;
+    IWCM_ASSERT(!loopback || !tx.loop_empty());  // the frame just queued is there
     if (loopback) {
         trace_frame(TraceRecord::Kind::kFrameOut, now_, nullptr, tx.last_loop_frame());
         return;

@@ -156,6 +156,8 @@ Stream::Stream(const StreamConfig& config, const FoldedStream& f) : config_(&con
 bool Stream::foldable() const {
     // What a busy stream fails first comes first: its owner asks after every flush.
     if (rcv_unread_ != 0 || snd_una_ != snd_max_ || ack_now_) return false;
+    // All sent is acknowledged: nothing can be in flight.
+    IWCM_ASSERT(snd_nxt_ == snd_una_);
     return idle() && !fin_queued_ && !fin_received_ && !peer_fin_known_ &&
            rto_at_ == kInstantNever && tlp_at_ == kInstantNever && persist_at_ == kInstantNever &&
            !holding() && !probe_pending_ && !tlp_out_ && !ka_probe_pending_ && !in_recovery_ &&
