@@ -24,16 +24,16 @@ using cm::Segment;
 namespace tf = wire::tcp_flags;
 
 void Core::Impl::start_stream(const NodeRef& node, const std::optional<StreamConfig>& own) {
-    IWCM_ASSERT(node->stream == nullptr && node->snd_una <= node->snd_nxt);
+    IWCM_ASSERT(node->stream == nullptr && node->tcb.snd_una <= node->tcb.snd_max);
     tcp::StreamInit init;
-    init.snd_una = node->snd_una;
-    init.snd_nxt = node->snd_nxt;
-    init.rcv_nxt = node->rcv_nxt;
-    init.snd_wnd = node->snd_wnd;
-    init.max_snd_wnd = node->max_snd_wnd;
-    init.snd_wscale = node->snd_wscale;
-    init.rcv_wscale = node->rcv_wscale;
-    init.mss = node->snd_mss;
+    init.snd_una = node->tcb.snd_una;
+    init.snd_nxt = node->tcb.snd_max;
+    init.rcv_nxt = node->tcb.rcv_nxt;
+    init.snd_wnd = node->tcb.snd_wnd;
+    init.max_snd_wnd = node->tcb.max_snd_wnd;
+    init.snd_wscale = node->tcb.snd_wscale;
+    init.rcv_wscale = node->tcb.rcv_wscale;
+    init.mss = node->tcb.mss;
     if (node->bufs) {
         // The sent bytes and any the peer's window held back, which the stream sends.
         init.unacked = node->bufs->tx;
@@ -47,9 +47,10 @@ void Core::Impl::start_stream(const NodeRef& node, const std::optional<StreamCon
     if (wait > Duration::zero()) init.hold_data_until = now_ + wait;
     // The core's settings are shared by reference (cfg outlives every node); a connection's
     // own are kept by its stream.
-    node->stream = own ? std::make_unique<cm::NodeStream>(
-                             std::make_unique<const StreamConfig>(*own), init, now_, stream_home)
-                       : std::make_unique<cm::NodeStream>(cfg.stream, init, now_, stream_home);
+    node->stream =
+        own ? std::make_unique<cm::NodeStream>(std::make_unique<const StreamConfig>(*own), init,
+                                               now_, node->tcb, stream_home)
+            : std::make_unique<cm::NodeStream>(cfg.stream, init, now_, node->tcb, stream_home);
     // The stream retransmits what is unacknowledged (an RTR) and probes a shut window
     // from here on.
     timers.ack_send(node);
@@ -162,9 +163,10 @@ void Core::Impl::on_stream_timer(Instant now, const NodeRef& node) {
     flush_stream(now_, NodeRef(&node));
 }
 
-void Core::Impl::unfold_stream(cm::NodeStream& ns) {
+void Core::Impl::unfold_stream(cm::Node& node) {
+    cm::NodeStream& ns = *node.stream;
     IWCM_ASSERT(ns.folded());
-    ns.unfold();
+    ns.unfold(node.tcb);
     ++stats.streams_unfolded;
 }
 
@@ -176,7 +178,7 @@ void Core::Impl::fold_stream(const NodeRef& node) {
     ns.fold();
     ++stats.streams_folded;
     const tcp::FoldedStream& f = ns.folded_state();
-    IWCM_ASSERT(node->snd_una == f.snd_una && node->rcv_nxt == f.rcv_nxt);
+    IWCM_ASSERT(f.rcv_adv >= node->tcb.rcv_nxt);
     // Keepalive's is the one deadline a folded stream keeps.
     if (f.keepalive_at != kInstantNever) {
         arm_stream_timer(now_, node, f.keepalive_at);
@@ -217,10 +219,7 @@ void Core::Impl::flush_stream(Instant now, const NodeRef& node) {
         }
     }
     stats.retransmissions += s.retransmitted_segments() - resent;
-    node->snd_una = s.snd_una();
-    node->snd_nxt = s.snd_max();
-    node->rcv_nxt = s.rcv_nxt();
-    node->snd_wnd = s.snd_wnd();
+    IWCM_ASSERT(&s.tcb() == &node->tcb);  // what the stream moved is the node's
     notify_stream(*node);
     // The stream's next deadline (kInstantNever: none). An Instant, not an optional: GCC's
     // thread-sanitizer build took the optional's value for uninitialised.
@@ -471,9 +470,11 @@ Result<StreamInfo> Core::stream_info(ConnHandle conn) const {
     auto n = impl_->stream_node(conn);
     if (!n) return fail(n.error());
     const cm::NodeStream& ns = *(*n)->stream;
-    // A folded stream answers as the stream it makes again (on the stack: nothing changes).
+    // A folded stream answers as the stream it makes again (on the stack, on a copy of the
+    // node's Tcb: nothing changes).
+    tcp::Tcb tcb = (*n)->tcb;
     std::optional<tcp::Stream> unfolded;
-    if (ns.folded()) unfolded.emplace(ns.config(), ns.folded_state());
+    if (ns.folded()) unfolded.emplace(ns.config(), ns.folded_state(), tcb);
     const tcp::Stream& s = unfolded ? *unfolded : ns.tcp();
     StreamInfo i;
     i.send_space = (*n)->state == CmState::kOffloaded ? s.send_space() : 0;

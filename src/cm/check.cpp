@@ -39,7 +39,7 @@ bool phase_fits_state(const Node& node, NodeTimer kind) {
 
 void Core::Impl::check_node(const Node& node) const {
     // Sequence order (RFC 9293 section 3.3.1): nothing is acknowledged before it is sent.
-    IWCM_ASSERT(node.snd_una <= node.snd_nxt);
+    IWCM_ASSERT(node.tcb.snd_una <= node.tcb.snd_max);
     // Table membership: a node is in the table exactly while it is not CLOSED (close_node
     // takes it out; another node may since have taken its 4-tuple).
     const bool in_table = table.find(cm::key_of(node)) == &node;
@@ -69,7 +69,7 @@ void Core::Impl::check_node(const Node& node) const {
     // Buffers: tx holds the unacknowledged bytes only (SYN and FIN take sequence space, not
     // bytes), those the peer's window held back after the sent ones; our private data fits
     // an MPA frame. A FIN waits only behind such bytes, and goes before nothing.
-    const std::size_t sent = static_cast<std::size_t>(node.snd_nxt - node.snd_una);
+    const std::size_t sent = static_cast<std::size_t>(node.tcb.snd_max - node.tcb.snd_una);
     const std::size_t queued = node.bufs ? node.bufs->tx.size() : 0;
     IWCM_ASSERT(!node.fin_queued || queued > sent);
     IWCM_ASSERT(!node.fin_sent || node.fin_acked || queued < sent);
@@ -79,10 +79,10 @@ void Core::Impl::check_node(const Node& node) const {
     // slots agree; a send entry waits only for something unacknowledged; a phase timeout
     // belongs to the state it was armed in.
     IWCM_ASSERT(timers.consistent(node));
-    IWCM_ASSERT(!cm::NodeTimers::has_send(node) || node.snd_una != node.snd_nxt);
+    IWCM_ASSERT(!cm::NodeTimers::has_send(node) || node.tcb.snd_una != node.tcb.snd_max);
     // The persist timer runs only with the window shut, bytes waiting and none in flight.
     IWCM_ASSERT(!cm::NodeTimers::has_persist(node) ||
-                (node.snd_wnd == 0 && node.snd_una == node.snd_nxt && queued > sent));
+                (node.tcb.snd_wnd == 0 && node.tcb.snd_una == node.tcb.snd_max && queued > sent));
     if (auto kind = cm::NodeTimers::phase(node)) IWCM_ASSERT(phase_fits_state(node, *kind));
     // The event queue's own order (event_queue.hpp), the transmit queue's frames and loans
     // (tx_queue.hpp), the listeners' counts and silent orders (listeners.hpp).

@@ -504,8 +504,8 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     node->crc = cfg.mpa.crc;
     node->buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
     node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now));
-    node->snd_una = node->iss;
-    node->snd_nxt = node->iss + 1;
+    node->tcb.snd_una = node->iss;
+    node->tcb.snd_max = node->iss + 1;
     node->app_owned = true;
     app_refs[node->index] = node;
     table.insert(node, slot_hash);
@@ -627,18 +627,18 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
     c.ttl = cfg.ttl;
     c.tos = node.tos;
     c.pcp = node.vlan != kNoVlan ? pcp_of(node) : 0;
-    c.snd_nxt = node.snd_nxt.value();
-    c.snd_una = node.snd_una.value();
-    c.rcv_nxt = node.rcv_nxt.value();
-    c.snd_wnd = node.snd_wnd;
+    c.snd_nxt = node.tcb.snd_max.value();
+    c.snd_una = node.tcb.snd_una.value();
+    c.rcv_nxt = node.tcb.rcv_nxt.value();
+    c.snd_wnd = node.tcb.snd_wnd;
     c.rcv_wnd = cfg.rcv_wnd;
-    c.snd_wscale = node.snd_wscale;
-    c.rcv_wscale = node.rcv_wscale;
-    c.mss = node.snd_mss;
+    c.snd_wscale = node.tcb.snd_wscale;
+    c.rcv_wscale = node.tcb.rcv_wscale;
+    c.mss = node.tcb.mss;
     c.mpa = negotiated(node);
     c.rtr_start = rtr_start(node);
     c.initiator = node.initiator;
-    IWCM_ASSERT(node.snd_una <= node.snd_nxt);
+    IWCM_ASSERT(node.tcb.snd_una <= node.tcb.snd_max);
     if (node.state == CmState::kEstablished) {
         IWCM_ASSERT(!node.stream);  // a stream comes only with this hand-off
         NodeRef ref(&node);
@@ -655,17 +655,17 @@ Result<HandoffContext> Core::Impl::handoff(ConnHandle conn, const HandoffParams&
         // first: they end at the context's snd_nxt.
         timers.ack_send(ref);
         timers.cancel_persist(node);
-        const auto sent = static_cast<std::size_t>(node.snd_nxt - node.snd_una);
+        const auto sent = static_cast<std::size_t>(node.tcb.snd_max - node.tcb.snd_una);
         if (node.bufs && node.bufs->tx.size() > sent) {
             const std::vector<std::byte>& tx = node.bufs->tx;
             c.pending_tx = std::span<const std::byte>(tx).subspan(sent);
-            node.snd_nxt = node.snd_una + static_cast<std::uint32_t>(tx.size());
+            node.tcb.snd_max = node.tcb.snd_una + static_cast<std::uint32_t>(tx.size());
             node.probe_out = false;
-            c.snd_nxt = node.snd_nxt.value();
+            c.snd_nxt = node.tcb.snd_max.value();
         }
         // Every byte of ours is now sent, for the data path, or by it (pending_tx).
-        IWCM_ASSERT(!node.bufs ||
-                    node.bufs->tx.size() <= static_cast<std::size_t>(node.snd_nxt - node.snd_una));
+        IWCM_ASSERT(!node.bufs || node.bufs->tx.size() <= static_cast<std::size_t>(
+                                                              node.tcb.snd_max - node.tcb.snd_una));
     }
     if (node.bufs && !node.stream) c.pending_rx = node.bufs->rx;
     return c;

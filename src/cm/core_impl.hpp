@@ -143,8 +143,8 @@ struct Core::Impl {
     // The peer's window as a segment states it (scaled unless in a SYN), and the largest
     // it ever offered (RFC 5961 5.2's MAX.SND.WND).
     static void take_window(cm::Node& node, std::uint32_t wnd) {
-        node.snd_wnd = wnd;
-        node.max_snd_wnd = std::max(node.max_snd_wnd, wnd);
+        node.tcb.snd_wnd = wnd;
+        node.tcb.max_snd_wnd = std::max(node.tcb.max_snd_wnd, wnd);
     }
     void send_cookie_syn_ack(Instant now, cm::Listener& l, const cm::Segment& seg);
     // An ACK for no node on a listener's port: a SYN cookie's return?
@@ -300,10 +300,10 @@ struct Core::Impl {
     // The node's stream, live: a folded one is made again first (unfold_stream).
     cm::NodeStream& live_stream(cm::Node& node) {
         if (node.stream->folded()) [[unlikely]]
-            unfold_stream(*node.stream);
+            unfold_stream(node);
         return *node.stream;
     }
-    [[gnu::cold]] void unfold_stream(cm::NodeStream& ns);
+    [[gnu::cold]] void unfold_stream(cm::Node& node);
     // Folds the stream of an open connection if it is foldable, and arms the stream timer
     // for what the folded state still keeps (keepalive).
     void fold_stream(const cm::NodeRef& node);

@@ -14,9 +14,10 @@ constexpr std::size_t kKeptStreamBlocks = 4096;
 #endif
 }  // namespace
 
-std::uint32_t NodeStream::folded_rcv_wnd() const {
+std::uint32_t NodeStream::folded_rcv_wnd(const tcp::Tcb& tcb) const {
     IWCM_ASSERT(folded());
-    return tcp::Stream(*config_, folded_).rcv_wnd();
+    tcp::Tcb copy = tcb;  // (the stream writes to it; it holds what it held)
+    return tcp::Stream(*config_, folded_, copy).rcv_wnd();
 }
 
 StreamBlocks::~StreamBlocks() {

@@ -148,9 +148,9 @@ struct StreamHome {
     StreamBlocks blocks;
 };
 
-// A handed-off connection's byte stream and what the core keeps beside it.
-// From the hand-off on, the stream owns the sequence spaces; the node's
-// snd_una, snd_nxt (the highest sent) and rcv_nxt follow it.
+// A handed-off connection's byte stream and what the core keeps beside it. The stream moves
+// the node's sequence variables (Node::tcb), which the node moved until the hand-off: one
+// copy of them for the connection's whole life.
 //
 // The stream lends its memory to queued frames (tx_queue.hpp). Every call that may move or
 // free that memory goes through here and settles the frames that read it first; the stream
@@ -158,27 +158,29 @@ struct StreamHome {
 // lent memory. The last loans are settled when the stream goes.
 //
 // An idle stream is folded (fold(), docs/design.md "Byte stream"): the tcp::Stream goes and
-// its lasting state (tcp::FoldedStream) stays here, so that an idle connection holds a
-// third of a live stream's memory. unfold() makes the same stream again; the core does so
-// before anything that needs it live (a segment, a send, a close, keepalive's deadline).
+// its lasting state (tcp::FoldedStream, beside the node's Tcb) stays here, so that an idle
+// connection holds a third of a live stream's memory. unfold() makes the same stream again; the
+// core does so before anything that needs it live (a segment, a send, a close, keepalive's
+// deadline).
 class NodeStream {
 public:
     // With the core's settings (CoreConfig::stream), which outlive every node.
     NodeStream(const tcp::StreamConfig& shared, const tcp::StreamInit& init, Instant now,
-               StreamHome& home)
+               tcp::Tcb& tcb, StreamHome& home)
         : config_(&shared), home_(home) {
-        make_live(init, now);
+        make_live(init, now, tcb);
     }
     // (The stream keeps its settings by reference: a temporary would not outlive it.)
-    NodeStream(tcp::StreamConfig&&, const tcp::StreamInit&, Instant, StreamHome&) = delete;
+    NodeStream(tcp::StreamConfig&&, const tcp::StreamInit&, Instant, tcp::Tcb&,
+               StreamHome&) = delete;
     // With settings of this connection's own (HandoffParams::stream), kept here (config_
     // owns them then: owns_config_).
     NodeStream(std::unique_ptr<const tcp::StreamConfig> own, const tcp::StreamInit& init,
-               Instant now, StreamHome& home)
+               Instant now, tcp::Tcb& tcb, StreamHome& home)
         : owns_config_(true), config_(&held(own)), home_(home) {
         own.release();
         try {
-            make_live(init, now);
+            make_live(init, now, tcb);
         } catch (...) {
             delete config_;
             throw;
@@ -211,9 +213,10 @@ public:
         folded_ = tcp_->fold();
         drop_live();
     }
-    void unfold() {
+    // On the node's Tcb, which it folded on.
+    void unfold(tcp::Tcb& tcb) {
         IWCM_ASSERT(folded());
-        make_live(folded_);
+        make_live(folded_, tcb);
         IWCM_ASSERT(tcp_->foldable());
     }
     // What a folded stream keeps (folded() only).
@@ -223,11 +226,10 @@ public:
     }
     // Queries that hold in either state.
     std::size_t readable_bytes() const { return tcp_ ? tcp_->readable_bytes() : 0; }
-    // The window we advertise (a folded stream's as it would be, made again on the stack).
-    std::uint32_t rcv_wnd() const { return tcp_ ? tcp_->rcv_wnd() : folded_rcv_wnd(); }
-    // The right edge of the peer's window: snd_una + snd_wnd.
-    wire::SeqNumber window_edge() const {
-        return tcp_ ? tcp_->snd_una() + tcp_->snd_wnd() : folded_.snd_una + folded_.snd_wnd;
+    // The window we advertise (a folded stream's as it would be, made again on the stack on
+    // a copy of the node's `tcb`).
+    std::uint32_t rcv_wnd(const tcp::Tcb& tcb) const {
+        return tcp_ ? tcp_->rcv_wnd() : folded_rcv_wnd(tcb);
     }
 
     // ---- calls that may move or free lent memory ----
@@ -326,15 +328,22 @@ private:
 
     tcp::Stream& live() { return *tcp_; }  // as tcp()
     // Out of line: the stream on the stack would cost every live call a frame.
-    [[gnu::cold, gnu::noinline]] std::uint32_t folded_rcv_wnd() const;
+    [[gnu::cold, gnu::noinline]] std::uint32_t folded_rcv_wnd(const tcp::Tcb& tcb) const;
 
     // The live stream, in a block of home_.blocks.
-    template <class... Args>
-    void make_live(const Args&... args) {
+    void make_live(const tcp::StreamInit& init, Instant now, tcp::Tcb& tcb) {
+        place_live(
+            [&](void* block) { return ::new (block) tcp::Stream(*config_, init, now, &tcb); });
+    }
+    void make_live(const tcp::FoldedStream& folded, tcp::Tcb& tcb) {
+        place_live([&](void* block) { return ::new (block) tcp::Stream(*config_, folded, tcb); });
+    }
+    template <class Make>
+    void place_live(const Make& make) {
         IWCM_ASSERT(tcp_ == nullptr);
         void* block = home_.blocks.take();
         try {
-            tcp_ = ::new (block) tcp::Stream(*config_, args...);
+            tcp_ = make(block);
         } catch (...) {
             home_.blocks.give(block);
             throw;
@@ -398,14 +407,10 @@ struct Node {
     // ---- TCP (RFC 9293 names) ----
     // (IRS is rcv_nxt - 1 until the handshake ends, and not needed after.)
     wire::SeqNumber iss;
-    wire::SeqNumber snd_una;
-    wire::SeqNumber snd_nxt;  // the next new byte to send (a probe's octet does not move it)
-    wire::SeqNumber rcv_nxt;
-    std::uint32_t max_snd_wnd = 0;  // the largest window the peer offered (RFC 5961 5.2)
-    std::uint32_t snd_wnd = 0;      // peer's window in bytes (scaled)
-    std::uint16_t snd_mss = 536;    // peer's MSS: the most we put in one segment
-    std::uint8_t snd_wscale = 0;    // peer's shift, 0 unless both sides sent the option
-    std::uint8_t rcv_wscale = 0;    // our shift, 0 unless both sides sent the option
+    // The sequence variables: the node's handlers move them until a kStream hand-off, the
+    // stream after it. tcb.snd_max is the next new byte the node sends (a zero-window
+    // probe's octet does not move it: probe_out).
+    tcp::Tcb tcb;
 
     // ---- timers (node_timers.hpp) ----
     // The node's one wheel entry, due at or before its earliest deadline (invalid: none).

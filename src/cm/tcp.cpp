@@ -258,17 +258,17 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         return;
     }
     NodeRef node = make_passive_node(*l, seg, fr.tcp.seq);
-    node->snd_mss = effective_mss(local.addr, fr.tcp.options.mss);
+    node->tcb.mss = effective_mss(local.addr, fr.tcp.options.mss);
     if (fr.tcp.options.window_scale) {
         node->wscale_ok = true;
-        node->snd_wscale = std::min<std::uint8_t>(*fr.tcp.options.window_scale, 14);
-        node->rcv_wscale = cfg.rcv_wscale;
+        node->tcb.snd_wscale = std::min<std::uint8_t>(*fr.tcp.options.window_scale, 14);
+        node->tcb.rcv_wscale = cfg.rcv_wscale;
     }
     take_window(*node, fr.tcp.window);
     node->iss =
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
-    node->snd_una = node->iss;
-    node->snd_nxt = node->iss + 1;
+    node->tcb.snd_una = node->iss;
+    node->tcb.snd_max = node->iss + 1;
     // The node is counted as half-open, and the backlog still holds it (the test above).
     IWCM_ASSERT(node->half_open && l->half_open + l->queued() <= l->backlog);
     table.insert(node, seg.slot_hash);
@@ -295,7 +295,7 @@ NodeRef Core::Impl::make_passive_node(cm::Listener& l, const Segment& seg, wire:
     node->counted_in_backlog = true;
     node->half_open = true;
     node->loopback = is_local_addr(node->remote.addr);
-    node->rcv_nxt = irs + 1;
+    node->tcb.rcv_nxt = irs + 1;
     return node;
 }
 
@@ -399,15 +399,15 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
     }
     ++stats.syn_cookies_accepted;
     NodeRef node = make_passive_node(*l, seg, wire::SeqNumber(t.seq.value() - 1));
-    node->snd_mss = data->mss;
+    node->tcb.mss = data->mss;
     if (data->wscale) {
         node->wscale_ok = true;
-        node->snd_wscale = *data->wscale;
-        node->rcv_wscale = cfg.rcv_wscale;
+        node->tcb.snd_wscale = *data->wscale;
+        node->tcb.rcv_wscale = cfg.rcv_wscale;
     }
     node->iss = wire::SeqNumber(cookie);
-    node->snd_una = node->iss;
-    node->snd_nxt = node->iss + 1;
+    node->tcb.snd_una = node->iss;
+    node->tcb.snd_max = node->iss + 1;
     // A cookie's node is half-open: it leaves the requests the application answers as they
     // were, below the backlog (the test above).
     IWCM_ASSERT(node->half_open && l->queued() < l->backlog);
@@ -471,7 +471,7 @@ void Core::Impl::on_segment(Instant now, const NodeRef& node, const Segment& seg
 void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& seg) {
     IWCM_ASSERT(node->state == CmState::kSynSent && node->initiator && seg.tcp);
     const wire::TcpRepr& t = *seg.tcp;
-    if (t.has(tf::kAck) && t.ack != node->snd_nxt) {
+    if (t.has(tf::kAck) && t.ack != node->tcb.snd_max) {
         // An ACK of something we never sent: answer with a reset unless it is one.
         drop(now, DropReason::kBadAck, node.get(), {});
         reply_no_connection(seg);
@@ -498,20 +498,20 @@ void Core::Impl::on_syn_sent(Instant now, const NodeRef& node, const Segment& se
         // needs one initiator and one responder, and the driver resets too:
         // we answer with RST+ACK (acceptable to a peer in SYN-SENT) and
         // report a connect error.
-        node->rcv_nxt = t.seq + 1;
-        send_segment(*node, tf::kRst | tf::kAck, node->snd_nxt, {});
+        node->tcb.rcv_nxt = t.seq + 1;
+        send_segment(*node, tf::kRst | tf::kAck, node->tcb.snd_max, {});
         ++stats.resets_sent;
         end_for_app(node, EventType::kConnectError, -ECONNABORTED);
         close_node(node);
         return;
     }
-    node->rcv_nxt = t.seq + 1;
-    node->snd_una = t.ack;
-    node->snd_mss = effective_mss(node->local.addr, t.options.mss);
+    node->tcb.rcv_nxt = t.seq + 1;
+    node->tcb.snd_una = t.ack;
+    node->tcb.mss = effective_mss(node->local.addr, t.options.mss);
     if (t.options.window_scale) {
         node->wscale_ok = true;
-        node->snd_wscale = std::min<std::uint8_t>(*t.options.window_scale, 14);
-        node->rcv_wscale = cfg.rcv_wscale;
+        node->tcb.snd_wscale = std::min<std::uint8_t>(*t.options.window_scale, 14);
+        node->tcb.rcv_wscale = cfg.rcv_wscale;
     }
     take_window(*node, t.window);  // never scaled in a SYN (RFC 7323 section 2.2)
     // The SYN is acknowledged and the MPA request, sent next, must be: the send entry starts
@@ -529,7 +529,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
     IWCM_ASSERT(node->state == CmState::kSynRcvd && seg.tcp);
     const wire::TcpRepr& t = *seg.tcp;
     // (Until the handshake ends rcv_nxt is IRS + 1.)
-    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq + 1 == node->rcv_nxt) {
+    if (t.has(tf::kSyn) && !t.has(tf::kAck) && !t.has(tf::kRst) && t.seq + 1 == node->tcb.rcv_nxt) {
         // The peer did not hear our SYN-ACK: its SYN again gets the SYN-ACK again.
         ++stats.retransmissions;
         send_syn(*node);
@@ -548,13 +548,13 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
         drop(now, DropReason::kUnexpected, node.get(), {});
         return;
     }
-    if (t.ack != node->snd_nxt) {
+    if (t.ack != node->tcb.snd_max) {
         drop(now, DropReason::kBadAck, node.get(), {});
         reply_no_connection(seg);
         return;
     }
-    node->snd_una = t.ack;
-    take_window(*node, std::uint32_t{t.window} << node->snd_wscale);
+    node->tcb.snd_una = t.ack;
+    take_window(*node, std::uint32_t{t.window} << node->tcb.snd_wscale);
     end_half_open(*node);
     start_mpa(now, node);  // MPAREQ_WAIT
     timers.ack_send(node);
@@ -570,7 +570,7 @@ void Core::Impl::on_syn_rcvd(Instant now, const NodeRef& node, const Segment& se
 
 // RFC 9293 section 3.10.7.4, first check: is the segment in the window we offer?
 bool Core::Impl::acceptable(const Node& node, const Segment& seg) const {
-    return tcp::segment_acceptable(node.rcv_nxt, rx_space(node), seg.tcp->seq, seg.seq_len());
+    return tcp::segment_acceptable(node.tcb.rcv_nxt, rx_space(node), seg.tcp->seq, seg.seq_len());
 }
 
 // RFC 9293 section 3.10.7.4, first to fifth checks, with RFC 5961: the segment must be in the
@@ -596,7 +596,7 @@ inline bool Core::Impl::synchronized_checks(Instant now, const NodeRef& node, co
 inline std::optional<wire::Bytes> Core::Impl::new_text(Instant now, const NodeRef& node,
                                                        const Segment& seg) {
     if (seg.payload.empty()) return wire::Bytes{};
-    std::int32_t ahead = seg.tcp->seq - node->rcv_nxt;
+    std::int32_t ahead = seg.tcp->seq - node->tcb.rcv_nxt;
     if (ahead > 0) {
         send_ack(*node);
         drop(now, DropReason::kOutOfWindow, node.get(), {});
@@ -609,7 +609,7 @@ inline std::optional<wire::Bytes> Core::Impl::new_text(Instant now, const NodeRe
 // The FIN of this segment is next in sequence (all the text before it taken).
 inline bool Core::Impl::fin_in_order(const Node& node, const Segment& seg) const {
     return seg.tcp->has(tf::kFin) &&
-           seg.tcp->seq + static_cast<std::uint32_t>(seg.payload.size()) == node.rcv_nxt;
+           seg.tcp->seq + static_cast<std::uint32_t>(seg.payload.size()) == node.tcb.rcv_nxt;
 }
 
 // The shared checks, the ACK, then the text not seen before (new_text); nullopt when the
@@ -637,7 +637,7 @@ void Core::Impl::on_text_segment(Instant now, const NodeRef& node, const Segment
     const std::uint64_t sent_before = stats.frames_out;
     if (!text->empty()) {
         wire::Bytes fresh = text->first(std::min<std::size_t>(text->size(), rx_space(*node)));
-        node->rcv_nxt += static_cast<std::uint32_t>(fresh.size());
+        node->tcb.rcv_nxt += static_cast<std::uint32_t>(fresh.size());
         auto& rx = node->buffers().rx;
         if (rx.empty() && !rx_ctx.any_in_place()) {
             // Nothing earlier waits: the handlers read the segment in place (stream_rx), and
@@ -725,7 +725,7 @@ void Core::Impl::on_fin_seen_segment(Instant now, const NodeRef& node, const Seg
 // the window draws a challenge ACK.
 void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
     IWCM_ASSERT(seg.tcp && seg.tcp->has(tf::kRst));
-    if (seg.tcp->seq != node->rcv_nxt) {
+    if (seg.tcp->seq != node->tcb.rcv_nxt) {
         send_challenge_ack(now, *node);
         drop(now, DropReason::kRstIgnored, node.get(), {});
         return;
@@ -736,7 +736,7 @@ void Core::Impl::on_rst(Instant now, const NodeRef& node, const Segment& seg) {
         retry_v1(now, node);
         return;
     }
-    if (node->state == CmState::kClosing && node->snd_una + 1 == node->snd_nxt) {
+    if (node->state == CmState::kClosing && node->tcb.snd_una + 1 == node->tcb.snd_max) {
         // RFC 9293 section 3.10.7.4 tells the user of no reset in CLOSING. The peer has
         // acknowledged every byte but our FIN and had sent its own: nothing was lost, and the
         // reset is what a peer whose TIME_WAIT ended before our FIN's retransmission came
@@ -764,16 +764,16 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     node->rtr_offered = 0;
     node->fin_sent = node->fin_acked = node->wscale_ok = false;
     node->fin_queued = node->probe_out = false;
-    node->snd_wscale = node->rcv_wscale = 0;
-    node->snd_wnd = node->max_snd_wnd = 0;
+    node->tcb.snd_wscale = node->tcb.rcv_wscale = 0;
+    node->tcb.snd_wnd = node->tcb.max_snd_wnd = 0;
     auto& b = node->buffers();
     b.tx.clear();
     b.rx.clear();
     b.persist_backoff = b.probes_out = 0;
     node->iss =
         wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
-    node->snd_una = node->iss;
-    node->snd_nxt = node->iss + 1;
+    node->tcb.snd_una = node->iss;
+    node->tcb.snd_max = node->iss + 1;
     IWCM_ASSERT(node->mpa_rev == 1 && node->buffers().tx.empty() && node->buffers().rx.empty());
     set_state(*node, CmState::kSynSent);
     send_syn(*node);
@@ -802,7 +802,7 @@ bool Core::Impl::retry_refused(Instant now, const NodeRef& node) {
 // Bytes queued that the peer's window has not let out yet (a probe's octet among them).
 static std::uint32_t unsent(const Node& node) {
     if (!node.bufs || node.fin_sent) return 0;
-    const auto sent = static_cast<std::uint32_t>(node.snd_nxt - node.snd_una);
+    const auto sent = static_cast<std::uint32_t>(node.tcb.snd_max - node.tcb.snd_una);
     const auto queued = static_cast<std::uint32_t>(node.bufs->tx.size());
     return queued > sent ? queued - sent : 0;
 }
@@ -815,8 +815,8 @@ static std::uint32_t unsent(const Node& node) {
 [[gnu::always_inline]] inline bool Core::Impl::on_ack(Instant now, const NodeRef& node,
                                                       const Segment& seg) {
     const wire::TcpRepr& t = *seg.tcp;
-    const wire::SeqNumber snd_max = node->snd_nxt + (node->probe_out ? 1U : 0U);
-    switch (tcp::check_ack(t.ack, node->snd_una, snd_max, node->max_snd_wnd)) {
+    const wire::SeqNumber snd_max = node->tcb.snd_max + (node->probe_out ? 1U : 0U);
+    switch (tcp::check_ack(t.ack, node->tcb.snd_una, snd_max, node->tcb.max_snd_wnd)) {
         case tcp::AckCheck::kAcceptable: break;
         case tcp::AckCheck::kUnsent:
             // RFC 9293: an ACK for something not yet sent gets an ACK and is dropped.
@@ -833,25 +833,25 @@ static std::uint32_t unsent(const Node& node) {
     IWCM_ASSERT(!node->stream && t.ack <= snd_max);
     // RFC 9293 3.8.6.1: an acceptable ACK answers the zero-window probes; once we closed,
     // only progress does (as tcp::Stream::process_ack).
-    if (node->bufs && (!node->fin_queued || t.ack > node->snd_una)) node->bufs->probes_out = 0;
-    take_window(*node, std::uint32_t{t.window} << node->snd_wscale);
-    if (t.ack > node->snd_una) {
-        auto acked = static_cast<std::size_t>(t.ack - node->snd_una);
+    if (node->bufs && (!node->fin_queued || t.ack > node->tcb.snd_una)) node->bufs->probes_out = 0;
+    take_window(*node, std::uint32_t{t.window} << node->tcb.snd_wscale);
+    if (t.ack > node->tcb.snd_una) {
+        auto acked = static_cast<std::size_t>(t.ack - node->tcb.snd_una);
         if (node->bufs) {
             auto& tx = node->bufs->tx;
             tx.erase(tx.begin(),
                      tx.begin() + static_cast<std::ptrdiff_t>(std::min(acked, tx.size())));
         }
-        node->snd_una = t.ack;
-        if (node->snd_nxt < node->snd_una) {
+        node->tcb.snd_una = t.ack;
+        if (node->tcb.snd_max < node->tcb.snd_una) {
             // The peer took a zero-window probe's octet.
-            node->snd_nxt = node->snd_una;
+            node->tcb.snd_max = node->tcb.snd_una;
             node->probe_out = false;
         }
-        IWCM_ASSERT(node->snd_una <= node->snd_nxt);
-        if (node->snd_una == node->snd_nxt) timers.ack_send(node);
+        IWCM_ASSERT(node->tcb.snd_una <= node->tcb.snd_max);
+        if (node->tcb.snd_una == node->tcb.snd_max) timers.ack_send(node);
         node->release_buffers_if_idle();
-        if (node->fin_sent && !node->fin_acked && t.ack == node->snd_nxt) {
+        if (node->fin_sent && !node->fin_acked && t.ack == node->tcb.snd_max) {
             node->fin_acked = true;
             return on_fin_acked(now, node);
         }
@@ -907,7 +907,7 @@ bool Core::Impl::on_fin_acked(Instant now, const NodeRef& node) {
 // on_stream_segment, whose stream counts and acknowledges the FIN itself).
 void Core::Impl::on_fin(Instant now, const NodeRef& node) {
     const bool stream = node->stream != nullptr;
-    if (!stream) node->rcv_nxt += 1;
+    if (!stream) node->tcb.rcv_nxt += 1;
     switch (node->state) {
         // RFC 9293: FIN-WAIT-1, our FIN not yet acknowledged: both sides close at once.
         case CmState::kFinWait1:
@@ -1073,8 +1073,9 @@ wire::FrameRepr Core::Impl::segment_frame(const Node& node, std::uint8_t flags,
     fr.tcp.dst_port = node.remote.port;
     fr.tcp.seq = seq;
     fr.tcp.flags = flags;
-    if (flags & tf::kAck) fr.tcp.ack = node.rcv_nxt;
-    std::uint32_t wnd = (node.stream ? node.stream->rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    if (flags & tf::kAck) fr.tcp.ack = node.tcb.rcv_nxt;
+    std::uint32_t wnd =
+        (node.stream ? node.stream->rcv_wnd(node.tcb) : rx_space(node)) >> node.tcb.rcv_wscale;
     fr.tcp.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     if (flags & tf::kSyn) {
         // The window of a SYN is never scaled (RFC 7323 section 2.2).
@@ -1112,7 +1113,7 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
     s.dst_port = node.remote.port;
     s.seq = seq.value();
     s.flags = flags;
-    if (flags & tf::kAck) s.ack = node.rcv_nxt.value();
+    if (flags & tf::kAck) s.ack = node.tcb.rcv_nxt.value();
     if (flags & tf::kSyn) {
         // As segment_frame(): an unscaled window, our MSS, and the window scale offered.
         s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.rcv_wnd, 65535));
@@ -1120,7 +1121,8 @@ inline wire::SegmentV4 Core::Impl::segment_v4(const Node& node, std::uint8_t fla
         if (node.initiator || node.wscale_ok) s.wscale = cfg.rcv_wscale;
         return s;
     }
-    std::uint32_t wnd = (node.stream ? node.stream->rcv_wnd() : rx_space(node)) >> node.rcv_wscale;
+    std::uint32_t wnd =
+        (node.stream ? node.stream->rcv_wnd(node.tcb) : rx_space(node)) >> node.tcb.rcv_wscale;
     s.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(wnd, 65535));
     return s;
 }
@@ -1143,7 +1145,7 @@ void Core::Impl::send_ack(Node& node) {
         send_stream_ack(node);
         return;
     }
-    send_segment(node, tf::kAck, node.snd_nxt, {});
+    send_segment(node, tf::kAck, node.tcb.snd_max, {});
 }
 
 void Core::Impl::send_syn(Node& node) {
@@ -1153,14 +1155,14 @@ void Core::Impl::send_syn(Node& node) {
 
 void Core::Impl::send_reset(Node& node) {
     if (node.state == CmState::kSynSent) return;  // nothing synchronised to reset
-    IWCM_ASSERT(node.state != CmState::kClosed && node.snd_una <= node.snd_nxt);
+    IWCM_ASSERT(node.state != CmState::kClosed && node.tcb.snd_una <= node.tcb.snd_max);
     ++stats.resets_sent;
-    wire::SeqNumber seq = node.snd_nxt;
+    wire::SeqNumber seq = node.tcb.snd_max;
     if (node.stream) {
         // A zero-window probe's byte may lie past the peer's window, and an RST
         // there is dropped (RFC 9293 3.10.7.4: in the window or not at all): it
         // goes at the window's right edge then, as Linux's tcp_acceptable_seq.
-        const wire::SeqNumber edge = node.stream->window_edge();
+        const wire::SeqNumber edge = node.tcb.snd_una + node.tcb.snd_wnd;
         if (edge < seq) seq = edge;
     }
     send_segment(node, tf::kRst | tf::kAck, seq, {});
@@ -1181,23 +1183,23 @@ void Core::Impl::send_data(Instant now, const NodeRef& node, wire::Bytes data, b
 // Bytes the window holds back wait in tx, and the persist timer probes for it.
 void Core::Impl::push_data(Instant now, const NodeRef& node) {
     const std::vector<std::byte>& tx = node->buffers().tx;
-    const wire::SeqNumber edge = node->snd_una + node->snd_wnd;
+    const wire::SeqNumber edge = node->tcb.snd_una + node->tcb.snd_wnd;
     bool sent = false;
     while (!node->fin_sent) {
-        const auto off = static_cast<std::uint32_t>(node->snd_nxt - node->snd_una);
+        const auto off = static_cast<std::uint32_t>(node->tcb.snd_max - node->tcb.snd_una);
         IWCM_ASSERT(off <= tx.size());
         const auto left = static_cast<std::uint32_t>(tx.size()) - off;
         const std::uint32_t room =
-            edge > node->snd_nxt ? static_cast<std::uint32_t>(edge - node->snd_nxt) : 0;
-        const std::uint32_t n = std::min({left, room, std::uint32_t{node->snd_mss}});
+            edge > node->tcb.snd_max ? static_cast<std::uint32_t>(edge - node->tcb.snd_max) : 0;
+        const std::uint32_t n = std::min({left, room, std::uint32_t{node->tcb.mss}});
         const bool fin = node->fin_queued && n == left;
         if (n == 0 && !fin) break;
         const std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (fin ? tf::kFin : 0);
-        send_segment(*node, flags, node->snd_nxt, wire::Bytes(tx).subspan(off, n));
-        node->snd_nxt += n;
+        send_segment(*node, flags, node->tcb.snd_max, wire::Bytes(tx).subspan(off, n));
+        node->tcb.snd_max += n;
         if (n > 0) node->probe_out = false;  // its octet went again, within the window
         if (fin) {
-            node->snd_nxt += 1;
+            node->tcb.snd_max += 1;
             node->fin_sent = true;
             node->fin_queued = false;
         }
@@ -1221,7 +1223,7 @@ static Duration persist_delay(const CoreConfig& cfg, unsigned backoff) {
 }
 
 void Core::Impl::update_persist(Instant now, const NodeRef& node) {
-    if (node->snd_wnd == 0 && node->snd_nxt == node->snd_una && unsent(*node) > 0) {
+    if (node->tcb.snd_wnd == 0 && node->tcb.snd_max == node->tcb.snd_una && unsent(*node) > 0) {
         (void)timers.ack_send(node);  // nothing in flight to retransmit
         if (!cm::NodeTimers::has_persist(*node))
             timers.arm_persist(node, now + persist_delay(cfg, node->bufs->persist_backoff));
@@ -1232,7 +1234,8 @@ void Core::Impl::update_persist(Instant now, const NodeRef& node) {
 }
 
 void Core::Impl::on_persist_timeout(Instant now, const NodeRef& node) {
-    IWCM_ASSERT(node->snd_wnd == 0 && node->snd_nxt == node->snd_una && unsent(*node) > 0);
+    IWCM_ASSERT(node->tcb.snd_wnd == 0 && node->tcb.snd_max == node->tcb.snd_una &&
+                unsent(*node) > 0);
     cm::NodeBuffers& b = *node->bufs;
     if (b.probes_out < 255) ++b.probes_out;
     if (b.probes_out > cfg.stream.max_retransmits) {
@@ -1242,7 +1245,7 @@ void Core::Impl::on_persist_timeout(Instant now, const NodeRef& node) {
     }
     // "The sending TCP must regularly transmit at least one octet of new data": the probe
     // does not move snd_nxt, so the bytes resume there once the window opens.
-    send_segment(*node, tf::kAck | tf::kPsh, node->snd_nxt, wire::Bytes(b.tx).first(1));
+    send_segment(*node, tf::kAck | tf::kPsh, node->tcb.snd_max, wire::Bytes(b.tx).first(1));
     node->probe_out = true;
     ++stats.window_probes;
     if (b.persist_backoff < 30) ++b.persist_backoff;
@@ -1258,18 +1261,19 @@ void Core::Impl::resend(Node& node) {
     }
     // The node's own retransmission (a stream resends its own); an MSS, or the loop below
     // would never end.
-    IWCM_ASSERT(!node.stream && node.snd_mss > 0 && node.snd_una <= node.snd_nxt);
+    IWCM_ASSERT(!node.stream && node.tcb.mss > 0 && node.tcb.snd_una <= node.tcb.snd_max);
     bool fin = node.fin_sent && !node.fin_acked;
     wire::Bytes tx = node.bufs ? wire::Bytes(node.bufs->tx) : wire::Bytes{};
-    const auto flight = static_cast<std::uint32_t>(node.snd_nxt - node.snd_una) - (fin ? 1U : 0U);
+    const auto flight =
+        static_cast<std::uint32_t>(node.tcb.snd_max - node.tcb.snd_una) - (fin ? 1U : 0U);
     tx = tx.first(std::min<std::size_t>(tx.size(), flight));
-    std::size_t mss = node.snd_mss;
+    std::size_t mss = node.tcb.mss;
     std::size_t off = 0;
     do {
         std::size_t n = std::min(mss, tx.size() - off);
         bool last = off + n == tx.size();
         std::uint8_t flags = tf::kAck | (n ? tf::kPsh : 0) | (last && fin ? tf::kFin : 0);
-        send_segment(node, flags, node.snd_una + static_cast<std::uint32_t>(off),
+        send_segment(node, flags, node.tcb.snd_una + static_cast<std::uint32_t>(off),
                      tx.subspan(off, n));
         off += n;
     } while (off < tx.size());

@@ -73,41 +73,48 @@ void checked(const Stream& s) {
 
 }  // namespace
 
-Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
+Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now, Tcb* shared)
     : config_(&config),
+      tcb_(shared),
       snd_buf_(init.unacked.begin(), init.unacked.end()),
-      snd_una_(init.snd_una),
       snd_nxt_(init.snd_nxt),
-      snd_max_(init.snd_nxt),
       // RFC 9293 3.10.7.4: any later segment may update the window.
       snd_wl1_(minus(init.rcv_nxt, 1)),
       snd_wl2_(init.snd_una),
       // RFC 6582 section 3.2: "recover" starts at the initial send sequence number.
       recover_(minus(init.snd_una, 1)),
-      snd_wnd_(init.snd_wnd),
-      max_snd_wnd_(std::max(init.snd_wnd, init.max_snd_wnd)),
-      mss_(init.mss),
-      snd_wscale_(init.snd_wscale),
-      rcv_wscale_(init.rcv_wscale),
       rcv_buf_(init.received.begin(), init.received.end()),
-      rcv_unread_(static_cast<std::uint32_t>(init.received.size())),
-      rcv_nxt_(init.rcv_nxt) {
+      rcv_unread_(static_cast<std::uint32_t>(init.received.size())) {
     IWCM_ASSERT(init.snd_nxt >= init.snd_una);
     IWCM_ASSERT(init.unacked.size() >= dist(init.snd_nxt, init.snd_una));
     IWCM_ASSERT(init.mss > 0 && init.snd_wscale <= 14 && init.rcv_wscale <= 14);
     IWCM_ASSERT(config.rto_min > Duration::zero() && config.rto_min <= config.rto_max);
     IWCM_ASSERT(config.send_buffer > 0 && config.recv_buffer > 0);
+    if (shared == nullptr) {
+        // Last of what may throw: the members are made, and nothing below allocates.
+        tcb_ = new Tcb;
+        owns_tcb_ = true;
+    }
+    *tcb_ = Tcb{init.snd_una,
+                init.snd_nxt,
+                init.rcv_nxt,
+                init.snd_wnd,
+                std::max(init.snd_wnd, init.max_snd_wnd),
+                init.mss,
+                init.snd_wscale,
+                init.rcv_wscale};
     // RFC 6928: IW = min(10*MSS, max(2*MSS, 14600)); the segment count is a
     // setting, the byte bound grows with it (1460 bytes a segment).
     const std::uint64_t segs = std::max<std::uint32_t>(config.initial_window_segments, 1);
+    const std::uint64_t mss = init.mss;
     const std::uint64_t iw =
-        std::min<std::uint64_t>(segs * mss_, std::max<std::uint64_t>(2ULL * mss_, segs * 1460));
+        std::min<std::uint64_t>(segs * mss, std::max<std::uint64_t>(2ULL * mss, segs * 1460));
     cwnd_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(iw, kCwndCap));
     // RFC 5681 3.1: "The initial value of ssthresh SHOULD be set arbitrarily high".
     ssthresh_ = kCwndCap;
     rto_base_ = initial_rto(config);
     // The core offered some window before the hand-off; take what we can hold.
-    rcv_adv_ = rcv_nxt_;
+    rcv_adv_ = tcb_->rcv_nxt;
     rcv_adv_ = advert().edge;
     if (config_->keepalive) keepalive_at_ = now + config_->keepalive_idle;
     // Bytes the peer sent before the hand-off end the hold before it starts.
@@ -118,23 +125,20 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now)
     checked(*this);
 }
 
-Stream::Stream(const StreamConfig& config, const FoldedStream& f) : config_(&config) {
-    IWCM_ASSERT(f.mss > 0 && f.snd_wscale <= 14 && f.rcv_wscale <= 14);
-    IWCM_ASSERT(f.snd_wnd <= f.max_snd_wnd && f.rcv_adv >= f.rcv_nxt);
+Stream::Stream(const StreamConfig& config, const FoldedStream& f, Tcb& tcb)
+    : config_(&config), tcb_(&tcb) {
+    IWCM_ASSERT(tcb.mss > 0 && tcb.snd_wscale <= 14 && tcb.rcv_wscale <= 14);
+    IWCM_ASSERT(tcb.snd_wnd <= tcb.max_snd_wnd && f.rcv_adv >= tcb.rcv_nxt);
     acked_bytes_ = f.acked_bytes;
-    snd_una_ = snd_nxt_ = snd_max_ = f.snd_una;
+    snd_nxt_ = tcb.snd_una;
+    tcb.snd_max = tcb.snd_una;  // nothing was in flight
     snd_wl1_ = f.snd_wl1;
     snd_wl2_ = f.snd_wl2;
     recover_ = f.recover;
-    snd_wnd_ = f.snd_wnd;
-    max_snd_wnd_ = f.max_snd_wnd;
     cwnd_ = f.cwnd;
     ssthresh_ = f.ssthresh;
     bytes_acked_ = f.bytes_acked;
-    hold_edge_ = f.snd_una;  // read only while holding, which a folded stream was not
-    mss_ = f.mss;
-    snd_wscale_ = f.snd_wscale & 0xfU;
-    rcv_wscale_ = f.rcv_wscale & 0xfU;
+    hold_edge_ = tcb.snd_una;  // read only while holding, which a folded stream was not
     dupacks_ = f.dupacks;
     rto_backoff_ = f.rto_backoff;
     rto_count_ = f.rto_count;
@@ -147,17 +151,20 @@ Stream::Stream(const StreamConfig& config, const FoldedStream& f) : config_(&con
     keepalive_at_ = f.keepalive_at;
     last_oow_ack_ = f.last_oow_ack;
     retransmitted_ = f.retransmitted;
-    rcv_nxt_ = f.rcv_nxt;
     rcv_adv_ = f.rcv_adv;
     IWCM_ASSERT(foldable());
     checked(*this);
 }
 
+Stream::~Stream() {
+    if (owns_tcb_) delete tcb_;
+}
+
 bool Stream::foldable() const {
     // What a busy stream fails first comes first: its owner asks after every flush.
-    if (rcv_unread_ != 0 || snd_una_ != snd_max_ || ack_now_) return false;
+    if (rcv_unread_ != 0 || tcb_->snd_una != tcb_->snd_max || ack_now_) return false;
     // All sent is acknowledged: nothing can be in flight.
-    IWCM_ASSERT(snd_nxt_ == snd_una_);
+    IWCM_ASSERT(snd_nxt_ == tcb_->snd_una);
     return idle() && !fin_queued_ && !fin_received_ && !peer_fin_known_ &&
            rto_at_ == kInstantNever && tlp_at_ == kInstantNever && persist_at_ == kInstantNever &&
            !holding() && !probe_pending_ && !tlp_out_ && !ka_probe_pending_ && !in_recovery_ &&
@@ -167,9 +174,12 @@ bool Stream::foldable() const {
 
 FoldedStream Stream::fold() const {
     IWCM_ASSERT(foldable());
-    // What idle() and foldable() leave at their resting values, Stream(config, folded)
+    // The sequence variables stay in the Tcb, which outlives the stream only when shared.
+    IWCM_ASSERT(!owns_tcb_);
+    // What idle() and foldable() leave at their resting values, Stream(config, folded, tcb)
     // sets back to them; the rest is here.
-    IWCM_ASSERT(snd_nxt_ == snd_una_ && snd_max_ == snd_una_ && persist_backoff_ == 0);
+    IWCM_ASSERT(snd_nxt_ == tcb_->snd_una && tcb_->snd_max == tcb_->snd_una &&
+                persist_backoff_ == 0);
     IWCM_ASSERT(snd_buf_.size() == snd_off_ && ref_bytes() == 0 && ooo_bytes_ == 0);
     FoldedStream f;
     f.acked_bytes = acked_bytes_;
@@ -179,20 +189,13 @@ FoldedStream Stream::fold() const {
     f.rto_base = rto_base_;
     f.last_oow_ack = last_oow_ack_;
     f.keepalive_at = keepalive_at_;
-    f.snd_una = snd_una_;
     f.snd_wl1 = snd_wl1_;
     f.snd_wl2 = snd_wl2_;
     f.recover = recover_;
-    f.rcv_nxt = rcv_nxt_;
     f.rcv_adv = rcv_adv_;
-    f.snd_wnd = snd_wnd_;
-    f.max_snd_wnd = max_snd_wnd_;
     f.cwnd = cwnd_;
     f.ssthresh = ssthresh_;
     f.bytes_acked = bytes_acked_;
-    f.mss = mss_;
-    f.snd_wscale = snd_wscale_;
-    f.rcv_wscale = rcv_wscale_;
     f.dupacks = dupacks_;
     f.rto_backoff = rto_backoff_;
     f.rto_count = rto_count_;
@@ -210,7 +213,7 @@ std::uint32_t Stream::snd_buffered() const {
 
 SeqNumber Stream::data_end() const {
     // Once our FIN is acknowledged snd_una is one past the last byte.
-    return fin_acked_ ? minus(snd_una_, 1) : snd_una_ + snd_buffered();
+    return fin_acked_ ? minus(tcb_->snd_una, 1) : tcb_->snd_una + snd_buffered();
 }
 
 std::size_t Stream::send_space() const {
@@ -307,7 +310,7 @@ std::size_t Stream::own_refs() {
     const std::size_t copied = ref_bytes();
     if (copied == 0) return 0;
     const std::uint32_t buffered = snd_buffered();
-    gather(snd_una_, buffered);
+    gather(tcb_->snd_una, buffered);
     std::vector<std::byte> owned;
     owned.reserve(std::max<std::size_t>(config_->send_buffer, buffered));
     for (auto piece : refq_->pieces) owned.insert(owned.end(), piece.begin(), piece.end());
@@ -349,13 +352,13 @@ void Stream::consume(std::size_t n) {
 // ---------------------------------------------------------------- windows
 
 std::uint32_t Stream::recv_window() const {
-    return rcv_adv_ > rcv_nxt_ ? dist(rcv_adv_, rcv_nxt_) : 0;
+    return rcv_adv_ > tcb_->rcv_nxt ? dist(rcv_adv_, tcb_->rcv_nxt) : 0;
 }
 
 std::uint32_t Stream::rcv_space() const {
     if (fin_received_) return 0;
     const std::uint32_t cap =
-        std::min<std::uint32_t>(config_->recv_buffer, kMaxWindowField << rcv_wscale_);
+        std::min<std::uint32_t>(config_->recv_buffer, kMaxWindowField << tcb_->rcv_wscale);
     return rcv_unread_ >= cap ? 0 : cap - rcv_unread_;
 }
 
@@ -368,17 +371,17 @@ Stream::Advert Stream::advert() const {
     std::uint32_t wnd = offered;
     // RFC 9293 3.8.6.2.2: move the right edge only when "RCV.BUFF - RCV.USER -
     // RCV.WND >= min(Fr * RCV.BUFF, Eff.SND.MSS)" with Fr = 1/2.
-    const std::uint32_t sws = std::min<std::uint32_t>(config_->recv_buffer / 2, mss_);
+    const std::uint32_t sws = std::min<std::uint32_t>(config_->recv_buffer / 2, tcb_->mss);
     if (space >= offered && space - offered >= sws) wnd = space;
     // RFC 7323 2.3: the field is the window shifted right; round up when the
     // extra bytes still fit, so rounding does not pull the edge left.
-    std::uint32_t field = wnd >> rcv_wscale_;
-    if ((field << rcv_wscale_) < wnd && ((field + 1) << rcv_wscale_) <= space) ++field;
+    std::uint32_t field = wnd >> tcb_->rcv_wscale;
+    if ((field << tcb_->rcv_wscale) < wnd && ((field + 1) << tcb_->rcv_wscale) <= space) ++field;
     field = std::min(field, kMaxWindowField);
     // Never more than the buffer can take, unless an offer made before stands (RFC 9293
     // 3.8.6.2.2: the right edge does not move left).
-    IWCM_ASSERT((field << rcv_wscale_) <= std::max(space, offered));
-    const SeqNumber edge = rcv_nxt_ + (field << rcv_wscale_);
+    IWCM_ASSERT((field << tcb_->rcv_wscale) <= std::max(space, offered));
+    const SeqNumber edge = tcb_->rcv_nxt + (field << tcb_->rcv_wscale);
     return {static_cast<std::uint16_t>(field), edge > rcv_adv_ ? edge : rcv_adv_};
 }
 
@@ -388,21 +391,21 @@ bool Stream::window_update_due() const {
     // twice that (advert() has already applied the silly-window rule).
     const std::uint64_t offered = recv_window();
     const std::uint64_t max_wnd = std::min<std::uint64_t>(
-        config_->recv_buffer, std::uint64_t{kMaxWindowField} << rcv_wscale_);
+        config_->recv_buffer, std::uint64_t{kMaxWindowField} << tcb_->rcv_wscale);
     // The edge we offered never passes what the buffer holds (advert, check_invariants).
     IWCM_ASSERT(fin_received_ || offered <= max_wnd);
     if (2 * offered > max_wnd) return false;
-    const std::uint64_t now_wnd = std::uint64_t{advert().field} << rcv_wscale_;
+    const std::uint64_t now_wnd = std::uint64_t{advert().field} << tcb_->rcv_wscale;
     return now_wnd > offered && now_wnd >= 2 * offered;
 }
 
 std::uint32_t Stream::rcv_wnd() const {
-    return static_cast<std::uint32_t>(advert().field) << rcv_wscale_;
+    return static_cast<std::uint32_t>(advert().field) << tcb_->rcv_wscale;
 }
 
 bool Stream::acceptable(SeqNumber seq, std::uint32_t len) const {
     // RFC 9293 3.10.7.4, first check, in the window we last offered.
-    return segment_acceptable(rcv_nxt_, recv_window(), seq, len);
+    return segment_acceptable(tcb_->rcv_nxt, recv_window(), seq, len);
 }
 
 // ---------------------------------------------------------------- arrival
@@ -419,11 +422,11 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
     // RFC 9293 3.10.7.4: "If the RCV.WND is zero, no segments will be
     // acceptable, but special allowance should be made to accept valid ACKs":
     // a segment at RCV.NXT has its ACK processed and its data trimmed.
-    const bool zero_window_ack = recv_window() == 0 && seg.seq == rcv_nxt_;
+    const bool zero_window_ack = recv_window() == 0 && seg.seq == tcb_->rcv_nxt;
     // Like Linux's tcp_sequence, an empty segment at the right edge is taken
     // too: a sender that filled our window exactly, with a segment lost,
     // sends its ACKs there (see ack_seq()).
-    const bool edge_ack = len == 0 && seg.seq == rcv_nxt_ + recv_window();
+    const bool edge_ack = len == 0 && seg.seq == tcb_->rcv_nxt + recv_window();
     if (!acceptable(seg.seq, len) && !zero_window_ack && !edge_ack) {
         // "If an incoming segment is not acceptable, an acknowledgment should
         // be sent in reply (unless the RST bit is set ...)". Not to every
@@ -443,9 +446,10 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         // ACK." Without it two ends whose empty segments are each one octet
         // old for the other (a probe octet taken, its ACK lost) never recover.
         const bool old =
-            seg.seq + len <= rcv_nxt_ && dist(rcv_nxt_, seg.seq) <= config_->recv_buffer;
+            seg.seq + len <= tcb_->rcv_nxt && dist(tcb_->rcv_nxt, seg.seq) <= config_->recv_buffer;
         if (old && (seg.flags & flags::kAck) != 0 &&
-            check_ack(seg.ack, snd_una_, snd_max_, max_snd_wnd_) == AckCheck::kAcceptable) {
+            check_ack(seg.ack, tcb_->snd_una, tcb_->snd_max, tcb_->max_snd_wnd) ==
+                AckCheck::kAcceptable) {
             process_ack(now, seg, out);
             tell_acked(sink, out);
         }
@@ -453,7 +457,7 @@ Arrival Stream::on_segment(Instant now, const SegmentIn& seg, SinkRef sink) {
         // "if the ACK bit is off, drop the segment and return".
         out.verdict = Arrival::Verdict::kNoAck;
     } else {
-        switch (check_ack(seg.ack, snd_una_, snd_max_, max_snd_wnd_)) {
+        switch (check_ack(seg.ack, tcb_->snd_una, tcb_->snd_max, tcb_->max_snd_wnd)) {
             case AckCheck::kUnsent:
                 // RFC 9293: "If the ACK acks something not yet sent (SEG.ACK >
                 // SND.NXT), then send an ACK, drop the segment, and return."
@@ -484,18 +488,18 @@ void Stream::tell_acked(SinkRef sink, const Arrival& out) const {
 
 void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
     // on_segment calls it for an acceptable ACK only (check_ack): none beyond SND.MAX.
-    IWCM_ASSERT((seg.flags & flags::kAck) != 0 && seg.ack <= snd_max_);
-    const std::uint32_t seg_wnd = std::uint32_t{seg.window} << snd_wscale_;
+    IWCM_ASSERT((seg.flags & flags::kAck) != 0 && seg.ack <= tcb_->snd_max);
+    const std::uint32_t seg_wnd = std::uint32_t{seg.window} << tcb_->snd_wscale;
     // RFC 9293 3.8.6.1: the answer to a zero-window probe "resets" the probe
     // count; any acceptable ACK shows the peer is there. Once we closed, only
     // progress does: a peer that answers with a zero window for ever would
     // hold our FIN back for ever (Linux bounds an orphaned socket's probes the
     // same way, tcp_probe_timer), so max_retransmits probes end it.
-    if (!fin_queued_ || seg.ack > snd_una_) probes_out_ = 0;
-    if (seg.ack > snd_una_) {
+    if (!fin_queued_ || seg.ack > tcb_->snd_una) probes_out_ = 0;
+    if (seg.ack > tcb_->snd_una) {
         on_new_ack(now, seg.ack, out);
-    } else if (seg.ack == snd_una_ && snd_nxt_ > snd_una_ && seg.payload_len() == 0 &&
-               (seg.flags & flags::kFin) == 0 && seg_wnd == snd_wnd_) {
+    } else if (seg.ack == tcb_->snd_una && snd_nxt_ > tcb_->snd_una && seg.payload_len() == 0 &&
+               (seg.flags & flags::kFin) == 0 && seg_wnd == tcb_->snd_wnd) {
         // RFC 5681 section 2, DUPLICATE ACKNOWLEDGMENT: outstanding data, no
         // data, no SYN or FIN, SEG.ACK = SND.UNA, the same window as before.
         on_dup_ack();
@@ -504,20 +508,21 @@ void Stream::process_ack(Instant now, const SegmentIn& seg, Arrival& out) {
     // should be updated. If (SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and
     // SND.WL2 =< SEG.ACK)), set SND.WND <- SEG.WND, set SND.WL1 <- SEG.SEQ,
     // and set SND.WL2 <- SEG.ACK."
-    if (seg.ack >= snd_una_ &&
+    if (seg.ack >= tcb_->snd_una &&
         (snd_wl1_ < seg.seq || (snd_wl1_ == seg.seq && snd_wl2_ <= seg.ack))) {
-        snd_wnd_ = seg_wnd;
+        tcb_->snd_wnd = seg_wnd;
         snd_wl1_ = seg.seq;
         snd_wl2_ = seg.ack;
-        max_snd_wnd_ = std::max(max_snd_wnd_, seg_wnd);
+        tcb_->max_snd_wnd = std::max(tcb_->max_snd_wnd, seg_wnd);
     }
-    IWCM_ASSERT(snd_una_ <= snd_nxt_ && snd_nxt_ <= snd_max_ && snd_wnd_ <= max_snd_wnd_);
+    IWCM_ASSERT(tcb_->snd_una <= snd_nxt_ && snd_nxt_ <= tcb_->snd_max &&
+                tcb_->snd_wnd <= tcb_->max_snd_wnd);
 }
 
 void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
-    IWCM_ASSERT(ack > snd_una_ && ack <= snd_max_);
-    const std::uint32_t acked = dist(ack, snd_una_);
-    const std::uint32_t flight_before = dist(snd_max_, snd_una_);
+    IWCM_ASSERT(ack > tcb_->snd_una && ack <= tcb_->snd_max);
+    const std::uint32_t acked = dist(ack, tcb_->snd_una);
+    const std::uint32_t flight_before = dist(tcb_->snd_max, tcb_->snd_una);
     const std::uint32_t buffered = snd_buffered();
     if (acked > buffered) {
         // The ACK covers our FIN (it is <= snd_max, so the FIN was sent).
@@ -526,9 +531,9 @@ void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
         out.fin_acked = true;
     }
     drop_acked(std::min(acked, buffered));
-    snd_una_ = ack;
-    record_ends_.drop_through(snd_una_);
-    if (snd_nxt_ < snd_una_) snd_nxt_ = snd_una_;
+    tcb_->snd_una = ack;
+    record_ends_.drop_through(tcb_->snd_una);
+    if (snd_nxt_ < tcb_->snd_una) snd_nxt_ = tcb_->snd_una;
     out.acked = true;
     rto_count_ = 0;
     // RFC 6298 section 3 (Karn): the timed segment was never retransmitted,
@@ -545,18 +550,18 @@ void Stream::on_new_ack(Instant now, SeqNumber ack, Arrival& out) {
     // RFC 6298 5.2: "When all outstanding data has been acknowledged, turn
     // off the retransmission timer." 5.3: "When an ACK is received that
     // acknowledges new data, restart the retransmission timer".
-    rto_at_ = snd_una_ == snd_max_ ? kInstantNever : now + rto();
+    rto_at_ = tcb_->snd_una == tcb_->snd_max ? kInstantNever : now + rto();
 }
 
 void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
     // After SND.UNA moved to the ACK (on_new_ack), with cwnd at least an MSS.
-    IWCM_ASSERT(ack == snd_una_ && acked > 0 && cwnd_ >= mss_);
-    const std::uint32_t flight = dist(snd_max_, snd_una_);
+    IWCM_ASSERT(ack == tcb_->snd_una && acked > 0 && cwnd_ >= tcb_->mss);
+    const std::uint32_t flight = dist(tcb_->snd_max, tcb_->snd_una);
     if (in_recovery_) {
         if (ack > recover_) {
             // RFC 6582 3.2 step 3, full acknowledgment: "Set cwnd to either
             // (1) min (ssthresh, max(FlightSize, SMSS) + SMSS) or (2) ssthresh".
-            cwnd_ = std::min(ssthresh_, std::max<std::uint32_t>(flight, mss_) + mss_);
+            cwnd_ = std::min(ssthresh_, std::max<std::uint32_t>(flight, tcb_->mss) + tcb_->mss);
             in_recovery_ = false;
             dupacks_ = 0;
         } else {
@@ -566,8 +571,8 @@ void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
             // one SMSS of new data, then add back SMSS bytes".
             rexmit_una_ = true;
             cwnd_ = cwnd_ > acked ? cwnd_ - acked : 0;
-            if (acked >= mss_) cwnd_ += mss_;
-            cwnd_ = std::max<std::uint32_t>(cwnd_, mss_);
+            if (acked >= tcb_->mss) cwnd_ += tcb_->mss;
+            cwnd_ = std::max<std::uint32_t>(cwnd_, tcb_->mss);
         }
         return;
     }
@@ -579,46 +584,46 @@ void Stream::congestion_on_ack(SeqNumber ack, std::uint32_t acked) {
         // RFC 5681 3.1 (2): slow start, "cwnd += min (N, SMSS)". An offloaded
         // segment counts as the MSS-sized ones it stands for, as Linux counts
         // a TSO segment's packets (tcp_skb_pcount): one SMSS each.
-        cwnd_ += std::min<std::uint32_t>(acked, std::max<std::uint32_t>(offload(), mss_));
+        cwnd_ += std::min<std::uint32_t>(acked, std::max<std::uint32_t>(offload(), tcb_->mss));
     } else {
         // RFC 5681 3.1, congestion avoidance with byte counting: "cwnd be
         // incremented by SMSS bytes" once the bytes acknowledged reach cwnd.
         bytes_acked_ += acked;
         if (bytes_acked_ >= cwnd_) {
             bytes_acked_ -= cwnd_;
-            cwnd_ += mss_;
+            cwnd_ += tcb_->mss;
         }
     }
     cwnd_ = std::min(cwnd_, kCwndCap);
-    IWCM_ASSERT(cwnd_ >= mss_);
+    IWCM_ASSERT(cwnd_ >= tcb_->mss);
 }
 
 void Stream::on_dup_ack() {
-    IWCM_ASSERT(snd_nxt_ > snd_una_);  // RFC 5681's duplicate ACK: data outstanding
+    IWCM_ASSERT(snd_nxt_ > tcb_->snd_una);  // RFC 5681's duplicate ACK: data outstanding
     if (in_recovery_) {
         // RFC 5681 3.2 step 4: "For each additional duplicate ACK received
         // (after the third), cwnd MUST be incremented by SMSS."
-        cwnd_ = std::min(cwnd_ + mss_, kCwndCap);
+        cwnd_ = std::min(cwnd_ + tcb_->mss, kCwndCap);
         return;
     }
     if (dupacks_ < 255) ++dupacks_;
     if (dupacks_ < dupack_threshold()) return;
     // RFC 6582 3.2 step 2: "If the Cumulative Acknowledgment field didn't
     // cover more than recover", do not enter fast retransmit.
-    if (!(snd_una_ > recover_)) return;
+    if (!(tcb_->snd_una > recover_)) return;
     // RFC 5681 3.2 steps 2-3 (equation 4): ssthresh = max (FlightSize / 2,
     // 2*SMSS); retransmit the lost segment; cwnd = ssthresh + 3*SMSS, the
     // three being the segments the duplicate ACKs showed left the network
     // (fewer under early retransmit). RFC 5681: "When [RFC3042] is in use,
     // additional data sent in limited transmit MUST NOT be included in this
     // calculation": the flight beyond cwnd is that data.
-    const std::uint32_t flight = std::min(dist(snd_max_, snd_una_), cwnd_);
-    ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * mss_);
-    recover_ = minus(snd_max_, 1);
-    cwnd_ = std::min(ssthresh_ + std::min<std::uint32_t>(dupacks_, 3) * mss_, kCwndCap);
+    const std::uint32_t flight = std::min(dist(tcb_->snd_max, tcb_->snd_una), cwnd_);
+    ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * tcb_->mss);
+    recover_ = minus(tcb_->snd_max, 1);
+    cwnd_ = std::min(ssthresh_ + std::min<std::uint32_t>(dupacks_, 3) * tcb_->mss, kCwndCap);
     in_recovery_ = true;
     rexmit_una_ = true;
-    IWCM_ASSERT(ssthresh_ >= 2U * mss_ && cwnd_ >= ssthresh_);
+    IWCM_ASSERT(ssthresh_ >= 2U * tcb_->mss && cwnd_ >= ssthresh_);
     // A loss probe's episode ends in this recovery: one reduction for both.
     tlp_out_ = false;
 }
@@ -632,9 +637,9 @@ std::uint8_t Stream::dupack_threshold() const {
     // what "can be sent" means here: a full segment it would send on this
     // duplicate ACK keeps the threshold at three.
     constexpr std::uint8_t kDupThresh = 3;
-    const std::uint32_t flight = dist(snd_max_, snd_una_);
-    if (flight >= 4U * mss_ || send_len(send_allowance()).has_value()) return kDupThresh;
-    const std::uint32_t segments = (flight + mss_ - 1) / mss_;
+    const std::uint32_t flight = dist(tcb_->snd_max, tcb_->snd_una);
+    if (flight >= 4U * tcb_->mss || send_len(send_allowance()).has_value()) return kDupThresh;
+    const std::uint32_t segments = (flight + tcb_->mss - 1) / tcb_->mss;
     IWCM_ASSERT(segments <= 4);  // so the threshold is 1, 2 or 3
     return static_cast<std::uint8_t>(std::max<std::uint32_t>(segments, 2) - 1);
 }
@@ -669,7 +674,7 @@ std::uint32_t Stream::drop_acked_refs(SeqNumber end) {
     std::uint32_t gone = 0;
     while (q.head < q.refs.size() && q.refs[q.head].seq < end) {
         const Ref& r = q.refs[q.head];
-        const SeqNumber from = r.seq < snd_una_ ? snd_una_ : r.seq;
+        const SeqNumber from = r.seq < tcb_->snd_una ? tcb_->snd_una : r.seq;
         const SeqNumber r_end = r.seq + r.len;
         gone += dist(r_end < end ? r_end : end, from);
         if (end < r_end) break;
@@ -691,7 +696,7 @@ std::uint32_t Stream::drop_acked_refs(SeqNumber end) {
 // Called before snd_una moves: [snd_una, snd_una + n) are acknowledged.
 void Stream::drop_acked(std::uint32_t n) {
     acked_bytes_ += n;
-    const SeqNumber end = snd_una_ + n;
+    const SeqNumber end = tcb_->snd_una + n;
     std::uint32_t in_buffer = n;
     if (ref_bytes() > 0) in_buffer -= drop_acked_refs(end);
     snd_off_ += in_buffer;
@@ -707,19 +712,19 @@ void Stream::drop_acked(std::uint32_t n) {
 Stream::Text Stream::trim_text(const SegmentIn& seg, wire::Pieces data) {
     Text t{seg.seq, data, (seg.flags & flags::kFin) != 0};
     const SeqNumber fin_at = t.seq + static_cast<std::uint32_t>(t.data.size());
-    if (t.seq < rcv_nxt_) {
+    if (t.seq < tcb_->rcv_nxt) {
         // Bytes below RCV.NXT were delivered already: acknowledge them again,
         // never deliver them twice.
         const std::uint32_t skip = std::min<std::uint32_t>(
-            dist(rcv_nxt_, t.seq), static_cast<std::uint32_t>(t.data.size()));
+            dist(tcb_->rcv_nxt, t.seq), static_cast<std::uint32_t>(t.data.size()));
         t.data = t.data.subspan(skip);
         t.seq = t.seq + skip;
         ack_now_ = true;
-        if (fin_at < rcv_nxt_) t.fin = false;
+        if (fin_at < tcb_->rcv_nxt) t.fin = false;
     }
     // RFC 9293 3.10.7.4: "Segments with higher beginning sequence numbers
     // [than the window] ... should be trimmed"; a FIN past the trim goes too.
-    const SeqNumber edge = rcv_nxt_ + recv_window();
+    const SeqNumber edge = tcb_->rcv_nxt + recv_window();
     if (t.seq + static_cast<std::uint32_t>(t.data.size()) > edge) {
         t.data = t.data.first(t.seq < edge ? dist(edge, t.seq) : 0);
         t.fin = false;
@@ -736,8 +741,8 @@ Stream::Text Stream::trim_text(const SegmentIn& seg, wire::Pieces data) {
     }
     // What is left lies inside [RCV.NXT, RCV.NXT + RCV.WND).
     IWCM_ASSERT(t.data.size() <= data.size());
-    IWCM_ASSERT(t.data.empty() ||
-                (t.seq >= rcv_nxt_ && t.seq + static_cast<std::uint32_t>(t.data.size()) <= edge));
+    IWCM_ASSERT(t.data.empty() || (t.seq >= tcb_->rcv_nxt &&
+                                   t.seq + static_cast<std::uint32_t>(t.data.size()) <= edge));
     return t;
 }
 
@@ -760,7 +765,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
     // The peer's first FPDU has begun (or it closed): our data may follow it.
     if (!t.data.empty() || t.fin) hold_at_ = kInstantNever;
     if (!t.data.empty()) {
-        if (t.seq == rcv_nxt_) {
+        if (t.seq == tcb_->rcv_nxt) {
             // RFC 5681 4.2: "an immediate ACK SHOULD be generated when the
             // incoming segment fills in all or part of a gap".
             if (!ooo_.empty()) ack_now_ = true;
@@ -774,19 +779,19 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
             ack_now_ = true;
         }
     }
-    if (peer_fin_known_ && rcv_nxt_ == peer_fin_seq_) {
+    if (peer_fin_known_ && tcb_->rcv_nxt == peer_fin_seq_) {
         // RFC 9293 3.10.7.4, eighth check: "advance RCV.NXT over the FIN, and
         // send an acknowledgment for the FIN" -- reached in order only.
-        rcv_nxt_ += 1;
+        tcb_->rcv_nxt += 1;
         fin_received_ = true;
         out.fin = true;
         ack_now_ = true;
     }
-    IWCM_ASSERT(!fin_received_ || rcv_nxt_ == peer_fin_seq_ + 1);
+    IWCM_ASSERT(!fin_received_ || tcb_->rcv_nxt == peer_fin_seq_ + 1);
     if (!ack_now_ && (out.readable || out.sunk > 0)) {
         // RFC 9293 3.8.6.3 / RFC 5681 4.2: "an ACK SHOULD be generated for at
         // least every second full-sized segment", others within the delay.
-        if (config_->ack_delay <= Duration::zero() || rcv_unacked_ >= 2U * mss_) {
+        if (config_->ack_delay <= Duration::zero() || rcv_unacked_ >= 2U * tcb_->mss) {
             ack_now_ = true;
         } else if (delack_at_ == kInstantNever) {
             delack_at_ = now + config_->ack_delay;
@@ -795,7 +800,7 @@ void Stream::process_data(Instant now, const SegmentIn& seg, SinkRef sink, Arriv
 }
 
 void Stream::note_peer_fin(SeqNumber at) {
-    IWCM_ASSERT(!peer_fin_known_ && at >= rcv_nxt_);
+    IWCM_ASSERT(!peer_fin_known_ && at >= tcb_->rcv_nxt);
     peer_fin_known_ = true;
     peer_fin_seq_ = at;
     // Out-of-order bytes past the FIN cannot exist: forget them.
@@ -814,7 +819,7 @@ void Stream::note_peer_fin(SeqNumber at) {
 // Where the n bytes from seq go in the receive buffer, room made for them. Called twice for
 // the same bytes (place_summed, then place) it changes nothing the second time.
 std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
-    IWCM_ASSERT(seq >= rcv_nxt_ && n > 0);  // in order or out of order, never old bytes
+    IWCM_ASSERT(seq >= tcb_->rcv_nxt && n > 0);  // in order or out of order, never old bytes
     // Drop the read prefix once it is as long as what follows it.
     const std::size_t live = rcv_buf_.size() - rcv_read_;
     if (rcv_read_ > 0 && rcv_read_ >= live) {
@@ -822,14 +827,14 @@ std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
         rcv_read_ = 0;
     }
     if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_->recv_buffer);  // as in write()
-    const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, rcv_nxt_);
+    const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, tcb_->rcv_nxt);
     if (rcv_buf_.size() < at + n) rcv_buf_.resize(at + n);
     return rcv_buf_.data() + at;
 }
 
 void Stream::place(SeqNumber seq, wire::Pieces data) {
     std::byte* to = room_for(seq, data.size());
-    if (summed_len_ != 0 && seq == rcv_nxt_ && data.size() == summed_len_) {
+    if (summed_len_ != 0 && seq == tcb_->rcv_nxt && data.size() == summed_len_) {
         // place_summed refused a stream holding bytes out of order, and on_segment
         // clears summed_len_ before another segment's text can be held.
         IWCM_ASSERT(ooo_.empty());
@@ -843,7 +848,7 @@ std::optional<std::uint64_t> Stream::place_summed(SeqNumber seq,
                                                   std::span<const std::span<const std::byte>> text,
                                                   std::size_t len, std::uint64_t acc) {
     summed_len_ = 0;
-    if (len == 0 || seq != rcv_nxt_ || fin_received_ || peer_fin_known_ || !ooo_.empty() ||
+    if (len == 0 || seq != tcb_->rcv_nxt || fin_received_ || peer_fin_known_ || !ooo_.empty() ||
         len > recv_window()) {
         return std::nullopt;
     }
@@ -870,27 +875,27 @@ void Stream::deliver_in_order(SinkRef sink, wire::Pieces data, Arrival& out) {
         }
         IWCM_ASSERT(taken <= data.size());
         const auto n = static_cast<std::uint32_t>(taken);
-        rcv_nxt_ += n;
+        tcb_->rcv_nxt += n;
         rcv_unacked_ += n;
         out.sunk += n;
         if (n > 0 && sink.sink->ack_now(sink.conn)) ack_now_ = true;
         data = data.subspan(taken);
         if (data.empty()) return;
     }
-    place(rcv_nxt_, data);
+    place(tcb_->rcv_nxt, data);
     out.buffered += static_cast<std::uint32_t>(data.size());
     const auto n = static_cast<std::uint32_t>(data.size());
-    rcv_nxt_ += n;
+    tcb_->rcv_nxt += n;
     rcv_unread_ += n;
     rcv_unacked_ += n;
     // The hole is filled: the held ranges it reaches are already in place.
     std::size_t merged = 0;
-    while (merged < ooo_.size() && ooo_[merged].start <= rcv_nxt_) {
+    while (merged < ooo_.size() && ooo_[merged].start <= tcb_->rcv_nxt) {
         const Range& r = ooo_[merged];
         const SeqNumber end = r.start + r.len;
-        if (end > rcv_nxt_) {
-            const std::uint32_t more = dist(end, rcv_nxt_);
-            rcv_nxt_ = end;
+        if (end > tcb_->rcv_nxt) {
+            const std::uint32_t more = dist(end, tcb_->rcv_nxt);
+            tcb_->rcv_nxt = end;
             rcv_unread_ += more;
             rcv_unacked_ += more;
         }
@@ -903,7 +908,7 @@ void Stream::deliver_in_order(SinkRef sink, wire::Pieces data, Arrival& out) {
 }
 
 bool Stream::hold_out_of_order(SeqNumber seq, wire::Pieces data) {
-    IWCM_ASSERT(seq > rcv_nxt_ && !data.empty());
+    IWCM_ASSERT(seq > tcb_->rcv_nxt && !data.empty());
     const SeqNumber end = seq + static_cast<std::uint32_t>(data.size());
     // The ranges [first, last) touch [seq, end) and merge with it.
     auto first = std::find_if(ooo_.begin(), ooo_.end(),
@@ -935,10 +940,10 @@ std::optional<SegmentOut> Stream::poll_segment(Instant now) {
         // Fast retransmit or a NewReno partial ACK: the first unacknowledged
         // segment again, whatever cwnd says (RFC 5681 3.2 step 3, RFC 6582).
         rexmit_una_ = false;
-        if (snd_max_ > snd_una_) {
-            const std::uint32_t len = std::min(snd_buffered(), seg_limit(snd_una_));
+        if (tcb_->snd_max > tcb_->snd_una) {
+            const std::uint32_t len = std::min(snd_buffered(), seg_limit(tcb_->snd_una));
             const bool fin = fin_queued_ && len == snd_buffered();
-            if (len > 0 || fin) out = emit(now, snd_una_, len, fin);
+            if (len > 0 || fin) out = emit(now, tcb_->snd_una, len, fin);
         }
     }
     if (!out && tlp_pending_) out = send_tlp(now);
@@ -963,9 +968,9 @@ SeqNumber Stream::ack_seq() const {
     // we want the sequence number of the next unsent octet" (SND.MAX). A
     // zero-window probe byte past the known window does not count: the peer
     // most likely dropped it.
-    const SeqNumber edge = snd_una_ + snd_wnd_;
-    if (snd_max_ <= edge) return snd_max_;
-    IWCM_ASSERT(snd_max_ > snd_una_);  // beyond the window: something was sent
+    const SeqNumber edge = tcb_->snd_una + tcb_->snd_wnd;
+    if (tcb_->snd_max <= edge) return tcb_->snd_max;
+    IWCM_ASSERT(tcb_->snd_max > tcb_->snd_una);  // beyond the window: something was sent
     return snd_nxt_ > edge ? snd_nxt_ : edge;
 }
 
@@ -977,8 +982,8 @@ std::uint32_t Stream::send_allowance() const {
     // per duplicate ACK, since send_len sends only full ones then. Only new
     // data: not while SND.NXT is back below SND.MAX after an RTO.
     std::uint64_t allowed = cwnd_;
-    if (!in_recovery_ && dupacks_ > 0 && snd_nxt_ == snd_max_) {
-        allowed += std::uint64_t{std::min<std::uint8_t>(dupacks_, 2)} * mss_;
+    if (!in_recovery_ && dupacks_ > 0 && snd_nxt_ == tcb_->snd_max) {
+        allowed += std::uint64_t{std::min<std::uint8_t>(dupacks_, 2)} * tcb_->mss;
     }
     const auto allowance = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed, kCwndCap));
     IWCM_ASSERT(allowance >= cwnd_);
@@ -987,7 +992,7 @@ std::uint32_t Stream::send_allowance() const {
 
 std::uint32_t Stream::offload() const {
     const std::uint32_t o = std::min<std::uint32_t>(config_->segment_offload, kMaxOffload);
-    return o >= 2U * mss_ ? o / mss_ * mss_ : 0;
+    return o >= 2U * tcb_->mss ? o / tcb_->mss * tcb_->mss : 0;
 }
 
 std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
@@ -995,7 +1000,7 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
     const std::uint32_t offload_max = offload();
     if (offload_max == 0 || !len || *len == 0) return len;
     // The segment the MSS rules send now, grown by what may follow it at once.
-    const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
+    const SeqNumber limit = tcb_->snd_una + std::min(tcb_->snd_wnd, allowance);
     const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
     const std::uint32_t cap = std::min({room, dist(data_end(), snd_nxt_), offload_max});
     const std::uint32_t n = offload_len(*len, cap);
@@ -1005,14 +1010,14 @@ std::optional<std::uint32_t> Stream::send_len(std::uint32_t allowance) const {
 
 std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
     // send_len's: a first piece the MSS rules allow, a cap within what is queued.
-    IWCM_ASSERT(len > 0 && len <= mss_ && cap <= dist(data_end(), snd_nxt_));
+    IWCM_ASSERT(len > 0 && len <= tcb_->mss && cap <= dist(data_end(), snd_nxt_));
     if (cap <= len) return len;
     if (config_->offload_mss_pieces && !record_ends_.empty() && snd_nxt_ < record_ends_.back()) {
         // A link that cuts every MSS: whole pieces (a record, or an MSS-sized piece of a long
         // one) while each is a whole MSS; the first shorter one is the last.
         // `len` is the first piece; cap is within what is queued.
         std::uint32_t n = len;
-        while (n % mss_ == 0 && n < cap) {
+        while (n % tcb_->mss == 0 && n < cap) {
             const SeqNumber at = snd_nxt_ + n;
             const std::uint32_t piece = seg_limit(at);
             if (piece <= cap - n) {
@@ -1036,7 +1041,7 @@ std::uint32_t Stream::offload_len(std::uint32_t len, std::uint32_t cap) const {
         return cap;  // plain bytes: all that is queued (len was the last piece)
     }
     // Plain bytes or a long record: MSS-sized pieces.
-    return std::max(len, cap / mss_ * mss_);
+    return std::max(len, cap / tcb_->mss * tcb_->mss);
 }
 
 std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const {
@@ -1044,14 +1049,14 @@ std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const
     if (snd_nxt_ > end) return std::nullopt;  // the FIN is out
     // RFC 5681 section 2 and RFC 9293 3.8.6: never beyond SND.UNA +
     // min(cwnd, SND.WND), cut at the MSS.
-    const SeqNumber limit = snd_una_ + std::min(snd_wnd_, allowance);
+    const SeqNumber limit = tcb_->snd_una + std::min(tcb_->snd_wnd, allowance);
     const std::uint32_t room = limit > snd_nxt_ ? dist(limit, snd_nxt_) : 0;
     const std::uint32_t unsent = dist(end, snd_nxt_);
     // The segment the bytes from SND.NXT on make: an MSS, or less at a
     // record's end (write_record) or at the end of the queue.
     const std::uint32_t piece = std::min(unsent, seg_limit(snd_nxt_));
     const std::uint32_t len = std::min(room, piece);
-    IWCM_ASSERT(len <= mss_ && len <= unsent);
+    IWCM_ASSERT(len <= tcb_->mss && len <= unsent);
     // The FIN takes no room in the window: it goes with the last byte.
     const bool fin = fin_queued_ && len == unsent;
     if (len == 0 && !fin) return std::nullopt;
@@ -1060,7 +1065,7 @@ std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const
         // that widens the window (no fraction Fs: a record split would put
         // an MPA FPDU in two segments). With nothing in flight no ACK would
         // come, so the window's share goes, as the override below does.
-        if (len < piece && snd_nxt_ != snd_una_) return std::nullopt;
+        if (len < piece && snd_nxt_ != tcb_->snd_una) return std::nullopt;
         return len;
     }
     // RFC 9293 3.8.6.2.1, the sender's silly-window avoidance: send "if a
@@ -1075,28 +1080,28 @@ std::optional<std::uint32_t> Stream::send_len_mss(std::uint32_t allowance) const
     // is no push either: the writer had more than fitted, and the ACK that frees room
     // brings it (a short tail there cut one segment per buffer-full in StreamLoss seeds).
     const bool pushed = len == unsent && (fin_queued_ || send_space() > 0);
-    const bool whole = len == mss_ || pushed;
-    if (!whole && len < max_snd_wnd_ / 2 && snd_nxt_ != snd_una_) return std::nullopt;
+    const bool whole = len == tcb_->mss || pushed;
+    if (!whole && len < tcb_->max_snd_wnd / 2 && snd_nxt_ != tcb_->snd_una) return std::nullopt;
     return len;
 }
 
 std::uint32_t Stream::seg_limit(SeqNumber seq) const {
-    if (record_ends_.empty()) return mss_;
+    if (record_ends_.empty()) return tcb_->mss;
     const auto end = record_ends_.first_after(seq);
-    return end ? std::min<std::uint32_t>(mss_, dist(*end, seq)) : mss_;
+    return end ? std::min<std::uint32_t>(tcb_->mss, dist(*end, seq)) : tcb_->mss;
 }
 
 SeqNumber Stream::last_seg_start(SeqNumber end) const {
-    IWCM_ASSERT(end > snd_una_ && end <= data_end());
-    const SeqNumber tail = minus(end, std::min<std::uint32_t>(dist(end, snd_una_), mss_));
+    IWCM_ASSERT(end > tcb_->snd_una && end <= data_end());
+    const SeqNumber tail = minus(end, std::min<std::uint32_t>(dist(end, tcb_->snd_una), tcb_->mss));
     if (record_ends_.empty()) return tail;
     // The record (or the unacknowledged rest of it) that holds the last byte.
     const auto prev = record_ends_.last_before(end);
-    const SeqNumber from = prev && *prev > snd_una_ ? *prev : snd_una_;
+    const SeqNumber from = prev && *prev > tcb_->snd_una ? *prev : tcb_->snd_una;
     const auto next = record_ends_.first_after(minus(end, 1));
     if (next && *next == end) {
         // It ends at `end`: its last MSS-sized piece counted from its start.
-        return from + (dist(end, from) - 1) / mss_ * mss_;
+        return from + (dist(end, from) - 1) / tcb_->mss * tcb_->mss;
     }
     return tail > from ? tail : from;
 }
@@ -1118,9 +1123,9 @@ std::optional<SegmentOut> Stream::send_tlp(Instant now) {
     // window allows new data to be sent: Transmit that new segment ... Else:
     // Retransmit the last segment". The probe ignores cwnd; one per episode.
     tlp_pending_ = false;
-    if (snd_max_ == snd_una_) return std::nullopt;
+    if (tcb_->snd_max == tcb_->snd_una) return std::nullopt;
     std::optional<SegmentOut> out;
-    if (snd_nxt_ == snd_max_ && !holding()) {
+    if (snd_nxt_ == tcb_->snd_max && !holding()) {
         if (const auto len = send_len(kCwndCap); len && *len > 0) {
             out = emit(now, snd_nxt_, *len, fin_queued_ && snd_nxt_ + *len == data_end());
         }
@@ -1129,14 +1134,14 @@ std::optional<SegmentOut> Stream::send_tlp(Instant now) {
     if (!out) {
         // The last segment: up to an MSS of data before SND.MAX, and the FIN
         // if it was sent.
-        const std::uint32_t data = dist(snd_max_, snd_una_) - (fin_sent_ ? 1U : 0U);
-        const SeqNumber end = snd_una_ + data;
+        const std::uint32_t data = dist(tcb_->snd_max, tcb_->snd_una) - (fin_sent_ ? 1U : 0U);
+        const SeqNumber end = tcb_->snd_una + data;
         const SeqNumber start = data == 0 ? end : last_seg_start(end);
         out = emit(now, start, dist(end, start), fin_sent_);
     }
     IWCM_ASSERT(out.has_value());  // new data, or the last segment again
     tlp_out_ = true;
-    tlp_end_ = snd_max_;
+    tlp_end_ = tcb_->snd_max;
     // "the sender MUST ... arm the RTO timer, not the PTO timer".
     rto_at_ = now + rto();
     return out;
@@ -1147,8 +1152,8 @@ bool Stream::tlp_wanted() const {
     // connection is not in loss recovery" (fast recovery or after an RTO:
     // both keep SND.UNA at or below `recover`), once an RTT is known, and
     // not while a probe is unanswered (TLP.end_seq).
-    return has_srtt_ && snd_max_ > snd_una_ && !in_recovery_ && snd_una_ > recover_ && !tlp_out_ &&
-           !tlp_pending_ && !persist_wanted();
+    return has_srtt_ && tcb_->snd_max > tcb_->snd_una && !in_recovery_ &&
+           tcb_->snd_una > recover_ && !tlp_out_ && !tlp_pending_ && !persist_wanted();
 }
 
 Duration Stream::pto() const {
@@ -1157,7 +1162,7 @@ Duration Stream::pto() const {
     // two clock ticks, like Linux's TCP_TIMEOUT_MIN. The caller caps it at
     // the RTO ("PTO = min(PTO, RTO)" in effect: the RTO comes first).
     Duration d = std::max(2 * srtt_, 2 * kGranularity);
-    if (dist(snd_max_, snd_una_) <= mss_) d += kWcDelAckT;
+    if (dist(tcb_->snd_max, tcb_->snd_una) <= tcb_->mss) d += kWcDelAckT;
     return d;
 }
 
@@ -1169,10 +1174,10 @@ void Stream::end_tlp_episode(std::uint32_t flight) {
     // original data segment or the TLP retransmission were lost, and
     // congestion control MUST react appropriately to that loss as it would
     // any other loss": as fast recovery would (RFC 5681 equation 4), at once.
-    ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * mss_);
-    cwnd_ = std::max<std::uint32_t>(std::min(cwnd_, ssthresh_), mss_);
+    ssthresh_ = std::max<std::uint32_t>(flight / 2, 2U * tcb_->mss);
+    cwnd_ = std::max<std::uint32_t>(std::min(cwnd_, ssthresh_), tcb_->mss);
     bytes_acked_ = 0;
-    IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= ssthresh_);
+    IWCM_ASSERT(cwnd_ >= tcb_->mss && cwnd_ <= ssthresh_);
 }
 
 std::optional<SegmentOut> Stream::send_probe() {
@@ -1184,16 +1189,16 @@ std::optional<SegmentOut> Stream::send_probe() {
     // The persist timer set probe_pending_: a zero window and nothing in flight.
     IWCM_ASSERT(persist_wanted());
     const SeqNumber end = snd_nxt_ + 1;
-    if (end > snd_max_) snd_max_ = end;
+    if (end > tcb_->snd_max) tcb_->snd_max = end;
     return make_segment(snd_nxt_, 1, flags::kAck | flags::kPsh);
 }
 
 SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin) {
     // Queued bytes from SND.UNA on; the FIN only right after the last of them.
-    IWCM_ASSERT(seq >= snd_una_ && seq + len <= data_end());
+    IWCM_ASSERT(seq >= tcb_->snd_una && seq + len <= data_end());
     IWCM_ASSERT(!fin || (fin_queued_ && seq + len == data_end()));
     const SeqNumber end = seq + len + (fin ? 1 : 0);
-    if (seq < snd_max_) {
+    if (seq < tcb_->snd_max) {
         // A retransmission. RFC 6298 section 3 (Karn): no RTT sample may come
         // from a retransmitted segment, so stop timing.
         ++retransmitted_;
@@ -1210,7 +1215,7 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
         }
     }
     if (end > snd_nxt_) snd_nxt_ = end;
-    if (end > snd_max_) snd_max_ = end;
+    if (end > tcb_->snd_max) tcb_->snd_max = end;
     if (fin) fin_sent_ = true;
     // RFC 6298 5.1: "Every time a packet containing data is sent (including a
     // retransmission), if the timer is not running, start it running".
@@ -1218,7 +1223,7 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
     std::uint8_t f = flags::kAck;
     if (len > 0) f |= flags::kPsh;
     if (fin) f |= flags::kFin;
-    IWCM_ASSERT(snd_nxt_ <= snd_max_ && rto_at_ != kInstantNever);
+    IWCM_ASSERT(snd_nxt_ <= tcb_->snd_max && rto_at_ != kInstantNever);
     return make_segment(seq, len, f);
 }
 
@@ -1239,7 +1244,7 @@ void Stream::gather(SeqNumber seq, std::uint32_t len) {
         i = static_cast<std::size_t>(it - refs.begin());
     }
     // Where seq's byte would be in the buffer if it lies there.
-    std::size_t at = snd_off_ + dist(seq, snd_una_);
+    std::size_t at = snd_off_ + dist(seq, tcb_->snd_una);
     if (i > q.head) at = refs[i - 1].inline_at + dist(seq, refs[i - 1].seq + refs[i - 1].len);
     SeqNumber s = seq;
     std::uint32_t left = len;
@@ -1271,9 +1276,9 @@ SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f
     ack_now_ = false;
     delack_at_ = kInstantNever;
     rcv_unacked_ = 0;
-    IWCM_ASSERT(len == 0 || (seq >= snd_una_ && seq + len <= data_end()));
-    IWCM_ASSERT(rcv_adv_ >= rcv_nxt_);
-    SegmentOut out{seq, rcv_nxt_, f, a.field, {}, {}, len};
+    IWCM_ASSERT(len == 0 || (seq >= tcb_->snd_una && seq + len <= data_end()));
+    IWCM_ASSERT(rcv_adv_ >= tcb_->rcv_nxt);
+    SegmentOut out{seq, tcb_->rcv_nxt, f, a.field, {}, {}, len};
     if (len > 0 && ref_bytes() > 0) {
         gather(seq, len);
         if (refq_->pieces.size() == 1) {
@@ -1283,7 +1288,7 @@ SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f
         }
     } else if (len > 0) {
         out.payload =
-            std::span<const std::byte>(snd_buf_).subspan(snd_off_ + dist(seq, snd_una_), len);
+            std::span<const std::byte>(snd_buf_).subspan(snd_off_ + dist(seq, tcb_->snd_una), len);
     }
     return out;
 }
@@ -1305,7 +1310,7 @@ Duration Stream::rto() const {
 
 bool Stream::persist_wanted() const {
     // RFC 9293 3.8.6.1: a zero window, data waiting, nothing in flight.
-    return snd_wnd_ == 0 && snd_nxt_ == snd_una_ && data_end() > snd_nxt_;
+    return tcb_->snd_wnd == 0 && snd_nxt_ == tcb_->snd_una && data_end() > snd_nxt_;
 }
 
 void Stream::update_timers(Instant now) {
@@ -1321,7 +1326,7 @@ void Stream::update_timers(Instant now) {
     persist_at_ = kInstantNever;
     persist_backoff_ = 0;
     probe_pending_ = false;
-    if (snd_max_ == snd_una_)
+    if (tcb_->snd_max == tcb_->snd_una)
         rto_at_ = kInstantNever;
     else if (rto_at_ == kInstantNever)
         rto_at_ = now + rto();
@@ -1370,23 +1375,23 @@ Stream::Timeout Stream::on_timer(Instant now) {
 
 Stream::Timeout Stream::on_rto(Instant now) {
     rto_at_ = kInstantNever;
-    if (snd_max_ == snd_una_) return Timeout::kNone;
+    if (tcb_->snd_max == tcb_->snd_una) return Timeout::kNone;
     if (rto_count_ < 255) ++rto_count_;
     if (rto_count_ > config_->max_retransmits) return Timeout::kGiveUp;
     // RFC 5681 3.1 (4): ssthresh = max (FlightSize / 2, 2*SMSS), held
     // constant when the segment was already retransmitted by the timer.
     if (rto_count_ == 1) {
-        ssthresh_ = std::max<std::uint32_t>(dist(snd_max_, snd_una_) / 2, 2U * mss_);
+        ssthresh_ = std::max<std::uint32_t>(dist(tcb_->snd_max, tcb_->snd_una) / 2, 2U * tcb_->mss);
     }
     // "cwnd MUST be set to no more than the loss window, LW, which equals 1
     // full-sized segment".
-    cwnd_ = mss_;
+    cwnd_ = tcb_->mss;
     bytes_acked_ = 0;
     dupacks_ = 0;
     // RFC 6582 section 4: "After a retransmit timeout, record the highest
     // sequence number transmitted in the variable recover, and exit the fast
     // recovery procedure if applicable."
-    recover_ = minus(snd_max_, 1);
+    recover_ = minus(tcb_->snd_max, 1);
     in_recovery_ = false;
     rexmit_una_ = false;
     // RFC 8985 7: an RTO ends any loss-probe episode.
@@ -1395,13 +1400,13 @@ Stream::Timeout Stream::on_rto(Instant now) {
     tlp_at_ = kInstantNever;
     // RFC 6298 5.4: "Retransmit the earliest segment that has not been
     // acknowledged": go back to SND.UNA and resend as cwnd allows.
-    snd_nxt_ = snd_una_;
+    snd_nxt_ = tcb_->snd_una;
     rtt_timing_ = false;
     // 5.5: "The host MUST set RTO <- RTO * 2 ("back off the timer")"; 5.6:
     // "Start the retransmission timer".
     if (rto_backoff_ < kMaxBackoff) ++rto_backoff_;
     rto_at_ = now + rto();
-    IWCM_ASSERT(cwnd_ == mss_ && snd_nxt_ == snd_una_ && !in_recovery_);
+    IWCM_ASSERT(cwnd_ == tcb_->mss && snd_nxt_ == tcb_->snd_una && !in_recovery_);
     return Timeout::kNone;
 }
 
@@ -1423,7 +1428,8 @@ Stream::Timeout Stream::on_keepalive(Instant now) {
     if (!config_->keepalive) return Timeout::kNone;
     // RFC 9293 3.8.4: probe only an idle connection; while data or a FIN is
     // outstanding the retransmission timer watches the peer.
-    if (snd_max_ != snd_una_ || data_end() != snd_una_ || (fin_queued_ && !fin_sent_)) {
+    if (tcb_->snd_max != tcb_->snd_una || data_end() != tcb_->snd_una ||
+        (fin_queued_ && !fin_sent_)) {
         keepalive_at_ = now + config_->keepalive_idle;
         return Timeout::kNone;
     }
@@ -1443,19 +1449,19 @@ void Stream::finish(Instant now) {
 // ---------------------------------------------------------------- observers
 
 SeqNumber Stream::snd_una() const {
-    return snd_una_;
+    return tcb_->snd_una;
 }
 SeqNumber Stream::snd_nxt() const {
     return snd_nxt_;
 }
 SeqNumber Stream::snd_max() const {
-    return snd_max_;
+    return tcb_->snd_max;
 }
 SeqNumber Stream::rcv_nxt() const {
-    return rcv_nxt_;
+    return tcb_->rcv_nxt;
 }
 std::uint32_t Stream::snd_wnd() const {
-    return snd_wnd_;
+    return tcb_->snd_wnd;
 }
 std::uint32_t Stream::cwnd() const {
     return cwnd_;
@@ -1464,14 +1470,14 @@ std::uint32_t Stream::ssthresh() const {
     return ssthresh_;
 }
 std::uint16_t Stream::mss() const {
-    return mss_;
+    return tcb_->mss;
 }
 std::optional<Duration> Stream::srtt() const {
     if (!has_srtt_) return std::nullopt;
     return srtt_;
 }
 std::size_t Stream::bytes_in_flight() const {
-    return dist(snd_nxt_, snd_una_);
+    return dist(snd_nxt_, tcb_->snd_una);
 }
 std::size_t Stream::bytes_queued() const {
     return snd_buffered();
@@ -1494,23 +1500,23 @@ std::uint64_t Stream::retransmitted_segments() const {
 
 bool Stream::idle() const {
     const bool send_done =
-        snd_buffered() == 0 && snd_una_ == snd_max_ && (!fin_queued_ || fin_acked_);
+        snd_buffered() == 0 && tcb_->snd_una == tcb_->snd_max && (!fin_queued_ || fin_acked_);
     return send_done && rcv_unread_ == 0 && ooo_.empty() && !ack_now_ &&
            delack_at_ == kInstantNever && !rexmit_una_ && !tlp_pending_;
 }
 
 void Stream::check_invariants() const {
-    IWCM_ASSERT(snd_una_ <= snd_nxt_ && snd_nxt_ <= snd_max_);
+    IWCM_ASSERT(tcb_->snd_una <= snd_nxt_ && snd_nxt_ <= tcb_->snd_max);
     IWCM_ASSERT(snd_off_ <= snd_buf_.size());
     const std::uint32_t buffered = snd_buffered();
     IWCM_ASSERT(!fin_sent_ || fin_queued_);
     IWCM_ASSERT(!fin_acked_ || fin_sent_);
     if (fin_acked_) {
-        IWCM_ASSERT(buffered == 0 && snd_una_ == snd_max_);
+        IWCM_ASSERT(buffered == 0 && tcb_->snd_una == tcb_->snd_max);
     } else {
-        IWCM_ASSERT(dist(snd_max_, snd_una_) <= buffered + (fin_sent_ ? 1U : 0U));
+        IWCM_ASSERT(dist(tcb_->snd_max, tcb_->snd_una) <= buffered + (fin_sent_ ? 1U : 0U));
     }
-    IWCM_ASSERT(cwnd_ >= mss_ && cwnd_ <= kCwndCap);
+    IWCM_ASSERT(cwnd_ >= tcb_->mss && cwnd_ <= kCwndCap);
     // A byte or FIN from the peer ends the hold (process_data), and so do bytes it sent
     // before the hand-off (the constructor).
     IWCM_ASSERT(!holding() || (rcv_unread_ == 0 && ooo_.empty() && !peer_fin_known_));
@@ -1518,20 +1524,20 @@ void Stream::check_invariants() const {
     std::uint32_t by_ref = 0;
     for (std::size_t i = refq_ ? refq_->head : 0; refq_ && i < refq_->refs.size(); ++i) {
         const Ref& r = refq_->refs[i];
-        IWCM_ASSERT(r.len > 0 && r.seq + r.len > snd_una_ && r.seq + r.len <= data_end());
+        IWCM_ASSERT(r.len > 0 && r.seq + r.len > tcb_->snd_una && r.seq + r.len <= data_end());
         IWCM_ASSERT(r.inline_at >= snd_off_ && r.inline_at <= snd_buf_.size());
         if (i > refq_->head) IWCM_ASSERT(refq_->refs[i - 1].seq + refq_->refs[i - 1].len <= r.seq);
-        by_ref += r.seq < snd_una_ ? dist(r.seq + r.len, snd_una_) : r.len;
+        by_ref += r.seq < tcb_->snd_una ? dist(r.seq + r.len, tcb_->snd_una) : r.len;
     }
     IWCM_ASSERT(by_ref == ref_bytes());
     // Record ends (only the oldest and newest: the ring keeps them sorted).
     if (!record_ends_.empty()) {
-        IWCM_ASSERT(record_ends_.front() > snd_una_ && record_ends_.back() <= data_end());
+        IWCM_ASSERT(record_ends_.front() > tcb_->snd_una && record_ends_.back() <= data_end());
     }
     // The receive side: readable bytes, then held ranges inside the window.
     IWCM_ASSERT(std::size_t{rcv_read_} + rcv_unread_ <= rcv_buf_.size());
     std::uint32_t held = 0;
-    SeqNumber floor = rcv_nxt_;
+    SeqNumber floor = tcb_->rcv_nxt;
     for (const Range& r : ooo_) {
         IWCM_ASSERT(r.len > 0 && r.start > floor);
         floor = r.start + r.len;
@@ -1540,14 +1546,14 @@ void Stream::check_invariants() const {
     IWCM_ASSERT(held == ooo_bytes_);
     IWCM_ASSERT(ooo_.size() <= kMaxOooRanges);
     if (!ooo_.empty()) {
-        IWCM_ASSERT(std::size_t{rcv_read_} + rcv_unread_ + dist(floor, rcv_nxt_) <=
+        IWCM_ASSERT(std::size_t{rcv_read_} + rcv_unread_ + dist(floor, tcb_->rcv_nxt) <=
                     rcv_buf_.size());
         IWCM_ASSERT(floor <= rcv_adv_);
     }
     IWCM_ASSERT(!fin_received_ || (ooo_.empty() && peer_fin_known_));
     // The offered right edge never passes what the buffer can hold.
     if (!fin_received_)
-        IWCM_ASSERT(rcv_adv_ >= rcv_nxt_ && dist(rcv_adv_, rcv_nxt_) <= rcv_space());
+        IWCM_ASSERT(rcv_adv_ >= tcb_->rcv_nxt && dist(rcv_adv_, tcb_->rcv_nxt) <= rcv_space());
 }
 
 }  // namespace iwcm::tcp

@@ -35,6 +35,7 @@
 #include "iwcm/stream_sink.hpp"
 #include "iwcm/time.hpp"
 #include "tcp/record_ends.hpp"
+#include "tcp/tcb.hpp"
 #include "wire/pieces.hpp"
 #include "wire/tcp.hpp"
 
@@ -152,11 +153,11 @@ struct SegmentOut {
     std::uint32_t len = 0;  // payload bytes, either way
 };
 
-// An idle stream's lasting state (Stream::fold): sequence numbers, windows, the RTT
-// estimate, congestion state, counters and the keepalive deadline, with no buffer, queue or
-// other timer. Stream(config, folded) makes the same stream again: every later segment,
+// An idle stream's lasting state (Stream::fold) beside its Tcb: the RTT estimate, congestion
+// state, window-update record, counters and the keepalive deadline, with no buffer, queue or
+// other timer. Stream(config, folded, tcb) makes the same stream again: every later segment,
 // deadline and count is the one the stream would have given had it never been folded. An
-// owner holding many idle connections keeps this, a third of a live stream's size.
+// owner holding many idle connections keeps this and the Tcb, a third of a live stream's size.
 struct FoldedStream {
     std::uint64_t acked_bytes = 0;
     std::uint64_t retransmitted = 0;
@@ -165,20 +166,13 @@ struct FoldedStream {
     Duration rto_base{};
     Instant last_oow_ack{};
     Instant keepalive_at = kInstantNever;
-    wire::SeqNumber snd_una;  // also snd_nxt and snd_max: nothing is in flight
     wire::SeqNumber snd_wl1;
     wire::SeqNumber snd_wl2;
     wire::SeqNumber recover;
-    wire::SeqNumber rcv_nxt;
     wire::SeqNumber rcv_adv;
-    std::uint32_t snd_wnd = 0;
-    std::uint32_t max_snd_wnd = 0;
     std::uint32_t cwnd = 0;
     std::uint32_t ssthresh = 0;
     std::uint32_t bytes_acked = 0;
-    std::uint16_t mss = 0;
-    std::uint8_t snd_wscale = 0;
-    std::uint8_t rcv_wscale = 0;
     std::uint8_t dupacks = 0;
     std::uint8_t rto_backoff = 0;
     std::uint8_t rto_count = 0;
@@ -191,20 +185,29 @@ struct FoldedStream {
 class Stream {
 public:
     // The stream keeps `config` by reference, not a copy (a copy was a fifth of its size):
-    // its owner keeps the settings alive and unchanged as long as the stream lives.
-    Stream(const StreamConfig& config, const StreamInit& init, Instant now);
-    Stream(StreamConfig&&, const StreamInit&, Instant) = delete;  // it would not outlive us
-    // The stream fold() folded, with the settings it had.
-    Stream(const StreamConfig& config, const FoldedStream& folded);
-    Stream(StreamConfig&&, const FoldedStream&) = delete;
+    // its owner keeps the settings alive and unchanged as long as the stream lives. The
+    // sequence variables are `shared`'s when given (a connection's, kept by its owner, which
+    // outlives the stream: set from `init` here, moved by the stream from then on), else
+    // the stream's own.
+    Stream(const StreamConfig& config, const StreamInit& init, Instant now, Tcb* shared = nullptr);
+    Stream(StreamConfig&&, const StreamInit&, Instant, Tcb* = nullptr) = delete;  // dangles
+    // The stream fold() folded, with the settings it had, on the Tcb it shared.
+    Stream(const StreamConfig& config, const FoldedStream& folded, Tcb& tcb);
+    Stream(StreamConfig&&, const FoldedStream&, Tcb&) = delete;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    ~Stream();
 
     // Whether fold() may be called: idle(), and no FIN either way, no timer armed but
     // keepalive's, no probe, loss recovery, RTT sample or wait for the peer's first byte
     // under way, every in-order byte acknowledged.
     bool foldable() const;
-    // The state Stream(config(), folded) continues from (foldable() asserted). The stream
-    // itself is unchanged: its owner drops it for the folded state.
+    // The state Stream(config(), folded, tcb) continues from (foldable() asserted, and a
+    // shared Tcb: it holds the rest). The stream itself is unchanged: its owner drops it for
+    // the folded state.
     FoldedStream fold() const;
+    // The sequence variables (shared or the stream's own).
+    const Tcb& tcb() const { return *tcb_; }
 
     // ---- the application's side ----
     // Queues bytes to send; returns how many were taken (0 when the send
@@ -423,6 +426,7 @@ private:
     void finish(Instant now);
 
     const StreamConfig* config_;
+    Tcb* tcb_;  // the owner's, or the stream's own (owns_tcb_), allocated with it
     // Send side: snd_buf_[snd_off_, size) are the bytes from snd_una on; the
     // dead prefix is dropped lazily when it is at least as long as the rest.
     std::vector<std::byte> snd_buf_;
@@ -440,25 +444,17 @@ private:
     };
     std::unique_ptr<RefQueue> refq_;
     std::uint64_t acked_bytes_ = 0;
-    wire::SeqNumber snd_una_;
     wire::SeqNumber snd_nxt_;
-    wire::SeqNumber snd_max_;
     wire::SeqNumber snd_wl1_;  // RFC 9293: the segment sequence and
     wire::SeqNumber snd_wl2_;  // acknowledgment of the last window update
     wire::SeqNumber recover_;  // RFC 6582 "recover": highest sequence sent at loss
     wire::SeqNumber rtt_seq_;  // the ACK that ends the timed segment
     wire::SeqNumber tlp_end_;  // RFC 8985 "TLP.end_seq": SND.MAX after the probe
-    std::uint32_t snd_wnd_ = 0;
-    std::uint32_t max_snd_wnd_ = 0;
     std::uint32_t cwnd_ = 0;
     std::uint32_t ssthresh_ = 0;
     std::uint32_t bytes_acked_ = 0;  // RFC 5681 3.1 byte counting in congestion avoidance
-    // The end of StreamInit::unacked: bytes before it go during the hold too. (Here, and
-    // the two shifts in one byte, it takes no room: the fields up to srtt_ fill 32 bytes.)
+    // The end of StreamInit::unacked: bytes before it go during the hold too.
     wire::SeqNumber hold_edge_;
-    std::uint16_t mss_ = 0;
-    std::uint8_t snd_wscale_ : 4 = 0;  // at most 14 (RFC 7323 2.3)
-    std::uint8_t rcv_wscale_ : 4 = 0;
     std::uint8_t dupacks_ = 0;
     std::uint8_t rto_backoff_ = 0;  // doublings of the RTO since the last RTT sample
     std::uint8_t rto_count_ = 0;    // consecutive expiries without progress
@@ -480,6 +476,7 @@ private:
     bool has_srtt_ = false;
     bool peer_fin_known_ = false;  // peer_fin_seq_ is where the peer's FIN sits
     bool fin_received_ = false;
+    bool owns_tcb_ = false;
     Duration srtt_{};
     Duration rttvar_{};
     Duration rto_base_{};  // the RTO before backoff
@@ -504,7 +501,6 @@ private:
     std::uint32_t summed_len_ = 0;
     std::uint32_t rcv_unacked_ = 0;  // in-order bytes taken since our last ACK
     std::uint32_t ooo_bytes_ = 0;
-    wire::SeqNumber rcv_nxt_;
     wire::SeqNumber rcv_adv_;  // the right edge we offered: never moves left
     wire::SeqNumber peer_fin_seq_;
 };

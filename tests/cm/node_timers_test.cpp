@@ -63,8 +63,8 @@ struct Bench {
         return n;
     }
     void give_stream(Node& n) {
-        n.stream =
-            std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, home);
+        n.stream = std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero,
+                                                n.tcb, home);
     }
 
     // Handles what is due at `now`, recording every timer; its reference goes when the
@@ -575,8 +575,8 @@ TEST(NodeTimersService, DestroyedWithTimersArmedLetsTheNodesGo) {
     {
         NodeTimers timers;
         NodeRef node = pool.create();
-        node->stream =
-            std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero, home);
+        node->stream = std::make_unique<NodeStream>(stream_config, tcp::StreamInit{}, kInstantZero,
+                                                    node->tcb, home);
         ASSERT_TRUE(timers.arm_send(node, kInstantZero).has_value());
         timers.arm_stream(node, at_s(1));
         EXPECT_EQ(pool.live(), 1u);

@@ -143,10 +143,11 @@ TEST(TxQueue, AStreamThatGoesSettlesItsLoans) {
     TxQueue q;
     StreamHome home{q};
     const tcp::StreamConfig config;  // outlives the stream, which keeps it by reference
+    tcp::Tcb tcb;                    // likewise
     auto bytes = std::make_unique<std::string>("the stream's bytes");
     const std::array<wire::Bytes, 1> pieces{bytes_of(*bytes)};
     {
-        NodeStream ns(config, tcp::StreamInit{}, kInstantZero, home);
+        NodeStream ns(config, tcp::StreamInit{}, kInstantZero, tcb, home);
         wire::MutBytes room = q.room(2 + bytes->size(), 0);
         std::memcpy(room.data(), "h:", 2);
         ns.lend(2, pieces, static_cast<std::uint32_t>(bytes->size()), wire::SeqNumber(0));

@@ -101,7 +101,8 @@ public:
             init[side].rcv_nxt = init[1 - side].snd_una;
             init[side].snd_wnd = config_[1 - side].recv_buffer;
             s_[side].emplace(config_[side], init[side], now_);
-            twin_[side].emplace(config_[side], init[side], now_);
+            // The twin's sequence variables outlive it, as a connection's do its stream.
+            twin_[side].emplace(config_[side], init[side], now_, &twin_tcb_[side]);
         }
     }
 
@@ -182,7 +183,9 @@ private:
         if (s(side).foldable() != twin(side).foldable()) return "foldable differs";
         if (!twin(side).foldable()) return {};
         const FoldedStream f = twin(side).fold();
-        twin_[side].emplace(config_[side], f);
+        const Tcb tcb = twin_tcb_[side];
+        twin_[side].emplace(config_[side], f, twin_tcb_[side]);
+        if (!(twin_tcb_[side] == tcb)) return "unfolding moved the sequence variables";
         if (!(twin(side).fold() == f)) return "folding again gives another state";
         ++t.folds;
         if (f.has_srtt) ++t.folds_with_rtt;
@@ -238,6 +241,7 @@ private:
     Instant now_ = at_ms(0);
     std::array<std::optional<Stream>, 2> s_;
     std::array<std::optional<Stream>, 2> twin_;
+    std::array<Tcb, 2> twin_tcb_;
     std::array<int, 2> sent_{};
     std::array<Instant, 2> next_send_{};
     std::array<std::vector<std::byte>, 2> data_;
@@ -282,7 +286,8 @@ const StreamConfig& plain_config() {
 TEST(StreamFold, AStreamWithBytesToSendOrReadOrAFinDoesNotFold) {
     const std::vector<std::byte> bytes(10);
     {
-        Stream s(plain_config(), idle_init(), at_ms(0));
+        Tcb tcb;  // a stream folds only on a Tcb that outlives it
+        Stream s(plain_config(), idle_init(), at_ms(0), &tcb);
         EXPECT_TRUE(s.foldable());
         s.write(bytes);  // queued, not sent
         EXPECT_FALSE(s.foldable());
