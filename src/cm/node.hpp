@@ -168,7 +168,7 @@ public:
     NodeStream(const tcp::StreamConfig& shared, const tcp::StreamInit& init, Instant now,
                tcp::Tcb& tcb, StreamHome& home)
         : config_(&shared), home_(home) {
-        make_live(init, now, tcb);
+        make_live(init, now, &tcb);
     }
     // (The stream keeps its settings by reference: a temporary would not outlive it.)
     NodeStream(tcp::StreamConfig&&, const tcp::StreamInit&, Instant, tcp::Tcb&,
@@ -180,7 +180,7 @@ public:
         : owns_config_(true), config_(&held(own)), home_(home) {
         own.release();
         try {
-            make_live(init, now, tcb);
+            make_live(init, now, &tcb);
         } catch (...) {
             delete config_;
             throw;
@@ -330,20 +330,13 @@ private:
     // Out of line: the stream on the stack would cost every live call a frame.
     [[gnu::cold, gnu::noinline]] std::uint32_t folded_rcv_wnd(const tcp::Tcb& tcb) const;
 
-    // The live stream, in a block of home_.blocks.
-    void make_live(const tcp::StreamInit& init, Instant now, tcp::Tcb& tcb) {
-        place_live(
-            [&](void* block) { return ::new (block) tcp::Stream(*config_, init, now, &tcb); });
-    }
-    void make_live(const tcp::FoldedStream& folded, tcp::Tcb& tcb) {
-        place_live([&](void* block) { return ::new (block) tcp::Stream(*config_, folded, tcb); });
-    }
-    template <class Make>
-    void place_live(const Make& make) {
+    // The live stream, in a block of home_.blocks: tcp::Stream(config, args...).
+    template <class... Args>
+    void make_live(Args&&... args) {
         IWCM_ASSERT(tcp_ == nullptr);
         void* block = home_.blocks.take();
         try {
-            tcp_ = make(block);
+            tcp_ = ::new (block) tcp::Stream(*config_, std::forward<Args>(args)...);
         } catch (...) {
             home_.blocks.give(block);
             throw;
