@@ -346,7 +346,8 @@ void add_connect(CLI::App& app) {
                     "the peer, ADDR:PORT or [ADDR]:PORT (unicast, not --ip; on-link unless "
                     "--gateway)")
         ->required();
-    cmd->add_option("--timeout", opt->timeout_s, "seconds to resolve and establish")
+    cmd->add_option("--timeout", opt->timeout_s,
+                    "seconds to resolve and establish (the MPA reply may take all of it)")
         ->transform(bounded(0.1, 3600, false));
     auto* hold =
         cmd->add_option("--hold", opt->hold_s,
@@ -385,6 +386,7 @@ void add_connect(CLI::App& app) {
             if (o->count() > 0 && opt->count == 0)
                 throw UsageError{o->get_name() + " requires --count of 1 or more"};
         check_stream_args(opt->data, data);
+        opt->wire.mpa_reply_timeout_s = opt->timeout_s;
         set_exit_code(run_connect(*opt));
     });
 }

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -221,6 +222,8 @@ CoreConfig core_config(const WireOptions& o, const Interface& iface) {
     cfg.mpa.crc = o.crc;
     cfg.mpa.peer_to_peer = !o.no_p2p;
     cfg.mpa.rtr_types = o.rtr_types;
+    cfg.mpa.reply_timeout =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o.mpa_reply_timeout_s));
     std::random_device rd;
     for (auto& b : cfg.isn_secret) b = static_cast<std::uint8_t>(rd());
     for (auto& b : cfg.syn_cookie_secret) b = static_cast<std::uint8_t>(rd());
