@@ -26,14 +26,7 @@ namespace tf = wire::tcp_flags;
 void Core::Impl::start_stream(const NodeRef& node, const std::optional<StreamConfig>& own) {
     IWCM_ASSERT(node->stream == nullptr && node->tcb.snd_una <= node->tcb.snd_max);
     tcp::StreamInit init;
-    init.snd_una = node->tcb.snd_una;
-    init.snd_nxt = node->tcb.snd_max;
-    init.rcv_nxt = node->tcb.rcv_nxt;
-    init.snd_wnd = node->tcb.snd_wnd;
-    init.max_snd_wnd = node->tcb.max_snd_wnd;
-    init.snd_wscale = node->tcb.snd_wscale;
-    init.rcv_wscale = node->tcb.rcv_wscale;
-    init.mss = node->tcb.mss;
+    init.tcb = node->tcb;  // the stream moves node->tcb itself from here on
     if (node->bufs) {
         // The sent bytes and any the peer's window held back, which the stream sends.
         init.unacked = node->bufs->tx;

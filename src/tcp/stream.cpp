@@ -77,17 +77,18 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now, 
     : config_(&config),
       tcb_(shared),
       snd_buf_(init.unacked.begin(), init.unacked.end()),
-      snd_nxt_(init.snd_nxt),
+      snd_nxt_(init.tcb.snd_max),
       // RFC 9293 3.10.7.4: any later segment may update the window.
-      snd_wl1_(minus(init.rcv_nxt, 1)),
-      snd_wl2_(init.snd_una),
+      snd_wl1_(minus(init.tcb.rcv_nxt, 1)),
+      snd_wl2_(init.tcb.snd_una),
       // RFC 6582 section 3.2: "recover" starts at the initial send sequence number.
-      recover_(minus(init.snd_una, 1)),
+      recover_(minus(init.tcb.snd_una, 1)),
       rcv_buf_(init.received.begin(), init.received.end()),
       rcv_unread_(static_cast<std::uint32_t>(init.received.size())) {
-    IWCM_ASSERT(init.snd_nxt >= init.snd_una);
-    IWCM_ASSERT(init.unacked.size() >= dist(init.snd_nxt, init.snd_una));
-    IWCM_ASSERT(init.mss > 0 && init.snd_wscale <= 14 && init.rcv_wscale <= 14);
+    const Tcb& start = init.tcb;
+    IWCM_ASSERT(start.snd_max >= start.snd_una);
+    IWCM_ASSERT(init.unacked.size() >= dist(start.snd_max, start.snd_una));
+    IWCM_ASSERT(start.mss > 0 && start.snd_wscale <= 14 && start.rcv_wscale <= 14);
     IWCM_ASSERT(config.rto_min > Duration::zero() && config.rto_min <= config.rto_max);
     IWCM_ASSERT(config.send_buffer > 0 && config.recv_buffer > 0);
     if (shared == nullptr) {
@@ -95,18 +96,12 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now, 
         tcb_ = new Tcb;
         owns_tcb_ = true;
     }
-    *tcb_ = Tcb{init.snd_una,
-                init.snd_nxt,
-                init.rcv_nxt,
-                init.snd_wnd,
-                std::max(init.snd_wnd, init.max_snd_wnd),
-                init.mss,
-                init.snd_wscale,
-                init.rcv_wscale};
+    *tcb_ = start;
+    tcb_->max_snd_wnd = std::max(start.snd_wnd, start.max_snd_wnd);
     // RFC 6928: IW = min(10*MSS, max(2*MSS, 14600)); the segment count is a
     // setting, the byte bound grows with it (1460 bytes a segment).
     const std::uint64_t segs = std::max<std::uint32_t>(config.initial_window_segments, 1);
-    const std::uint64_t mss = init.mss;
+    const std::uint64_t mss = start.mss;
     const std::uint64_t iw =
         std::min<std::uint64_t>(segs * mss, std::max<std::uint64_t>(2ULL * mss, segs * 1460));
     cwnd_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(iw, kCwndCap));
@@ -119,7 +114,7 @@ Stream::Stream(const StreamConfig& config, const StreamInit& init, Instant now, 
     if (config_->keepalive) keepalive_at_ = now + config_->keepalive_idle;
     // Bytes the peer sent before the hand-off end the hold before it starts.
     if (init.received.empty()) hold_at_ = init.hold_data_until;
-    hold_edge_ = init.snd_una + static_cast<std::uint32_t>(init.unacked.size());
+    hold_edge_ = start.snd_una + static_cast<std::uint32_t>(init.unacked.size());
     last_oow_ack_ = now - kOowAckInterval;
     update_timers(now);
     checked(*this);

@@ -71,14 +71,10 @@ using RecvBuffer = std::vector<std::byte, NoFillAllocator<std::byte>>;
 
 // The connection at the moment the stream takes it over.
 struct StreamInit {
-    wire::SeqNumber snd_una;        // oldest unacknowledged sequence number
-    wire::SeqNumber snd_nxt;        // next to send; [snd_una, snd_nxt) are `unacked`
-    wire::SeqNumber rcv_nxt;        // next expected from the peer
-    std::uint32_t snd_wnd = 0;      // the peer's last window, in bytes (scaled)
-    std::uint32_t max_snd_wnd = 0;  // the largest it offered (RFC 5961 5.2), at least snd_wnd
-    std::uint8_t snd_wscale = 0;    // the peer's shift
-    std::uint8_t rcv_wscale = 0;    // ours
-    std::uint16_t mss = 536;        // the most payload per segment we send
+    // The sequence variables the stream starts from. tcb.snd_max is also where the stream
+    // sends next: [snd_una, snd_max) are the sent part of `unacked`. max_snd_wnd is at
+    // least snd_wnd (the constructor takes the larger).
+    Tcb tcb{};
     // Bytes queued before the hand-off and not acknowledged yet (an RTR, say), from
     // snd_una on: the first snd_nxt - snd_una of them were sent and are retransmitted as
     // needed; any after those (an MPA frame behind the peer's zero window) go as new data.
@@ -186,9 +182,9 @@ class Stream {
 public:
     // The stream keeps `config` by reference, not a copy (a copy was a fifth of its size):
     // its owner keeps the settings alive and unchanged as long as the stream lives. The
-    // sequence variables are `shared`'s when given (a connection's, kept by its owner, which
-    // outlives the stream: set from `init` here, moved by the stream from then on), else
-    // the stream's own.
+    // sequence variables start as init.tcb and live in `shared` when given (a connection's,
+    // kept by its owner, which outlives the stream: the stream moves that object from then
+    // on), else in a Tcb of the stream's own.
     Stream(const StreamConfig& config, const StreamInit& init, Instant now, Tcb* shared = nullptr);
     Stream(StreamConfig&&, const StreamInit&, Instant, Tcb* = nullptr) = delete;  // dangles
     // The stream fold() folded, with the settings it had, on the Tcb it shared.

@@ -93,13 +93,13 @@ public:
         const std::uint16_t mss = rng_.chance(0.5) ? 536 : 1460;
         std::array<StreamInit, 2> init;
         for (int side = 0; side < 2; ++side) {
-            init[side].snd_una = init[side].snd_nxt =
+            init[side].tcb.snd_una = init[side].tcb.snd_max =
                 SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
-            init[side].mss = mss;
+            init[side].tcb.mss = mss;
         }
         for (int side = 0; side < 2; ++side) {
-            init[side].rcv_nxt = init[1 - side].snd_una;
-            init[side].snd_wnd = config_[1 - side].recv_buffer;
+            init[side].tcb.rcv_nxt = init[1 - side].tcb.snd_una;
+            init[side].tcb.snd_wnd = config_[1 - side].recv_buffer;
             s_[side].emplace(config_[side], init[side], now_);
             // The twin's sequence variables outlive it, as a connection's do its stream.
             twin_[side].emplace(config_[side], init[side], now_, &twin_tcb_[side]);
@@ -271,10 +271,10 @@ TEST(StreamFold, AFoldedTwinSendsAndCountsWhatItsOriginalDoes) {
 
 StreamInit idle_init() {
     StreamInit i;
-    i.snd_una = i.snd_nxt = SeqNumber(1000);
-    i.rcv_nxt = SeqNumber(50000);
-    i.snd_wnd = 60000;
-    i.mss = 1000;
+    i.tcb.snd_una = i.tcb.snd_max = SeqNumber(1000);
+    i.tcb.rcv_nxt = SeqNumber(50000);
+    i.tcb.snd_wnd = 60000;
+    i.tcb.mss = 1000;
     return i;
 }
 

@@ -62,15 +62,15 @@ public:
         for (auto& b : data_) b = static_cast<std::byte>(rng_.next_u64());
         config_.send_buffer = config_.recv_buffer = link.buffer;
         StreamInit a;
-        a.snd_una = a.snd_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
-        a.rcv_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
-        a.mss = link.mss;
-        a.rcv_wscale = a.snd_wscale = 3;
-        a.snd_wnd = link.buffer;
+        a.tcb.snd_una = a.tcb.snd_max = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
+        a.tcb.rcv_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
+        a.tcb.mss = link.mss;
+        a.tcb.rcv_wscale = a.tcb.snd_wscale = 3;
+        a.tcb.snd_wnd = link.buffer;
         StreamInit b = a;
-        std::swap(b.snd_una, b.rcv_nxt);
-        b.snd_nxt = b.snd_una;
-        first_seq_ = a.snd_una;
+        std::swap(b.tcb.snd_una, b.tcb.rcv_nxt);
+        b.tcb.snd_max = b.tcb.snd_una;
+        first_seq_ = a.tcb.snd_una;
         streams_[0].emplace(config_, a, now_);
         streams_[1].emplace(config_, b, now_);
     }

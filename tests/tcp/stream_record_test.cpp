@@ -47,10 +47,10 @@ public:
         config_.offload_mss_pieces = mss_pieces;
         config_.recv_buffer = 16 * 1024;
         StreamInit i;
-        i.snd_una = i.snd_nxt = SeqNumber(iss);
-        i.rcv_nxt = SeqNumber(kIrs);
-        i.snd_wnd = snd_wnd;
-        i.mss = kMss;
+        i.tcb.snd_una = i.tcb.snd_max = SeqNumber(iss);
+        i.tcb.rcv_nxt = SeqNumber(kIrs);
+        i.tcb.snd_wnd = snd_wnd;
+        i.tcb.mss = kMss;
         stream_.emplace(config_, i, at_ms(0));
     }
 
@@ -347,11 +347,11 @@ TEST(StreamRecord, RecordAfterHandOffBytesIsSegmentedApart) {
     // when both are retransmitted.
     StreamConfig c;
     StreamInit i;
-    i.snd_una = SeqNumber(kIss);
-    i.snd_nxt = SeqNumber(kIss + 20);
-    i.rcv_nxt = SeqNumber(kIrs);
-    i.snd_wnd = 60000;
-    i.mss = kMss;
+    i.tcb.snd_una = SeqNumber(kIss);
+    i.tcb.snd_max = SeqNumber(kIss + 20);
+    i.tcb.rcv_nxt = SeqNumber(kIrs);
+    i.tcb.snd_wnd = 60000;
+    i.tcb.mss = kMss;
     const std::vector<std::byte> rtr(20, std::byte{0x5a});
     i.unacked = rtr;
     Stream s(c, i, at_ms(0));

@@ -112,18 +112,19 @@ public:
             data_[side].resize(bytes);
             for (auto& b : data_[side]) b = static_cast<std::byte>(rng_.next_u64());
             StreamInit init;
-            init.snd_una = init.snd_nxt = SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
-            init.mss = params_.mss;
-            init.rcv_wscale = params_.wscale[side];
-            init.snd_wscale = params_.wscale[1 - side];
+            init.tcb.snd_una = init.tcb.snd_max =
+                SeqNumber(static_cast<std::uint32_t>(rng_.next_u64()));
+            init.tcb.mss = params_.mss;
+            init.tcb.rcv_wscale = params_.wscale[side];
+            init.tcb.snd_wscale = params_.wscale[1 - side];
             inits_[side] = init;
         }
         for (int side = 0; side < 2; ++side) {
             StreamInit init = inits_[side];
-            init.rcv_nxt = inits_[1 - side].snd_una;
+            init.tcb.rcv_nxt = inits_[1 - side].tcb.snd_una;
             // The peer's window at hand-off: what our peer can hold.
-            init.snd_wnd = std::min<std::uint32_t>(params_.config[1 - side].recv_buffer,
-                                                   65535U << init.snd_wscale);
+            init.tcb.snd_wnd = std::min<std::uint32_t>(params_.config[1 - side].recv_buffer,
+                                                       65535U << init.tcb.snd_wscale);
             streams_[side].emplace(params_.config[side], init, now_);
         }
     }

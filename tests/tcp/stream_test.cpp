@@ -105,10 +105,10 @@ const StreamConfig& config() {
 
 StreamInit init(std::uint32_t snd_wnd = 60000) {
     StreamInit i;
-    i.snd_una = i.snd_nxt = SeqNumber(kIss);
-    i.rcv_nxt = SeqNumber(kIrs);
-    i.snd_wnd = snd_wnd;
-    i.mss = kMss;
+    i.tcb.snd_una = i.tcb.snd_max = SeqNumber(kIss);
+    i.tcb.rcv_nxt = SeqNumber(kIrs);
+    i.tcb.snd_wnd = snd_wnd;
+    i.tcb.mss = kMss;
     return i;
 }
 
@@ -190,7 +190,7 @@ TEST(StreamSend, InitialWindowIsTenSegments) {
 TEST(StreamSend, UnackedBytesOfTheHandOffAreRetransmitted) {
     StreamInit i = init();
     const auto rtr = pattern(20);
-    i.snd_nxt = SeqNumber(kIss + 20);
+    i.tcb.snd_max = SeqNumber(kIss + 20);
     i.unacked = rtr;
     const auto early = pattern(5, 99);
     i.received = early;
@@ -1030,7 +1030,7 @@ TEST(StreamHold, BytesReceivedBeforeTheHandOffMeanNoHold) {
     StreamInit i = held();
     const auto theirs = pattern(24);
     i.received = theirs;
-    i.rcv_nxt = SeqNumber(kIrs + 24);
+    i.tcb.rcv_nxt = SeqNumber(kIrs + 24);
     Stream s(config(), i, at_ms(0));
     EXPECT_EQ(s.write(pattern(500)), 500U);
     expect_sent(s, at_ms(0), {data_seg(0, 500, kIrs + 24, kWin16k - 24)});
