@@ -503,9 +503,8 @@ Result<ConnHandle> Core::Impl::connect(Instant now, const ConnectParams& p) {
     IWCM_ASSERT(node->peer_to_peer || node->rtr_offered == 0);
     node->crc = cfg.mpa.crc;
     node->buffers().pdata.assign(p.private_data.begin(), p.private_data.end());
-    node->iss = wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now));
-    node->tcb.snd_una = node->iss;
-    node->tcb.snd_max = node->iss + 1;
+    node->start_send_at(
+        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, local, p.remote, now)));
     node->app_owned = true;
     app_refs[node->index] = node;
     table.insert(node, slot_hash);

@@ -404,6 +404,12 @@ struct Node {
     // stream after it. tcb.snd_max is the next new byte the node sends (a zero-window
     // probe's octet does not move it: probe_out).
     tcp::Tcb tcb;
+    // A new initial send sequence number: our SYN takes it, is sent and not acknowledged yet.
+    void start_send_at(wire::SeqNumber isn) {
+        iss = isn;
+        tcb.snd_una = isn;
+        tcb.snd_max = isn + 1;
+    }
 
     // ---- timers (node_timers.hpp) ----
     // The node's one wheel entry, due at or before its earliest deadline (invalid: none).

@@ -265,10 +265,8 @@ void Core::Impl::on_listen_syn(Instant now, const Segment& seg) {
         node->tcb.rcv_wscale = cfg.rcv_wscale;
     }
     take_window(*node, fr.tcp.window);
-    node->iss =
-        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now));
-    node->tcb.snd_una = node->iss;
-    node->tcb.snd_max = node->iss + 1;
+    node->start_send_at(
+        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now)));
     // The node is counted as half-open, and the backlog still holds it (the test above).
     IWCM_ASSERT(node->half_open && l->half_open + l->queued() <= l->backlog);
     table.insert(node, seg.slot_hash);
@@ -405,9 +403,7 @@ bool Core::Impl::on_listen_ack(Instant now, const Segment& seg) {
         node->tcb.snd_wscale = *data->wscale;
         node->tcb.rcv_wscale = cfg.rcv_wscale;
     }
-    node->iss = wire::SeqNumber(cookie);
-    node->tcb.snd_una = node->iss;
-    node->tcb.snd_max = node->iss + 1;
+    node->start_send_at(wire::SeqNumber(cookie));
     // A cookie's node is half-open: it leaves the requests the application answers as they
     // were, below the backlog (the test above).
     IWCM_ASSERT(node->half_open && l->queued() < l->backlog);
@@ -770,10 +766,8 @@ void Core::Impl::retry_v1(Instant now, const NodeRef& node) {
     b.tx.clear();
     b.rx.clear();
     b.persist_backoff = b.probes_out = 0;
-    node->iss =
-        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1);
-    node->tcb.snd_una = node->iss;
-    node->tcb.snd_max = node->iss + 1;
+    node->start_send_at(
+        wire::SeqNumber(cm::initial_sequence(cfg.isn_secret, node->local, node->remote, now) + 1));
     IWCM_ASSERT(node->mpa_rev == 1 && node->buffers().tx.empty() && node->buffers().rx.empty());
     set_state(*node, CmState::kSynSent);
     send_syn(*node);
