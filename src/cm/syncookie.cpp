@@ -56,6 +56,10 @@ CookieKey cookie_key(const CookieKey& cookie_secret, const CookieKey& isn_secret
         std::uint64_t h = siphash24(cookie_secret, std::span<const std::uint8_t>(buf, sizeof buf));
         for (int i = 0; i < 8; ++i) key[8 * half + i] = static_cast<std::uint8_t>(h >> (8 * i));
     }
+    // The input carried the ISN secret whole (the counter last), and the two halves came from
+    // two counters: equal halves (2^-64 by chance) mean the counter did not reach the hash.
+    IWCM_ASSERT(buf[24] == 1 && std::memcmp(buf, isn_secret.data(), 16) == 0);
+    IWCM_ASSERT(std::memcmp(key.data(), key.data() + 8, 8) != 0);
     return key;
 }
 

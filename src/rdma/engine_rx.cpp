@@ -130,6 +130,9 @@ TermInfo read_term_control(wire::Bytes b) {
     t.layer = t.siw_order ? lo : hi;
     t.etype = t.siw_order ? hi : lo;
     t.code = u(1);
+    // Either order reads the two nibbles of the first byte, one as layer, one as type.
+    IWCM_ASSERT((t.layer | t.etype) <= 0xF &&
+                (t.layer << 4 | t.etype) == (t.siw_order ? (lo << 4 | hi) : u(0)));
     return t;
 }
 
