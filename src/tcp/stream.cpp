@@ -9,15 +9,17 @@
 // live part, so each byte is moved at most once on average and poll_segment
 // hands out a contiguous view. The receive buffer holds the readable bytes
 // and, after them, the out-of-order bytes at their sequence offset, so a
-// hole that fills delivers without a copy. Both are released when empty and
-// reserved whole when they fill again. check_invariants() runs at the end of
-// every public mutating call in debug and sanitizer builds (IWCM_CHECK_INVARIANTS,
-// as the core's check_node): in a release build it would be 4 % of the
-// instructions per segment. The stream tests call it themselves after every step.
+// hole that fills delivers without a copy. Both are released when empty; bytes
+// coming again take a page, or the whole size at once (reserve_for).
+// check_invariants() runs at the end of every public mutating call in debug and
+// sanitizer builds (IWCM_CHECK_INVARIANTS, as the core's check_node): in a
+// release build it would be 4 % of the instructions per segment. The stream
+// tests call it themselves after every step.
 #include "tcp/stream.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "invariants.hpp"
 #include "iwcm/assert.hpp"
@@ -63,6 +65,42 @@ SeqNumber minus(SeqNumber s, std::uint32_t n) {
 template <class Buffer>
 void release(Buffer& v) {
     Buffer().swap(v);
+}
+
+// What a buffer released when empty takes when bytes come again: a page for a few bytes
+// less than a segment (a request, its answer, an FPDU's headers), else its whole size at
+// once. Taking the whole size for a few bytes made glibc hand 256 KiB back and forth with the
+// kernel (brk, and page faults on the fresh pages) at every message of a request-and-answer
+// exchange; growing by doubling to the whole size instead costs a bulk transfer that drains
+// each round trip 2.5 times the CPU per byte. From a page, the buffer grows to its whole size
+// in one step; full segments (bulk data) take the whole size at once, as they always did.
+constexpr std::size_t kSmallBuffer = 4096;
+
+template <class Buffer>
+[[gnu::noinline, gnu::cold]] void grow(Buffer& v, std::size_t need, std::uint32_t whole,
+                                       bool small) {
+    // Past the whole size (the acknowledged prefix not cut yet) the vector grows on its own.
+    if (v.capacity() >= whole) return;
+    const std::size_t size =
+        small && need <= kSmallBuffer ? std::min<std::size_t>(kSmallBuffer, whole) : whole;
+    if constexpr (std::is_same_v<Buffer, RecvBuffer>) {
+        // The vector would move its bytes one by one through the allocator: one memcpy.
+        Buffer bigger;
+        bigger.reserve(size);
+        bigger.resize(v.size());  // not filled (NoFillAllocator)
+        if (!v.empty()) std::memcpy(bigger.data(), v.data(), v.size());
+        v.swap(bigger);
+    } else {
+        v.reserve(size);
+    }
+    IWCM_ASSERT(v.capacity() >= std::min<std::size_t>(need, whole));
+}
+
+// Room for `need` bytes in all; `small`: the bytes coming are fewer than a segment.
+template <class Buffer>
+void reserve_for(Buffer& v, std::size_t need, std::uint32_t whole, bool small) {
+    if (need > v.capacity()) [[unlikely]]
+        grow(v, need, whole, small);
 }
 
 // The end of a public mutating call: every invariant, when the build checks them.
@@ -235,10 +273,8 @@ std::size_t Stream::write(std::span<const std::byte> data) {
     // Drop the acknowledged prefix once it is as long as the live bytes: the
     // move is paid for by the bytes acknowledged since the last one.
     if (snd_off_ > 0 && snd_off_ >= snd_buffered()) cut_snd_prefix();
-    // The buffer is released when empty; taking its whole size at once when
-    // it fills again avoids a chain of growing copies (measured: 2.5 times
-    // the CPU per byte in a bulk transfer that drains each round trip).
-    if (snd_buf_.capacity() == 0) snd_buf_.reserve(config_->send_buffer);
+    // The buffer is released when empty (drop_acked) and taken again here (reserve_for).
+    reserve_for(snd_buf_, snd_buf_.size() + n, config_->send_buffer, n < tcb_->mss);
     // In pieces, as wire::copy_bytes does (the capacity is reserved: no reallocation).
     for (std::size_t done = 0; done < n; done += wire::kCopyPiece) {
         const auto* from = data.data() + done;
@@ -821,8 +857,8 @@ std::byte* Stream::room_for(SeqNumber seq, std::size_t n) {
         rcv_buf_.erase(rcv_buf_.begin(), rcv_buf_.begin() + rcv_read_);
         rcv_read_ = 0;
     }
-    if (rcv_buf_.capacity() == 0) rcv_buf_.reserve(config_->recv_buffer);  // as in write()
     const std::size_t at = std::size_t{rcv_read_} + rcv_unread_ + dist(seq, tcb_->rcv_nxt);
+    reserve_for(rcv_buf_, at + n, config_->recv_buffer, n < tcb_->mss);  // as in write()
     if (rcv_buf_.size() < at + n) rcv_buf_.resize(at + n);
     return rcv_buf_.data() + at;
 }

@@ -128,6 +128,29 @@ TEST(StreamSend, SegmentsAtMssWithPshAndOurWindow) {
     EXPECT_EQ(s.next_deadline(), at_ms(1000));  // RFC 6298 2.1: RTO 1 s
 }
 
+// The send buffer, released when empty, takes a page for fewer bytes than a segment (a
+// request, an answer) and its whole size in one step once more come, or at once for a full
+// segment; the bytes written before the growth go out unchanged.
+TEST(StreamSend, AFewBytesTakeAPageAndMoreTheWholeBuffer) {
+    Stream s(config(), init(), at_ms(0));
+    const auto all = pattern(4100);
+    EXPECT_EQ(s.write(std::span<const std::byte>(all).first(100)), 100U);
+    EXPECT_FALSE(s.write_moves_bytes(4096 - 100));  // the page holds them
+    EXPECT_TRUE(s.write_moves_bytes(4096 - 100 + 1));
+    EXPECT_EQ(s.write(std::span<const std::byte>(all).subspan(100)), 4000U);
+    // Grown to the whole 64 KiB at once.
+    EXPECT_FALSE(s.write_moves_bytes(64 * 1024 - 4100));
+    expect_sent(s, at_ms(0),
+                {data_seg(0, 1000, kIrs, kWin16k), data_seg(1000, 1000, kIrs, kWin16k),
+                 data_seg(2000, 1000, kIrs, kWin16k), data_seg(3000, 1000, kIrs, kWin16k),
+                 data_seg(4000, 100, kIrs, kWin16k)});
+    // Everything acknowledged: released. A full segment now takes the whole buffer.
+    s.on_segment(at_ms(1), from_peer(kIrs, kIss + 4100, 60000));
+    EXPECT_EQ(s.bytes_queued(), 0U);
+    EXPECT_EQ(s.write(pattern(1000, 4100)), 1000U);
+    EXPECT_FALSE(s.write_moves_bytes(64 * 1024 - 1000));
+}
+
 TEST(StreamSend, WriteIsBoundedBySendBuffer) {
     StreamConfig c = config();
     c.send_buffer = 3000;
@@ -696,6 +719,30 @@ TEST(StreamAckCheck, SegmentWithoutAckIsDropped) {
 }
 
 // ---------------------------------------------------------------- receiving
+
+// The receive buffer, released when empty, takes a page for a few bytes and grows to its
+// whole size when more come: the bytes already in it, readable and out of order, move with it.
+TEST(StreamReceive, BytesInAPageBufferSurviveItsGrowth) {
+    Stream s(config(), init(), at_ms(0));
+    const auto all = pattern(4200);
+    const auto piece = [&](std::size_t off, std::size_t n) {
+        return std::span<const std::byte>(all).subspan(off, n);
+    };
+    s.on_segment(at_ms(1), from_peer(kIrs, kIss, 60000, piece(0, 100)));
+    // Out of order, past the page: the buffer grows with 100 readable bytes in it.
+    s.on_segment(at_ms(2), from_peer(kIrs + 3300, kIss, 60000, piece(3300, 900)));
+    EXPECT_EQ(s.out_of_order_bytes(), 900U);
+    for (std::uint32_t off = 100; off < 3300; off += 800)
+        s.on_segment(at_ms(3), from_peer(kIrs + off, kIss, 60000, piece(off, 800)));
+    s.check_invariants();
+    EXPECT_EQ(s.out_of_order_bytes(), 0U);
+    EXPECT_EQ(std::vector<std::byte>(s.readable().begin(), s.readable().end()), all);
+    // Read, the buffer is released; the next bytes land in a page again, whole.
+    s.consume(all.size());
+    const auto next = pattern(64, 4200);
+    s.on_segment(at_ms(4), from_peer(kIrs + 4200, kIss, 60000, next));
+    EXPECT_EQ(std::vector<std::byte>(s.readable().begin(), s.readable().end()), next);
+}
 
 TEST(StreamReceive, OutOfOrderIsHeldAndDeliveredWhenTheHoleFills) {
     StreamConfig c = config();

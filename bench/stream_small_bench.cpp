@@ -1,16 +1,22 @@
-// What the MPA exchange of one connection setup costs when two tcp::Streams carry it: the
-// price of running the whole of a connection's TCP in one implementation from the handshake
-// on (docs/perf.md "One TCP from the handshake on"). No core, no frames, no checksums: only
-// the streams' own work, which the node's few lines of src/cm/tcp.cpp do today.
+// Small exchanges on two tcp::Streams, no core, no frames, no checksums: only the streams'
+// own work.
 //
-// One iteration is what a peer-to-peer setup sends after the TCP handshake: the initiator's
-// MPA request, the responder's reply (carrying the ACK of the request), the initiator's RTR
-// (carrying the ACK of the reply); each end reads through a StreamSink in place and sends
-// its frame by reference, as a node would from its private data. Then both streams go, as
-// the setup benchmark's connections do. For callgrind, on one line:
+// BM_StreamMpaExchange: what the MPA exchange of one connection setup costs when two
+// tcp::Streams carry it, the price of running the whole of a connection's TCP in one
+// implementation from the handshake on (docs/perf.md "The MPA exchange stays with the
+// node"); the node's few lines of src/cm/tcp.cpp do it today. One iteration is what a
+// peer-to-peer setup sends after the TCP handshake: the initiator's MPA request, the
+// responder's reply (carrying the ACK of the request), the initiator's RTR (carrying the ACK
+// of the reply); each end reads through a StreamSink in place and sends its frame by
+// reference (by_ref:1), as a node would from its private data, or copied (by_ref:0). Then
+// both streams go, as the setup benchmark's connections do. For callgrind, on one line:
 //   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*mpa_exchange*'
 //   build-lto/bin/iwcm_bench --benchmark_filter=BM_StreamMpaExchange
 // and divide the instructions collected by the `exchanges` counter (20 000).
+//
+// BM_StreamPingPong: 64 bytes each way between two long-lived streams, copied in and read
+// from the receive buffers, every byte acknowledged before the next message: a request and
+// its answer, whose buffers empty between messages (docs/perf.md "Data path").
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -61,8 +67,9 @@ Tcb after_handshake(std::uint32_t iss, std::uint32_t irs) {
     return t;
 }
 
-// One segment from `from` to `to`; false if `from` had none to send.
-bool carry(Stream& from, Stream& to, Instant now, Taker& sink) {
+// One segment from `from` to `to`, offered to `sink` (none: read into `to`'s receive
+// buffer); false if `from` had none to send.
+bool carry(Stream& from, Stream& to, Instant now, Taker* sink = nullptr) {
     const std::optional<SegmentOut> out = from.poll_segment(now);
     if (!out) return false;
     SegmentIn in;
@@ -72,7 +79,7 @@ bool carry(Stream& from, Stream& to, Instant now, Taker& sink) {
     in.window = out->window;
     in.payload = out->payload;
     in.pieces = out->pieces;
-    (void)to.on_segment(now, in, iwcm::tcp::SinkRef{&sink, iwcm::ConnHandle{}});
+    (void)to.on_segment(now, in, iwcm::tcp::SinkRef{sink, iwcm::ConnHandle{}});
     return true;
 }
 
@@ -94,11 +101,11 @@ bool carry(Stream& from, Stream& to, Instant now, Taker& sink) {
         return by_ref ? s.write_ref(b) : s.write(b);
     };
     moved += write(initiator, bytes.first(kRequest));
-    if (!carry(initiator, responder, now, at_responder)) return 0;
+    if (!carry(initiator, responder, now, &at_responder)) return 0;
     moved += write(responder, bytes.first(kReply));
-    if (!carry(responder, initiator, now, at_initiator)) return 0;
+    if (!carry(responder, initiator, now, &at_initiator)) return 0;
     moved += write(initiator, bytes.first(kRtr));
-    if (!carry(initiator, responder, now, at_responder)) return 0;
+    if (!carry(initiator, responder, now, &at_responder)) return 0;
     return at_initiator.taken + at_responder.taken == moved ? moved : 0;
 }
 
@@ -121,5 +128,38 @@ void BM_StreamMpaExchange(benchmark::State& state) {
 }
 // A fixed count, so that callgrind's total divides by it.
 BENCHMARK(BM_StreamMpaExchange)->Arg(0)->Arg(1)->ArgName("by_ref")->Iterations(20000);
+
+// `from` sends `msg`, `to` reads it; then segments go both ways until neither end has one.
+bool one_way(Stream& from, Stream& to, std::span<const std::byte> msg, Instant now) {
+    if (from.write(msg) != msg.size()) return false;
+    while (carry(from, to, now)) {
+    }
+    if (to.readable_bytes() != msg.size()) return false;
+    to.consume(msg.size());
+    return true;
+}
+
+void BM_StreamPingPong(benchmark::State& state) {
+    iwcm::StreamConfig config;
+    config.ack_delay = iwcm::Duration::zero();  // every message acknowledged at once
+    StreamInit a;
+    a.tcb = after_handshake(1000, 5000);
+    StreamInit b;
+    b.tcb = after_handshake(5000, 1000);
+    Instant now{};
+    Stream ping(config, a, now);
+    Stream pong(config, b, now);
+    const std::array<std::byte, 64> msg{};
+    bool ok = true;
+    for (auto _ : state) {
+        ok = ok && one_way(ping, pong, msg, now) && one_way(pong, ping, msg, now);
+        while (carry(ping, pong, now) || carry(pong, ping, now)) {
+        }
+        now += std::chrono::microseconds(10);
+    }
+    if (!ok || ping.bytes_queued() != 0 || pong.bytes_queued() != 0)
+        state.SkipWithError("a message was lost or left unacknowledged");
+}
+BENCHMARK(BM_StreamPingPong);
 
 }  // namespace
