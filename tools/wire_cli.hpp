@@ -44,7 +44,7 @@ struct WireOptions : io::InterfaceOptions {
     // every segment at most an MSS).
     bool no_tap_offload = false;
     std::uint8_t rtr_types = rtr::kAll;  // the RTR types offered or accepted (--rtr)
-    // How long a sent MPA request waits for its reply: connect's --timeout, so that
+    // How long a sent MPA request waits for its reply: connect's and rping's --timeout, so that
     // the reply may take all the time the user gave the connection (a peer whose
     // handshake was retransmitted resends a lost reply only every 3, 6, 12 s).
     double mpa_reply_timeout_s = 10;

@@ -500,9 +500,10 @@ def case_connect_refused(c):
 def case_connect_timeout(c):
     """The kernel completes the handshake (its listen queue) but nobody
     answers the MPA request: connect exits 5, and the reason gives --timeout
-    as it was written ("10.5 s", not "10.500000 s"). 10.5 s lies past the
-    core's default MPA reply timeout (10 s): the reply wait follows --timeout,
-    so the deadline, not the reply timer, ends the attempt."""
+    as it was written ("12.5 s", not "12.500000 s"). 12.5 s lies past the core's
+    default MPA reply timeout (10 s after the request, which leaves within the
+    first second): the reply wait follows --timeout, so the deadline, not the
+    reply timer, ends the attempt."""
     with Net("connect-timeout", 77) as net:
         listener = ("import signal, socket\n"
                     "s = socket.socket()\n"
@@ -513,9 +514,9 @@ def case_connect_timeout(c):
         srv = net.start("server", ["python3", "-c", listener])
         srv.wait_for("listening")
         try:
-            cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--timeout", "10.5")
+            cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--timeout", "12.5")
             expect_exit(cm, 5, timeout=30)
-            check("timed out after 10.5 s" in cm.stderr, "reason: %r" % cm.stderr)
+            check("timed out after 12.5 s" in cm.stderr, "reason: %r" % cm.stderr)
         finally:
             srv.kill()
 

@@ -363,6 +363,29 @@ def terminate_sent_case(c, name, subnet, lose):
         wait_kernel_not(net, ("ESTAB", "CLOSE-WAIT"))
 
 
+def case_rping_connect_timeout(c):
+    """A kernel listener completes the handshake and never answers the MPA
+    request: rping -c exits 5 once --timeout runs out, and says so. 12.5 s lies
+    past the core's default MPA reply timeout (10 s after the request, which
+    leaves within the first second): the reply wait follows --timeout, as
+    connect's does, so the deadline ends the attempt."""
+    with Net("rping-ct", 84) as net:
+        listener = ("import signal, socket\n"
+                    "s = socket.socket()\n"
+                    "s.bind(('%s', %d))\n"
+                    "s.listen(4)\n"
+                    "print('{\"event\": \"listening\"}', flush=True)\n"
+                    "signal.pause()\n" % (net.kernel4, PORT))
+        srv = net.start("server", ["python3", "-c", listener])
+        srv.wait_for("listening")
+        try:
+            cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "--timeout", "12.5")
+            expect_exit(cm, 5, timeout=30)
+            check("timed out after 12.5 s" in cm.stderr, "reason: %r" % cm.stderr)
+        finally:
+            srv.kill()
+
+
 def case_rping_terminate_sent(c):
     """Our TERMINATE, then our FIN, no RST (terminate_sent_case)."""
     terminate_sent_case(c, "rping-terminate-sent", 64, False)
