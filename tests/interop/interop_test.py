@@ -505,20 +505,27 @@ def case_connect_timeout(c):
     first second): the reply wait follows --timeout, so the deadline, not the
     reply timer, ends the attempt."""
     with Net("connect-timeout", 77) as net:
-        listener = ("import signal, socket\n"
-                    "s = socket.socket()\n"
-                    "s.bind(('%s', %d))\n"
-                    "s.listen(4)\n"
-                    "print('{\"event\": \"listening\"}', flush=True)\n"
-                    "signal.pause()\n" % (net.kernel4, PORT))
-        srv = net.start("server", ["python3", "-c", listener])
-        srv.wait_for("listening")
-        try:
-            cm = c.cm(net, "cm", "connect", "--to", "%s:%d" % (net.kernel4, PORT), "--timeout", "12.5")
-            expect_exit(cm, 5, timeout=30)
-            check("timed out after 12.5 s" in cm.stderr, "reason: %r" % cm.stderr)
-        finally:
-            srv.kill()
+        expect_deadline_unanswered(c, net, PORT, ["connect", "--to", "%s:%d" % (net.kernel4, PORT)], "12.5")
+
+
+def expect_deadline_unanswered(c, net, port, command, timeout):
+    """A kernel listener on `port` completes the handshake but nobody answers
+    the MPA request: the iwarp-cm `command` with --timeout `timeout` exits 5,
+    and its reason gives the deadline as it was written."""
+    listener = ("import signal, socket\n"
+                "s = socket.socket()\n"
+                "s.bind(('%s', %d))\n"
+                "s.listen(4)\n"
+                "print('{\"event\": \"listening\"}', flush=True)\n"
+                "signal.pause()\n" % (net.kernel4, port))
+    srv = net.start("server", ["python3", "-c", listener])
+    srv.wait_for("listening")
+    try:
+        cm = c.cm(net, "cm", *command, "--timeout", timeout)
+        expect_exit(cm, 5, timeout=30)
+        check("timed out after %s s" % timeout in cm.stderr, "reason: %r" % cm.stderr)
+    finally:
+        srv.kill()
 
 
 def case_connect_mpa_reject(c):

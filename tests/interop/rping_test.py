@@ -370,20 +370,7 @@ def case_rping_connect_timeout(c):
     leaves within the first second): the reply wait follows --timeout, as
     connect's does, so the deadline ends the attempt."""
     with Net("rping-ct", 84) as net:
-        listener = ("import signal, socket\n"
-                    "s = socket.socket()\n"
-                    "s.bind(('%s', %d))\n"
-                    "s.listen(4)\n"
-                    "print('{\"event\": \"listening\"}', flush=True)\n"
-                    "signal.pause()\n" % (net.kernel4, PORT))
-        srv = net.start("server", ["python3", "-c", listener])
-        srv.wait_for("listening")
-        try:
-            cm = c.cm(net, "cm", "rping", "-c", "-a", net.kernel4, "--timeout", "12.5")
-            expect_exit(cm, 5, timeout=30)
-            check("timed out after 12.5 s" in cm.stderr, "reason: %r" % cm.stderr)
-        finally:
-            srv.kill()
+        interop_test.expect_deadline_unanswered(c, net, PORT, ["rping", "-c", "-a", net.kernel4], "12.5")
 
 
 def case_rping_terminate_sent(c):
