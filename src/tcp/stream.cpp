@@ -69,11 +69,11 @@ void release(Buffer& v) {
 
 // What a buffer released when empty takes when bytes come again: a page for a few bytes
 // less than a segment (a request, its answer, an FPDU's headers), else its whole size at
-// once. Taking the whole size for a few bytes made glibc hand 256 KiB back and forth with the
-// kernel (brk, and page faults on the fresh pages) at every message of a request-and-answer
-// exchange; growing by doubling to the whole size instead costs a bulk transfer that drains
-// each round trip 2.5 times the CPU per byte. From a page, the buffer grows to its whole size
-// in one step; full segments (bulk data) take the whole size at once, as they always did.
+// once. Taking the whole size for a few bytes would make glibc hand 256 KiB back and forth
+// with the kernel (brk, and page faults on the fresh pages) at every message of a
+// request-and-answer exchange; growing by doubling to the whole size instead costs a bulk
+// transfer that drains each round trip 2.5 times the CPU per byte. From a page, the buffer
+// grows to its whole size in one step; full segments (bulk data) take the whole size at once.
 constexpr std::size_t kSmallBuffer = 4096;
 
 template <class Buffer>
