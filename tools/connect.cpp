@@ -386,7 +386,7 @@ void add_connect(CLI::App& app) {
             if (o->count() > 0 && opt->count == 0)
                 throw UsageError{o->get_name() + " requires --count of 1 or more"};
         check_stream_args(opt->data, data);
-        opt->wire.mpa_reply_timeout_s = opt->timeout_s;
+        opt->wire.mpa_reply_timeout_s = reply_timer_past(opt->timeout_s);
         set_exit_code(run_connect(*opt));
     });
 }

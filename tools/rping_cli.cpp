@@ -585,7 +585,7 @@ void add_rping(CLI::App& app) {
     cmd->footer(help_footer(
         "iwarp-cm rping -c --tap tap0 --ip 10.99.1.2/24 -a 10.99.1.1 -C 100 -S 4096 -V"));
     cmd->callback([opt] {
-        opt->wire.mpa_reply_timeout_s = opt->timeout_s;  // as connect's (wire_cli.hpp)
+        opt->wire.mpa_reply_timeout_s = reply_timer_past(opt->timeout_s);
         set_exit_code(run_rping(*opt));
     });
 }

@@ -44,11 +44,19 @@ struct WireOptions : io::InterfaceOptions {
     // every segment at most an MSS).
     bool no_tap_offload = false;
     std::uint8_t rtr_types = rtr::kAll;  // the RTR types offered or accepted (--rtr)
-    // How long a sent MPA request waits for its reply: connect's and rping's --timeout, so that
-    // the reply may take all the time the user gave the connection (a peer whose
-    // handshake was retransmitted resends a lost reply only every 3, 6, 12 s).
+    // How long a sent MPA request waits for its reply. connect and rping set it past their
+    // --timeout (reply_timer_past), so that the reply may take all the time the user gave the
+    // connection (a peer whose handshake was retransmitted resends a lost reply only every
+    // 3, 6, 12 s).
     double mpa_reply_timeout_s = 10;
 };
+
+// The MPA reply timer of a command that ends the attempt itself at `deadline_s`: a second past
+// it, so that the command's deadline, not the core's timer, ends the attempt and names itself
+// in the reason, also when a loaded machine wakes the loop a few milliseconds late.
+inline double reply_timer_past(double deadline_s) {
+    return deadline_s + 1;
+}
 
 // --tap or --dev, --ip, --mac, --gateway, --vlan, --tos, --no-tap-offload: where the CM sits.
 void add_interface_options(CLI::App* cmd, WireOptions& o);
