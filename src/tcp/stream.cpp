@@ -717,7 +717,7 @@ std::uint32_t Stream::drop_acked_refs(SeqNumber end) {
         q.refs.clear();
         q.head = 0;
     } else if (q.head >= 64 && q.head * 2 >= q.refs.size()) {
-        q.refs.erase(q.refs.begin(), q.refs.begin() + q.head);
+        q.refs.erase_front(q.head);
         q.next = q.next > q.head ? q.next - q.head : 0;
         q.head = 0;
     }
@@ -1261,7 +1261,7 @@ SegmentOut Stream::emit(Instant now, SeqNumber seq, std::uint32_t len, bool fin)
 void Stream::gather(SeqNumber seq, std::uint32_t len) {
     IWCM_ASSERT(refq_ != nullptr);
     RefQueue& q = *refq_;
-    const std::vector<Ref>& refs = q.refs;
+    const SmallVec<Ref, 4>& refs = q.refs;
     q.pieces.clear();
     // The first reference that ends after seq (the earlier ones are behind
     // it): where the last segment's gather stopped, as segments mostly
@@ -1315,7 +1315,7 @@ SegmentOut Stream::make_segment(SeqNumber seq, std::uint32_t len, std::uint8_t f
         if (refq_->pieces.size() == 1) {
             out.payload = refq_->pieces[0];
         } else {
-            out.pieces = refq_->pieces;
+            out.pieces = {refq_->pieces.data(), refq_->pieces.size()};
         }
     } else if (len > 0) {
         out.payload =

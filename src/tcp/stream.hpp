@@ -35,6 +35,7 @@
 #include "iwcm/stream_sink.hpp"
 #include "iwcm/time.hpp"
 #include "tcp/record_ends.hpp"
+#include "tcp/small_vec.hpp"
 #include "tcp/tcb.hpp"
 #include "wire/pieces.hpp"
 #include "wire/tcp.hpp"
@@ -430,11 +431,12 @@ private:
     RecordEnds record_ends_;  // above snd_una, at most data_end(); see write_record
     // Allocated with the first reference (a stream that never holds one pays
     // a pointer): the references not wholly acknowledged, refs[head, size),
-    // sorted, and the pieces of the last segment that had some.
+    // sorted, and the pieces of the last segment that had some. A few of each
+    // live in the queue's one block (small_vec.hpp).
     struct RefQueue {
-        std::vector<Ref> refs;
+        SmallVec<Ref, 4> refs;
         std::uint32_t head = 0;
-        std::vector<std::span<const std::byte>> pieces;  // SegmentOut::pieces
+        SmallVec<std::span<const std::byte>, 4> pieces;  // SegmentOut::pieces
         std::uint32_t bytes = 0;                         // of the references, at or above snd_una
         std::uint32_t next = 0;                          // where the last gather stopped (a hint)
     };

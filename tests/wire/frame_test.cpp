@@ -7,40 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <new>
 
+#include "counting_new.hpp"  // parse and emit are shown to make no allocation
 #include "wire/checksum.hpp"
 #include "wire/ip_extras.hpp"
 #include "wire/wire_test_util.hpp"
-
-// Counts every heap allocation of this test binary, so a test can show that
-// parse and emit make none.
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
-
-// The project uses no exceptions, so running out of memory aborts here. GCC
-// sees malloc inside operator new and free inside operator delete and warns of
-// a mismatch that replacing both is exactly meant to make.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    void* p = std::malloc(n == 0 ? 1 : n);
-    if (p == nullptr) std::abort();
-    return p;
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-#pragma GCC diagnostic pop
 
 namespace iwcm::wire {
 namespace {
@@ -464,16 +438,16 @@ TEST(Frame, ChecksumOffloadKeepsEveryOtherCheck) {
 TEST(Frame, ParseAndEmitMakeNoHeapAllocation) {
     const Buffer frame = test::read_hex_fixture("linux_syn");
     std::array<std::byte, 128> out{};
-    const std::size_t before = g_allocations.load();
+    const std::size_t before = iwcm::test::allocations();
     auto f = parse_tcp_frame(frame);
     ASSERT_TRUE(f);
     const std::size_t n = emit_tcp_frame(f->repr, f->payload, out);
-    const std::size_t after = g_allocations.load();
+    const std::size_t after = iwcm::test::allocations();
     EXPECT_EQ(after, before);
     EXPECT_EQ(n, frame.size());
     // The counter works: a vector allocates.
     { Buffer probe(3); }
-    EXPECT_GT(g_allocations.load(), after);
+    EXPECT_GT(iwcm::test::allocations(), after);
 }
 
 double thread_cpu_ns() {
